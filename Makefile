@@ -1,0 +1,81 @@
+# multiedge: top-level build.
+#
+#   make            module, user library, tools, tests
+#   make test       install missing deps, build, host unit tests, guest suite
+#   make demo       boot the guest and show the module at work
+#   make clean
+#
+# User-space pieces are described by small fragments (*.mk) included below;
+# each appends to the lists declared here.  The module is built by Kbuild in
+# kernel/ against KDIR.
+
+SHELL := /bin/bash
+.DEFAULT_GOAL := all
+
+TOP   := $(abspath $(dir $(lastword $(MAKEFILE_LIST))))
+BUILD := $(TOP)/build
+
+# Kernel to build against: see scripts/kdir for the rule.
+KDIR ?= $(shell $(TOP)/scripts/kdir)
+KVER := $(shell $(TOP)/scripts/kdir --version $(KDIR) 2>/dev/null)
+
+CC  ?= gcc
+CXX ?= g++
+CLANG ?= clang
+
+WARN_C   := -Wall -Wextra -Werror
+WARN_CXX := -Wall -Wextra -Werror
+CFLAGS_COMMON   := -std=gnu11 -O2 -g $(WARN_C)
+CXXFLAGS_COMMON := -std=c++20 -O2 -g $(WARN_CXX)
+SAN_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=all \
+             -fno-omit-frame-pointer
+INCLUDES  := -I$(TOP) -I$(TOP)/uapi
+GTEST_LIBS := -lgtest -lgmock -pthread
+
+# Lists the fragments append to.
+HOST_TESTS   :=   # GoogleTest binaries run on the host by `make test`
+HOST_SCRIPTS :=   # executables run on the host by `make test`, 1 test each
+GUEST_TESTS  :=   # GoogleTest binaries run inside the guest
+PROGRAMS     :=   # tools and examples built by `make`
+LIBRARIES    :=   # libraries built by `make`
+
+include $(wildcard $(TOP)/kernel/core/core.mk)
+include $(TOP)/userlib/userlib.mk
+include $(wildcard $(TOP)/tests/unit/unit.mk)
+include $(wildcard $(TOP)/tests/fuzz/fuzz.mk)
+include $(TOP)/tests/vm/vm.mk
+
+.PHONY: all module userspace test demo clean deps guest-kernel check-uapi
+
+all: module userspace
+
+userspace: $(LIBRARIES) $(PROGRAMS) $(HOST_TESTS) $(GUEST_TESTS)
+
+# W=1 is part of the contract: the module must build without a warning.
+module:
+	@test -n "$(KDIR)" || { echo "error: no kernel headers found; run scripts/deps or set KDIR" >&2; exit 1; }
+	$(MAKE) -C $(KDIR) M=$(TOP)/kernel W=1 modules
+
+deps:
+	$(TOP)/scripts/deps
+
+guest-kernel:
+	$(TOP)/scripts/guest-kernel $(KVER)
+
+test:
+	$(TOP)/scripts/deps
+	$(MAKE) all
+	$(TOP)/scripts/guest-kernel $(KVER) >/dev/null
+	$(TOP)/scripts/run-tests --kver $(KVER) \
+		--host "$(HOST_TESTS)" --host-scripts "$(HOST_SCRIPTS)" \
+		--guest "$(GUEST_TESTS)"
+
+demo:
+	$(TOP)/scripts/deps
+	$(MAKE) all
+	$(TOP)/scripts/guest-kernel $(KVER) >/dev/null
+	$(TOP)/scripts/vm --kver $(KVER) -- $(TOP)/scripts/demo
+
+clean:
+	-$(MAKE) -C $(KDIR) M=$(TOP)/kernel clean 2>/dev/null
+	rm -rf $(BUILD)/obj $(BUILD)/bin $(BUILD)/lib $(BUILD)/results

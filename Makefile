@@ -22,6 +22,7 @@ KVER := $(shell $(TOP)/scripts/kdir --version $(KDIR) 2>/dev/null)
 CC  ?= gcc
 CXX ?= g++
 CLANG ?= clang
+PREFIX ?= /usr/local
 
 WARN_C   := -Wall -Wextra -Werror
 WARN_CXX := -Wall -Wextra -Werror
@@ -42,10 +43,11 @@ LIBRARIES    :=   # libraries built by `make`
 include $(wildcard $(TOP)/kernel/core/core.mk)
 include $(TOP)/userlib/userlib.mk
 include $(wildcard $(TOP)/tests/unit/unit.mk)
+include $(TOP)/tests/unit/userlib/userlib_tests.mk
 include $(wildcard $(TOP)/tests/fuzz/fuzz.mk)
 include $(TOP)/tests/vm/vm.mk
 
-.PHONY: all module userspace test demo clean deps guest-kernel check-uapi
+.PHONY: all module userspace test demo run-tests run-demo clean deps guest-kernel
 
 all: module userspace
 
@@ -62,19 +64,25 @@ deps:
 guest-kernel:
 	$(TOP)/scripts/guest-kernel $(KVER)
 
+# deps first, then a fresh make: KDIR and KVER are only known once the
+# headers are installed.
 test:
-	$(TOP)/scripts/deps
-	$(MAKE) all
-	$(TOP)/scripts/guest-kernel $(KVER) >/dev/null
-	$(TOP)/scripts/run-tests --kver $(KVER) \
+	@$(TOP)/scripts/deps
+	@$(MAKE) --no-print-directory run-tests
+
+demo:
+	@$(TOP)/scripts/deps
+	@$(MAKE) --no-print-directory run-demo
+
+run-tests: all
+	@$(TOP)/scripts/guest-kernel $(KVER) >/dev/null
+	@$(TOP)/scripts/run-tests --kver $(KVER) \
 		--host "$(HOST_TESTS)" --host-scripts "$(HOST_SCRIPTS)" \
 		--guest "$(GUEST_TESTS)"
 
-demo:
-	$(TOP)/scripts/deps
-	$(MAKE) all
-	$(TOP)/scripts/guest-kernel $(KVER) >/dev/null
-	$(TOP)/scripts/vm --kver $(KVER) -- $(TOP)/scripts/demo
+run-demo: all
+	@$(TOP)/scripts/guest-kernel $(KVER) >/dev/null
+	@$(TOP)/scripts/vm --kver $(KVER) -- $(TOP)/scripts/demo
 
 clean:
 	-$(MAKE) -C $(KDIR) M=$(TOP)/kernel clean 2>/dev/null

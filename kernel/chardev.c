@@ -45,7 +45,7 @@ static long me_ioc_query(void __user *uarg)
 
 	me_link_get_stats(&stats);
 	memset(&q, 0, sizeof(q));
-	q.size = sizeof(q);
+	q.size = usize;
 	q.abi_version = ME_ABI_VERSION;
 	q.features = 0;
 	q.ethertype = me_link_ethertype();

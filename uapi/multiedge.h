@@ -6,7 +6,8 @@
  * that starts with "__u32 size": the caller sets it to sizeof() the struct
  * as it knows it.  The kernel accepts a smaller (older) struct, and a larger
  * (newer) one only if every byte it does not know is zero (else -E2BIG).
- * Output is written back up to min(size, kernel's size).  Every "__reserved"
+ * Output is written back up to min(size, kernel's size); "size" itself is
+ * left as the caller set it, so a struct can be reused.  Every "__reserved"
  * field must be zero (else -EINVAL); unknown flag bits are rejected with
  * -EOPNOTSUPP.  A changed meaning gets a new command number, never a new
  * reading of an old one.

@@ -1,0 +1,21 @@
+# Host tests of libmultiedge, the uapi header and the guest harness's log
+# scanner; built with ASan + UBSan.
+
+USERLIB_TEST_SRCS := $(wildcard $(TOP)/tests/unit/userlib/*_test.cpp) $(TOP)/tests/vm/kmsg.cpp \
+		     $(LIBME_SRCS)
+USERLIB_TEST_OBJS := $(patsubst $(TOP)/%.cpp,$(BUILD)/obj/san/%.o,$(USERLIB_TEST_SRCS))
+USERLIB_TEST := $(BUILD)/bin/unit/userlib_test
+
+HOST_TESTS   += $(USERLIB_TEST)
+HOST_SCRIPTS += $(TOP)/tests/unit/userlib/uapi-compile-check
+
+# Sanitized objects of any C++ source in the tree, mirrored under obj/san.
+$(BUILD)/obj/san/%.o: $(TOP)/%.cpp
+	@mkdir -p $(@D)
+	$(CXX) $(CXXFLAGS_COMMON) $(SAN_FLAGS) -I$(TOP)/userlib/include $(INCLUDES) -MMD -MP -c $< -o $@
+
+$(USERLIB_TEST): $(USERLIB_TEST_OBJS)
+	@mkdir -p $(@D)
+	$(CXX) $(SAN_FLAGS) -o $@ $^ -lgtest_main $(GTEST_LIBS)
+
+-include $(USERLIB_TEST_OBJS:.o=.d)

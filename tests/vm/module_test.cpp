@@ -1,0 +1,284 @@
+// Guest tests of multiedge.ko as a module: load, unload, the device, the
+// ethertype handler and ME_IOC_QUERY's argument checking.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <arpa/inet.h>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <fcntl.h>
+#include <linux/if_packet.h>
+#include <net/ethernet.h>
+#include <net/if.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <thread>
+#include <unistd.h>
+
+#include "kmsg.hpp"
+#include "module_util.hpp"
+#include "multiedge/multiedge.hpp"
+#include "uapi/multiedge.h"
+
+using namespace metest;
+
+namespace {
+
+class ModuleTest : public ::testing::Test {
+protected:
+	void SetUp() override
+	{
+		ASSERT_FALSE(module_loaded()) << "an earlier test left multiedge loaded";
+	}
+
+	void TearDown() override
+	{
+		if (module_loaded()) {
+			EXPECT_EQ(unload_module(), 0) << "cannot unload multiedge";
+		}
+	}
+};
+
+bool device_exists()
+{
+	struct stat st;
+	return ::stat(ME_DEVICE_PATH, &st) == 0 && S_ISCHR(st.st_mode);
+}
+
+// Does /proc/net/ptype list a handler for `ethertype` from our module?
+bool handler_registered(unsigned ethertype)
+{
+	char type[8];
+	std::snprintf(type, sizeof(type), "%04x", ethertype);
+	std::string ptype = read_file("/proc/net/ptype");
+	size_t pos = 0;
+	while ((pos = ptype.find('\n', pos)) != std::string::npos) {
+		pos++;
+		std::string line = ptype.substr(pos, ptype.find('\n', pos) - pos);
+		if (line.rfind(type, 0) == 0 && line.find("[multiedge]") != std::string::npos)
+			return true;
+	}
+	return false;
+}
+
+bool any_contains(const std::vector<std::string> &lines, const std::string &s)
+{
+	return std::any_of(lines.begin(), lines.end(),
+			   [&](const std::string &l) { return l.find(s) != std::string::npos; });
+}
+
+me_query query_or_fail(int fd)
+{
+	me_query q{};
+	q.size = sizeof(q);
+	EXPECT_EQ(::ioctl(fd, ME_IOC_QUERY, &q), 0) << std::strerror(errno);
+	return q;
+}
+
+// A veth pair in the test's namespace, removed at scope exit.
+class VethPair {
+public:
+	VethPair()
+	{
+		ok_ = sh("modprobe veth && ip link add me-ta type veth peer name me-tb && "
+			 "ip link set me-ta up && ip link set me-tb up") == 0;
+	}
+	~VethPair() { sh("ip link del me-ta 2>/dev/null"); }
+	bool ok() const { return ok_; }
+
+private:
+	bool ok_;
+};
+
+// Sends `count` broadcast frames of `ethertype` out of `ifname`.
+bool send_frames(const char *ifname, unsigned ethertype, int count)
+{
+	int fd = ::socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return false;
+	sockaddr_ll sll{};
+	sll.sll_family = AF_PACKET;
+	sll.sll_ifindex = static_cast<int>(if_nametoindex(ifname));
+	sll.sll_halen = ETH_ALEN;
+	std::memset(sll.sll_addr, 0xff, ETH_ALEN);
+
+	unsigned char frame[64] = {};
+	std::memset(frame, 0xff, ETH_ALEN);		      // broadcast destination
+	frame[6] = 0x02;				      // locally administered source
+	frame[12] = static_cast<unsigned char>(ethertype >> 8);
+	frame[13] = static_cast<unsigned char>(ethertype);
+	bool ok = sll.sll_ifindex != 0;
+	for (int i = 0; ok && i < count; i++)
+		ok = ::sendto(fd, frame, sizeof(frame), 0, reinterpret_cast<sockaddr *>(&sll),
+			      sizeof(sll)) == static_cast<ssize_t>(sizeof(frame));
+	::close(fd);
+	return ok;
+}
+
+} // namespace
+
+TEST_F(ModuleTest, LoadRegistersDeviceAndHandler)
+{
+	KmsgReader log;
+	ASSERT_EQ(load_module(), 0);
+	EXPECT_TRUE(device_exists());
+	struct stat st;
+	ASSERT_EQ(::stat(ME_DEVICE_PATH, &st), 0);
+	EXPECT_EQ(st.st_mode & 0777, 0666u);
+	EXPECT_TRUE(handler_registered(ME_DEFAULT_ETHERTYPE));
+	EXPECT_TRUE(any_contains(log.read_new(),
+				 "multiedge: registered /dev/multiedge, ethertype 0x88b5, abi 1"));
+
+	ASSERT_EQ(unload_module(), 0);
+	EXPECT_FALSE(device_exists());
+	EXPECT_FALSE(handler_registered(ME_DEFAULT_ETHERTYPE));
+	EXPECT_TRUE(any_contains(log.read_new(), "multiedge: unloaded"));
+}
+
+TEST_F(ModuleTest, LoadUnload20Times)
+{
+	for (int i = 0; i < 20; i++) {
+		ASSERT_EQ(load_module(), 0) << "load " << i;
+		ASSERT_TRUE(device_exists()) << "load " << i;
+		ASSERT_TRUE(handler_registered(ME_DEFAULT_ETHERTYPE)) << "load " << i;
+		ASSERT_EQ(unload_module(), 0) << "unload " << i;
+		ASSERT_FALSE(device_exists()) << "unload " << i;
+		ASSERT_FALSE(handler_registered(ME_DEFAULT_ETHERTYPE)) << "unload " << i;
+	}
+}
+
+TEST_F(ModuleTest, RejectsEthertypeThatIsA8023Length)
+{
+	KmsgReader log;
+	EXPECT_EQ(load_module("ethertype=0x05ff"), EINVAL);
+	EXPECT_FALSE(module_loaded());
+	EXPECT_FALSE(device_exists());
+	EXPECT_TRUE(any_contains(log.read_new(), "ethertype 0x05ff is an 802.3 length"));
+}
+
+TEST_F(ModuleTest, CustomEthertype)
+{
+	ASSERT_EQ(load_module("ethertype=0x88b6"), 0);
+	EXPECT_TRUE(handler_registered(0x88b6));
+	EXPECT_FALSE(handler_registered(0x88b5));
+	auto dev = multiedge::Device::open();
+	ASSERT_TRUE(dev) << dev.error().message();
+	auto info = dev->query();
+	ASSERT_TRUE(info) << info.error().message();
+	EXPECT_EQ(info->ethertype, 0x88b6);
+}
+
+TEST_F(ModuleTest, UnloadRefusedWhileDeviceOpen)
+{
+	ASSERT_EQ(load_module(), 0);
+	int fd = ::open(ME_DEVICE_PATH, O_RDWR | O_CLOEXEC);
+	ASSERT_GE(fd, 0) << std::strerror(errno);
+	int err = unload_module();
+	EXPECT_TRUE(err == EWOULDBLOCK || err == EBUSY) << std::strerror(err);
+	EXPECT_TRUE(module_loaded());
+	me_query q = query_or_fail(fd); // still fully working
+	EXPECT_EQ(q.abi_version, static_cast<unsigned>(ME_ABI_VERSION));
+	::close(fd);
+	EXPECT_EQ(unload_module(), 0);
+}
+
+TEST_F(ModuleTest, LibraryExplainsMissingModule)
+{
+	auto dev = multiedge::Device::open();
+	ASSERT_FALSE(dev);
+	EXPECT_EQ(dev.error().code(), std::errc::no_such_file_or_directory);
+	EXPECT_NE(dev.error().message().find("insmod"), std::string::npos)
+		<< dev.error().message();
+}
+
+TEST_F(ModuleTest, QueryReportsAbiAndEthertype)
+{
+	ASSERT_EQ(load_module(), 0);
+	auto dev = multiedge::Device::open();
+	ASSERT_TRUE(dev) << dev.error().message();
+	auto info = dev->query();
+	ASSERT_TRUE(info) << info.error().message();
+	EXPECT_EQ(info->abi_version, static_cast<unsigned>(ME_ABI_VERSION));
+	EXPECT_EQ(info->ethertype, ME_DEFAULT_ETHERTYPE);
+	EXPECT_EQ(info->features, 0u);
+}
+
+TEST_F(ModuleTest, QueryValidatesItsArgument)
+{
+	ASSERT_EQ(load_module(), 0);
+	int fd = ::open(ME_DEVICE_PATH, O_RDWR | O_CLOEXEC);
+	ASSERT_GE(fd, 0);
+
+	// Sizes below the first published version are refused.
+	for (unsigned size : {0u, 4u, ME_QUERY_SIZE_VER0 - 1u}) {
+		me_query q{};
+		q.size = size;
+		errno = 0;
+		EXPECT_EQ(::ioctl(fd, ME_IOC_QUERY, &q), -1) << size;
+		EXPECT_EQ(errno, EINVAL) << size;
+	}
+
+	// A newer, larger struct: accepted if the unknown tail is zero,
+	// refused with E2BIG otherwise; the tail is never written.
+	struct {
+		me_query q;
+		unsigned char tail[24];
+	} big{};
+	big.q.size = sizeof(big);
+	EXPECT_EQ(::ioctl(fd, ME_IOC_QUERY, &big), 0) << std::strerror(errno);
+	EXPECT_EQ(big.q.abi_version, static_cast<unsigned>(ME_ABI_VERSION));
+	for (unsigned char c : big.tail)
+		EXPECT_EQ(c, 0);
+	big.tail[7] = 1;
+	errno = 0;
+	EXPECT_EQ(::ioctl(fd, ME_IOC_QUERY, &big), -1);
+	EXPECT_EQ(errno, E2BIG);
+
+	// Bad pointers.
+	errno = 0;
+	EXPECT_EQ(::ioctl(fd, ME_IOC_QUERY, nullptr), -1);
+	EXPECT_EQ(errno, EFAULT);
+	errno = 0;
+	EXPECT_EQ(::ioctl(fd, ME_IOC_QUERY, reinterpret_cast<void *>(16)), -1);
+	EXPECT_EQ(errno, EFAULT);
+
+	// Unknown commands.
+	errno = 0;
+	EXPECT_EQ(::ioctl(fd, _IO(ME_IOC_MAGIC, 0x7f), nullptr), -1);
+	EXPECT_EQ(errno, ENOTTY);
+	::close(fd);
+}
+
+TEST_F(ModuleTest, HandlerSeesOnlyItsEthertype)
+{
+	ASSERT_EQ(load_module(), 0);
+	VethPair veth;
+	ASSERT_TRUE(veth.ok());
+	auto dev = multiedge::Device::open();
+	ASSERT_TRUE(dev) << dev.error().message();
+	auto before = dev->query();
+	ASSERT_TRUE(before);
+
+	ASSERT_TRUE(send_frames("me-ta", 0x88b6, 3)); // not ours
+	ASSERT_TRUE(send_frames("me-ta", ME_DEFAULT_ETHERTYPE, 5));
+
+	// Delivery is asynchronous (veth hands frames to the backlog).
+	uint64_t seen = 0;
+	auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+	while (std::chrono::steady_clock::now() < deadline) {
+		auto now = dev->query();
+		ASSERT_TRUE(now);
+		seen = now->rx_frames - before->rx_frames;
+		if (seen >= 5)
+			break;
+		std::this_thread::sleep_for(std::chrono::milliseconds(10));
+	}
+	std::this_thread::sleep_for(std::chrono::milliseconds(100));
+	auto after = dev->query();
+	ASSERT_TRUE(after);
+	// No link is attached yet, so every frame is counted and dropped.
+	EXPECT_EQ(after->rx_frames - before->rx_frames, 5u);
+	EXPECT_EQ(after->rx_dropped - before->rx_dropped, 5u);
+}

@@ -1,0 +1,23 @@
+// Guest tests: loading and unloading multiedge.ko, and small system helpers.
+#pragma once
+
+#include <string>
+
+namespace metest {
+
+// Path of the module under test: $ME_KO, else the tree's kernel/multiedge.ko.
+std::string module_path();
+
+// finit_module() with `params`; returns 0 or the errno.
+int load_module(const std::string &params = "");
+// delete_module("multiedge"); returns 0 or the errno.
+int unload_module();
+bool module_loaded();
+
+// Runs a shell command; returns its exit status (-1 if it could not run).
+int sh(const std::string &cmd);
+
+// Contents of a whole (proc) file.
+std::string read_file(const std::string &path);
+
+} // namespace metest

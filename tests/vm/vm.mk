@@ -1,0 +1,21 @@
+# Guest tests: GoogleTest binaries run inside the QEMU guest by
+# tests/vm/run-suite (the real module through the real library).
+
+GUEST_BIN := $(BUILD)/bin/guest
+GUEST_COMMON_SRCS := $(TOP)/tests/vm/guest_main.cpp $(TOP)/tests/vm/kmsg.cpp \
+		     $(TOP)/tests/vm/module_util.cpp
+GUEST_COMMON_OBJS := $(patsubst $(TOP)/tests/vm/%.cpp,$(BUILD)/obj/vm/%.o,$(GUEST_COMMON_SRCS))
+GUEST_CXXFLAGS := $(CXXFLAGS_COMMON) -I$(TOP)/userlib/include $(INCLUDES) \
+		  -DME_KO_DEFAULT='"$(TOP)/kernel/multiedge.ko"'
+
+GUEST_TESTS += $(GUEST_BIN)/module_test
+
+$(BUILD)/obj/vm/%.o: $(TOP)/tests/vm/%.cpp
+	@mkdir -p $(@D)
+	$(CXX) $(GUEST_CXXFLAGS) -MMD -MP -c $< -o $@
+
+$(GUEST_BIN)/%: $(BUILD)/obj/vm/%.o $(GUEST_COMMON_OBJS) $(LIBME_A)
+	@mkdir -p $(@D)
+	$(CXX) -o $@ $^ $(GTEST_LIBS)
+
+-include $(wildcard $(BUILD)/obj/vm/*.d)

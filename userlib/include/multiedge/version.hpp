@@ -1,0 +1,11 @@
+// libmultiedge: version of the library and of the kernel ABI it speaks.
+#pragma once
+
+#define MULTIEDGE_VERSION_MAJOR 0
+#define MULTIEDGE_VERSION_MINOR 1
+#define MULTIEDGE_VERSION_PATCH 0
+
+namespace multiedge {
+// The library's version as "major.minor.patch".
+const char *version() noexcept;
+} // namespace multiedge

@@ -1,0 +1,338 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * conn.c - connection life: handshake, lookup, close, death.
+ *
+ * Handshake: CONNECT (our id, incarnation, first sequence number, window,
+ * credit, mode) is resent every connect_rto until ACCEPT arrives; the
+ * passive side creates its connection on the first CONNECT and answers
+ * every copy with the same ACCEPT.  Control packets take ctl_lock with a
+ * trylock: a receive thread that finds it busy drops the packet, which
+ * the peer resends; no receive thread waits.
+ *
+ * Close: me_conn_close() queues a CLOSE behind the connection's ops; it is
+ * sent once they have all completed and is processed by the peer after
+ * everything sent before it.  Both sides then deliver nothing more.
+ */
+#include "conn.h"
+#include "node.h"
+#include "path.h"
+
+static u32 mix32(u32 x)
+{
+	x ^= x >> 16;
+	x *= 0x7feb352d;
+	x ^= x >> 15;
+	x *= 0x846ca68b;
+	x ^= x >> 16;
+	return x;
+}
+
+static void event(struct me_conn *c, u32 type, s32 status)
+{
+	struct me_cqe q;
+
+	memset(&q, 0, sizeof(q));
+	q.type = type;
+	q.status = status;
+	q.conn = c->id;
+	q.peer = c->peer;
+	c->node->ops->complete(c->node->ctx, &q);
+}
+
+void me_conn_free(struct me_conn *c)
+{
+	me_msg_free(c);
+	me_win_free(c);
+	c->node->ops->free(c->node->ctx, c);
+}
+
+/* Allocate and number a connection; called with ctl_lock held. */
+static struct me_conn *conn_new(struct me_node *n, u32 peer, u32 mode)
+{
+	u32 id = me_atomic_read(&n->nconns) + 1;
+	struct me_conn *c;
+
+	if (id > n->cfg.max_conns)
+		return NULL;
+	c = n->ops->alloc(n->ctx, sizeof(*c));
+	if (!c)
+		return NULL;
+	memset(c, 0, sizeof(*c));
+	c->node = n;
+	c->id = id;
+	c->peer = peer;
+	c->mode = mode;
+	c->window = n->cfg.window;
+	c->credit = n->cfg.credit;
+	c->nops = n->cfg.ops;
+	c->nresp = n->cfg.window;
+	c->maxpay = n->cfg.mtu - ME_HDR_SEQ;
+	c->isn = mix32(n->cfg.incarnation * 2654435761u + id);
+	me_atomic_set(&c->state, ME_CS_CONNECTING);
+	if (me_win_alloc(c) || me_msg_alloc(c)) {
+		me_conn_free(c);
+		return NULL;
+	}
+	me_win_start_tx(c, c->isn, c->isn);
+	return c;
+}
+
+/* Make the connection visible to receive threads (release). */
+static void conn_publish(struct me_node *n, struct me_conn *c)
+{
+	me_ptr_store((void **)&n->conns[c->id - 1], c);
+	me_atomic_set(&n->nconns, c->id);
+}
+
+static void send_conn_pkt(struct me_conn *c, u32 type, int link)
+{
+	struct me_node *n = c->node;
+	u8 buf[ME_HDR_CONN];
+	struct me_hdr h;
+
+	if (link < 0)
+		link = me_path_any(n, c->peer);
+	if (link < 0)
+		return;
+	me_node_hdr(n, &h, type, c->peer);
+	h.src_conn = c->id;
+	h.dst_conn = type == ME_PT_ACCEPT ? c->peer_conn : 0;
+	h.dst_inc = type == ME_PT_ACCEPT ? c->peer_inc :
+		    me_atomic_read(&n->links[link].peer_inc);
+	h.c.isn = c->isn;
+	h.c.credit = c->credit;
+	h.c.window = c->window;
+	h.c.mode = c->mode;
+	h.c.ops = c->nops;
+	me_wire_build(buf, &h);
+	me_node_tx(n, (u32)link, buf, ME_HDR_CONN);
+}
+
+int me_conn_connect(struct me_node *n, u32 peer, u32 mode,
+		    struct me_conn **out)
+{
+	struct me_conn *c;
+
+	if (mode > ME_MODE_ORDERED || !peer || peer == ME_NODE_BCAST ||
+	    peer == n->cfg.node_id)
+		return -EINVAL;
+	me_lock(&n->ctl_lock);
+	c = conn_new(n, peer, mode);
+	if (!c) {
+		me_unlock(&n->ctl_lock);
+		return -ENOMEM;
+	}
+	c->connect_sent_ns = me_now(n);
+	conn_publish(n, c);
+	me_unlock(&n->ctl_lock);
+	send_conn_pkt(c, ME_PT_CONNECT, -1);
+	*out = c;
+	return 0;
+}
+
+struct me_conn *me_conn_get(struct me_node *n, u32 id)
+{
+	if (!id || id > me_atomic_read(&n->nconns))
+		return NULL;
+	return me_ptr_load((void **)&n->conns[id - 1]);
+}
+
+bool me_conn_live(struct me_conn *c)
+{
+	u32 st = me_atomic_read(&c->state);
+
+	return st == ME_CS_ESTABLISHED || st == ME_CS_CLOSING;
+}
+
+struct me_conn *me_conn_lookup(struct me_node *n, const struct me_hdr *h)
+{
+	struct me_conn *c = me_conn_get(n, h->dst_conn);
+
+	if (!c || h->src_node != c->peer)
+		return NULL;
+	/* peer_conn/peer_inc are valid once the state left CONNECTING. */
+	if (me_atomic_read(&c->state) == ME_CS_CONNECTING)
+		return NULL;
+	if (h->src_conn != c->peer_conn || h->src_inc != c->peer_inc)
+		return NULL;
+	return c;
+}
+
+static void rx_connect(struct me_node *n, u32 link, const struct me_hdr *h)
+{
+	struct me_conn *c;
+	u32 i, cnt;
+
+	if (h->dst_inc && h->dst_inc != n->cfg.incarnation) {
+		me_stat_inc(n, ME_ST_RX_STALE);
+		return;
+	}
+	if (!me_trylock(&n->ctl_lock))
+		return;		/* the peer resends CONNECT */
+	cnt = me_atomic_read(&n->nconns);
+	for (i = 0; i < cnt; i++) {
+		c = n->conns[i];
+		if (c->peer == h->src_node && c->peer_conn == h->src_conn &&
+		    c->peer_inc == h->src_inc &&
+		    me_atomic_read(&c->state) != ME_CS_CONNECTING) {
+			/* A resent CONNECT: our ACCEPT was lost. */
+			me_unlock(&n->ctl_lock);
+			if (me_conn_live(c))
+				send_conn_pkt(c, ME_PT_ACCEPT, (int)link);
+			return;
+		}
+	}
+	c = conn_new(n, h->src_node, h->c.mode);
+	if (!c) {
+		me_unlock(&n->ctl_lock);
+		return;
+	}
+	c->peer_conn = h->src_conn;
+	c->peer_inc = h->src_inc;
+	me_win_start_rx(c, h->c.isn);
+	me_win_start_tx(c, c->isn, c->isn + h->c.credit);
+	me_atomic64_set(&c->last_rx_ns, me_now(n));
+	me_atomic_set(&c->state, ME_CS_ESTABLISHED);
+	conn_publish(n, c);
+	me_unlock(&n->ctl_lock);
+	send_conn_pkt(c, ME_PT_ACCEPT, (int)link);
+	event(c, ME_CQE_CONN_UP, 0);
+}
+
+static void rx_accept(struct me_node *n, const struct me_hdr *h)
+{
+	struct me_conn *c = me_conn_get(n, h->dst_conn);
+
+	if (!c || c->peer != h->src_node ||
+	    h->dst_inc != n->cfg.incarnation) {
+		me_stat_inc(n, ME_ST_RX_STALE);
+		return;
+	}
+	if (!me_trylock(&n->ctl_lock))
+		return;
+	if (me_atomic_read(&c->state) != ME_CS_CONNECTING ||
+	    h->c.mode != c->mode) {
+		me_unlock(&n->ctl_lock);
+		return;		/* duplicate ACCEPT */
+	}
+	c->peer_conn = h->src_conn;
+	c->peer_inc = h->src_inc;
+	me_win_start_rx(c, h->c.isn);
+	me_atomic_set(&c->snd_right, c->isn + h->c.credit);
+	me_atomic64_set(&c->last_rx_ns, me_now(n));
+	me_atomic_set(&c->state, ME_CS_ESTABLISHED);
+	me_unlock(&n->ctl_lock);
+	event(c, ME_CQE_CONN_UP, 0);
+	me_msg_pump(c);
+}
+
+void me_conn_rx_ctl(struct me_node *n, u32 link, const struct me_hdr *h)
+{
+	if (h->type == ME_PT_CONNECT)
+		rx_connect(n, link, h);
+	else
+		rx_accept(n, h);
+}
+
+void me_conn_terminate(struct me_conn *c, u32 state, s32 status)
+{
+	u32 st = me_atomic_read(&c->state);
+
+	for (;;) {
+		u32 old;
+
+		if (st == ME_CS_CLOSED || st == ME_CS_DEAD)
+			return;
+		old = me_atomic_cmpxchg(&c->state, st, state);
+		if (old == st)
+			break;
+		st = old;
+	}
+	me_msg_fail_all(c, status);
+	event(c, state == ME_CS_DEAD ? ME_CQE_CONN_DEAD : ME_CQE_CONN_CLOSED,
+	      state == ME_CS_DEAD ? status : 0);
+}
+
+void me_conn_close_acked(struct me_conn *c)
+{
+	if (me_atomic_read(&c->state) == ME_CS_CLOSING)
+		me_conn_terminate(c, ME_CS_CLOSED, -ECONNRESET);
+}
+
+void me_conn_peer_closed(struct me_conn *c)
+{
+	me_conn_terminate(c, ME_CS_CLOSED, -ECONNRESET);
+	me_win_send_ack(c, -1, false);
+}
+
+void me_conn_peer_restarted(struct me_node *n, u32 peer, u32 new_inc)
+{
+	u32 i, cnt = me_atomic_read(&n->nconns);
+
+	for (i = 0; i < cnt; i++) {
+		struct me_conn *c = me_ptr_load((void **)&n->conns[i]);
+
+		if (c->peer == peer && me_conn_live(c) && c->peer_inc != new_inc)
+			me_conn_terminate(c, ME_CS_DEAD, -ECONNRESET);
+	}
+}
+
+void me_conn_timer(struct me_conn *c, u64 now)
+{
+	struct me_node *n = c->node;
+	u32 st = me_atomic_read(&c->state);
+
+	if (st == ME_CS_CONNECTING) {
+		if (now - c->connect_sent_ns < n->cfg.connect_rto_ns)
+			return;
+		if (++c->connect_tries > n->cfg.max_retries) {
+			me_conn_terminate(c, ME_CS_DEAD, -ETIMEDOUT);
+			return;
+		}
+		c->connect_sent_ns = now;
+		send_conn_pkt(c, ME_PT_CONNECT, -1);
+		return;
+	}
+	if (me_path_any(n, c->peer) >= 0)
+		me_atomic64_set(&c->last_rx_ns, now);
+	else if (me_conn_live(c) &&
+		 now - me_atomic64_read(&c->last_rx_ns) > n->cfg.peer_dead_ns)
+		me_conn_terminate(c, ME_CS_DEAD, -ETIMEDOUT);
+	me_win_timer(c, now);
+	me_msg_pump(c);
+}
+
+int me_conn_write(struct me_conn *c, const struct me_rw *rw)
+{
+	return me_msg_submit(c, ME_PT_WRITE, rw);
+}
+
+int me_conn_notify(struct me_conn *c, const struct me_rw *rw)
+{
+	return me_msg_submit(c, ME_PT_NOTIFY, rw);
+}
+
+int me_conn_read(struct me_conn *c, const struct me_rw *rw)
+{
+	return me_msg_submit(c, ME_PT_READ_REQ, rw);
+}
+
+int me_conn_close(struct me_conn *c)
+{
+	return me_msg_submit(c, ME_PT_CLOSE, NULL);
+}
+
+u32 me_conn_id(struct me_conn *c)
+{
+	return c->id;
+}
+
+u32 me_conn_peer(struct me_conn *c)
+{
+	return c->peer;
+}
+
+int me_conn_state(struct me_conn *c)
+{
+	return (int)me_atomic_read(&c->state);
+}

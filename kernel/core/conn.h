@@ -1,0 +1,95 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * conn.h - connections: handshake, incarnations, close, peer death.
+ *
+ * A connection is identified on the wire by (node, incarnation, conn id) at
+ * each end.  Conn ids are never reused within a node's life, and a node's
+ * incarnation changes at every start, so a packet from an earlier life of
+ * either the connection or the peer never matches a live connection.
+ */
+#ifndef ME_CONN_H
+#define ME_CONN_H
+
+#include "me_core.h"
+#include "window.h"
+#include "msg.h"
+
+struct me_node;
+
+struct me_conn {
+	struct me_node *node;
+	u32 id;			/* local id, never reused */
+	u32 peer;		/* peer node id */
+	u32 mode;		/* ME_MODE_* */
+	me_atomic_t state;	/* enum me_conn_state_e */
+	/* Set by the handshake before state becomes ESTABLISHED. */
+	u32 peer_conn;
+	u32 peer_inc;
+	u32 isn;		/* our first sequence number */
+	u32 maxpay;		/* payload bytes per packet */
+	u32 window;		/* ring sizes, power of two */
+	u32 credit;		/* credit we advertise */
+	u64 connect_sent_ns;	/* (timer) */
+	u32 connect_tries;	/* (timer) */
+	me_atomic64_t last_rx_ns;	/* any valid packet from the peer */
+
+	/* ---- transmit side (window.c) ---- */
+	struct me_txslot *tx;
+	u8 *txbuf;
+	me_atomic_t snd_una;	/* oldest unacked sequence number */
+	me_atomic_t snd_max;	/* one past the highest ever sent */
+	me_atomic_t snd_right;	/* peer's credit edge: send seq < this */
+	me_atomic_t close_seq;	/* seq of our CLOSE + 1, 0 if none */
+	me_atomic64_t srtt_ns;	/* smoothed rtt, 0 = no sample yet */
+	me_atomic64_t rttvar_ns;
+	me_atomic_t backoff;	/* RTO doubling count, reset on progress */
+	u64 rto_last_ns;	/* (timer) last RTO firing */
+
+	/* ---- receive side (window.c) ---- */
+	struct me_rxslot *rx;
+	u8 *rxbuf;
+	me_atomic_t rcv_cum;	/* next sequence number not yet received */
+	me_lock_t order_lock;	/* Table 1 state 2a: in-order scan */
+	me_lock_t ack_lock;	/* Table 1 state 2b: ack/nack sending */
+	me_atomic_t unacked;	/* packets received since the last ack */
+	me_atomic_t ack_link;	/* link to prefer for acks */
+	me_atomic_t nack_cum;	/* rcv_cum when we last nacked */
+
+	/* ---- messages (msg.c) ---- */
+	struct me_op *ops;
+	u32 nops;
+	me_lock_t sub_lock;	/* submitters (caller context, may spin) */
+	me_atomic_t op_head;	/* next op id to submit */
+	u32 op_tail;		/* (sub_lock) oldest op not reclaimed */
+	me_atomic_t op_packed;	/* ops before this are packetized/skipped */
+	struct me_resp *resp;
+	u32 nresp;
+	me_atomic_t resp_head;	/* next ring index to reserve */
+	me_atomic_t resp_credits;
+	struct me_rmsg *rmsg;
+	me_lock_t pump_lock;	/* one packetizer at a time (trylock) */
+	me_atomic_t pump_again;	/* work arrived while the pump was busy */
+	/* (pump_lock) packetizer cursor */
+	u32 op_pack;
+	u32 resp_tail;
+	u32 cur_kind;		/* 0 idle, 1 op at op_pack, 2 resp at tail */
+	u32 cur_msg;
+	u32 cur_off;
+	u32 msg_nxt;
+};
+
+struct me_conn *me_conn_lookup(struct me_node *n, const struct me_hdr *h);
+void me_conn_rx_ctl(struct me_node *n, u32 link, const struct me_hdr *h);
+/* Move to a terminal state once; fails queued ops with status. */
+void me_conn_terminate(struct me_conn *c, u32 state, s32 status);
+/* The peer processed our CLOSE (it was acked). */
+void me_conn_close_acked(struct me_conn *c);
+/* We processed the peer's CLOSE. */
+void me_conn_peer_closed(struct me_conn *c);
+/* A peer restarted with a new incarnation: its old connections are dead. */
+void me_conn_peer_restarted(struct me_node *n, u32 peer, u32 new_inc);
+void me_conn_timer(struct me_conn *c, u64 now);
+void me_conn_free(struct me_conn *c);
+bool me_conn_live(struct me_conn *c);
+
+#endif /* ME_CONN_H */

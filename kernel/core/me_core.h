@@ -1,0 +1,154 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * me_core.h - public API of the portable MultiEdge protocol engine.
+ *
+ * One struct me_node per local node (per network namespace in the module).
+ * The host (kernel module or simulator) drives it like this:
+ *
+ *   node = me_node_create(&cfg, &ops, ctx);      allocation happens here
+ *   me_link_add(node, idx, mtu, rate_mbps);      once per attached NIC
+ *   me_core_rx(node, idx, buf, len);             every received packet (the
+ *                                                bytes after the Ethernet
+ *                                                header), from any number
+ *                                                of threads concurrently
+ *   me_core_timer(node);                         periodically (cfg.tick_ns),
+ *                                                may overlap me_core_rx
+ *   me_conn_connect(node, peer, mode, &conn);    active open; the passive
+ *                                                side learns of new
+ *                                                connections through
+ *                                                ME_CQE_CONN_UP
+ *   me_conn_write/notify/read(conn, &rw);        non-blocking submission,
+ *                                                -EAGAIN when the op queue
+ *                                                is full
+ *   me_conn_close(conn);                         orderly close
+ *   me_node_destroy(node);                       the host guarantees that no
+ *                                                rx/timer/submit call runs
+ *
+ * Completions and connection events arrive through ops->complete (me_plat.h)
+ * from whichever thread finished the operation, exactly once each.
+ *
+ * Lifetime: connections live until me_node_destroy(); a closed or dead
+ * connection keeps answering duplicates but delivers nothing.  Connection
+ * ids are never reused within a node's life (cfg.max_conns per life).
+ */
+#ifndef ME_CORE_H
+#define ME_CORE_H
+
+#include "me_types.h"
+#include "me_plat.h"
+
+struct me_node;
+struct me_conn;
+
+#define ME_MAX_LINKS	16
+
+/* Delivery mode of a connection (both directions). */
+#define ME_MODE_UNORDERED	0	/* place each packet on arrival (RDMA) */
+#define ME_MODE_ORDERED		1	/* place and complete in sequence */
+
+/* Connection states (me_conn_state()). */
+enum me_conn_state_e {
+	ME_CS_CONNECTING = 1,
+	ME_CS_ESTABLISHED,
+	ME_CS_CLOSING,		/* close requested, CLOSE not yet acked */
+	ME_CS_CLOSED,
+	ME_CS_DEAD,
+};
+
+struct me_node_cfg {
+	u32 node_id;		/* nonzero, unique in the cluster */
+	u32 incarnation;	/* nonzero, new value at every start */
+	u32 mtu;		/* max packet after the Ethernet header */
+	u32 window;		/* packets in flight per connection, pow2 */
+	u32 credit;		/* receive credit advertised, <= window */
+	u32 ops;		/* op queue entries per connection, pow2 */
+	u32 max_conns;		/* connections per node life */
+	u32 ack_every;		/* ack after this many packets (coalescing) */
+	u32 link_window;	/* data bytes in flight per link */
+	u32 max_retries;	/* per packet, then the peer is declared dead */
+	u32 dupthresh;		/* later packets acked on a link => loss */
+	u64 tick_ns;		/* how often the host calls me_core_timer */
+	u64 rto_init_ns;
+	u64 rto_min_ns;
+	u64 rto_max_ns;		/* backoff cap */
+	u64 connect_rto_ns;
+	u64 hello_ns;		/* HELLO period on every link */
+	u64 ka_ns;		/* keepalive probe after this much silence */
+	u64 link_dead_ns;	/* link declared dead after this much silence */
+	u64 peer_dead_ns;	/* peer declared dead after this much silence */
+	u64 rate_ns;		/* link rate estimation period */
+	char name[32];		/* carried in HELLO */
+};
+
+/* Counters (me_node_stat()). */
+enum me_stat {
+	ME_ST_RX_PKTS,
+	ME_ST_RX_SHORT,		/* malformed: truncated */
+	ME_ST_RX_VERSION,	/* malformed: wrong version */
+	ME_ST_RX_TYPE,		/* malformed: unknown type */
+	ME_ST_RX_FIELD,		/* malformed: field out of range */
+	ME_ST_RX_NOTME,		/* addressed to another node */
+	ME_ST_RX_STALE,		/* wrong incarnation / unknown connection */
+	ME_ST_RX_DUP,		/* duplicate sequenced packet */
+	ME_ST_RX_WINDOW,	/* beyond the receive window */
+	ME_ST_RX_CLOSED,	/* for a closed or dead connection */
+	ME_ST_RX_NORES,		/* no response slot: dropped, will be resent */
+	ME_ST_RX_BADACK,	/* ack for data never sent */
+	ME_ST_RX_BADOP,		/* response for an unknown operation */
+	ME_ST_TX_DATA,
+	ME_ST_TX_RTX_LOSS,	/* retransmit: loss detected from sacks */
+	ME_ST_TX_RTX_RTO,	/* retransmit: timeout */
+	ME_ST_TX_RTX_FAIL,	/* retransmit: link failover */
+	ME_ST_TX_ACK,
+	ME_ST_TX_NACK,
+	ME_ST_TX_FAIL,		/* platform tx returned an error */
+	ME_ST_RTO_FIRED,
+	ME_ST_LINK_DOWN,
+	ME_ST_LINK_UP,
+	ME_ST_CREDIT_STALL,	/* pump stopped by receiver credit */
+	ME_ST_MAX_
+};
+
+void me_node_cfg_default(struct me_node_cfg *cfg);
+struct me_node *me_node_create(const struct me_node_cfg *cfg,
+			       const struct me_plat_ops *ops, void *ctx);
+void me_node_destroy(struct me_node *node);
+u64 me_node_stat(struct me_node *node, enum me_stat st);
+
+int me_link_add(struct me_node *node, u32 link, u32 mtu, u32 rate_mbps);
+/* Administrative state from the NIC (carrier/up/down). */
+void me_link_set_admin(struct me_node *node, u32 link, bool up);
+/* 1 if the link is up and its peer answers, 0 otherwise. */
+int me_link_alive(struct me_node *node, u32 link);
+/* Peer node learned by HELLO on the link, 0 if none yet. */
+u32 me_link_peer(struct me_node *node, u32 link);
+/* Current rate estimate of a link in bytes per microsecond. */
+u32 me_link_rate(struct me_node *node, u32 link);
+
+int me_core_rx(struct me_node *node, u32 link, const void *buf, u32 len);
+void me_core_timer(struct me_node *node);
+
+/* A one-sided operation. */
+struct me_rw {
+	u64 cookie;		/* returned in the completion */
+	u32 local_region;	/* write: source; read: destination */
+	u64 local_off;
+	u32 remote_region;
+	u32 remote_key;
+	u64 remote_off;
+	u32 len;		/* <= ME_MAX_MSG */
+	u32 imm;		/* notify: value delivered at the target */
+};
+
+int me_conn_connect(struct me_node *node, u32 peer, u32 mode,
+		    struct me_conn **out);
+int me_conn_write(struct me_conn *conn, const struct me_rw *rw);
+int me_conn_notify(struct me_conn *conn, const struct me_rw *rw);
+int me_conn_read(struct me_conn *conn, const struct me_rw *rw);
+int me_conn_close(struct me_conn *conn);
+u32 me_conn_id(struct me_conn *conn);
+u32 me_conn_peer(struct me_conn *conn);
+int me_conn_state(struct me_conn *conn);
+struct me_conn *me_conn_get(struct me_node *node, u32 id);
+
+#endif /* ME_CORE_H */

@@ -1,0 +1,93 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * me_plat.h - the narrow interface between the portable core and its host.
+ *
+ * The kernel module implements these operations with skbs, pinned pages and
+ * ktime; the userspace simulator with a discrete-event network and byte
+ * arrays.  The core never calls anything else outside itself (locks and
+ * atomics come from me_types.h), so the core links standalone.
+ *
+ * Context rules: every operation may be called from any receive thread, from
+ * me_core_timer() and from the submitting caller, concurrently; none may
+ * sleep and none may call back into the core except where noted.
+ */
+#ifndef ME_PLAT_H
+#define ME_PLAT_H
+
+#include "me_types.h"
+
+/* Access rights checked by mr_check (bit mask). */
+#define ME_ACC_WRITE	0x1	/* remote peers may write the region */
+#define ME_ACC_READ	0x2	/* remote peers may read the region */
+
+/* Completion / event kinds delivered through ops->complete. */
+enum me_cqe_type {
+	ME_CQE_WRITE = 1,	/* initiator: a write (or notify) finished */
+	ME_CQE_READ,		/* initiator: a read finished, data in place */
+	ME_CQE_NOTIFY,		/* target: a notify-write landed, imm valid */
+	ME_CQE_CONN_UP,		/* connection established (either side) */
+	ME_CQE_CONN_CLOSED,	/* orderly close finished */
+	ME_CQE_CONN_DEAD,	/* peer died/restarted or retries exhausted */
+};
+
+/*
+ * A completion.  status is 0 or a negative errno:
+ *   -EACCES     bad key or permission at the target
+ *   -ERANGE     offset/length outside the target region
+ *   -ENOENT     no such region at the target
+ *   -ECONNRESET the connection closed or the peer restarted
+ *   -ETIMEDOUT  the peer or every link to it died
+ * It is delivered exactly once per operation, after the data are in place
+ * (for a write: at the target; for a read: in the initiator's memory).
+ */
+struct me_cqe {
+	u32 type;		/* enum me_cqe_type */
+	s32 status;
+	u64 cookie;		/* the submitter's cookie (0 for target events) */
+	u32 conn;		/* local connection id */
+	u32 peer;		/* peer node id */
+	u32 len;		/* bytes moved */
+	u32 imm;		/* notification value (ME_CQE_NOTIFY/WRITE) */
+	u32 region;		/* ME_CQE_NOTIFY: local region written */
+	u64 off;		/* ME_CQE_NOTIFY: offset written */
+};
+
+struct me_plat_ops {
+	/* Monotonic time in nanoseconds. */
+	u64 (*now_ns)(void *ctx);
+	/*
+	 * Transmit one packet (the bytes after the Ethernet header) on a link.
+	 * The platform must be done with buf when it returns (copy it or take
+	 * its own reference); a failure is treated like a loss.
+	 */
+	int (*tx)(void *ctx, u32 link, const void *buf, u32 len);
+	/*
+	 * May a remote peer access [off, off + len) of local region `region`
+	 * with `key` for `access` (ME_ACC_*)?  0 or -ENOENT/-EACCES/-ERANGE.
+	 */
+	int (*mr_check)(void *ctx, u32 region, u32 key, u64 off, u64 len,
+			u32 access);
+	/*
+	 * Deliver payload into local region memory (already checked).  conn
+	 * identifies the connection for the platform's bookkeeping.  The
+	 * per-page synchronization of Table 1 state 9 lives here (see
+	 * Documentation/protocol.md).  0 or a negative errno (-> message error).
+	 */
+	int (*mr_write)(void *ctx, u32 conn, u32 region, u64 off,
+			const void *src, u32 len);
+	/*
+	 * May the local user access [off, off + len) of its own region for
+	 * `access` (ME_ACC_READ: source of a write; ME_ACC_WRITE: destination
+	 * of a read)?  Checked at submission.  0 or a negative errno.
+	 */
+	int (*mr_local)(void *ctx, u32 region, u64 off, u64 len, u32 access);
+	/* Copy from a local region (the source of a write or read response). */
+	int (*mr_read)(void *ctx, u32 region, u64 off, void *dst, u32 len);
+	/* A completion or connection event; may not call into the core. */
+	void (*complete)(void *ctx, const struct me_cqe *cqe);
+	/* Allocation: only at node/connection setup, never per packet. */
+	void *(*alloc)(void *ctx, size_t size);
+	void (*free)(void *ctx, void *p);
+};
+
+#endif /* ME_PLAT_H */

@@ -1,0 +1,607 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * msg.c - operations and messages.
+ *
+ * Initiator: me_msg_submit() queues an operation; the pump turns queued
+ * operations and pending responses into sequenced packets (one message at a
+ * time, so every message is a contiguous run of sequence numbers).  A write
+ * or notify completes when the target's STATUS arrives, which the target
+ * sends only after the last byte is in place; a read completes when its
+ * last response byte is in place in local memory (or on an error STATUS).
+ *
+ * Target: me_msg_rx() places write payload at (region, addr + msg_off)
+ * after checking the *whole* message range, so a bad key/range/permission
+ * changes nothing; message completion is detected with one 64-bit atomic
+ * per message (rmsg), so exactly one thread sees the last byte land.
+ */
+#include "msg.h"
+#include "conn.h"
+#include "node.h"
+#include "window.h"
+#include "path.h"
+
+#define PAGE_SZ	4096u
+
+int me_msg_alloc(struct me_conn *c)
+{
+	struct me_node *n = c->node;
+	u32 i;
+
+	c->ops = n->ops->alloc(n->ctx, sizeof(*c->ops) * c->nops);
+	c->resp = n->ops->alloc(n->ctx, sizeof(*c->resp) * c->nresp);
+	c->rmsg = n->ops->alloc(n->ctx, sizeof(*c->rmsg) * c->window);
+	if (!c->ops || !c->resp || !c->rmsg)
+		return -ENOMEM;
+	memset(c->ops, 0, sizeof(*c->ops) * c->nops);
+	memset(c->resp, 0, sizeof(*c->resp) * c->nresp);
+	for (i = 0; i < c->window; i++)
+		me_atomic64_set(&c->rmsg[i].st, (u64)(i - c->window) << 32);
+	me_atomic_set(&c->resp_credits, c->nresp);
+	me_lock_init(&c->sub_lock);
+	me_lock_init(&c->pump_lock);
+	return 0;
+}
+
+void me_msg_free(struct me_conn *c)
+{
+	struct me_node *n = c->node;
+
+	if (c->ops)
+		n->ops->free(n->ctx, c->ops);
+	if (c->resp)
+		n->ops->free(n->ctx, c->resp);
+	if (c->rmsg)
+		n->ops->free(n->ctx, c->rmsg);
+}
+
+/* ------------------------------------------------------------------ */
+/* Operation queue                                                     */
+
+/* Called with sub_lock held. */
+static void reclaim(struct me_conn *c)
+{
+	u32 packed = me_atomic_read(&c->op_packed);
+
+	while (c->op_tail != packed) {
+		struct me_op *op = &c->ops[c->op_tail & (c->nops - 1)];
+
+		if (me_atomic_read(&op->state) != ME_OP_DONE)
+			break;
+		me_atomic_set(&op->state, ME_OP_FREE);
+		c->op_tail++;
+	}
+}
+
+static void complete_op(struct me_conn *c, struct me_op *op, s32 status)
+{
+	struct me_node *n = c->node;
+	struct me_cqe q;
+
+	if (me_atomic_cmpxchg(&op->state, ME_OP_QUEUED, ME_OP_DONE) !=
+	    ME_OP_QUEUED)
+		return;
+	if (op->type == ME_PT_CLOSE)
+		return;		/* reported as ME_CQE_CONN_CLOSED */
+	memset(&q, 0, sizeof(q));
+	q.type = op->type == ME_PT_READ_REQ ? ME_CQE_READ : ME_CQE_WRITE;
+	q.status = status;
+	q.cookie = op->cookie;
+	q.conn = c->id;
+	q.peer = c->peer;
+	q.len = status ? 0 : op->len;
+	q.imm = op->imm;
+	n->ops->complete(n->ctx, &q);
+	/* A CLOSE may be waiting for this op to finish. */
+	me_msg_pump(c);
+}
+
+int me_msg_submit(struct me_conn *c, u32 type, const struct me_rw *rw)
+{
+	struct me_node *n = c->node;
+	u32 st = me_atomic_read(&c->state), head;
+	struct me_op *op;
+	int ret;
+
+	if (type == ME_PT_CLOSE) {
+		if (st != ME_CS_ESTABLISHED)
+			return -ENOTCONN;
+	} else {
+		if (st != ME_CS_CONNECTING && st != ME_CS_ESTABLISHED)
+			return -ENOTCONN;
+		if (rw->len > ME_MAX_MSG)
+			return -EMSGSIZE;
+		if (rw->remote_off + rw->len < rw->remote_off)
+			return -ERANGE;
+		ret = n->ops->mr_local(n->ctx, rw->local_region, rw->local_off,
+				       rw->len, type == ME_PT_READ_REQ ?
+				       ME_ACC_WRITE : ME_ACC_READ);
+		if (ret)
+			return ret;
+	}
+
+	me_lock(&c->sub_lock);
+	reclaim(c);
+	head = me_atomic_read(&c->op_head);
+	if (head - c->op_tail >= c->nops) {
+		me_unlock(&c->sub_lock);
+		return -EAGAIN;
+	}
+	if (type == ME_PT_CLOSE &&
+	    me_atomic_cmpxchg(&c->state, ME_CS_ESTABLISHED, ME_CS_CLOSING) !=
+	    ME_CS_ESTABLISHED) {
+		me_unlock(&c->sub_lock);
+		return -ENOTCONN;
+	}
+	op = &c->ops[head & (c->nops - 1)];
+	op->type = type;
+	if (rw) {
+		op->cookie = rw->cookie;
+		op->lregion = rw->local_region;
+		op->loff = rw->local_off;
+		op->rregion = rw->remote_region;
+		op->rkey = rw->remote_key;
+		op->roff = rw->remote_off;
+		op->len = rw->len;
+		op->imm = rw->imm;
+	} else {
+		op->cookie = 0;
+		op->len = 0;
+		op->imm = 0;
+	}
+	me_atomic_set(&op->done_bytes, 0);
+	me_atomic_set(&op->err, 0);
+	me_atomic_set(&op->id, head);
+	me_atomic_set(&op->state, ME_OP_QUEUED);	/* publish */
+	me_atomic_set(&c->op_head, head + 1);
+	me_unlock(&c->sub_lock);
+	me_msg_pump(c);
+	return 0;
+}
+
+void me_msg_fail_all(struct me_conn *c, s32 status)
+{
+	u32 i, head;
+
+	me_lock(&c->sub_lock);
+	head = me_atomic_read(&c->op_head);
+	for (i = c->op_tail; i != head; i++) {
+		struct me_op *op = &c->ops[i & (c->nops - 1)];
+
+		if (me_atomic_read(&op->state) == ME_OP_QUEUED)
+			complete_op(c, op, status);
+	}
+	me_unlock(&c->sub_lock);
+}
+
+static struct me_op *op_find(struct me_conn *c, u32 op_id)
+{
+	struct me_op *op = &c->ops[op_id & (c->nops - 1)];
+
+	if (me_atomic_read(&op->state) != ME_OP_QUEUED ||
+	    me_atomic_read(&op->id) != op_id)
+		return NULL;
+	/* Only ops whose request was fully sent can be answered. */
+	if (!me_seq_lt(op_id, me_atomic_read(&c->op_packed)))
+		return NULL;
+	return op;
+}
+
+/* ------------------------------------------------------------------ */
+/* Response ring (target side)                                         */
+
+static bool resp_reserve(struct me_conn *c)
+{
+	u32 v = me_atomic_read(&c->resp_credits);
+
+	while (v) {
+		u32 old = me_atomic_cmpxchg(&c->resp_credits, v, v - 1);
+
+		if (old == v)
+			return true;
+		v = old;
+	}
+	return false;
+}
+
+static void resp_unreserve(struct me_conn *c)
+{
+	me_atomic_add_return(&c->resp_credits, 1);
+}
+
+/* Uses a credit taken by resp_reserve(). */
+static void resp_push(struct me_conn *c, const struct me_resp *src)
+{
+	u32 idx = me_atomic_add_return(&c->resp_head, 1) - 1;
+	struct me_resp *e = &c->resp[idx & (c->nresp - 1)];
+
+	e->type = src->type;
+	e->op_id = src->op_id;
+	e->status = src->status;
+	e->region = src->region;
+	e->addr = src->addr;
+	e->lregion = src->lregion;
+	e->laddr = src->laddr;
+	e->len = src->len;
+	me_atomic_set(&e->ready, idx + 1);	/* publish */
+}
+
+static void push_status(struct me_conn *c, u32 op_id, s32 status)
+{
+	struct me_resp r;
+
+	memset(&r, 0, sizeof(r));
+	r.type = ME_PT_STATUS;
+	r.op_id = op_id;
+	r.status = (u32)-status;
+	resp_push(c, &r);
+}
+
+/*
+ * Count pay bytes of message msg_id; true when this call saw the last
+ * byte.  The entry is (re)initialised by the first packet of a message: the
+ * previous message in it is complete, because open messages always lie
+ * within one window of message ids (messages are contiguous sequence
+ * runs and the receiver accepts only one window of sequence numbers).
+ */
+static bool rmsg_account(struct me_conn *c, const struct me_hdr *h, u32 pay,
+			 bool err, bool *any_err)
+{
+	struct me_rmsg *e = &c->rmsg[h->d.msg_id & (c->window - 1)];
+	u64 v, nv;
+	u32 lo;
+
+	for (;;) {
+		v = me_atomic64_read(&e->st);
+		lo = (u32)(v >> 32) == h->d.msg_id ? (u32)v : 0;
+		lo = (lo & 0x80000000u) | (err ? 0x80000000u : 0) |
+		     ((lo & 0x7fffffffu) + pay);
+		nv = (u64)h->d.msg_id << 32 | lo;
+		if (me_atomic64_cmpxchg(&e->st, v, nv) == v)
+			break;
+	}
+	*any_err = lo & 0x80000000u;
+	return (lo & 0x7fffffffu) == h->d.msg_len;
+}
+
+static int rx_write(struct me_conn *c, const struct me_hdr *h)
+{
+	struct me_node *n = c->node;
+	u32 pay = h->payload_len;
+	bool any_err;
+	int err;
+
+	if (!resp_reserve(c))
+		return -EAGAIN;
+	err = n->ops->mr_check(n->ctx, h->d.region, h->d.key, h->d.addr,
+			       h->d.msg_len, ME_ACC_WRITE);
+	if (!err && pay)
+		err = n->ops->mr_write(n->ctx, c->id, h->d.region,
+				       h->d.addr + h->d.msg_off, h->payload, pay);
+	if (!rmsg_account(c, h, pay, err != 0, &any_err)) {
+		resp_unreserve(c);
+		return 0;
+	}
+	if (!err && any_err)
+		err = -EIO;
+	if (h->type == ME_PT_NOTIFY) {
+		struct me_cqe q;
+
+		memset(&q, 0, sizeof(q));
+		q.type = ME_CQE_NOTIFY;
+		q.status = err;
+		q.conn = c->id;
+		q.peer = c->peer;
+		q.len = err ? 0 : h->d.msg_len;
+		q.imm = h->d.imm;
+		q.region = h->d.region;
+		q.off = h->d.addr;
+		n->ops->complete(n->ctx, &q);
+	}
+	push_status(c, h->d.op_id, err);
+	me_msg_pump(c);
+	return 0;
+}
+
+static int rx_read_req(struct me_conn *c, const struct me_hdr *h)
+{
+	struct me_node *n = c->node;
+	struct me_resp r;
+	int err;
+
+	if (!resp_reserve(c))
+		return -EAGAIN;
+	err = n->ops->mr_check(n->ctx, h->d.region, h->d.key, h->d.addr,
+			       h->d.msg_len, ME_ACC_READ);
+	if (me_get_be32(h->payload + 4))
+		err = -EINVAL;
+	if (err || !h->d.msg_len) {
+		push_status(c, h->d.op_id, err);
+	} else {
+		memset(&r, 0, sizeof(r));
+		r.type = ME_PT_READ_RESP;
+		r.op_id = h->d.op_id;
+		r.region = h->d.region;
+		r.addr = h->d.addr;
+		r.lregion = me_get_be32(h->payload);
+		r.laddr = me_get_be64(h->payload + 8);
+		r.len = h->d.msg_len;
+		resp_push(c, &r);
+	}
+	me_msg_pump(c);
+	return 0;
+}
+
+static void rx_read_resp(struct me_conn *c, const struct me_hdr *h)
+{
+	struct me_node *n = c->node;
+	struct me_op *op = op_find(c, h->d.op_id);
+	u32 pay = h->payload_len, done;
+	int err;
+
+	if (!op || op->type != ME_PT_READ_REQ || h->d.region != op->lregion ||
+	    h->d.addr != op->loff || h->d.msg_len != op->len) {
+		me_stat_inc(n, ME_ST_RX_BADOP);
+		return;
+	}
+	err = n->ops->mr_write(n->ctx, c->id, op->lregion,
+			       op->loff + h->d.msg_off, h->payload, pay);
+	if (err)
+		me_atomic_cmpxchg(&op->err, 0, (u32)-err);
+	done = me_atomic_add_return(&op->done_bytes, pay);
+	if (done == op->len)
+		complete_op(c, op, -(s32)me_atomic_read(&op->err));
+}
+
+static void rx_status(struct me_conn *c, const struct me_hdr *h)
+{
+	struct me_op *op = op_find(c, h->d.op_id);
+
+	if (!op || op->type == ME_PT_CLOSE ||
+	    (op->type == ME_PT_READ_REQ && !h->d.imm && op->len)) {
+		me_stat_inc(c->node, ME_ST_RX_BADOP);
+		return;
+	}
+	complete_op(c, op, -(s32)h->d.imm);
+}
+
+int me_msg_rx(struct me_conn *c, const struct me_hdr *h)
+{
+	switch (h->type) {
+	case ME_PT_WRITE:
+	case ME_PT_NOTIFY:
+		return rx_write(c, h);
+	case ME_PT_READ_REQ:
+		return rx_read_req(c, h);
+	case ME_PT_READ_RESP:
+		rx_read_resp(c, h);
+		return 0;
+	case ME_PT_STATUS:
+		rx_status(c, h);
+		return 0;
+	default:
+		return 0;
+	}
+}
+
+/* ------------------------------------------------------------------ */
+/* Packetizer                                                          */
+
+/* True when every op before the CLOSE at op_pack has completed. */
+static bool all_prior_done(struct me_conn *c)
+{
+	u32 i;
+
+	for (i = c->op_tail; i != c->op_pack; i++)
+		if (me_atomic_read(&c->ops[i & (c->nops - 1)].state) ==
+		    ME_OP_QUEUED)
+			return false;
+	return true;
+}
+
+struct job {
+	u32 type;
+	u32 op_id;
+	u32 len;
+	u32 region;		/* header region/key/addr */
+	u32 key;
+	u64 addr;
+	u32 imm;
+	u32 src_region;		/* where the payload comes from */
+	u64 src_off;
+	u32 lregion;		/* READ_REQ payload */
+	u64 laddr;
+};
+
+static void job_from_op(struct job *j, const struct me_op *op, u32 id)
+{
+	memset(j, 0, sizeof(*j));
+	j->type = op->type;
+	j->op_id = id;
+	if (op->type == ME_PT_CLOSE)
+		return;
+	j->len = op->len;
+	j->region = op->rregion;
+	j->key = op->rkey;
+	j->addr = op->roff;
+	j->imm = op->imm;
+	j->src_region = op->lregion;
+	j->src_off = op->loff;
+	j->lregion = op->lregion;
+	j->laddr = op->loff;
+}
+
+static void job_from_resp(struct job *j, const struct me_resp *r)
+{
+	memset(j, 0, sizeof(*j));
+	j->type = r->type;
+	j->op_id = r->op_id;
+	if (r->type == ME_PT_STATUS) {
+		j->imm = r->status;
+		return;
+	}
+	j->len = r->len;
+	j->region = r->lregion;
+	j->addr = r->laddr;
+	j->src_region = r->region;
+	j->src_off = r->addr;
+}
+
+/* Choose the next job; false if there is none ready. */
+static bool next_job(struct me_conn *c, struct job *j)
+{
+	if (c->cur_kind == 2 || (c->cur_kind == 0 &&
+	    me_atomic_read(&c->resp[c->resp_tail & (c->nresp - 1)].ready) ==
+	    c->resp_tail + 1)) {
+		c->cur_kind = 2;
+		job_from_resp(j, &c->resp[c->resp_tail & (c->nresp - 1)]);
+		return true;
+	}
+	while (c->op_pack != me_atomic_read(&c->op_head)) {
+		struct me_op *op = &c->ops[c->op_pack & (c->nops - 1)];
+
+		if (c->cur_kind == 0 &&
+		    me_atomic_read(&op->state) != ME_OP_QUEUED) {
+			/* Failed before it was sent: skip it. */
+			c->op_pack++;
+			me_atomic_set(&c->op_packed, c->op_pack);
+			continue;
+		}
+		if (op->type == ME_PT_CLOSE && !all_prior_done(c))
+			return false;
+		c->cur_kind = 1;
+		job_from_op(j, op, c->op_pack);
+		return true;
+	}
+	return false;
+}
+
+static void job_done(struct me_conn *c)
+{
+	if (c->cur_kind == 2) {
+		c->resp_tail++;
+		resp_unreserve(c);
+	} else {
+		c->op_pack++;
+		me_atomic_set(&c->op_packed, c->op_pack);
+	}
+	c->cur_kind = 0;
+	c->cur_off = 0;
+}
+
+static u32 chunk_len(struct me_conn *c, const struct job *j)
+{
+	u32 rem = j->len - c->cur_off;
+	u32 chunk = me_min_u32(rem, c->maxpay);
+	u32 mis = (u32)((j->addr + c->cur_off) & (PAGE_SZ - 1));
+
+	/*
+	 * Paper §3.3: a multi-packet transfer is cut at the receiver's page
+	 * boundaries, so full pages land page-aligned (flippable).
+	 */
+	if (rem > chunk && c->maxpay >= PAGE_SZ) {
+		if (mis)
+			chunk = me_min_u32(chunk, PAGE_SZ - mis);
+		else
+			chunk &= ~(PAGE_SZ - 1);
+	}
+	return chunk;
+}
+
+/* Build and send one packet of the current job; false if blocked. */
+static bool pump_one(struct me_conn *c)
+{
+	struct me_node *n = c->node;
+	u32 st = me_atomic_read(&c->state), seq, chunk = 0, plen;
+	struct me_txslot *t;
+	struct me_hdr h;
+	struct job j;
+	int link;
+
+	if (st != ME_CS_ESTABLISHED && st != ME_CS_CLOSING)
+		return false;
+	if (!next_job(c, &j))
+		return false;
+	if (j.type == ME_PT_WRITE || j.type == ME_PT_NOTIFY ||
+	    j.type == ME_PT_READ_RESP)
+		chunk = chunk_len(c, &j);
+	plen = j.type == ME_PT_READ_REQ ? ME_READ_REQ_PAY : chunk;
+	link = me_path_pick(n, c->peer, ME_HDR_SEQ + plen, false);
+	if (link < 0)
+		return false;
+	t = me_win_tx_reserve(c, &seq);
+	if (!t)
+		return false;
+
+	if (c->cur_off == 0)
+		c->cur_msg = c->msg_nxt++;
+	me_node_hdr(n, &h, j.type, c->peer);
+	h.src_conn = c->id;
+	h.dst_conn = c->peer_conn;
+	h.dst_inc = c->peer_inc;
+	h.payload_len = (u16)plen;
+	h.d.seq = seq;
+	h.d.msg_id = c->cur_msg;
+	h.d.op_id = j.op_id;
+	h.d.msg_len = j.len;
+	h.d.msg_off = c->cur_off;
+	h.d.region = j.region;
+	h.d.key = j.key;
+	h.d.addr = j.addr;
+	h.d.imm = j.imm;
+	if (c->cur_off + chunk == j.len)
+		h.flags |= ME_F_LAST | ME_F_ACKREQ;
+	me_wire_build(t->buf, &h);
+	if (j.type == ME_PT_READ_REQ) {
+		u8 *p = t->buf + ME_HDR_SEQ;
+
+		me_put_be32(p, j.lregion);
+		me_put_be32(p + 4, 0);
+		me_put_be64(p + 8, j.laddr);
+	} else if (chunk) {
+		int err = n->ops->mr_read(n->ctx, j.src_region,
+					  j.src_off + c->cur_off,
+					  t->buf + ME_HDR_SEQ, chunk);
+
+		if (err) {
+			/*
+			 * The registration vanished under a message being
+			 * sent: the message can never complete, so neither
+			 * can the connection.
+			 */
+			me_win_tx_abort(t);
+			me_conn_terminate(c, ME_CS_DEAD, err);
+			return false;
+		}
+	}
+	if (j.type == ME_PT_CLOSE)
+		me_atomic_set(&c->close_seq, seq + 1);
+	/*
+	 * Finish the job before the last packet leaves: its answer may be
+	 * processed on another thread before commit returns, and op_find()
+	 * accepts only ops below op_packed.
+	 */
+	c->cur_off += chunk;
+	if (c->cur_off == j.len)
+		job_done(c);
+	me_win_tx_commit(c, t, seq, ME_HDR_SEQ + plen, (u32)link);
+	return true;
+}
+
+/*
+ * One packetizer at a time (trylock).  Whoever wants packets sent sets
+ * pump_again first; the holder loops while it is set and re-checks after
+ * unlocking, so a request racing with the unlock is never lost.
+ */
+void me_msg_pump(struct me_conn *c)
+{
+again:
+	me_atomic_set(&c->pump_again, 1);
+	if (!me_trylock(&c->pump_lock))
+		return;
+	while (me_atomic_xchg(&c->pump_again, 0))
+		while (pump_one(c))
+			;
+	me_unlock(&c->pump_lock);
+	if (me_atomic_read(&c->pump_again))
+		goto again;
+}

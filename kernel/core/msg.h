@@ -1,0 +1,78 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * msg.h - messages: the operation queue, packetization (the "pump"),
+ * placement of received packets, read responses, completions.
+ */
+#ifndef ME_MSG_H
+#define ME_MSG_H
+
+#include "me_types.h"
+#include "wire.h"
+
+struct me_conn;
+struct me_rw;
+
+#define ME_OP_FREE	0
+#define ME_OP_QUEUED	1	/* submitted, not yet completed */
+#define ME_OP_DONE	2	/* completed (cqe delivered) */
+
+/*
+ * Operation queue entry.  Filled under the submit lock while FREE, then
+ * published by setting state QUEUED; immutable until DONE; reclaimed by
+ * the submitter only after the packetizer has moved past it (op_packed).
+ */
+struct me_op {
+	me_atomic_t state;
+	me_atomic_t id;
+	me_atomic_t done_bytes;	/* read: bytes placed */
+	me_atomic_t err;	/* read: first placement error (positive) */
+	u32 type;		/* ME_PT_WRITE/NOTIFY/READ_REQ/CLOSE */
+	u64 cookie;
+	u32 lregion;
+	u64 loff;
+	u32 rregion;
+	u32 rkey;
+	u64 roff;
+	u32 len;
+	u32 imm;
+};
+
+/*
+ * Response job (target side: a read response to send, or a status).  The
+ * ring is multi-producer (receive threads), single-consumer (the pump);
+ * producers first take a credit (resp_credits) so a push never finds the
+ * ring full, then publish the entry by setting ready = index + 1.
+ */
+struct me_resp {
+	me_atomic_t ready;
+	u32 type;		/* ME_PT_READ_RESP or ME_PT_STATUS */
+	u32 op_id;
+	u32 status;		/* positive errno for STATUS */
+	u32 region;		/* READ_RESP: target source */
+	u64 addr;
+	u32 lregion;		/* READ_RESP: initiator destination */
+	u64 laddr;
+	u32 len;
+};
+
+/* Inbound write-message accounting: msg_id:32 | err:1 | bytes:31. */
+struct me_rmsg {
+	me_atomic64_t st;
+};
+
+int me_msg_alloc(struct me_conn *c);
+void me_msg_free(struct me_conn *c);
+void me_msg_start(struct me_conn *c);
+
+int me_msg_submit(struct me_conn *c, u32 type, const struct me_rw *rw);
+/* Packetize as much as window and links allow; never waits (trylock). */
+void me_msg_pump(struct me_conn *c);
+/*
+ * Process one in-sequence-or-unordered packet's payload.  0 when done,
+ * -EAGAIN when no response slot was free (nothing changed, retry later).
+ */
+int me_msg_rx(struct me_conn *c, const struct me_hdr *h);
+/* Fail every queued operation with status (connection closed/dead). */
+void me_msg_fail_all(struct me_conn *c, s32 status);
+
+#endif /* ME_MSG_H */

@@ -1,0 +1,193 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * node.c - node setup, the receive entry point and the timer.
+ *
+ * me_core_rx() validates the header completely (wire.c), then checks the
+ * destination node and incarnation, then dispatches by type.  It takes no
+ * lock of its own; see Documentation/protocol.md, "Synchronization
+ * points", for what each handler uses.
+ */
+#include "node.h"
+#include "conn.h"
+#include "path.h"
+#include "window.h"
+#include "msg.h"
+
+void me_node_cfg_default(struct me_node_cfg *cfg)
+{
+	memset(cfg, 0, sizeof(*cfg));
+	cfg->node_id = 1;
+	cfg->incarnation = 1;
+	cfg->mtu = 1500;
+	cfg->window = 256;
+	cfg->credit = 256;
+	cfg->ops = 64;
+	cfg->max_conns = 64;
+	cfg->ack_every = 16;
+	cfg->link_window = 64 * 1024;
+	cfg->max_retries = 12;
+	cfg->dupthresh = 3;
+	cfg->tick_ns = 20000;		/* 20 us */
+	cfg->rto_init_ns = 2000000;	/* 2 ms */
+	cfg->rto_min_ns = 200000;	/* 200 us */
+	cfg->rto_max_ns = 64000000;	/* 64 ms */
+	cfg->connect_rto_ns = 2000000;
+	cfg->hello_ns = 1000000;
+	cfg->ka_ns = 500000;
+	cfg->link_dead_ns = 3000000;
+	cfg->peer_dead_ns = 50000000;
+	cfg->rate_ns = 1000000;
+}
+
+static bool is_pow2(u32 v)
+{
+	return v && !(v & (v - 1));
+}
+
+struct me_node *me_node_create(const struct me_node_cfg *cfg,
+			       const struct me_plat_ops *ops, void *ctx)
+{
+	struct me_node *n;
+	u32 i;
+
+	if (!cfg->node_id || cfg->node_id == ME_NODE_BCAST ||
+	    !cfg->incarnation || cfg->mtu < ME_HDR_SEQ + 64 ||
+	    cfg->mtu > ME_HDR_SEQ + 0xffff || !is_pow2(cfg->window) ||
+	    cfg->window < ME_WIN_MIN || cfg->window > ME_WIN_MAX ||
+	    !cfg->credit || cfg->credit > cfg->window || !is_pow2(cfg->ops) ||
+	    cfg->ops > ME_OPS_MAX || !cfg->max_conns || !cfg->ack_every ||
+	    cfg->link_window < cfg->mtu || !cfg->rto_min_ns ||
+	    cfg->rto_max_ns < cfg->rto_min_ns)
+		return NULL;
+	n = ops->alloc(ctx, sizeof(*n));
+	if (!n)
+		return NULL;
+	memset(n, 0, sizeof(*n));
+	n->cfg = *cfg;
+	n->ops = ops;
+	n->ctx = ctx;
+	n->conns = ops->alloc(ctx, sizeof(*n->conns) * cfg->max_conns);
+	if (!n->conns) {
+		ops->free(ctx, n);
+		return NULL;
+	}
+	memset(n->conns, 0, sizeof(*n->conns) * cfg->max_conns);
+	me_lock_init(&n->ctl_lock);
+	me_lock_init(&n->timer_lock);
+	me_path_init(n);
+	for (i = 0; i < ME_ST_MAX_; i++)
+		me_atomic64_set(&n->stats[i], 0);
+	return n;
+}
+
+void me_node_destroy(struct me_node *n)
+{
+	u32 i, cnt = me_atomic_read(&n->nconns);
+
+	for (i = 0; i < cnt; i++)
+		if (n->conns[i])
+			me_conn_free(n->conns[i]);
+	n->ops->free(n->ctx, n->conns);
+	n->ops->free(n->ctx, n);
+}
+
+u64 me_node_stat(struct me_node *n, enum me_stat st)
+{
+	return st < ME_ST_MAX_ ? me_atomic64_read(&n->stats[st]) : 0;
+}
+
+void me_node_tx(struct me_node *n, u32 link, const void *buf, u32 len)
+{
+	if (n->ops->tx(n->ctx, link, buf, len))
+		me_stat_inc(n, ME_ST_TX_FAIL);
+}
+
+void me_node_hdr(struct me_node *n, struct me_hdr *h, u32 type, u32 dst)
+{
+	memset(h, 0, sizeof(*h));
+	h->version = ME_WIRE_VERSION;
+	h->type = (u8)type;
+	h->src_node = n->cfg.node_id;
+	h->src_inc = n->cfg.incarnation;
+	h->dst_node = dst;
+}
+
+static const enum me_stat parse_stat[] = {
+	ME_ST_RX_SHORT, ME_ST_RX_VERSION, ME_ST_RX_TYPE, ME_ST_RX_FIELD,
+};
+
+int me_core_rx(struct me_node *n, u32 link, const void *buf, u32 len)
+{
+	struct me_conn *c;
+	struct me_hdr h;
+	int ret;
+
+	if (link >= ME_MAX_LINKS || !n->links[link].present)
+		return -EINVAL;
+	me_stat_inc(n, ME_ST_RX_PKTS);
+	ret = me_wire_parse(buf, len, &h);
+	if (ret) {
+		me_stat_inc(n, parse_stat[ret == ME_EWIRE_SHORT ? 0 :
+					   ret == ME_EWIRE_VERSION ? 1 :
+					   ret == ME_EWIRE_TYPE ? 2 : 3]);
+		return ret;
+	}
+	if ((u32)h.hdr_len + h.payload_len > n->cfg.mtu) {
+		me_stat_inc(n, ME_ST_RX_FIELD);
+		return ME_EWIRE_FIELD;
+	}
+	if (h.dst_node != n->cfg.node_id && h.dst_node != ME_NODE_BCAST) {
+		me_stat_inc(n, ME_ST_RX_NOTME);
+		return -EINVAL;
+	}
+	if (h.dst_inc && h.dst_inc != n->cfg.incarnation) {
+		me_stat_inc(n, ME_ST_RX_STALE);
+		return -ESTALE;
+	}
+	if (h.src_node == n->cfg.node_id) {
+		me_stat_inc(n, ME_ST_RX_NOTME);
+		return -EINVAL;
+	}
+	me_path_rx(n, link, &h);
+
+	switch (h.type) {
+	case ME_PT_HELLO:
+	case ME_PT_KEEPALIVE:
+		return 0;
+	case ME_PT_CONNECT:
+	case ME_PT_ACCEPT:
+		me_conn_rx_ctl(n, link, &h);
+		return 0;
+	default:
+		break;
+	}
+	c = me_conn_lookup(n, &h);
+	if (!c) {
+		me_stat_inc(n, ME_ST_RX_STALE);
+		return -ESTALE;
+	}
+	if (h.type == ME_PT_ACK || h.type == ME_PT_NACK)
+		me_win_rx_ack(c, link, &h);
+	else
+		me_win_rx_data(c, link, &h, buf, (u32)h.hdr_len + h.payload_len);
+	return 0;
+}
+
+void me_core_timer(struct me_node *n)
+{
+	u32 i, cnt;
+	u64 now;
+
+	if (!me_trylock(&n->timer_lock))
+		return;
+	now = me_now(n);
+	me_path_timer(n, now);
+	cnt = me_atomic_read(&n->nconns);
+	for (i = 0; i < cnt; i++) {
+		struct me_conn *c = me_ptr_load((void **)&n->conns[i]);
+
+		if (c)
+			me_conn_timer(c, now);
+	}
+	me_unlock(&n->timer_lock);
+}

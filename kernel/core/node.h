@@ -1,0 +1,45 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * node.h - the per-node object: configuration, platform, links,
+ * connection table, statistics; receive dispatch and the timer.
+ */
+#ifndef ME_NODE_H
+#define ME_NODE_H
+
+#include "me_core.h"
+#include "path.h"
+
+struct me_node {
+	struct me_node_cfg cfg;
+	const struct me_plat_ops *ops;
+	void *ctx;
+	struct me_link links[ME_MAX_LINKS];
+	/*
+	 * Connection table: slot i holds connection id i + 1.  Pointers are
+	 * published with a release store after the connection is fully set
+	 * up and never change until me_node_destroy(), so receive threads
+	 * look them up without a lock.
+	 */
+	struct me_conn **conns;
+	me_atomic_t nconns;
+	me_lock_t ctl_lock;	/* control path: connect/accept/death */
+	me_lock_t timer_lock;	/* me_core_timer is never re-entered */
+	me_atomic64_t stats[ME_ST_MAX_];
+};
+
+static inline void me_stat_inc(struct me_node *n, enum me_stat st)
+{
+	me_atomic64_add_return(&n->stats[st], 1);
+}
+
+static inline u64 me_now(struct me_node *n)
+{
+	return n->ops->now_ns(n->ctx);
+}
+
+/* Transmit a packet on a link; a platform failure counts as a loss. */
+void me_node_tx(struct me_node *n, u32 link, const void *buf, u32 len);
+/* Fill the common header of a packet from this node. */
+void me_node_hdr(struct me_node *n, struct me_hdr *h, u32 type, u32 dst);
+
+#endif /* ME_NODE_H */

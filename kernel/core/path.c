@@ -1,0 +1,273 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * path.c - links to peers.
+ *
+ * Discovery: every link sends HELLO (node id, incarnation, name) every
+ * hello_ns; the receiver records the peer node and incarnation of the link,
+ * and the links reporting the same peer form that peer's channel.
+ *
+ * Liveness: any valid packet received on a link refreshes it; after ka_ns
+ * of silence the timer sends a KEEPALIVE probe (answered at once), after
+ * link_dead_ns of silence the link is declared dead and the in-flight
+ * packets of every connection that used it are resent on the others.  A
+ * dead link keeps being probed; the first packet from the peer on it makes
+ * it alive again, and the packetizer uses it at once.
+ *
+ * Selection (me_path_pick): among the alive links to the peer with free
+ * window (link_window bytes in flight), the one that would finish the
+ * packet first: minimal (inflight + len) / rate, compared by
+ * cross-multiplication (no division).  rate is an estimate of delivered
+ * bytes per microsecond, measured while the link is saturated and seeded
+ * from the NIC's nominal speed.
+ */
+#include "path.h"
+#include "node.h"
+#include "conn.h"
+#include "window.h"
+
+void me_path_init(struct me_node *n)
+{
+	u32 i;
+
+	for (i = 0; i < ME_MAX_LINKS; i++)
+		memset(&n->links[i], 0, sizeof(n->links[i]));
+}
+
+int me_link_add(struct me_node *n, u32 idx, u32 mtu, u32 rate_mbps)
+{
+	struct me_link *l;
+
+	if (idx >= ME_MAX_LINKS || mtu < n->cfg.mtu)
+		return -EINVAL;
+	l = &n->links[idx];
+	if (l->present)
+		return -EEXIST;
+	l->mtu = mtu;
+	me_atomic_set(&l->rate, rate_mbps ? me_max_u32(rate_mbps / 8, 1) : 1250);
+	me_atomic_set(&l->admin_up, 1);
+	l->present = true;
+	return 0;
+}
+
+void me_link_set_admin(struct me_node *n, u32 idx, bool up)
+{
+	if (idx < ME_MAX_LINKS && n->links[idx].present)
+		me_atomic_set(&n->links[idx].admin_up, up);
+}
+
+int me_link_alive(struct me_node *n, u32 idx)
+{
+	if (idx >= ME_MAX_LINKS || !n->links[idx].present)
+		return 0;
+	return me_atomic_read(&n->links[idx].alive) &&
+	       me_atomic_read(&n->links[idx].admin_up);
+}
+
+u32 me_link_peer(struct me_node *n, u32 idx)
+{
+	if (idx >= ME_MAX_LINKS || !n->links[idx].present)
+		return 0;
+	return me_atomic_read(&n->links[idx].peer_node);
+}
+
+u32 me_link_rate(struct me_node *n, u32 idx)
+{
+	if (idx >= ME_MAX_LINKS || !n->links[idx].present)
+		return 0;
+	return me_atomic_read(&n->links[idx].rate);
+}
+
+static void send_small(struct me_node *n, u32 idx, u32 type, u32 dst,
+		       u32 dst_inc, u16 flags)
+{
+	u8 buf[ME_HDR_HELLO + ME_HELLO_NAME];
+	struct me_hdr h;
+	u32 len, name = 0;
+
+	me_node_hdr(n, &h, type, dst);
+	h.flags = flags;
+	h.dst_inc = dst_inc;
+	h.h.link = idx;
+	if (type == ME_PT_HELLO)
+		while (name < ME_HELLO_NAME && n->cfg.name[name])
+			name++;
+	h.payload_len = (u16)name;
+	len = me_wire_build(buf, &h);
+	memcpy(buf + len, n->cfg.name, name);
+	me_node_tx(n, idx, buf, len + name);
+}
+
+void me_path_rx(struct me_node *n, u32 idx, const struct me_hdr *h)
+{
+	struct me_link *l = &n->links[idx];
+	u32 old_peer = me_atomic_read(&l->peer_node);
+	u32 old_inc = me_atomic_read(&l->peer_inc);
+
+	if (h->type == ME_PT_HELLO) {
+		/* Incarnations grow: an older one is a stale HELLO. */
+		if (old_peer == h->src_node && old_inc &&
+		    me_seq_lt(h->src_inc, old_inc))
+			return;
+		if (old_peer != h->src_node || old_inc != h->src_inc) {
+			me_atomic_set(&l->peer_node, h->src_node);
+			me_atomic_set(&l->peer_inc, h->src_inc);
+			if (old_peer == h->src_node && old_inc)
+				me_conn_peer_restarted(n, h->src_node,
+						       h->src_inc);
+		}
+	} else if (old_peer != h->src_node || old_inc != h->src_inc) {
+		return;		/* liveness only from the known peer */
+	}
+	me_atomic64_set(&l->last_rx_ns, me_now(n));
+	if (!me_atomic_read(&l->alive) && me_atomic_read(&l->admin_up)) {
+		me_atomic_set(&l->alive, 1);
+		me_stat_inc(n, ME_ST_LINK_UP);
+	}
+	if (h->type == ME_PT_KEEPALIVE && !(h->flags & ME_F_REPLY))
+		send_small(n, idx, ME_PT_KEEPALIVE, h->src_node, h->src_inc,
+			   ME_F_REPLY);
+}
+
+static bool usable(struct me_node *n, u32 i, u32 peer)
+{
+	struct me_link *l = &n->links[i];
+
+	return l->present && me_atomic_read(&l->alive) &&
+	       me_atomic_read(&l->admin_up) &&
+	       me_atomic_read(&l->peer_node) == peer;
+}
+
+int me_path_pick(struct me_node *n, u32 peer, u32 len, bool force)
+{
+	u64 best_infl = 0, best_rate = 1;
+	int best = -1;
+	u32 i;
+
+	for (i = 0; i < ME_MAX_LINKS; i++) {
+		u64 infl, rate;
+
+		if (!usable(n, i, peer))
+			continue;
+		infl = me_atomic_read(&n->links[i].inflight);
+		rate = me_atomic_read(&n->links[i].rate);
+		if (!force && infl + len > n->cfg.link_window)
+			continue;
+		/* (infl+len)/rate < (best_infl+len)/best_rate */
+		if (best < 0 || (infl + len) * best_rate <
+				(best_infl + len) * rate) {
+			best = (int)i;
+			best_infl = infl;
+			best_rate = rate;
+		}
+	}
+	return best;
+}
+
+int me_path_any(struct me_node *n, u32 peer)
+{
+	return me_path_pick(n, peer, 0, true);
+}
+
+u32 me_path_next_txno(struct me_node *n, u32 idx)
+{
+	return me_atomic_add_return(&n->links[idx].txno, 1) & ME_TXNO_MASK;
+}
+
+static bool txno_lt(u32 a, u32 b)
+{
+	return ((b - a) & ME_TXNO_MASK) - 1 < (ME_TXNO_MASK >> 1);
+}
+
+void me_path_acked(struct me_node *n, u32 idx, u32 txno, u32 bytes)
+{
+	struct me_link *l = &n->links[idx];
+	u32 cur = me_atomic_read(&l->acked_txno);
+
+	me_atomic_add_return(&l->inflight, -bytes);
+	me_atomic64_add_return(&l->delivered, bytes);
+	while (txno_lt(cur, txno)) {
+		u32 old = me_atomic_cmpxchg(&l->acked_txno, cur, txno);
+
+		if (old == cur)
+			break;
+		cur = old;
+	}
+}
+
+bool me_path_lost(struct me_node *n, u32 idx, u32 txno)
+{
+	u32 acked = me_atomic_read(&n->links[idx].acked_txno);
+
+	return txno_lt(txno + n->cfg.dupthresh, acked);
+}
+
+static void link_down(struct me_node *n, u32 idx)
+{
+	u32 i, cnt = me_atomic_read(&n->nconns);
+	u32 peer = me_atomic_read(&n->links[idx].peer_node);
+
+	me_atomic_set(&n->links[idx].alive, 0);
+	me_stat_inc(n, ME_ST_LINK_DOWN);
+	for (i = 0; i < cnt; i++) {
+		struct me_conn *c = me_ptr_load((void **)&n->conns[i]);
+
+		if (c->peer == peer && me_conn_live(c))
+			me_win_failover(c, idx);
+	}
+}
+
+static void rate_update(struct me_node *n, struct me_link *l, u64 now)
+{
+	u64 d = me_atomic64_read(&l->delivered);
+	bool busy = me_atomic_read(&l->inflight) >= n->cfg.link_window / 2;
+	u64 dt = now - l->rate_t0;
+
+	if (dt < n->cfg.rate_ns)
+		return;
+	if (busy && l->rate_busy && dt < 0xffffffffull) {
+		u64 sample = me_div_u64((d - l->rate_d0) * 1000, (u32)dt);
+		u32 old = me_atomic_read(&l->rate);
+
+		if (sample)
+			me_atomic_set(&l->rate,
+				      (u32)me_max_u64((3ull * old + sample) / 4, 1));
+	}
+	l->rate_t0 = now;
+	l->rate_d0 = d;
+	l->rate_busy = busy;
+}
+
+void me_path_timer(struct me_node *n, u64 now)
+{
+	u32 i;
+
+	for (i = 0; i < ME_MAX_LINKS; i++) {
+		struct me_link *l = &n->links[i];
+		u32 peer;
+
+		if (!l->present)
+			continue;
+		if (!me_atomic_read(&l->admin_up)) {
+			if (me_atomic_read(&l->alive))
+				link_down(n, i);
+			continue;
+		}
+		if (now - l->last_hello_ns >= n->cfg.hello_ns) {
+			l->last_hello_ns = now;
+			send_small(n, i, ME_PT_HELLO, ME_NODE_BCAST, 0, 0);
+		}
+		peer = me_atomic_read(&l->peer_node);
+		if (!peer)
+			continue;
+		if (now - me_atomic64_read(&l->last_rx_ns) >= n->cfg.ka_ns &&
+		    now - l->last_ka_ns >= n->cfg.ka_ns) {
+			l->last_ka_ns = now;
+			send_small(n, i, ME_PT_KEEPALIVE, peer,
+				   me_atomic_read(&l->peer_inc), 0);
+		}
+		if (me_atomic_read(&l->alive) &&
+		    now - me_atomic64_read(&l->last_rx_ns) > n->cfg.link_dead_ns)
+			link_down(n, i);
+		rate_update(n, l, now);
+	}
+}

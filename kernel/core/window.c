@@ -1,0 +1,582 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * window.c - reliability for one connection.
+ *
+ * Transmit: the packetizer (msg.c) fills ring entries in sequence order
+ * under the pump lock; acks, sacks, loss detection, the RTO scan and link
+ * failover run from any thread and synchronize per entry (linfo cmpxchg
+ * for accounting, the entry trylock for retransmission).
+ *
+ * Receive: a packet is claimed in its ring entry by cmpxchg (duplicates
+ * lose), processed, marked READY; the cumulative point rcv_cum is advanced
+ * by cmpxchg by whichever thread finds the next entry READY (unordered
+ * mode) or by the single in-order scanner holding order_lock (ordered).
+ *
+ * Store-then-load pattern: a thread marks its entry READY and then reads
+ * rcv_cum; the advancing thread moves rcv_cum and then reads the entry.
+ * Both sides use fully ordered atomics, so at least one of them sees the
+ * other's store and no READY entry is left behind rcv_cum.
+ */
+#include "window.h"
+#include "conn.h"
+#include "node.h"
+#include "msg.h"
+#include "path.h"
+
+#define LI(seq, txno, rtx, link) (((u64)(seq) << 32) | \
+	((u64)((txno) & ME_TXNO_MASK) << 8) | ((rtx) ? 0x80 : 0) | ((link) & 0x7f))
+
+static u32 li_seq(u64 v) { return (u32)(v >> 32); }
+static u32 li_txno(u64 v) { return (u32)(v >> 8) & ME_TXNO_MASK; }
+static bool li_rtx(u64 v) { return v & 0x80; }
+static u32 li_link(u64 v) { return (u32)v & 0x7f; }
+
+#define RXS(seq, ph) (((u64)(seq) << 8) | (ph))
+static u32 rx_seq(u64 v) { return (u32)(v >> 8); }
+static u32 rx_phase(u64 v) { return (u32)v & 0x0f; }
+
+/* The sequence number congruent to slot i in [base - w, base). */
+static u32 lap_tag(u32 base, u32 i, u32 w)
+{
+	return base - w + ((i - base) & (w - 1));
+}
+
+int me_win_alloc(struct me_conn *c)
+{
+	struct me_node *n = c->node;
+	u32 w = c->window, i;
+
+	c->tx = n->ops->alloc(n->ctx, sizeof(*c->tx) * w);
+	c->txbuf = n->ops->alloc(n->ctx, (size_t)w * n->cfg.mtu);
+	c->rx = n->ops->alloc(n->ctx, sizeof(*c->rx) * w);
+	if (!c->tx || !c->txbuf || !c->rx)
+		return -ENOMEM;
+	if (c->mode == ME_MODE_ORDERED) {
+		c->rxbuf = n->ops->alloc(n->ctx, (size_t)w * n->cfg.mtu);
+		if (!c->rxbuf)
+			return -ENOMEM;
+	}
+	memset(c->tx, 0, sizeof(*c->tx) * w);
+	memset(c->rx, 0, sizeof(*c->rx) * w);
+	for (i = 0; i < w; i++) {
+		me_lock_init(&c->tx[i].lock);
+		c->tx[i].buf = c->txbuf + (size_t)i * n->cfg.mtu;
+		if (c->rxbuf)
+			c->rx[i].buf = c->rxbuf + (size_t)i * n->cfg.mtu;
+	}
+	me_lock_init(&c->order_lock);
+	me_lock_init(&c->ack_lock);
+	return 0;
+}
+
+void me_win_free(struct me_conn *c)
+{
+	struct me_node *n = c->node;
+
+	if (c->tx)
+		n->ops->free(n->ctx, c->tx);
+	if (c->txbuf)
+		n->ops->free(n->ctx, c->txbuf);
+	if (c->rx)
+		n->ops->free(n->ctx, c->rx);
+	if (c->rxbuf)
+		n->ops->free(n->ctx, c->rxbuf);
+}
+
+/* Called before the connection is published as ESTABLISHED. */
+void me_win_start_tx(struct me_conn *c, u32 isn, u32 right)
+{
+	u32 i;
+
+	me_atomic_set(&c->snd_una, isn);
+	me_atomic_set(&c->snd_max, isn);
+	me_atomic_set(&c->snd_right, right);
+	for (i = 0; i < c->window; i++)
+		me_atomic64_set(&c->tx[i].linfo,
+				LI(lap_tag(isn, i, c->window), 0, 0, ME_LINK_NONE));
+}
+
+void me_win_start_rx(struct me_conn *c, u32 peer_isn)
+{
+	u32 i;
+
+	me_atomic_set(&c->rcv_cum, peer_isn);
+	me_atomic_set(&c->nack_cum, peer_isn - 1);
+	for (i = 0; i < c->window; i++)
+		me_atomic64_set(&c->rx[i].state,
+				RXS(lap_tag(peer_isn, i, c->window), ME_RXS_DONE));
+}
+
+/* ------------------------------------------------------------------ */
+/* Receive side                                                        */
+
+/* Unordered mode: move rcv_cum over READY entries (lock-free). */
+static void advance_cum(struct me_conn *c)
+{
+	u32 mask = c->window - 1;
+
+	for (;;) {
+		u32 cum = me_atomic_read(&c->rcv_cum);
+		u64 v = me_atomic64_read(&c->rx[cum & mask].state);
+
+		if (rx_seq(v) != cum || rx_phase(v) != ME_RXS_READY)
+			return;
+		if (me_atomic_cmpxchg(&c->rcv_cum, cum, cum + 1) != cum)
+			continue;
+		/* We alone moved past cum: a CLOSE there is ours to run. */
+		if (v & ME_RXS_CLOSE)
+			me_conn_peer_closed(c);
+	}
+}
+
+/*
+ * Ordered mode (Table 1 state 2a): one thread at a time consumes buffered
+ * packets in sequence; the others leave theirs READY and go on.  After
+ * unlocking, re-check so a packet made READY while we held the lock is
+ * not stranded.
+ */
+static void inorder_scan(struct me_conn *c)
+{
+	u32 mask = c->window - 1;
+	struct me_hdr h;
+	bool stalled, closed;
+
+again:
+	if (!me_trylock(&c->order_lock))
+		return;
+	stalled = false;
+	closed = false;
+	for (;;) {
+		u32 cum = me_atomic_read(&c->rcv_cum);
+		struct me_rxslot *r = &c->rx[cum & mask];
+		u64 v = me_atomic64_read(&r->state);
+		u32 st = me_atomic_read(&c->state);
+
+		if (rx_seq(v) != cum || rx_phase(v) != ME_RXS_READY)
+			break;
+		if (st != ME_CS_ESTABLISHED && st != ME_CS_CLOSING)
+			break;
+		/* Validated on arrival; parse again from our own copy. */
+		if (me_wire_parse(r->buf, me_atomic_read(&r->len), &h))
+			break;
+		if (h.type == ME_PT_CLOSE) {
+			me_atomic64_set(&r->state, RXS(cum, ME_RXS_DONE));
+			me_atomic_set(&c->rcv_cum, cum + 1);
+			closed = true;
+			break;
+		}
+		if (me_msg_rx(c, &h) == -EAGAIN) {
+			me_stat_inc(c->node, ME_ST_RX_NORES);
+			stalled = true;
+			break;
+		}
+		me_atomic64_set(&r->state, RXS(cum, ME_RXS_DONE));
+		me_atomic_set(&c->rcv_cum, cum + 1);
+	}
+	me_unlock(&c->order_lock);
+	if (closed) {
+		me_conn_peer_closed(c);
+		return;
+	}
+	if (!stalled) {
+		u32 cum = me_atomic_read(&c->rcv_cum);
+		u64 v = me_atomic64_read(&c->rx[cum & mask].state);
+
+		if (rx_seq(v) == cum && rx_phase(v) == ME_RXS_READY)
+			goto again;
+	}
+}
+
+void me_win_rx_data(struct me_conn *c, u32 link, const struct me_hdr *h,
+		    const u8 *pkt, u32 len)
+{
+	struct me_node *n = c->node;
+	u32 s = h->d.seq, w = c->window, st, cum, unacked;
+	struct me_rxslot *r;
+	bool nack = false;
+	u64 v;
+
+	me_atomic_set(&c->ack_link, link);
+	cum = me_atomic_read(&c->rcv_cum);
+	st = me_atomic_read(&c->state);
+	if (st != ME_CS_ESTABLISHED && st != ME_CS_CLOSING) {
+		/* Closed: answer duplicates (a lost ack for CLOSE), nothing more. */
+		me_stat_inc(n, ME_ST_RX_CLOSED);
+		if (me_seq_lt(s, cum))
+			me_win_send_ack(c, (int)link, false);
+		return;
+	}
+	if (me_seq_lt(s, cum)) {
+		me_stat_inc(n, ME_ST_RX_DUP);
+		me_win_send_ack(c, (int)link, false);
+		return;
+	}
+	if (s - cum >= w) {
+		me_stat_inc(n, ME_ST_RX_WINDOW);
+		return;
+	}
+	r = &c->rx[s & (w - 1)];
+	v = me_atomic64_read(&r->state);
+	if (rx_seq(v) == s) {
+		me_stat_inc(n, ME_ST_RX_DUP);
+		me_win_send_ack(c, (int)link, false);
+		return;
+	}
+	/* Not the previous lap: only possible if rcv_cum moved meanwhile. */
+	if (rx_seq(v) != s - w) {
+		me_stat_inc(n, ME_ST_RX_DUP);
+		return;
+	}
+	/* Table 1 state 7: claim the entry; a racing copy of s loses. */
+	if (me_atomic64_cmpxchg(&r->state, v, RXS(s, ME_RXS_CLAIMED)) != v) {
+		me_stat_inc(n, ME_ST_RX_DUP);
+		return;
+	}
+
+	if (c->mode == ME_MODE_ORDERED) {
+		memcpy(r->buf, pkt, len);
+		me_atomic_set(&r->len, len);
+		me_atomic64_set(&r->state, RXS(s, ME_RXS_READY));
+		inorder_scan(c);
+	} else if (h->type == ME_PT_CLOSE) {
+		me_atomic64_set(&r->state, RXS(s, ME_RXS_READY | ME_RXS_CLOSE));
+		advance_cum(c);
+	} else {
+		if (me_msg_rx(c, h) == -EAGAIN) {
+			/* No side effects happened: give the entry back. */
+			me_atomic64_set(&r->state, v);
+			me_stat_inc(n, ME_ST_RX_NORES);
+			return;
+		}
+		me_atomic64_set(&r->state, RXS(s, ME_RXS_READY));
+		advance_cum(c);
+	}
+
+	/* Ack coalescing (EMP's "collection of frames"), nack on a gap. */
+	unacked = me_atomic_add_return(&c->unacked, 1);
+	cum = me_atomic_read(&c->rcv_cum);
+	if (me_seq_lt(cum, s) && me_atomic_read(&c->nack_cum) != cum)
+		nack = true;
+	if (nack || (h->flags & ME_F_ACKREQ) || unacked >= n->cfg.ack_every)
+		me_win_send_ack(c, (int)link, nack);
+}
+
+/*
+ * Table 1 state 2b: one ack/nack in preparation per connection.  A thread
+ * that fails the trylock leaves `unacked` non-zero; the holder resets it
+ * before reading the state, so a packet counted before the reset is in
+ * the holder's ack and one counted after is acked later (next trigger or
+ * the timer).
+ */
+void me_win_send_ack(struct me_conn *c, int link, bool nack)
+{
+	struct me_node *n = c->node;
+	u32 mask = c->window - 1, cum, i;
+	u8 buf[ME_HDR_ACK];
+	struct me_hdr h;
+
+	if (!me_trylock(&c->ack_lock))
+		return;
+	me_atomic_set(&c->unacked, 0);
+	me_node_hdr(n, &h, nack ? ME_PT_NACK : ME_PT_ACK, c->peer);
+	h.src_conn = c->id;
+	h.dst_conn = c->peer_conn;
+	h.dst_inc = c->peer_inc;
+	cum = me_atomic_read(&c->rcv_cum);
+	h.a.cum = cum;
+	h.a.right = cum + c->credit;
+	memset(h.a.sack, 0, sizeof(h.a.sack));
+	for (i = 0; i < ME_SACK_BITS && i + 1 < c->window; i++) {
+		u32 s = cum + 1 + i;
+		u64 v = me_atomic64_read(&c->rx[s & mask].state);
+
+		if (rx_seq(v) == s && rx_phase(v) >= ME_RXS_READY)
+			me_sack_set(h.a.sack, i);
+	}
+	if (nack)
+		me_atomic_set(&c->nack_cum, cum);
+	if (link < 0 || !me_link_alive(n, (u32)link))
+		link = me_path_any(n, c->peer);
+	if (link >= 0) {
+		me_wire_build(buf, &h);
+		me_node_tx(n, (u32)link, buf, ME_HDR_ACK);
+		me_stat_inc(n, nack ? ME_ST_TX_NACK : ME_ST_TX_ACK);
+	}
+	me_unlock(&c->ack_lock);
+}
+
+/* ------------------------------------------------------------------ */
+/* Transmit side                                                       */
+
+static void rtt_sample(struct me_conn *c, u64 r)
+{
+	u64 srtt = me_atomic64_read(&c->srtt_ns);
+	u64 var = me_atomic64_read(&c->rttvar_ns);
+	u64 err;
+
+	if (!srtt) {
+		me_atomic64_set(&c->srtt_ns, r ? r : 1);
+		me_atomic64_set(&c->rttvar_ns, r / 2);
+		return;
+	}
+	/* Jacobson/Karels with shifts; racing samples may be lost, harmless. */
+	err = r > srtt ? r - srtt : srtt - r;
+	srtt = r > srtt ? srtt + (err >> 3) : srtt - (err >> 3);
+	var = err > var ? var + ((err - var) >> 2) : var - ((var - err) >> 2);
+	me_atomic64_set(&c->srtt_ns, srtt ? srtt : 1);
+	me_atomic64_set(&c->rttvar_ns, var);
+}
+
+static u64 rto_ns(struct me_conn *c)
+{
+	const struct me_node_cfg *cfg = &c->node->cfg;
+	u64 srtt = me_atomic64_read(&c->srtt_ns);
+	u64 rto = srtt ? srtt + 4 * me_atomic64_read(&c->rttvar_ns)
+		       : cfg->rto_init_ns;
+	u32 b = me_atomic_read(&c->backoff);
+
+	rto = me_max_u64(rto, cfg->rto_min_ns);
+	while (b-- && rto < cfg->rto_max_ns)
+		rto <<= 1;
+	return me_min_u64(rto, cfg->rto_max_ns);
+}
+
+/*
+ * Account the acknowledgement of sequence number s once: the thread that
+ * swaps linfo from in-flight to NONE owns it.  Only after that swap may
+ * the packetizer refill the entry, so len/sent_ns read before the swap
+ * belong to s.
+ */
+static void account(struct me_conn *c, u32 s)
+{
+	struct me_txslot *t = &c->tx[s & (c->window - 1)];
+	u64 li, sent;
+	u32 len;
+
+	for (;;) {
+		li = me_atomic64_read(&t->linfo);
+		if (li_seq(li) != s || li_link(li) == ME_LINK_NONE)
+			return;
+		sent = me_atomic64_read(&t->sent_ns);
+		len = me_atomic_read(&t->len);
+		if (me_atomic64_cmpxchg(&t->linfo, li,
+					LI(s, 0, 0, ME_LINK_NONE)) == li)
+			break;
+	}
+	me_path_acked(c->node, li_link(li), li_txno(li), len);
+	if (!li_rtx(li)) {	/* Karn: no samples from retransmissions */
+		u64 now = me_now(c->node);
+
+		if (now > sent)
+			rtt_sample(c, now - sent);
+	}
+}
+
+/*
+ * Table 1 state 5a: retransmit sequence number s unless another thread is
+ * already doing it (entry trylock) or it was acked meanwhile.
+ */
+static bool retransmit(struct me_conn *c, u32 s, enum me_stat why)
+{
+	struct me_node *n = c->node;
+	struct me_txslot *t = &c->tx[s & (c->window - 1)];
+	u32 len, nl, txno;
+	bool dead = false;
+	u64 li;
+	int pick;
+
+	if (!me_trylock(&t->lock))
+		return false;
+	li = me_atomic64_read(&t->linfo);
+	if (li_seq(li) != s || li_link(li) == ME_LINK_NONE)
+		goto out;
+	len = me_atomic_read(&t->len);
+	pick = me_path_pick(n, c->peer, len, true);
+	if (pick < 0)
+		goto out;
+	nl = (u32)pick;
+	txno = me_path_next_txno(n, nl);
+	me_atomic_add_return(&n->links[nl].inflight, len);
+	if (me_atomic64_cmpxchg(&t->linfo, li, LI(s, txno, 1, nl)) != li) {
+		me_atomic_add_return(&n->links[nl].inflight, -len);
+		goto out;
+	}
+	me_atomic_add_return(&n->links[li_link(li)].inflight, -len);
+	me_atomic64_set(&t->sent_ns, me_now(n));
+	t->buf[3] |= ME_F_RTX | ME_F_ACKREQ;
+	me_node_tx(n, nl, t->buf, len);
+	me_stat_inc(n, why);
+	if (++t->retries > n->cfg.max_retries)
+		dead = true;
+	me_unlock(&t->lock);
+	if (dead)
+		me_conn_terminate(c, ME_CS_DEAD, -ETIMEDOUT);
+	return true;
+out:
+	me_unlock(&t->lock);
+	return false;
+}
+
+void me_win_rx_ack(struct me_conn *c, u32 link, const struct me_hdr *h)
+{
+	struct me_node *n = c->node;
+	u32 cum = h->a.cum, max = me_atomic_read(&c->snd_max);
+	u32 u, s, i, highest, cs;
+	bool progress = false, sacked = false;
+
+	(void)link;
+	if (me_seq_lt(max, cum)) {
+		me_stat_inc(n, ME_ST_RX_BADACK);
+		return;
+	}
+	me_atomic_seq_max(&c->snd_right, h->a.right);
+
+	for (;;) {
+		u = me_atomic_read(&c->snd_una);
+		if (!me_seq_lt(u, cum))
+			break;
+		if (me_atomic_cmpxchg(&c->snd_una, u, cum) == u) {
+			/* [u, cum) is ours alone to walk. */
+			for (s = u; s != cum; s++)
+				account(c, s);
+			progress = true;
+			break;
+		}
+	}
+	highest = cum;
+	for (i = 0; i < ME_SACK_BITS; i++) {
+		if (!me_sack_test(h->a.sack, i))
+			continue;
+		s = cum + 1 + i;
+		if (!me_seq_lt(s, max))
+			break;
+		account(c, s);
+		highest = s;
+		sacked = true;
+	}
+	/*
+	 * Loss detection: a hole below the highest sacked packet is lost when
+	 * packets sent after it on the same link (links are FIFO) were acked.
+	 * A nack only makes the receiver send this information at once.
+	 */
+	if (sacked || h->type == ME_PT_NACK) {
+		u = me_atomic_read(&c->snd_una);
+		for (s = me_seq_lt(cum, u) ? u : cum; me_seq_lt(s, highest); s++) {
+			u64 li = me_atomic64_read(&c->tx[s & (c->window - 1)].linfo);
+
+			if (li_seq(li) == s && li_link(li) != ME_LINK_NONE &&
+			    me_path_lost(n, li_link(li), li_txno(li)))
+				retransmit(c, s, ME_ST_TX_RTX_LOSS);
+		}
+	}
+	if (progress)
+		me_atomic_set(&c->backoff, 0);
+	cs = me_atomic_read(&c->close_seq);
+	if (cs && me_seq_le(cs, me_atomic_read(&c->snd_una)))
+		me_conn_close_acked(c);
+	me_msg_pump(c);
+}
+
+struct me_txslot *me_win_tx_reserve(struct me_conn *c, u32 *seq)
+{
+	u32 s = me_atomic_read(&c->snd_max);
+	u32 una = me_atomic_read(&c->snd_una);
+	struct me_txslot *t;
+	u64 li;
+
+	if (s - una >= c->window)
+		return NULL;
+	if (!me_seq_lt(s, me_atomic_read(&c->snd_right))) {
+		me_stat_inc(c->node, ME_ST_CREDIT_STALL);
+		return NULL;
+	}
+	t = &c->tx[s & (c->window - 1)];
+	if (!me_trylock(&t->lock))
+		return NULL;
+	li = me_atomic64_read(&t->linfo);
+	/* The previous lap must be fully accounted (see account()). */
+	if (li_seq(li) != s - c->window || li_link(li) != ME_LINK_NONE) {
+		me_unlock(&t->lock);
+		return NULL;
+	}
+	*seq = s;
+	return t;
+}
+
+void me_win_tx_abort(struct me_txslot *t)
+{
+	me_unlock(&t->lock);
+}
+
+/* Table 1 state 1: the entry lock is held until the platform is done. */
+void me_win_tx_commit(struct me_conn *c, struct me_txslot *t, u32 seq,
+		      u32 len, u32 link)
+{
+	struct me_node *n = c->node;
+	u32 txno = me_path_next_txno(n, link);
+
+	t->retries = 0;
+	me_atomic_set(&t->len, len);
+	me_atomic64_set(&t->sent_ns, me_now(n));
+	me_atomic_add_return(&n->links[link].inflight, len);
+	me_atomic64_set(&t->linfo, LI(seq, txno, 0, link));
+	me_atomic_set(&c->snd_max, seq + 1);
+	me_node_tx(n, link, t->buf, len);
+	me_stat_inc(n, ME_ST_TX_DATA);
+	me_unlock(&t->lock);
+}
+
+bool me_win_tx_idle(struct me_conn *c)
+{
+	return me_atomic_read(&c->snd_una) == me_atomic_read(&c->snd_max);
+}
+
+void me_win_failover(struct me_conn *c, u32 link)
+{
+	u32 una = me_atomic_read(&c->snd_una);
+	u32 max = me_atomic_read(&c->snd_max), s;
+
+	for (s = una; me_seq_lt(s, max); s++) {
+		u64 li = me_atomic64_read(&c->tx[s & (c->window - 1)].linfo);
+
+		if (li_seq(li) == s && li_link(li) == link)
+			retransmit(c, s, ME_ST_TX_RTX_FAIL);
+	}
+}
+
+void me_win_timer(struct me_conn *c, u64 now)
+{
+	u32 una, max, s, st = me_atomic_read(&c->state);
+	bool fired = false;
+	u64 rto;
+
+	if (me_atomic_read(&c->unacked))
+		me_win_send_ack(c, -1, false);
+	if (st != ME_CS_ESTABLISHED && st != ME_CS_CLOSING)
+		return;
+	if (c->mode == ME_MODE_ORDERED)
+		inorder_scan(c);
+
+	una = me_atomic_read(&c->snd_una);
+	max = me_atomic_read(&c->snd_max);
+	rto = rto_ns(c);
+	for (s = una; me_seq_lt(s, max); s++) {
+		struct me_txslot *t = &c->tx[s & (c->window - 1)];
+		u64 li = me_atomic64_read(&t->linfo);
+		u64 sent = me_atomic64_read(&t->sent_ns);
+
+		if (li_seq(li) != s || li_link(li) == ME_LINK_NONE)
+			continue;
+		if (now < sent || now - sent < rto)
+			continue;
+		if (retransmit(c, s, ME_ST_TX_RTX_RTO))
+			fired = true;
+		if (me_atomic_read(&c->state) == ME_CS_DEAD)
+			return;
+	}
+	if (fired) {
+		me_stat_inc(c->node, ME_ST_RTO_FIRED);
+		if (me_atomic_read(&c->backoff) < 16)
+			me_atomic_add_return(&c->backoff, 1);
+	}
+}

@@ -1,0 +1,78 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * window.h - reliability: per-connection transmit and receive rings,
+ * sliding window with receiver credit, cumulative + selective acks, nack on
+ * a gap, loss detection, retransmit timeout with backoff.
+ */
+#ifndef ME_WINDOW_H
+#define ME_WINDOW_H
+
+#include "me_types.h"
+#include "wire.h"
+
+struct me_conn;
+
+/*
+ * Transmit ring entry; entry i holds sequence numbers s with
+ * s % window == i.  linfo packs seq:32 | txno:24 | rtx:1 | link:7.  A
+ * packet is in flight while link != ME_LINK_NONE; whoever swaps linfo
+ * from an in-flight value (cmpxchg) owns that transmission's accounting,
+ * so acks, sacks and retransmissions racing on different threads account
+ * each transmission exactly once.  The entry may be refilled with s +
+ * window only after linfo reads (s, NONE).
+ */
+struct me_txslot {
+	me_lock_t lock;		/* Table 1 states 1 and 5a: held while the
+				 * entry's buffer is filled or transmitted */
+	me_atomic64_t linfo;
+	me_atomic64_t sent_ns;	/* last transmission */
+	me_atomic_t len;	/* frame bytes in buf */
+	u32 retries;		/* under lock */
+	u8 *buf;
+};
+
+/*
+ * Receive ring entry (Table 1 state 7): state packs seq:32 | phase:8.  A
+ * receive thread claims the entry for seq s with a cmpxchg from the
+ * previous lap's value; a second copy of s finds seq == s and is a
+ * duplicate, so no two threads ever process the same packet.
+ */
+#define ME_RXS_CLAIMED	1	/* a thread is processing it */
+#define ME_RXS_READY	2	/* placed (unordered) / buffered (ordered) */
+#define ME_RXS_DONE	3	/* ordered: consumed by the in-order scan */
+#define ME_RXS_CLOSE	0x10	/* flag: this packet was a CLOSE */
+
+struct me_rxslot {
+	me_atomic64_t state;
+	me_atomic_t len;	/* ordered mode: bytes buffered in buf */
+	u8 *buf;		/* ordered mode only */
+};
+
+int me_win_alloc(struct me_conn *c);
+void me_win_free(struct me_conn *c);
+void me_win_start_tx(struct me_conn *c, u32 isn, u32 right);
+void me_win_start_rx(struct me_conn *c, u32 peer_isn);
+
+/* A validated sequenced packet for this connection. */
+void me_win_rx_data(struct me_conn *c, u32 link, const struct me_hdr *h,
+		    const u8 *pkt, u32 len);
+void me_win_rx_ack(struct me_conn *c, u32 link, const struct me_hdr *h);
+/* Send an ack now if nobody else is (trylock); link -1 picks one. */
+void me_win_send_ack(struct me_conn *c, int link, bool nack);
+
+/*
+ * Transmit side, used by the packetizer under the pump lock:
+ * reserve returns the entry for the next sequence number with its lock
+ * held, or NULL if the window, the peer's credit or a busy entry stops us.
+ */
+struct me_txslot *me_win_tx_reserve(struct me_conn *c, u32 *seq);
+void me_win_tx_commit(struct me_conn *c, struct me_txslot *t, u32 seq,
+		      u32 len, u32 link);
+void me_win_tx_abort(struct me_txslot *t);
+bool me_win_tx_idle(struct me_conn *c);
+
+void me_win_timer(struct me_conn *c, u64 now);
+/* Resend everything in flight on a dead link over the others. */
+void me_win_failover(struct me_conn *c, u32 link);
+
+#endif /* ME_WINDOW_H */

@@ -1,0 +1,249 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * wire.c - build and validate packet headers.
+ *
+ * Validation is total: a buffer either parses into a fully range-checked
+ * struct me_hdr or is rejected with one of the ME_EWIRE_* codes, and no
+ * field of a rejected packet is ever used.  Semantic checks that need
+ * connection state (sequence window, incarnation) come later in the
+ * receive path; here only what the packet alone can prove is checked.
+ */
+#include "wire.h"
+
+u16 me_wire_hdr_len(u32 type)
+{
+	switch (type) {
+	case ME_PT_HELLO:
+		return ME_HDR_HELLO;
+	case ME_PT_KEEPALIVE:
+		return ME_HDR_KA;
+	case ME_PT_CONNECT:
+	case ME_PT_ACCEPT:
+		return ME_HDR_CONN;
+	case ME_PT_ACK:
+	case ME_PT_NACK:
+		return ME_HDR_ACK;
+	case ME_PT_WRITE:
+	case ME_PT_NOTIFY:
+	case ME_PT_READ_REQ:
+	case ME_PT_READ_RESP:
+	case ME_PT_STATUS:
+	case ME_PT_CLOSE:
+		return ME_HDR_SEQ;
+	default:
+		return 0;
+	}
+}
+
+bool me_sack_test(const u8 *sack, u32 bit)
+{
+	return sack[bit >> 3] & (0x80 >> (bit & 7));
+}
+
+void me_sack_set(u8 *sack, u32 bit)
+{
+	sack[bit >> 3] |= 0x80 >> (bit & 7);
+}
+
+static bool is_pow2(u32 v)
+{
+	return v && !(v & (v - 1));
+}
+
+static int check_seq(struct me_hdr *h, const u8 *p)
+{
+	u32 pay = h->payload_len;
+	struct me_hdr *x = h;
+
+	x->d.seq = me_get_be32(p + 32);
+	x->d.msg_id = me_get_be32(p + 36);
+	x->d.op_id = me_get_be32(p + 40);
+	x->d.msg_len = me_get_be32(p + 44);
+	x->d.msg_off = me_get_be32(p + 48);
+	x->d.region = me_get_be32(p + 52);
+	x->d.key = me_get_be32(p + 56);
+	x->d.addr = me_get_be64(p + 60);
+	x->d.imm = me_get_be32(p + 68);
+	if (me_get_be32(p + 72))
+		return ME_EWIRE_FIELD;
+	if (h->d.msg_len > ME_MAX_MSG)
+		return ME_EWIRE_FIELD;
+	if (h->d.addr + h->d.msg_len < h->d.addr)
+		return ME_EWIRE_FIELD;
+
+	switch (h->type) {
+	case ME_PT_WRITE:
+	case ME_PT_NOTIFY:
+	case ME_PT_READ_RESP:
+		if ((u64)h->d.msg_off + pay > h->d.msg_len)
+			return ME_EWIRE_FIELD;
+		/* Only an empty message may carry an empty packet. */
+		if (!pay && h->d.msg_len)
+			return ME_EWIRE_FIELD;
+		if ((h->flags & ME_F_LAST) &&
+		    h->d.msg_off + pay != h->d.msg_len)
+			return ME_EWIRE_FIELD;
+		break;
+	case ME_PT_READ_REQ:
+		/* msg_len is the length to read; the payload names the
+		 * initiator's destination. */
+		if (pay != ME_READ_REQ_PAY || h->d.msg_off)
+			return ME_EWIRE_FIELD;
+		break;
+	case ME_PT_STATUS:
+		if (pay || h->d.msg_len || h->d.msg_off ||
+		    h->d.imm > ME_MAX_ERRNO)
+			return ME_EWIRE_FIELD;
+		break;
+	case ME_PT_CLOSE:
+		if (pay || h->d.msg_len || h->d.msg_off)
+			return ME_EWIRE_FIELD;
+		break;
+	}
+	return 0;
+}
+
+int me_wire_parse(const void *buf, u32 len, struct me_hdr *h)
+{
+	const u8 *p = buf;
+	u16 want;
+
+	if (len < ME_HDR_COMMON)
+		return ME_EWIRE_SHORT;
+	h->version = p[0];
+	h->type = p[1];
+	h->flags = me_get_be16(p + 2);
+	h->hdr_len = me_get_be16(p + 4);
+	h->payload_len = me_get_be16(p + 6);
+	if (h->version != ME_WIRE_VERSION)
+		return ME_EWIRE_VERSION;
+	want = me_wire_hdr_len(h->type);
+	if (!want)
+		return ME_EWIRE_TYPE;
+	if (h->hdr_len != want)
+		return ME_EWIRE_FIELD;
+	/* Ethernet may pad short frames: trailing bytes are allowed. */
+	if (len < want || len - want < h->payload_len)
+		return ME_EWIRE_SHORT;
+	if (h->flags & ~ME_F_KNOWN)
+		return ME_EWIRE_FIELD;
+	h->src_node = me_get_be32(p + 8);
+	h->dst_node = me_get_be32(p + 12);
+	h->src_inc = me_get_be32(p + 16);
+	h->dst_inc = me_get_be32(p + 20);
+	h->src_conn = me_get_be32(p + 24);
+	h->dst_conn = me_get_be32(p + 28);
+	h->payload = p + want;
+	if (!h->src_node || h->src_node == ME_NODE_BCAST || !h->src_inc ||
+	    !h->dst_node)
+		return ME_EWIRE_FIELD;
+
+	switch (h->type) {
+	case ME_PT_HELLO:
+	case ME_PT_KEEPALIVE:
+		h->h.link = me_get_be32(p + 32);
+		if (me_get_be32(p + 36))
+			return ME_EWIRE_FIELD;
+		if (h->type == ME_PT_HELLO && h->payload_len > ME_HELLO_NAME)
+			return ME_EWIRE_FIELD;
+		if (h->type == ME_PT_KEEPALIVE && h->payload_len)
+			return ME_EWIRE_FIELD;
+		if (h->type == ME_PT_KEEPALIVE && h->dst_node == ME_NODE_BCAST)
+			return ME_EWIRE_FIELD;
+		return 0;
+	case ME_PT_CONNECT:
+	case ME_PT_ACCEPT:
+		h->c.isn = me_get_be32(p + 32);
+		h->c.credit = me_get_be32(p + 36);
+		h->c.window = me_get_be16(p + 40);
+		h->c.mode = p[42];
+		h->c.ops = me_get_be32(p + 44);
+		if (p[43] || h->payload_len || !h->src_conn)
+			return ME_EWIRE_FIELD;
+		if (h->c.window == 0)	/* 0 encodes 65536, beyond our max */
+			return ME_EWIRE_FIELD;
+		if (!is_pow2(h->c.window) || h->c.window < ME_WIN_MIN ||
+		    h->c.window > ME_WIN_MAX)
+			return ME_EWIRE_FIELD;
+		if (!h->c.credit || h->c.credit > h->c.window || h->c.mode > 1)
+			return ME_EWIRE_FIELD;
+		if (!is_pow2(h->c.ops) || h->c.ops > ME_OPS_MAX)
+			return ME_EWIRE_FIELD;
+		if (h->type == ME_PT_ACCEPT && (!h->dst_conn || !h->dst_inc))
+			return ME_EWIRE_FIELD;
+		if (h->dst_node == ME_NODE_BCAST)
+			return ME_EWIRE_FIELD;
+		return 0;
+	case ME_PT_ACK:
+	case ME_PT_NACK:
+		h->a.cum = me_get_be32(p + 32);
+		h->a.right = me_get_be32(p + 36);
+		memcpy(h->a.sack, p + 40, sizeof(h->a.sack));
+		if (me_get_be32(p + 56) || h->payload_len)
+			return ME_EWIRE_FIELD;
+		if (!me_seq_le(h->a.cum, h->a.right) ||
+		    h->a.right - h->a.cum > ME_WIN_MAX)
+			return ME_EWIRE_FIELD;
+		break;
+	default:
+		if (check_seq(h, p))
+			return ME_EWIRE_FIELD;
+		break;
+	}
+	/* Everything below belongs to a connection. */
+	if (!h->src_conn || !h->dst_conn || !h->dst_inc ||
+	    h->dst_node == ME_NODE_BCAST)
+		return ME_EWIRE_FIELD;
+	return 0;
+}
+
+u32 me_wire_build(u8 *p, const struct me_hdr *h)
+{
+	u16 hl = me_wire_hdr_len(h->type);
+
+	memset(p, 0, hl);
+	p[0] = ME_WIRE_VERSION;
+	p[1] = h->type;
+	me_put_be16(p + 2, h->flags);
+	me_put_be16(p + 4, hl);
+	me_put_be16(p + 6, h->payload_len);
+	me_put_be32(p + 8, h->src_node);
+	me_put_be32(p + 12, h->dst_node);
+	me_put_be32(p + 16, h->src_inc);
+	me_put_be32(p + 20, h->dst_inc);
+	me_put_be32(p + 24, h->src_conn);
+	me_put_be32(p + 28, h->dst_conn);
+
+	switch (h->type) {
+	case ME_PT_HELLO:
+	case ME_PT_KEEPALIVE:
+		me_put_be32(p + 32, h->h.link);
+		break;
+	case ME_PT_CONNECT:
+	case ME_PT_ACCEPT:
+		me_put_be32(p + 32, h->c.isn);
+		me_put_be32(p + 36, h->c.credit);
+		me_put_be16(p + 40, (u16)h->c.window);
+		p[42] = (u8)h->c.mode;
+		me_put_be32(p + 44, h->c.ops);
+		break;
+	case ME_PT_ACK:
+	case ME_PT_NACK:
+		me_put_be32(p + 32, h->a.cum);
+		me_put_be32(p + 36, h->a.right);
+		memcpy(p + 40, h->a.sack, sizeof(h->a.sack));
+		break;
+	default:
+		me_put_be32(p + 32, h->d.seq);
+		me_put_be32(p + 36, h->d.msg_id);
+		me_put_be32(p + 40, h->d.op_id);
+		me_put_be32(p + 44, h->d.msg_len);
+		me_put_be32(p + 48, h->d.msg_off);
+		me_put_be32(p + 52, h->d.region);
+		me_put_be32(p + 56, h->d.key);
+		me_put_be64(p + 60, h->d.addr);
+		me_put_be32(p + 68, h->d.imm);
+		break;
+	}
+	return hl;
+}

@@ -1,0 +1,120 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * wire.h - the on-wire packet format (see Documentation/protocol.md).
+ *
+ * A packet is what follows the Ethernet header: a 32-byte common header, a
+ * fixed per-type extension, then payload.  All fields are big-endian.  Every
+ * received packet goes through me_wire_parse() before any field is used;
+ * the parsed struct me_hdr is host-order and range-checked.
+ */
+#ifndef ME_WIRE_H
+#define ME_WIRE_H
+
+#include "me_types.h"
+
+#define ME_WIRE_VERSION		1
+
+enum me_pkt_type {
+	ME_PT_HELLO = 1,	/* discovery, every link, periodically */
+	ME_PT_KEEPALIVE,	/* per-link liveness probe / reply */
+	ME_PT_CONNECT,		/* open a connection */
+	ME_PT_ACCEPT,		/* answer to CONNECT */
+	ME_PT_ACK,		/* cumulative + selective ack, credit */
+	ME_PT_NACK,		/* same layout as ACK, sent on a gap */
+	ME_PT_WRITE,		/* sequenced: remote write data */
+	ME_PT_NOTIFY,		/* sequenced: write data + notification */
+	ME_PT_READ_REQ,		/* sequenced: remote read request */
+	ME_PT_READ_RESP,	/* sequenced: read response data */
+	ME_PT_STATUS,		/* sequenced: completion status of an op */
+	ME_PT_CLOSE,		/* sequenced: orderly close */
+	ME_PT_MAX_
+};
+
+/* Flags (common header). */
+#define ME_F_ACKREQ	0x0001	/* sequenced: please ack now */
+#define ME_F_LAST	0x0002	/* sequenced: last packet of its message */
+#define ME_F_REPLY	0x0004	/* keepalive: this is the reply */
+#define ME_F_RTX	0x0008	/* sequenced: retransmission */
+#define ME_F_KNOWN	0x000f
+
+#define ME_HDR_COMMON	32
+#define ME_HDR_SEQ	76	/* common + sequenced extension */
+#define ME_HDR_ACK	60
+#define ME_HDR_CONN	48
+#define ME_HDR_HELLO	40
+#define ME_HDR_KA	40
+#define ME_HDR_MAX	76
+
+#define ME_SACK_BITS	128
+#define ME_HELLO_NAME	32
+#define ME_READ_REQ_PAY	16	/* local region u32, reserved u32, local off u64 */
+#define ME_MAX_MSG	0x7fffffffu
+#define ME_MAX_ERRNO	4095
+#define ME_NODE_BCAST	0xffffffffu
+
+#define ME_WIN_MIN	8
+#define ME_WIN_MAX	32768
+#define ME_OPS_MAX	65536
+
+struct me_hdr {
+	u8 version;
+	u8 type;
+	u16 flags;
+	u16 hdr_len;
+	u16 payload_len;
+	u32 src_node;
+	u32 dst_node;
+	u32 src_inc;
+	u32 dst_inc;
+	u32 src_conn;
+	u32 dst_conn;
+	union {
+		struct {		/* WRITE..CLOSE */
+			u32 seq;
+			u32 msg_id;
+			u32 op_id;
+			u32 msg_len;
+			u32 msg_off;
+			u32 region;
+			u32 key;
+			u64 addr;
+			u32 imm;
+		} d;
+		struct {		/* ACK, NACK */
+			u32 cum;
+			u32 right;
+			u8 sack[ME_SACK_BITS / 8];
+		} a;
+		struct {		/* CONNECT, ACCEPT */
+			u32 isn;
+			u32 credit;
+			u32 window;
+			u32 mode;
+			u32 ops;
+		} c;
+		struct {		/* HELLO, KEEPALIVE */
+			u32 link;
+		} h;
+	};
+	const u8 *payload;	/* points into the parsed buffer */
+};
+
+/* Parse results other than 0 (also used as statistics buckets). */
+#define ME_EWIRE_SHORT		(-EMSGSIZE)	  /* truncated */
+#define ME_EWIRE_VERSION	(-EPROTONOSUPPORT)
+#define ME_EWIRE_TYPE		(-EPROTO)	  /* unknown type */
+#define ME_EWIRE_FIELD		(-EBADMSG)	  /* field out of range */
+
+static inline bool me_pt_sequenced(u32 type)
+{
+	return type >= ME_PT_WRITE && type <= ME_PT_CLOSE;
+}
+
+u16 me_wire_hdr_len(u32 type);
+int me_wire_parse(const void *buf, u32 len, struct me_hdr *h);
+/* Write h's header into buf (ME_HDR_MAX bytes at least); returns its length. */
+u32 me_wire_build(u8 *buf, const struct me_hdr *h);
+bool me_sack_test(const u8 *sack, u32 bit);
+void me_sack_set(u8 *sack, u32 bit);
+
+#endif /* ME_WIRE_H */

@@ -73,7 +73,9 @@ static inline u64 me_div_u64(u64 a, u32 b) { return div_u64(a, b); }
 #include <stddef.h>
 #include <string.h>
 #include <errno.h>
+#ifndef __cplusplus
 #include <stdatomic.h>
+#endif
 
 typedef uint8_t u8;
 typedef uint16_t u16;
@@ -84,6 +86,11 @@ typedef int16_t s16;
 typedef int32_t s32;
 typedef int64_t s64;
 
+/*
+ * C++ test code includes the public headers for types and wire helpers
+ * only; the atomics below are for the C core.
+ */
+#ifndef __cplusplus
 typedef struct { atomic_int v; } me_lock_t;
 typedef struct { _Atomic u32 v; } me_atomic_t;
 typedef struct { _Atomic u64 v; } me_atomic64_t;
@@ -141,6 +148,8 @@ static inline void me_ptr_store(void **p, void *v)
 	__atomic_store_n(p, v, __ATOMIC_RELEASE);
 }
 
+#endif /* !__cplusplus */
+
 static inline u64 me_div_u64(u64 a, u32 b) { return a / b; }
 
 #endif /* __KERNEL__ */
@@ -175,6 +184,7 @@ static inline u64 me_get_be64(const u8 *p)
 	return (u64)me_get_be32(p) << 32 | me_get_be32(p + 4);
 }
 
+#if defined(__KERNEL__) || !defined(__cplusplus)
 /* Atomic max under sequence order; returns true if it raised the value. */
 static inline bool me_atomic_seq_max(me_atomic_t *a, u32 v)
 {
@@ -189,5 +199,6 @@ static inline bool me_atomic_seq_max(me_atomic_t *a, u32 v)
 	}
 	return false;
 }
+#endif
 
 #endif /* ME_TYPES_H */

@@ -515,15 +515,19 @@ static bool pump_one(struct me_conn *c)
 	struct me_txslot *t;
 	struct me_hdr h;
 	struct job j;
+	bool data, last;
 	int link;
 
 	if (st != ME_CS_ESTABLISHED && st != ME_CS_CLOSING)
 		return false;
 	if (!next_job(c, &j))
 		return false;
-	if (j.type == ME_PT_WRITE || j.type == ME_PT_NOTIFY ||
-	    j.type == ME_PT_READ_RESP)
+	/* Data messages may span packets; requests and controls are one. */
+	data = j.type == ME_PT_WRITE || j.type == ME_PT_NOTIFY ||
+	       j.type == ME_PT_READ_RESP;
+	if (data)
 		chunk = chunk_len(c, &j);
+	last = !data || c->cur_off + chunk == j.len;
 	plen = j.type == ME_PT_READ_REQ ? ME_READ_REQ_PAY : chunk;
 	link = me_path_pick(n, c->peer, ME_HDR_SEQ + plen, false);
 	if (link < 0)
@@ -548,7 +552,7 @@ static bool pump_one(struct me_conn *c)
 	h.d.key = j.key;
 	h.d.addr = j.addr;
 	h.d.imm = j.imm;
-	if (c->cur_off + chunk == j.len)
+	if (last)
 		h.flags |= ME_F_LAST | ME_F_ACKREQ;
 	me_wire_build(t->buf, &h);
 	if (j.type == ME_PT_READ_REQ) {
@@ -581,7 +585,7 @@ static bool pump_one(struct me_conn *c)
 	 * accepts only ops below op_packed.
 	 */
 	c->cur_off += chunk;
-	if (c->cur_off == j.len)
+	if (last)
 		job_done(c);
 	me_win_tx_commit(c, t, seq, ME_HDR_SEQ + plen, (u32)link);
 	return true;

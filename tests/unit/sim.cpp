@@ -1,0 +1,323 @@
+// SPDX-License-Identifier: GPL-2.0
+#include "sim.hpp"
+
+#include <cstdlib>
+#include <cstring>
+
+namespace mesim {
+
+static Node &N(void *ctx) { return *static_cast<Node *>(ctx); }
+
+static uint64_t p_now(void *ctx) { return N(ctx).sim->now; }
+
+static int p_tx(void *ctx, uint32_t link, const void *buf, uint32_t len)
+{
+	return N(ctx).sim->tx(N(ctx), link, buf, len);
+}
+
+static int p_mr_check(void *ctx, uint32_t region, uint32_t key, uint64_t off,
+		      uint64_t len, uint32_t access)
+{
+	auto &rs = N(ctx).regions;
+	auto it = rs.find(region);
+	if (it == rs.end())
+		return -ENOENT;
+	if (it->second.key != key || (it->second.access & access) != access)
+		return -EACCES;
+	if (off > it->second.mem.size() || len > it->second.mem.size() - off)
+		return -ERANGE;
+	return 0;
+}
+
+static int p_mr_local(void *ctx, uint32_t region, uint64_t off, uint64_t len,
+		      uint32_t)
+{
+	auto &rs = N(ctx).regions;
+	auto it = rs.find(region);
+	if (it == rs.end())
+		return -ENOENT;
+	if (off > it->second.mem.size() || len > it->second.mem.size() - off)
+		return -ERANGE;
+	return 0;
+}
+
+static int p_mr_write(void *ctx, uint32_t conn, uint32_t region, uint64_t off,
+		      const void *src, uint32_t len)
+{
+	Node &n = N(ctx);
+	auto it = n.regions.find(region);
+	if (it == n.regions.end() || off + len > it->second.mem.size())
+		return -ERANGE;	// the core must never get here
+	if (n.conn_over[conn])
+		n.writes_after_close++;
+	memcpy(it->second.mem.data() + off, src, len);
+	for (uint32_t i = 0; i < len; i++)
+		it->second.wcount[off + i]++;
+	n.places.push_back({conn, region, off, len});
+	return 0;
+}
+
+static int p_mr_read(void *ctx, uint32_t region, uint64_t off, void *dst,
+		     uint32_t len)
+{
+	auto &rs = N(ctx).regions;
+	auto it = rs.find(region);
+	if (it == rs.end() || off + len > it->second.mem.size())
+		return -ERANGE;
+	memcpy(dst, it->second.mem.data() + off, len);
+	return 0;
+}
+
+static void p_complete(void *ctx, const me_cqe *q)
+{
+	Node &n = N(ctx);
+	n.cqes.push_back(*q);
+	if (q->type == ME_CQE_CONN_CLOSED || q->type == ME_CQE_CONN_DEAD)
+		n.conn_over[q->conn] = true;
+	if (n.sim->cqe_hook)
+		n.sim->cqe_hook(n, *q);
+}
+
+static void *p_alloc(void *, size_t size) { return malloc(size); }
+static void p_free(void *, void *p) { free(p); }
+
+static const me_plat_ops plat = {
+	p_now, p_tx, p_mr_check, p_mr_write, p_mr_local, p_mr_read,
+	p_complete, p_alloc, p_free,
+};
+
+me_node_cfg default_cfg(uint32_t id)
+{
+	me_node_cfg c;
+	me_node_cfg_default(&c);
+	c.node_id = id;
+	c.incarnation = 1;
+	c.mtu = 9000;
+	snprintf(c.name, sizeof(c.name), "node%u", id);
+	return c;
+}
+
+Sim::Sim(uint64_t seed) : rng(seed) {}
+
+Sim::~Sim()
+{
+	for (auto &n : nodes)
+		if (n->node)
+			me_node_destroy(n->node);
+}
+
+void Sim::start_node(Node &n)
+{
+	n.node = me_node_create(&n.cfg, &plat, &n);
+	if (!n.node)
+		abort();
+	for (size_t l = 0; l < n.link_wire.size(); l++) {
+		const Wire &w = wires[n.link_wire[l]];
+		int d = w.node[0] == n.idx && w.link[0] == l ? 0 : 1;
+		me_link_add(n.node, (uint32_t)l, 9216,
+			    (uint32_t)(w.p[d].gbps * 1000));
+	}
+}
+
+Node &Sim::add_node(const me_node_cfg &cfg)
+{
+	auto n = std::make_unique<Node>();
+	n->sim = this;
+	n->idx = (int)nodes.size();
+	n->cfg = cfg;
+	nodes.push_back(std::move(n));
+	Node &r = *nodes.back();
+	start_node(r);
+	int idx = r.idx;
+	at(now + cfg.tick_ns, [this, idx] { tick(idx); });
+	return r;
+}
+
+int Sim::add_link(int a, int b, const LinkParams &pa, const LinkParams &pb)
+{
+	Wire w;
+	w.node[0] = a;
+	w.node[1] = b;
+	w.link[0] = (uint32_t)nodes[a]->link_wire.size();
+	w.link[1] = (uint32_t)nodes[b]->link_wire.size();
+	w.p[0] = pa;
+	w.p[1] = pb;
+	wires.push_back(w);
+	int id = (int)wires.size() - 1;
+	nodes[a]->link_wire.push_back(id);
+	nodes[b]->link_wire.push_back(id);
+	me_link_add(nodes[a]->node, w.link[0], 9216, (uint32_t)(pa.gbps * 1000));
+	me_link_add(nodes[b]->node, w.link[1], 9216, (uint32_t)(pb.gbps * 1000));
+	return id;
+}
+
+void Sim::restart(int idx, uint32_t new_inc)
+{
+	Node &n = *nodes[idx];
+	me_node_destroy(n.node);
+	n.cfg.incarnation = new_inc;
+	n.conn_over.clear();
+	start_node(n);
+}
+
+void Sim::add_region(int node, uint32_t id, size_t size, uint32_t key,
+		     uint32_t access, uint8_t fill)
+{
+	Region r;
+	r.mem.assign(size, fill);
+	r.wcount.assign(size, 0);
+	r.key = key;
+	r.access = access;
+	nodes[node]->regions[id] = std::move(r);
+}
+
+void Sim::at(uint64_t t, std::function<void()> fn)
+{
+	q.push(Ev{t, evseq++, std::move(fn)});
+}
+
+void Sim::tick(int idx)
+{
+	Node &n = *nodes[idx];
+	if (n.ticking)
+		me_core_timer(n.node);
+	at(now + n.cfg.tick_ns, [this, idx] { tick(idx); });
+}
+
+bool Sim::run(const std::function<bool()> &pred, uint64_t limit)
+{
+	while (!pred()) {
+		if (q.empty() || q.top().t > limit) {
+			now = limit;
+			return pred();
+		}
+		Ev e = q.top();
+		q.pop();
+		now = e.t;
+		e.fn();
+	}
+	return true;
+}
+
+void Sim::run_for(uint64_t dt)
+{
+	run([] { return false; }, now + dt);
+}
+
+static uint32_t seqmax(uint32_t a, uint32_t b)
+{
+	return me_seq_lt(a, b) ? b : a;
+}
+
+void Sim::credit_check(int node, const me_hdr &h)
+{
+	int dst = (int)h.dst_node - 1;
+	switch (h.type) {
+	case ME_PT_CONNECT:
+		conn_req[{node, h.src_conn}] = {h.c.isn, h.c.credit};
+		break;
+	case ME_PT_ACCEPT: {
+		auto it = conn_req.find({dst, h.dst_conn});
+		if (it == conn_req.end())
+			break;
+		auto k1 = std::make_pair(node, h.src_conn);
+		auto k2 = std::make_pair(dst, h.dst_conn);
+		uint32_t r1 = h.c.isn + it->second.second;
+		uint32_t r2 = it->second.first + h.c.credit;
+		right[k1] = right.count(k1) ? seqmax(right[k1], r1) : r1;
+		right[k2] = right.count(k2) ? seqmax(right[k2], r2) : r2;
+		break;
+	}
+	case ME_PT_ACK:
+	case ME_PT_NACK: {
+		auto k = std::make_pair(dst, h.dst_conn);
+		if (right.count(k))
+			right[k] = seqmax(right[k], h.a.right);
+		break;
+	}
+	default:
+		if (me_pt_sequenced(h.type)) {
+			data_pkts++;
+			auto k = std::make_pair(node, h.src_conn);
+			if (!right.count(k) || !me_seq_lt(h.d.seq, right[k]))
+				credit_violations++;
+		}
+	}
+}
+
+int Sim::tx(Node &n, uint32_t link, const void *buf, uint32_t len)
+{
+	if (link >= n.link_wire.size())
+		return -EINVAL;
+	int wid = n.link_wire[link];
+	Wire &w = wires[wid];
+	int d = w.node[0] == n.idx && w.link[0] == link ? 0 : 1;
+	const LinkParams &p = w.p[d];
+
+	TxEvent te{n.idx, link, now, {}, false};
+	te.parsed = me_wire_parse(buf, len, &te.h) == 0;
+	if (te.parsed)
+		credit_check(n.idx, te.h);
+	if (tx_hook)
+		tx_hook(te);
+
+	uint64_t ser = (uint64_t)((len + kEthOverhead) * 8 / p.gbps);
+	uint64_t start = std::max(now, w.busy_until[d]);
+	w.busy_until[d] = start + ser;
+	if (te.parsed && me_pt_sequenced(te.h.type))
+		w.bytes[d] += te.h.payload_len;
+	if (!w.up)
+		return 0;	// a cut cable: the sender cannot tell
+	if (drop_hook && drop_hook(te))
+		return 0;
+	if (rng.uni() < p.loss)
+		return 0;
+	int copies = rng.uni() < p.dup ? 2 : 1;
+	std::vector<uint8_t> pkt((const uint8_t *)buf, (const uint8_t *)buf + len);
+	int to = w.node[1 - d];
+	uint32_t tolink = w.link[1 - d];
+	for (int i = 0; i < copies; i++) {
+		uint64_t arr = start + ser + p.delay_ns + (uint64_t)i * 1000;
+		if (rng.uni() < p.reorder)
+			arr += rng.below(p.reorder_ns);
+		at(arr, [this, to, tolink, wid, pkt] {
+			if (!wires[wid].up)
+				return;
+			me_core_rx(nodes[to]->node, tolink, pkt.data(),
+				   (uint32_t)pkt.size());
+		});
+	}
+	return 0;
+}
+
+me_conn *Sim::connect(int a, int b, uint32_t mode, uint32_t *peer_id)
+{
+	// Let HELLOs flow so both sides know their links.
+	run([&] {
+		for (size_t l = 0; l < nodes[a]->link_wire.size(); l++)
+			if (!me_link_alive(nodes[a]->node, (uint32_t)l))
+				return false;
+		for (size_t l = 0; l < nodes[b]->link_wire.size(); l++)
+			if (!me_link_alive(nodes[b]->node, (uint32_t)l))
+				return false;
+		return true;
+	}, now + 20000000);
+	me_conn *c = nullptr;
+	if (me_conn_connect(nodes[a]->node, (uint32_t)b + 1, mode, &c))
+		return nullptr;
+	size_t base_b = nodes[b]->cqes.size();
+	bool ok = run([&] {
+		if (me_conn_state(c) != ME_CS_ESTABLISHED)
+			return false;
+		for (size_t i = base_b; i < nodes[b]->cqes.size(); i++)
+			if (nodes[b]->cqes[i].type == ME_CQE_CONN_UP) {
+				if (peer_id)
+					*peer_id = nodes[b]->cqes[i].conn;
+				return true;
+			}
+		return false;
+	}, now + 50000000);
+	return ok ? c : nullptr;
+}
+
+}  // namespace mesim

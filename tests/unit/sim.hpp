@@ -1,0 +1,143 @@
+// SPDX-License-Identifier: GPL-2.0
+// Deterministic discrete-event network simulator implementing the core's
+// platform interface (me_plat.h): virtual time, links with rate, delay,
+// loss, duplication, reordering and up/down, simulated registered memory.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <queue>
+#include <vector>
+
+extern "C" {
+#include "kernel/core/me_core.h"
+#include "kernel/core/wire.h"
+}
+
+namespace mesim {
+
+// splitmix64: small, fast and identical everywhere.
+struct Rng {
+	uint64_t s;
+	explicit Rng(uint64_t seed) : s(seed) {}
+	uint64_t next()
+	{
+		uint64_t z = (s += 0x9e3779b97f4a7c15ull);
+		z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+		z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+		return z ^ (z >> 31);
+	}
+	double uni() { return (next() >> 11) * (1.0 / 9007199254740992.0); }
+	uint64_t below(uint64_t n) { return n ? next() % n : 0; }
+};
+
+struct LinkParams {
+	double gbps = 10.0;
+	uint64_t delay_ns = 5000;
+	double loss = 0, dup = 0, reorder = 0;
+	uint64_t reorder_ns = 30000;	// extra delay of a reordered packet
+};
+
+// Ethernet header + FCS + preamble + inter-frame gap, counted on the wire.
+constexpr uint32_t kEthOverhead = 14 + 4 + 8 + 12;
+
+struct Region {
+	std::vector<uint8_t> mem;
+	std::vector<uint8_t> wcount;	// times each byte was written remotely
+	uint32_t key = 0;
+	uint32_t access = 0;
+};
+
+class Sim;
+
+struct Node {
+	Sim *sim = nullptr;
+	int idx = 0;
+	me_node_cfg cfg{};
+	me_node *node = nullptr;
+	std::map<uint32_t, Region> regions;
+	std::vector<me_cqe> cqes;
+	std::map<uint32_t, bool> conn_over;	// conn id -> closed/dead seen
+	uint64_t writes_after_close = 0;
+	struct Place { uint32_t conn, region; uint64_t off; uint32_t len; };
+	std::vector<Place> places;
+	std::vector<int> link_wire;	// local link index -> wire id
+	bool ticking = true;
+};
+
+struct Wire {
+	int node[2];
+	uint32_t link[2];
+	LinkParams p[2];	// per direction: p[d] for packets sent by node[d]
+	bool up = true;
+	uint64_t busy_until[2] = {0, 0};
+	uint64_t bytes[2] = {0, 0};	// payload-carrying bytes, for figures
+};
+
+struct TxEvent {
+	int node;
+	uint32_t link;
+	uint64_t t;
+	me_hdr h;
+	bool parsed;
+};
+
+class Sim {
+public:
+	explicit Sim(uint64_t seed);
+	~Sim();
+
+	Node &add_node(const me_node_cfg &cfg);
+	int add_link(int a, int b, const LinkParams &pa, const LinkParams &pb);
+	int add_link(int a, int b, const LinkParams &p) { return add_link(a, b, p, p); }
+	void set_wire_up(int w, bool up) { wires[w].up = up; }
+	// Destroy a node's engine and start a new one with a new incarnation.
+	void restart(int idx, uint32_t new_inc);
+
+	void add_region(int node, uint32_t id, size_t size, uint32_t key,
+			uint32_t access, uint8_t fill = 0);
+
+	void at(uint64_t t, std::function<void()> fn);
+	// Run until pred() holds or virtual time passes limit; true if pred held.
+	bool run(const std::function<bool()> &pred, uint64_t limit);
+	void run_for(uint64_t dt);
+
+	// Establish a connection a -> b; returns (conn at a, conn id at b).
+	me_conn *connect(int a, int b, uint32_t mode, uint32_t *peer_id = nullptr);
+
+	uint64_t now = 0;
+	Rng rng;
+	std::vector<std::unique_ptr<Node>> nodes;
+	std::vector<Wire> wires;
+	uint64_t credit_violations = 0;
+	uint64_t data_pkts = 0;
+	std::function<bool(const TxEvent &)> drop_hook;	// true = drop
+	std::function<void(const TxEvent &)> tx_hook;
+	std::function<void(Node &, const me_cqe &)> cqe_hook;
+
+	// platform
+	int tx(Node &n, uint32_t link, const void *buf, uint32_t len);
+
+private:
+	struct Ev {
+		uint64_t t, seq;
+		std::function<void()> fn;
+		bool operator<(const Ev &o) const
+		{
+			return t != o.t ? t > o.t : seq > o.seq;
+		}
+	};
+	std::priority_queue<Ev> q;
+	uint64_t evseq = 0;
+	void tick(int idx);
+	void start_node(Node &n);
+	void credit_check(int node, const me_hdr &h);
+	std::map<std::pair<int, uint32_t>, uint32_t> right;	// (node, conn)
+	std::map<std::pair<int, uint32_t>, std::pair<uint32_t, uint32_t>> conn_req;
+};
+
+me_node_cfg default_cfg(uint32_t id);
+
+}  // namespace mesim

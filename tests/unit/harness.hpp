@@ -26,7 +26,10 @@ inline void fill_pattern(Region &r, uint32_t id, uint64_t seed)
 // Region ids used by the workloads.
 constexpr uint32_t kSrc = 1;	// pattern-filled source, readable remotely
 constexpr uint32_t kDst = 2;	// zero-filled destination, writable remotely
+constexpr uint32_t kRd = 3;	// zero-filled destination of local reads
 constexpr uint32_t kKey = 0xabcd;
+
+inline uint32_t dst_region(int kind_is_read) { return kind_is_read ? kRd : kDst; }
 
 struct Op {
 	enum Kind { WRITE, NOTIFY, READ } kind;
@@ -44,7 +47,7 @@ struct Workload {
 	std::map<uint64_t, Op> ops;	// cookie -> op
 	std::map<uint32_t, uint64_t> imm_to_cookie;
 	uint64_t next_cookie = 1;
-	uint64_t dst_next[2] = {0, 0};	// next free offset in each node's kDst
+	uint64_t dst_next[2][2] = {{0, 0}, {0, 0}};	// [node][read?] next offset
 	int bad = 0;			// checks that failed inside hooks
 	uint64_t seed;
 
@@ -59,7 +62,7 @@ struct Workload {
 		int src = op.kind == Op::READ ? 1 - op.from : op.from;
 		uint64_t toff = op.kind == Op::READ ? op.rw.local_off : op.rw.remote_off;
 		uint64_t soff = op.kind == Op::READ ? op.rw.remote_off : op.rw.local_off;
-		Region &t = sim.nodes[tgt]->regions[kDst];
+		Region &t = sim.nodes[tgt]->regions[dst_region(op.kind == Op::READ)];
 		Region &s = sim.nodes[src]->regions[kSrc];
 		return memcmp(t.mem.data() + toff, s.mem.data() + soff, op.rw.len) == 0;
 	}
@@ -101,14 +104,15 @@ struct Workload {
 		uint64_t srcsz = sim.nodes[0]->regions[kSrc].mem.size();
 		uint64_t soff = sim.rng.below(srcsz - len + 1);
 		int tnode = kind == Op::READ ? from : 1 - from;
-		uint64_t doff = dst_next[tnode] + sim.rng.below(64);
-		if (doff + len > sim.nodes[tnode]->regions[kDst].mem.size())
+		int rd = kind == Op::READ;
+		uint64_t doff = dst_next[tnode][rd] + sim.rng.below(64);
+		if (doff + len > sim.nodes[tnode]->regions[dst_region(rd)].mem.size())
 			return -ENOSPC;
-		dst_next[tnode] = doff + len;
+		dst_next[tnode][rd] = doff + len;
 		if (kind == Op::READ) {
 			op.rw.remote_region = kSrc;
 			op.rw.remote_off = soff;
-			op.rw.local_region = kDst;
+			op.rw.local_region = kRd;
 			op.rw.local_off = doff;
 		} else {
 			op.rw.local_region = kSrc;
@@ -125,7 +129,7 @@ struct Workload {
 				imm_to_cookie[op.rw.imm] = next_cookie;
 			ops[next_cookie++] = op;
 		} else {
-			dst_next[tnode] = doff;	// give the space back
+			dst_next[tnode][rd] = doff;	// give the space back
 		}
 		return r;
 	}
@@ -151,12 +155,12 @@ struct Workload {
 				EXPECT_EQ(op.notifies, 1) << "cookie " << k;
 			}
 		}
-		for (int n = 0; n < 2; n++) {
-			Region &d = sim.nodes[n]->regions[kDst];
+		for (int n = 0; n < 4; n++) {
+			Region &d = sim.nodes[n / 2]->regions[dst_region(n & 1)];
 			std::vector<uint8_t> want(d.mem.size(), 0);
 			for (auto &[k, op] : ops) {
 				int tgt = op.kind == Op::READ ? op.from : 1 - op.from;
-				if (tgt != n || op.status)
+				if (tgt != n / 2 || (op.kind == Op::READ) != (n & 1) || op.status)
 					continue;
 				uint64_t off = op.kind == Op::READ ? op.rw.local_off :
 					       op.rw.remote_off;
@@ -183,6 +187,7 @@ inline void setup_pair(Sim &sim, int links, const LinkParams &p,
 		sim.add_region(n, kSrc, mem, kKey, ME_ACC_READ);
 		fill_pattern(sim.nodes[n]->regions[kSrc], kSrc, 1000 + n);
 		sim.add_region(n, kDst, mem, kKey, ME_ACC_WRITE);
+		sim.add_region(n, kRd, mem, kKey, ME_ACC_WRITE);
 	}
 }
 

@@ -390,6 +390,11 @@ static bool retransmit(struct me_conn *c, u32 s, enum me_stat why)
 	li = me_atomic64_read(&t->linfo);
 	if (li_seq(li) != s || li_link(li) == ME_LINK_NONE)
 		goto out;
+	if (t->retries >= n->cfg.max_retries) {
+		/* The last retransmission timed out too: give up. */
+		dead = true;
+		goto out;
+	}
 	len = me_atomic_read(&t->len);
 	pick = me_path_pick(n, c->peer, len, true);
 	if (pick < 0)
@@ -406,14 +411,13 @@ static bool retransmit(struct me_conn *c, u32 s, enum me_stat why)
 	t->buf[3] |= ME_F_RTX | ME_F_ACKREQ;
 	me_node_tx(n, nl, t->buf, len);
 	me_stat_inc(n, why);
-	if (++t->retries > n->cfg.max_retries)
-		dead = true;
+	t->retries++;
 	me_unlock(&t->lock);
-	if (dead)
-		me_conn_terminate(c, ME_CS_DEAD, -ETIMEDOUT);
 	return true;
 out:
 	me_unlock(&t->lock);
+	if (dead)
+		me_conn_terminate(c, ME_CS_DEAD, -ETIMEDOUT);
 	return false;
 }
 

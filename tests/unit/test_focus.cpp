@@ -1,0 +1,418 @@
+// SPDX-License-Identifier: GPL-2.0
+// Focused tests: header validation, incarnations, duplicates, nack, RTO
+// backoff and cap, failover and recovery, access errors, peer death.
+#include "harness.hpp"
+
+using namespace mesim;
+
+namespace {
+
+std::vector<uint8_t> build(const me_hdr &h, uint32_t pay = 0)
+{
+	std::vector<uint8_t> b(ME_HDR_MAX + pay, 0);
+	uint32_t n = me_wire_build(b.data(), &h);
+	b.resize(n + pay);
+	return b;
+}
+
+me_hdr data_hdr()
+{
+	me_hdr h{};
+	h.type = ME_PT_WRITE;
+	h.src_node = 1;
+	h.dst_node = 2;
+	h.src_inc = 5;
+	h.dst_inc = 6;
+	h.src_conn = 1;
+	h.dst_conn = 1;
+	h.payload_len = 10;
+	h.d.seq = 100;
+	h.d.msg_len = 10;
+	h.flags = ME_F_LAST;
+	return h;
+}
+
+}  // namespace
+
+TEST(Wire, roundtrip__every_type)
+{
+	for (uint32_t t = ME_PT_HELLO; t < ME_PT_MAX_; t++) {
+		me_hdr h = data_hdr(), o{};
+		h.type = (uint8_t)t;
+		h.payload_len = 0;
+		if (t == ME_PT_CONNECT || t == ME_PT_ACCEPT) {
+			h.c.window = 256; h.c.credit = 200; h.c.ops = 64; h.c.isn = 77; h.c.mode = 1;
+		} else if (t == ME_PT_ACK || t == ME_PT_NACK) {
+			h.a.cum = 5; h.a.right = 90; h.a.sack[3] = 0x81;
+		} else if (t == ME_PT_READ_REQ) {
+			h.payload_len = ME_READ_REQ_PAY;
+		} else if (me_pt_sequenced(t)) {
+			h.d.msg_len = (t == ME_PT_STATUS || t == ME_PT_CLOSE) ? 0 : 10;
+			h.payload_len = (uint16_t)h.d.msg_len;
+		}
+		if (!me_pt_sequenced(t) || t == ME_PT_STATUS || t == ME_PT_CLOSE ||
+		    t == ME_PT_READ_REQ)
+			h.flags = 0;
+		auto b = build(h, h.payload_len);
+		ASSERT_EQ(me_wire_parse(b.data(), (uint32_t)b.size(), &o), 0) << t;
+		EXPECT_EQ(o.type, t);
+		EXPECT_EQ(o.src_inc, 5u);
+		EXPECT_EQ(o.hdr_len, me_wire_hdr_len(t));
+		if (t == ME_PT_ACK) {
+			EXPECT_EQ(o.a.right, 90u);
+			EXPECT_TRUE(me_sack_test(o.a.sack, 24));
+			EXPECT_TRUE(me_sack_test(o.a.sack, 31));
+			EXPECT_FALSE(me_sack_test(o.a.sack, 25));
+		}
+	}
+}
+
+TEST(Wire, parse__truncated_every_length)
+{
+	auto b = build(data_hdr(), 10);
+	me_hdr o;
+	for (uint32_t l = 0; l < b.size(); l++)
+		EXPECT_NE(me_wire_parse(b.data(), l, &o), 0) << l;
+	b.push_back(0);	// Ethernet padding is fine
+	EXPECT_EQ(me_wire_parse(b.data(), (uint32_t)b.size(), &o), 0);
+}
+
+TEST(Wire, parse__bad_fields)
+{
+	me_hdr o;
+	auto b = build(data_hdr(), 10);
+	auto bad = [&](auto mut, int want) {
+		auto c = b;
+		mut(c);
+		EXPECT_EQ(me_wire_parse(c.data(), (uint32_t)c.size(), &o), want);
+	};
+	bad([](auto &c) { c[0] = 2; }, ME_EWIRE_VERSION);
+	bad([](auto &c) { c[1] = 0; }, ME_EWIRE_TYPE);
+	bad([](auto &c) { c[1] = ME_PT_MAX_; }, ME_EWIRE_TYPE);
+	bad([](auto &c) { c[3] = 0x80; }, ME_EWIRE_FIELD);		// flags
+	bad([](auto &c) { c[5] = 60; }, ME_EWIRE_FIELD);		// hdr_len
+	bad([](auto &c) { c[7] = 11; }, ME_EWIRE_SHORT);		// payload len
+	bad([](auto &c) { me_put_be32(&c[8], 0); }, ME_EWIRE_FIELD);	// src node
+	bad([](auto &c) { me_put_be32(&c[16], 0); }, ME_EWIRE_FIELD);	// src inc
+	bad([](auto &c) { me_put_be32(&c[44], 9); }, ME_EWIRE_FIELD);	// off+len > msg
+	bad([](auto &c) { me_put_be32(&c[48], 5); }, ME_EWIRE_FIELD);	// msg_off
+	bad([](auto &c) { me_put_be32(&c[44], 0x80000000u); }, ME_EWIRE_FIELD);
+	bad([](auto &c) { me_put_be64(&c[60], ~0ull); }, ME_EWIRE_FIELD);	// addr wraps
+	bad([](auto &c) { c[72] = 1; }, ME_EWIRE_FIELD);		// reserved
+	bad([](auto &c) { me_put_be32(&c[28], 0); }, ME_EWIRE_FIELD);	// dst conn
+
+	me_hdr a = data_hdr();
+	a.type = ME_PT_ACK;
+	a.payload_len = 0;
+	a.flags = 0;
+	a.a.cum = 100;
+	a.a.right = 50;
+	auto ab = build(a);
+	EXPECT_EQ(me_wire_parse(ab.data(), (uint32_t)ab.size(), &o), ME_EWIRE_FIELD);
+	me_hdr c = data_hdr();
+	c.type = ME_PT_CONNECT;
+	c.payload_len = 0;
+	c.flags = 0;
+	c.c.window = 100;	// not a power of two
+	c.c.credit = 10;
+	c.c.ops = 8;
+	auto cb = build(c);
+	EXPECT_EQ(me_wire_parse(cb.data(), (uint32_t)cb.size(), &o), ME_EWIRE_FIELD);
+}
+
+TEST(Node, rx__malformed_counted_and_dropped)
+{
+	Sim sim(3);
+	setup_pair(sim, 1, LinkParams{}, default_cfg(1), default_cfg(2));
+	me_node *n = sim.nodes[1]->node;
+	uint8_t junk[100] = {1, 77};
+	EXPECT_NE(me_core_rx(n, 0, junk, 10), 0);
+	EXPECT_NE(me_core_rx(n, 0, junk, sizeof(junk)), 0);
+	junk[0] = 9;
+	EXPECT_NE(me_core_rx(n, 0, junk, sizeof(junk)), 0);
+	EXPECT_EQ(me_node_stat(n, ME_ST_RX_SHORT), 1u);
+	EXPECT_EQ(me_node_stat(n, ME_ST_RX_TYPE), 1u);
+	EXPECT_EQ(me_node_stat(n, ME_ST_RX_VERSION), 1u);
+	EXPECT_EQ(me_core_rx(n, 5, junk, sizeof(junk)), -EINVAL);	// no such link
+}
+
+struct Pair {
+	Sim sim;
+	me_conn *c = nullptr, *p = nullptr;
+	std::unique_ptr<Workload> w;
+	Pair(uint64_t seed, int links, LinkParams lp = {}, me_node_cfg ca = default_cfg(1),
+	     me_node_cfg cb = default_cfg(2), uint32_t mode = ME_MODE_UNORDERED)
+		: sim(seed)
+	{
+		setup_pair(sim, links, lp, ca, cb);
+		uint32_t pid = 0;
+		c = sim.connect(0, 1, mode, &pid);
+		if (c)
+			p = me_conn_get(sim.nodes[1]->node, pid);
+		w = std::make_unique<Workload>(sim, seed);
+	}
+};
+
+TEST(Conn, incarnation__stale_packets_rejected)
+{
+	me_node_cfg ca = default_cfg(1), cb = default_cfg(2);
+	ca.incarnation = 50;
+	cb.incarnation = 60;
+	Pair P(11, 1, {}, ca, cb);
+	ASSERT_NE(P.c, nullptr);
+	std::vector<std::vector<uint8_t>> captured;
+	P.sim.tx_hook = [&](const TxEvent &e) {
+		if (e.parsed && e.node == 0 && e.h.type == ME_PT_WRITE) {
+			me_hdr h = e.h;
+			std::vector<uint8_t> b(ME_HDR_SEQ + h.payload_len);
+			me_wire_build(b.data(), &h);
+			captured.push_back(b);
+		}
+	};
+	ASSERT_EQ(P.w->submit(P.c, 0, Op::WRITE, 100), 0);
+	ASSERT_TRUE(P.sim.run([&] { return P.w->all_done(); }, P.sim.now + 50000000));
+	ASSERT_FALSE(captured.empty());
+	me_node *b = P.sim.nodes[1]->node;
+	uint64_t stale = me_node_stat(b, ME_ST_RX_STALE);
+	// Same packet claiming an older incarnation of the sender.
+	auto pkt = captured[0];
+	me_put_be32(&pkt[16], me_get_be32(&pkt[16]) - 1);
+	me_core_rx(b, 0, pkt.data(), (uint32_t)pkt.size());
+	EXPECT_EQ(me_node_stat(b, ME_ST_RX_STALE), stale + 1);
+	// Addressed to an older incarnation of the receiver.
+	pkt = captured[0];
+	me_put_be32(&pkt[20], me_get_be32(&pkt[20]) + 7);
+	me_core_rx(b, 0, pkt.data(), (uint32_t)pkt.size());
+	EXPECT_EQ(me_node_stat(b, ME_ST_RX_STALE), stale + 2);
+	// An earlier life of the connection (another conn id).
+	pkt = captured[0];
+	me_put_be32(&pkt[24], 99);
+	me_core_rx(b, 0, pkt.data(), (uint32_t)pkt.size());
+	EXPECT_EQ(me_node_stat(b, ME_ST_RX_STALE), stale + 3);
+	P.w->check();
+
+	// The peer restarts: our connection dies with ECONNRESET and the
+	// new incarnation rejects packets of the old connection.
+	ASSERT_EQ(P.w->submit(P.c, 0, Op::WRITE, 100000), 0);
+	P.sim.restart(1, 61);
+	ASSERT_TRUE(P.sim.run([&] { return me_conn_state(P.c) == ME_CS_DEAD; },
+			      P.sim.now + 100000000));
+	bool reset = false;
+	for (auto &q : P.sim.nodes[0]->cqes)
+		if (q.type == ME_CQE_CONN_DEAD && q.status == -ECONNRESET)
+			reset = true;
+	EXPECT_TRUE(reset);
+	EXPECT_GT(me_node_stat(P.sim.nodes[1]->node, ME_ST_RX_STALE), 0u);
+	for (auto &[k, op] : P.w->ops)
+		EXPECT_EQ(op.completions, 1);
+	// A new connection to the restarted peer works.
+	me_conn *c2 = nullptr;
+	ASSERT_EQ(me_conn_connect(P.sim.nodes[0]->node, 2, 0, &c2), 0);
+	ASSERT_TRUE(P.sim.run([&] { return me_conn_state(c2) == ME_CS_ESTABLISHED; },
+			      P.sim.now + 50000000));
+}
+
+TEST(Window, duplicates__suppressed)
+{
+	LinkParams lp;
+	lp.dup = 1.0;	// every packet arrives twice
+	Pair P(12, 2, lp);
+	ASSERT_NE(P.c, nullptr);
+	for (int i = 0; i < 10; i++)
+		ASSERT_EQ(P.w->submit(P.c, 0, Op::WRITE, 30000), 0);
+	ASSERT_TRUE(P.sim.run([&] { return P.w->all_done(); }, P.sim.now + 100000000));
+	P.w->check();
+	EXPECT_GT(me_node_stat(P.sim.nodes[1]->node, ME_ST_RX_DUP), 10u);
+}
+
+TEST(Window, gap__nack_and_fast_retransmit)
+{
+	Pair P(13, 1);
+	ASSERT_NE(P.c, nullptr);
+	int seen = 0;
+	P.sim.drop_hook = [&](const TxEvent &e) {
+		return e.parsed && e.node == 0 && e.h.type == ME_PT_WRITE &&
+		       !(e.h.flags & ME_F_RTX) && ++seen == 3;
+	};
+	uint64_t t0 = P.sim.now;
+	ASSERT_EQ(P.w->submit(P.c, 0, Op::WRITE, 200000), 0);
+	ASSERT_TRUE(P.sim.run([&] { return P.w->all_done(); }, P.sim.now + 100000000));
+	P.w->check();
+	EXPECT_GE(me_node_stat(P.sim.nodes[1]->node, ME_ST_TX_NACK), 1u);
+	EXPECT_GE(me_node_stat(P.sim.nodes[0]->node, ME_ST_TX_RTX_LOSS), 1u);
+	EXPECT_EQ(me_node_stat(P.sim.nodes[0]->node, ME_ST_RTO_FIRED), 0u);
+	EXPECT_LT(P.sim.now - t0, 2000000u);	// well under the initial RTO
+}
+
+TEST(Window, rto__backoff_doubles_up_to_cap_then_peer_dead)
+{
+	me_node_cfg ca = default_cfg(1), cb = default_cfg(2);
+	ca.rto_init_ns = ca.rto_min_ns = 1000000;
+	ca.rto_max_ns = 8000000;
+	ca.max_retries = 7;
+	ca.link_dead_ns = ca.peer_dead_ns = 10000000000ull;
+	ca.ka_ns = 10000000000ull;
+	Pair P(14, 1, {}, ca, cb);
+	ASSERT_NE(P.c, nullptr);
+	std::vector<uint64_t> times;
+	P.sim.tx_hook = [&](const TxEvent &e) {
+		if (e.parsed && e.node == 0 && e.h.type == ME_PT_WRITE)
+			times.push_back(e.t);
+	};
+	P.sim.set_wire_up(0, false);	// silently lose everything
+	ASSERT_EQ(P.w->submit(P.c, 0, Op::WRITE, 100), 0);
+	ASSERT_TRUE(P.sim.run([&] { return P.w->all_done(); }, P.sim.now + 1000000000));
+	ASSERT_EQ(times.size(), 8u);	// first send + max_retries
+	std::vector<uint64_t> gaps;
+	for (size_t i = 1; i < times.size(); i++)
+		gaps.push_back(times[i] - times[i - 1]);
+	for (size_t i = 1; i < gaps.size(); i++) {
+		double want = std::min(1e6 * (1 << i), 8e6);
+		EXPECT_NEAR((double)gaps[i], want, 0.1 * want + 40000) << i;
+	}
+	EXPECT_EQ(me_conn_state(P.c), ME_CS_DEAD);
+	EXPECT_EQ(P.w->ops.begin()->second.status, -ETIMEDOUT);
+	P.w->check(false);
+}
+
+TEST(Path, link_failure__failover_then_recovery)
+{
+	Pair P(15, 2);
+	ASSERT_NE(P.c, nullptr);
+	for (int i = 0; i < 8; i++)
+		ASSERT_EQ(P.w->submit(P.c, 0, Op::WRITE, 300000), 0);
+	P.sim.run_for(300000);
+	P.sim.set_wire_up(0, false);
+	ASSERT_TRUE(P.sim.run([&] { return P.w->all_done(); }, P.sim.now + 500000000));
+	P.w->check();
+	me_node *a = P.sim.nodes[0]->node;
+	EXPECT_EQ(me_link_alive(a, 0), 0);
+	EXPECT_GE(me_node_stat(a, ME_ST_LINK_DOWN), 1u);
+	EXPECT_GE(me_node_stat(a, ME_ST_TX_RTX_FAIL) + me_node_stat(a, ME_ST_TX_RTX_RTO), 1u);
+
+	// Bring it back: it is detected alive and carries data again.
+	P.sim.set_wire_up(0, true);
+	ASSERT_TRUE(P.sim.run([&] { return me_link_alive(a, 0) == 1; }, P.sim.now + 50000000));
+	uint64_t on0 = 0;
+	P.sim.tx_hook = [&](const TxEvent &e) {
+		if (e.parsed && e.node == 0 && e.link == 0 && e.h.type == ME_PT_WRITE)
+			on0++;
+	};
+	for (int i = 0; i < 8; i++)
+		ASSERT_EQ(P.w->submit(P.c, 0, Op::WRITE, 150000), 0);
+	ASSERT_TRUE(P.sim.run([&] { return P.w->all_done(); }, P.sim.now + 500000000));
+	P.w->check();
+	EXPECT_GT(on0, 30u);
+}
+
+TEST(Path, unequal_links__split_by_rate)
+{
+	LinkParams fast, slow;
+	fast.gbps = 10;
+	slow.gbps = 1;
+	Sim sim(16);
+	sim.add_node(default_cfg(1));
+	sim.add_node(default_cfg(2));
+	sim.add_link(0, 1, fast);
+	sim.add_link(0, 1, slow);
+	for (int n = 0; n < 2; n++) {
+		sim.add_region(n, kSrc, 4 << 20, kKey, ME_ACC_READ);
+		sim.add_region(n, kDst, 4 << 20, kKey, ME_ACC_WRITE);
+		sim.add_region(n, kRd, 4 << 20, kKey, ME_ACC_WRITE);
+	}
+	me_conn *c = sim.connect(0, 1, 0);
+	ASSERT_NE(c, nullptr);
+	Workload w(sim, 16);
+	for (int i = 0; i < 16; i++)
+		ASSERT_EQ(w.submit(c, 0, Op::WRITE, 200000), 0);
+	ASSERT_TRUE(sim.run([&] { return w.all_done(); }, sim.now + 500000000));
+	w.check();
+	double f = (double)sim.wires[0].bytes[0], s = (double)sim.wires[1].bytes[0];
+	EXPECT_GT(f / (f + s), 0.8);
+	EXPECT_GT(s, 0.0);
+}
+
+TEST(Access, bad_key_range_permission__error_and_target_unchanged)
+{
+	Pair P(17, 2);
+	ASSERT_NE(P.c, nullptr);
+	P.sim.add_region(1, 9, 1 << 20, kKey, ME_ACC_READ);	// no remote write
+	struct Case { uint32_t region, key; uint64_t off; uint32_t len; bool read; int want; };
+	Case cases[] = {
+		{kDst, kKey + 1, 0, 100, false, -EACCES},
+		{kDst, kKey + 1, 0, 300000, false, -EACCES},	// multi-packet
+		{kDst, kKey, (4 << 20) - 10, 100, false, -ERANGE},
+		{kDst, kKey, (4 << 20) - 100000, 200000, false, -ERANGE},
+		{9, kKey, 0, 50000, false, -EACCES},		// permission
+		{77, kKey, 0, 10, false, -ENOENT},
+		{kSrc, kKey + 1, 0, 100, true, -EACCES},
+		{kSrc, kKey, (4 << 20) - 1, 2, true, -ERANGE},
+		{kDst, kKey, 0, 100, true, -EACCES},		// not readable
+	};
+	std::map<uint64_t, int> want;
+	uint64_t cookie = 1000;
+	for (auto &k : cases) {
+		me_rw rw{};
+		rw.cookie = cookie;
+		rw.len = k.len;
+		rw.remote_region = k.region;
+		rw.remote_key = k.key;
+		rw.remote_off = k.off;
+		rw.local_region = k.read ? kRd : kSrc;
+		int r = k.read ? me_conn_read(P.c, &rw) : me_conn_write(P.c, &rw);
+		ASSERT_EQ(r, 0);
+		want[cookie++] = k.want;
+	}
+	std::map<uint64_t, int> got, count;
+	auto &cq = P.sim.nodes[0]->cqes;
+	ASSERT_TRUE(P.sim.run([&] {
+		for (auto &q : cq)
+			if (q.cookie >= 1000 && !got.count(q.cookie))
+				got[q.cookie] = q.status, count[q.cookie] = 0;
+		return got.size() == want.size();
+	}, P.sim.now + 100000000));
+	P.sim.run_for(5000000);
+	for (auto &q : cq)
+		if (q.cookie >= 1000)
+			count[q.cookie]++;
+	for (auto &[k, v] : want) {
+		EXPECT_EQ(got[k], v) << k;
+		EXPECT_EQ(count[k], 1) << k;
+	}
+	for (auto &[id, r] : P.sim.nodes[1]->regions)
+		for (size_t i = 0; i < r.wcount.size(); i++)
+			ASSERT_EQ(r.wcount[i], 0) << "region " << id;
+	for (auto &[id, r] : P.sim.nodes[0]->regions)
+		for (size_t i = 0; i < r.wcount.size(); i++)
+			ASSERT_EQ(r.wcount[i], 0) << "region " << id;
+	// Local validation at submission.
+	me_rw rw{};
+	rw.local_region = 55;
+	rw.len = 1;
+	EXPECT_EQ(me_conn_write(P.c, &rw), -ENOENT);
+}
+
+TEST(Conn, peer_death__pending_ops_fail)
+{
+	Pair P(18, 2);
+	ASSERT_NE(P.c, nullptr);
+	for (int i = 0; i < 6; i++)
+		ASSERT_EQ(P.w->submit(P.c, 0, Op::WRITE, 400000), 0);
+	ASSERT_EQ(P.w->submit(P.c, 0, Op::READ, 400000), 0);
+	P.sim.run_for(200000);
+	P.sim.nodes[1]->ticking = false;
+	P.sim.set_wire_up(0, false);
+	P.sim.set_wire_up(1, false);
+	ASSERT_TRUE(P.sim.run([&] { return P.w->all_done(); }, P.sim.now + 2000000000ull));
+	EXPECT_EQ(me_conn_state(P.c), ME_CS_DEAD);
+	int failed = 0;
+	for (auto &[k, op] : P.w->ops) {
+		EXPECT_EQ(op.completions, 1);
+		if (op.status) {
+			EXPECT_EQ(op.status, -ETIMEDOUT);
+			failed++;
+		}
+	}
+	EXPECT_GT(failed, 0);
+	P.w->check(false);
+}

@@ -3,11 +3,20 @@
  * /dev/multiedge: the misc character device and its ioctl ABI
  * (uapi/multiedge.h).  Every command validates its whole argument before it
  * acts: size through copy_struct_from_user(), reserved fields, flags.
+ *
+ * An open file belongs to the network namespace of the process that opened
+ * it (a reference is held until release): commands act on that node.
  */
+#include <linux/capability.h>
 #include <linux/fs.h>
 #include <linux/miscdevice.h>
 #include <linux/module.h>
+#include <linux/nsproxy.h>
+#include <linux/rtnetlink.h>
+#include <linux/sched.h>
+#include <linux/slab.h>
 #include <linux/uaccess.h>
+#include <net/net_namespace.h>
 
 #include "chardev.h"
 #include "link.h"
@@ -57,20 +66,107 @@ static long me_ioc_query(void __user *uarg)
 	return 0;
 }
 
+static long me_ioc_link_req(struct net *net, unsigned int cmd, void __user *uarg)
+{
+	struct me_link_req req;
+	long ret;
+
+	ret = me_copy_arg_in(&req, sizeof(req), ME_LINK_REQ_SIZE_VER0, uarg);
+	if (ret < 0)
+		return ret;
+	if (!ns_capable(net->user_ns, CAP_NET_ADMIN))
+		return -EPERM;
+	if (req.flags)
+		return -EOPNOTSUPP;
+	if (!req.ifname[0] || !memchr(req.ifname, 0, sizeof(req.ifname)))
+		return -EINVAL;
+
+	rtnl_lock();
+	if (cmd == ME_IOC_LINK_ATTACH)
+		ret = me_link_attach(net, req.ifname);
+	else
+		ret = me_link_detach(net, req.ifname);
+	rtnl_unlock();
+	return ret;
+}
+
+static long me_ioc_link_list(struct net *net, void __user *uarg)
+{
+	struct me_link_info *infos;
+	struct me_link_list req;
+	unsigned int n, room, i;
+	size_t stride, len;
+	long ret;
+
+	ret = me_copy_arg_in(&req, sizeof(req), ME_LINK_LIST_SIZE_VER0, uarg);
+	if (ret < 0)
+		return ret;
+	if (req.__reserved || req.info_size < ME_LINK_INFO_SIZE_VER0)
+		return -EINVAL;
+
+	infos = kcalloc(ME_MAX_LINKS, sizeof(*infos), GFP_KERNEL);
+	if (!infos)
+		return -ENOMEM;
+	rtnl_lock();
+	n = me_link_list(net, infos, ME_MAX_LINKS);
+	rtnl_unlock();
+
+	/* Entries are info_size apart; each gets what both sides know. */
+	room = min_t(unsigned int, req.count, n);
+	stride = req.info_size;
+	len = min_t(size_t, stride, sizeof(*infos));
+	ret = 0;
+	for (i = 0; i < room; i++) {
+		void __user *dst = u64_to_user_ptr(req.links + i * stride);
+
+		if (copy_to_user(dst, &infos[i], len) ||
+		    (stride > len && clear_user(dst + len, stride - len))) {
+			ret = -EFAULT;
+			break;
+		}
+	}
+	kfree(infos);
+	if (ret)
+		return ret;
+	if (put_user(n, (u32 __user *)(uarg + offsetof(struct me_link_list, count))))
+		return -EFAULT;
+	return 0;
+}
+
 static long me_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
 {
+	struct net *net = file->private_data;
 	void __user *uarg = (void __user *)arg;
 
 	switch (cmd) {
 	case ME_IOC_QUERY:
 		return me_ioc_query(uarg);
+	case ME_IOC_LINK_ATTACH:
+	case ME_IOC_LINK_DETACH:
+		return me_ioc_link_req(net, cmd, uarg);
+	case ME_IOC_LINK_LIST:
+		return me_ioc_link_list(net, uarg);
 	default:
 		return -ENOTTY;
 	}
 }
 
+static int me_open(struct inode *inode, struct file *file)
+{
+	file->private_data = get_net(current->nsproxy->net_ns);
+	return 0;
+}
+
+static int me_release(struct inode *inode, struct file *file)
+{
+	put_net(file->private_data);
+	return 0;
+}
+
 static const struct file_operations me_fops = {
 	.owner = THIS_MODULE,
+	.open = me_open,
+	.release = me_release,
 	.unlocked_ioctl = me_ioctl,
 	.compat_ioctl = compat_ptr_ioctl,
 	.llseek = noop_llseek,

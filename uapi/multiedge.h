@@ -18,6 +18,9 @@
  *             reserved field is not zero
  *   -E2BIG    size larger than the kernel knows and the extra bytes not zero
  *   -ENOTTY   unknown command
+ *
+ * State is per network namespace: a command acts in the namespace of the
+ * process that opened the device.
  */
 #ifndef _UAPI_LINUX_MULTIEDGE_H
 #define _UAPI_LINUX_MULTIEDGE_H
@@ -28,7 +31,7 @@
 #define ME_DEVICE_PATH		"/dev/multiedge"
 
 /* Bumped when a command is added; old commands keep working. */
-#define ME_ABI_VERSION		1
+#define ME_ABI_VERSION		2
 
 /* Default ethertype: IEEE 802.1 Local Experimental 1. */
 #define ME_DEFAULT_ETHERTYPE	0x88B5
@@ -58,5 +61,78 @@ struct me_query {
 #define ME_QUERY_SIZE_VER0	32	/* first published size */
 
 #define ME_IOC_QUERY		_IO(ME_IOC_MAGIC, 0x40)
+
+#define ME_IFNAMSIZ		16	/* = IFNAMSIZ */
+#define ME_MAX_LINKS		16	/* links per namespace */
+
+/*
+ * ME_IOC_LINK_ATTACH, ME_IOC_LINK_DETACH: start or stop using an Ethernet
+ * device of the opener's namespace as a multiedge link.  Needs CAP_NET_ADMIN
+ * in that namespace.  A device that goes away (unregistered, or moved to
+ * another namespace) is detached by the module; one that goes down stays
+ * attached and is used again when it comes back up.
+ *
+ * in:  size, flags (must be 0), ifname (NUL-terminated)
+ *
+ * Errors:
+ *   -EPERM       no CAP_NET_ADMIN
+ *   -EOPNOTSUPP  unknown flag
+ *   -EINVAL      ifname empty or not terminated; attach: not an Ethernet device
+ *   -ENODEV      attach: no such device in the namespace
+ *   -EEXIST      attach: already attached
+ *   -ENOSPC      attach: ME_MAX_LINKS links already attached
+ *   -ENOENT      detach: not attached
+ */
+struct me_link_req {
+	__u32 size;
+	__u32 flags;
+	char ifname[ME_IFNAMSIZ];
+};
+
+#define ME_LINK_REQ_SIZE_VER0	24
+
+#define ME_IOC_LINK_ATTACH	_IO(ME_IOC_MAGIC, 0x41)
+#define ME_IOC_LINK_DETACH	_IO(ME_IOC_MAGIC, 0x42)
+
+/* One attached link, as ME_IOC_LINK_LIST reports it. */
+struct me_link_info {
+	char ifname[ME_IFNAMSIZ];
+	__u32 ifindex;
+	__u32 mtu;
+	__u32 flags;		/* ME_LINK_F_* */
+	__u32 __reserved;	/* zero */
+	__aligned_u64 rx_frames;	/* multiedge frames received on it */
+	__aligned_u64 rx_bytes;
+};
+
+#define ME_LINK_F_UP		(1U << 0)	/* device up with carrier */
+
+#define ME_LINK_INFO_SIZE_VER0	48
+
+/*
+ * ME_IOC_LINK_LIST: the links attached in the opener's namespace, in the
+ * order they were attached.
+ *
+ * in:  size; count = room in the array at links; links = user pointer to an
+ *      array of entries, each info_size bytes apart (sizeof(struct
+ *      me_link_info) as the caller knows it, at least
+ *      ME_LINK_INFO_SIZE_VER0)
+ * out: count = number of links attached (may exceed the room given: then
+ *      only the first entries were written; call again with more room)
+ *
+ * Errors: -EINVAL info_size too small or __reserved not zero; -EFAULT the
+ * array is not writable.
+ */
+struct me_link_list {
+	__u32 size;
+	__u32 count;
+	__aligned_u64 links;
+	__u32 info_size;
+	__u32 __reserved;
+};
+
+#define ME_LINK_LIST_SIZE_VER0	24
+
+#define ME_IOC_LINK_LIST	_IO(ME_IOC_MAGIC, 0x43)
 
 #endif /* _UAPI_LINUX_MULTIEDGE_H */

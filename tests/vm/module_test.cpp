@@ -3,16 +3,11 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <arpa/inet.h>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <fcntl.h>
-#include <linux/if_packet.h>
-#include <net/ethernet.h>
-#include <net/if.h>
 #include <sys/ioctl.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <thread>
 #include <unistd.h>
@@ -92,31 +87,6 @@ private:
 	bool ok_;
 };
 
-// Sends `count` broadcast frames of `ethertype` out of `ifname`.
-bool send_frames(const char *ifname, unsigned ethertype, int count)
-{
-	int fd = ::socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return false;
-	sockaddr_ll sll{};
-	sll.sll_family = AF_PACKET;
-	sll.sll_ifindex = static_cast<int>(if_nametoindex(ifname));
-	sll.sll_halen = ETH_ALEN;
-	std::memset(sll.sll_addr, 0xff, ETH_ALEN);
-
-	unsigned char frame[64] = {};
-	std::memset(frame, 0xff, ETH_ALEN);		      // broadcast destination
-	frame[6] = 0x02;				      // locally administered source
-	frame[12] = static_cast<unsigned char>(ethertype >> 8);
-	frame[13] = static_cast<unsigned char>(ethertype);
-	bool ok = sll.sll_ifindex != 0;
-	for (int i = 0; ok && i < count; i++)
-		ok = ::sendto(fd, frame, sizeof(frame), 0, reinterpret_cast<sockaddr *>(&sll),
-			      sizeof(sll)) == static_cast<ssize_t>(sizeof(frame));
-	::close(fd);
-	return ok;
-}
-
 } // namespace
 
 TEST_F(ModuleTest, LoadRegistersDeviceAndHandler)
@@ -129,7 +99,7 @@ TEST_F(ModuleTest, LoadRegistersDeviceAndHandler)
 	EXPECT_EQ(st.st_mode & 0777, 0666u);
 	EXPECT_TRUE(handler_registered(ME_DEFAULT_ETHERTYPE));
 	EXPECT_TRUE(any_contains(log.read_new(),
-				 "multiedge: registered /dev/multiedge, ethertype 0x88b5, abi 1"));
+				 "multiedge: registered /dev/multiedge, ethertype 0x88b5, abi 2"));
 
 	ASSERT_EQ(unload_module(), 0);
 	EXPECT_FALSE(device_exists());

@@ -3,8 +3,13 @@
 
 #include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <fcntl.h>
 #include <fstream>
+#include <linux/if_packet.h>
+#include <net/ethernet.h>
+#include <net/if.h>
+#include <sys/socket.h>
 #include <sstream>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -50,6 +55,30 @@ int sh(const std::string &cmd)
 	if (st == -1 || !WIFEXITED(st))
 		return -1;
 	return WEXITSTATUS(st);
+}
+
+bool send_frames(const char *ifname, unsigned ethertype, int count)
+{
+	int fd = ::socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return false;
+	sockaddr_ll sll{};
+	sll.sll_family = AF_PACKET;
+	sll.sll_ifindex = static_cast<int>(if_nametoindex(ifname));
+	sll.sll_halen = ETH_ALEN;
+	std::memset(sll.sll_addr, 0xff, ETH_ALEN);
+
+	unsigned char frame[64] = {};
+	std::memset(frame, 0xff, ETH_ALEN); // broadcast destination
+	frame[6] = 0x02;		    // locally administered source
+	frame[12] = static_cast<unsigned char>(ethertype >> 8);
+	frame[13] = static_cast<unsigned char>(ethertype);
+	bool ok = sll.sll_ifindex != 0;
+	for (int i = 0; ok && i < count; i++)
+		ok = ::sendto(fd, frame, sizeof(frame), 0, reinterpret_cast<sockaddr *>(&sll),
+			      sizeof(sll)) == static_cast<ssize_t>(sizeof(frame));
+	::close(fd);
+	return ok;
 }
 
 std::string read_file(const std::string &path)

@@ -17,6 +17,10 @@ bool module_loaded();
 // Runs a shell command; returns its exit status (-1 if it could not run).
 int sh(const std::string &cmd);
 
+// Sends `count` 64-byte broadcast frames of `ethertype` out of `ifname`
+// through a packet socket; false if any send failed.
+bool send_frames(const char *ifname, unsigned ethertype, int count);
+
 // Contents of a whole (proc) file.
 std::string read_file(const std::string &path);
 

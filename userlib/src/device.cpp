@@ -2,6 +2,7 @@
 #include "multiedge/device.hpp"
 
 #include <cerrno>
+#include <cstring>
 #include <fcntl.h>
 #include <sys/ioctl.h>
 #include <unistd.h>
@@ -20,6 +21,46 @@ Error open_error(int err, const std::string &path)
 		hint = " (is multiedge.ko loaded? try: sudo insmod kernel/multiedge.ko)";
 	else if (err == EACCES || err == EPERM)
 		hint = " (check the device's permissions)";
+	return Error(e.code(), e.message() + hint);
+}
+
+Status link_request(int fd, unsigned long cmd, const std::string &ifname)
+{
+	const char *what = cmd == ME_IOC_LINK_ATTACH ? "attach" : "detach";
+	if (ifname.empty() || ifname.size() >= ME_IFNAMSIZ)
+		return Error(std::make_error_code(std::errc::invalid_argument),
+			     std::string("cannot ") + what + " link '" + ifname +
+				     "': an interface name has 1 to " +
+				     std::to_string(ME_IFNAMSIZ - 1) + " characters");
+	me_link_req req{};
+	req.size = sizeof(req);
+	std::memcpy(req.ifname, ifname.c_str(), ifname.size() + 1);
+	if (::ioctl(fd, cmd, &req) == 0)
+		return {};
+
+	int err = errno;
+	Error e = Error::from_errno(err, std::string("cannot ") + what + " link " + ifname);
+	std::string hint;
+	switch (err) {
+	case EPERM:
+		hint = " (needs CAP_NET_ADMIN: run as root)";
+		break;
+	case ENODEV:
+		hint = " (no such network device in this namespace)";
+		break;
+	case EINVAL:
+		hint = " (not an Ethernet device)";
+		break;
+	case EEXIST:
+		hint = " (already attached)";
+		break;
+	case ENOENT:
+		hint = " (not attached)";
+		break;
+	case ENOSPC:
+		hint = " (at most " + std::to_string(ME_MAX_LINKS) + " links per namespace)";
+		break;
+	}
 	return Error(e.code(), e.message() + hint);
 }
 
@@ -86,6 +127,42 @@ Result<DeviceInfo> Device::query() const
 	info.rx_frames = q.rx_frames;
 	info.rx_dropped = q.rx_dropped;
 	return info;
+}
+
+Status Device::attach_link(const std::string &ifname)
+{
+	return link_request(fd_, ME_IOC_LINK_ATTACH, ifname);
+}
+
+Status Device::detach_link(const std::string &ifname)
+{
+	return link_request(fd_, ME_IOC_LINK_DETACH, ifname);
+}
+
+Result<std::vector<LinkInfo>> Device::links() const
+{
+	std::vector<me_link_info> raw(ME_MAX_LINKS);
+	me_link_list req{};
+	req.size = sizeof(req);
+	req.count = static_cast<std::uint32_t>(raw.size());
+	req.links = reinterpret_cast<std::uintptr_t>(raw.data());
+	req.info_size = sizeof(me_link_info);
+	if (::ioctl(fd_, ME_IOC_LINK_LIST, &req) < 0)
+		return Error::from_errno(errno, "ME_IOC_LINK_LIST on " + path_);
+
+	std::vector<LinkInfo> out;
+	for (std::uint32_t i = 0; i < req.count && i < raw.size(); i++) {
+		const me_link_info &r = raw[i];
+		LinkInfo li;
+		li.ifname.assign(r.ifname, strnlen(r.ifname, sizeof(r.ifname)));
+		li.ifindex = r.ifindex;
+		li.mtu = r.mtu;
+		li.up = r.flags & ME_LINK_F_UP;
+		li.rx_frames = r.rx_frames;
+		li.rx_bytes = r.rx_bytes;
+		out.push_back(std::move(li));
+	}
+	return out;
 }
 
 } // namespace multiedge

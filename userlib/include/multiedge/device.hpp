@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "multiedge/error.hpp"
 
@@ -17,7 +18,18 @@ struct DeviceInfo {
 	std::uint64_t rx_dropped = 0;	// of those, dropped
 };
 
-// An open handle on /dev/multiedge.  Owns the file descriptor: movable,
+// An Ethernet device attached as a multiedge link (ME_IOC_LINK_LIST).
+struct LinkInfo {
+	std::string ifname;
+	std::uint32_t ifindex = 0;
+	std::uint32_t mtu = 0;
+	bool up = false;		// running with carrier
+	std::uint64_t rx_frames = 0;	// multiedge frames received on it
+	std::uint64_t rx_bytes = 0;
+};
+
+// An open handle on /dev/multiedge.  It acts in the network namespace of
+// the process that opened it.  Owns the file descriptor: movable,
 // not copyable, closed on destruction.
 class Device {
 public:
@@ -35,6 +47,16 @@ public:
 	// Queries the module.  Fails only if the module misbehaves or the
 	// device went away (EFAULT, ENOTTY, ...).
 	Result<DeviceInfo> query() const;
+
+	// Starts using Ethernet device `ifname` as a link.  Fails with EPERM
+	// (needs CAP_NET_ADMIN), ENODEV (no such device), EINVAL (not
+	// Ethernet, or a bad name), EEXIST (already attached), ENOSPC (too
+	// many links).
+	Status attach_link(const std::string &ifname);
+	// Stops using it.  Fails with EPERM or ENOENT (not attached).
+	Status detach_link(const std::string &ifname);
+	// The attached links, in attach order.
+	Result<std::vector<LinkInfo>> links() const;
 
 	int fd() const noexcept { return fd_; }
 	const std::string &path() const noexcept { return path_; }

@@ -1,0 +1,51 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Per network namespace state.  A namespace's links are detached when it
+ * dies (its devices leave first, which detaches them through the netdevice
+ * notifier; anything left is detached here) and at module unload.
+ */
+#include <linux/rtnetlink.h>
+#include <net/netns/generic.h>
+
+#include "link.h"
+#include "netns.h"
+
+static unsigned int me_net_id __read_mostly;
+
+struct me_net *me_net(const struct net *net)
+{
+	return net_generic(net, me_net_id);
+}
+
+static int __net_init me_net_init(struct net *net)
+{
+	struct me_net *mn = me_net(net);
+
+	INIT_LIST_HEAD(&mn->links);
+	mn->nr_links = 0;
+	return 0;
+}
+
+static void __net_exit me_net_exit(struct net *net)
+{
+	rtnl_lock();
+	me_link_detach_all(me_net(net));
+	rtnl_unlock();
+}
+
+static struct pernet_operations me_net_ops = {
+	.init = me_net_init,
+	.exit = me_net_exit,
+	.id = &me_net_id,
+	.size = sizeof(struct me_net),
+};
+
+int me_netns_init(void)
+{
+	return register_pernet_subsys(&me_net_ops);
+}
+
+void me_netns_uninit(void)
+{
+	unregister_pernet_subsys(&me_net_ops);
+}

@@ -1,0 +1,22 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+#ifndef ME_NETNS_H
+#define ME_NETNS_H
+
+#include <linux/list.h>
+#include <net/net_namespace.h>
+
+/*
+ * Per network namespace state: each namespace is one multiedge node, so one
+ * kernel can host several (the guest tests build clusters this way).
+ */
+struct me_net {
+	/* Attached links: RCU for the receive path, RTNL for writers. */
+	struct list_head links;
+	unsigned int nr_links;
+};
+
+int me_netns_init(void);
+void me_netns_uninit(void);
+struct me_net *me_net(const struct net *net);
+
+#endif /* ME_NETNS_H */

@@ -22,6 +22,14 @@
 
 #define PAGE_SZ	4096u
 
+/*
+ * An op's state word carries its id (30 bits) with the phase, so a
+ * completion racing with reclaim-and-reuse of the entry cannot complete
+ * the entry's next op (no ABA).
+ */
+#define OPST(id, ph)	(((u32)(id) << 2) | (ph))
+#define OP_PH(v)	((v) & 3)
+
 int me_msg_alloc(struct me_conn *c)
 {
 	struct me_node *n = c->node;
@@ -65,23 +73,23 @@ static void reclaim(struct me_conn *c)
 	while (c->op_tail != packed) {
 		struct me_op *op = &c->ops[c->op_tail & (c->nops - 1)];
 
-		if (me_atomic_read(&op->state) != ME_OP_DONE)
+		if (OP_PH(me_atomic_read(&op->state)) != ME_OP_DONE)
 			break;
 		me_atomic_set(&op->state, ME_OP_FREE);
 		c->op_tail++;
 	}
 }
 
-static void complete_op(struct me_conn *c, struct me_op *op, s32 status)
+static void complete_op(struct me_conn *c, struct me_op *op, u32 id,
+			s32 status)
 {
 	struct me_node *n = c->node;
 	struct me_cqe q;
 
-	if (me_atomic_cmpxchg(&op->state, ME_OP_QUEUED, ME_OP_DONE) !=
-	    ME_OP_QUEUED)
-		return;
-	if (op->type == ME_PT_CLOSE)
-		return;		/* reported as ME_CQE_CONN_CLOSED */
+	/*
+	 * The fields are immutable while the op is QUEUED with this id; read
+	 * them before the cmpxchg, after which the submitter may reuse it.
+	 */
 	memset(&q, 0, sizeof(q));
 	q.type = op->type == ME_PT_READ_REQ ? ME_CQE_READ : ME_CQE_WRITE;
 	q.status = status;
@@ -90,7 +98,13 @@ static void complete_op(struct me_conn *c, struct me_op *op, s32 status)
 	q.peer = c->peer;
 	q.len = status ? 0 : op->len;
 	q.imm = op->imm;
-	n->ops->complete(n->ctx, &q);
+	if (op->type == ME_PT_CLOSE)
+		q.type = 0;	/* reported as ME_CQE_CONN_CLOSED */
+	if (me_atomic_cmpxchg(&op->state, OPST(id, ME_OP_QUEUED),
+			      OPST(id, ME_OP_DONE)) != OPST(id, ME_OP_QUEUED))
+		return;
+	if (q.type)
+		n->ops->complete(n->ctx, &q);
 	/* A CLOSE may be waiting for this op to finish. */
 	me_msg_pump(c);
 }
@@ -151,7 +165,7 @@ int me_msg_submit(struct me_conn *c, u32 type, const struct me_rw *rw)
 	me_atomic_set(&op->done_bytes, 0);
 	me_atomic_set(&op->err, 0);
 	me_atomic_set(&op->id, head);
-	me_atomic_set(&op->state, ME_OP_QUEUED);	/* publish */
+	me_atomic_set(&op->state, OPST(head, ME_OP_QUEUED));	/* publish */
 	me_atomic_set(&c->op_head, head + 1);
 	me_unlock(&c->sub_lock);
 	me_msg_pump(c);
@@ -167,8 +181,8 @@ void me_msg_fail_all(struct me_conn *c, s32 status)
 	for (i = c->op_tail; i != head; i++) {
 		struct me_op *op = &c->ops[i & (c->nops - 1)];
 
-		if (me_atomic_read(&op->state) == ME_OP_QUEUED)
-			complete_op(c, op, status);
+		if (me_atomic_read(&op->state) == OPST(i, ME_OP_QUEUED))
+			complete_op(c, op, i, status);
 	}
 	me_unlock(&c->sub_lock);
 }
@@ -177,8 +191,7 @@ static struct me_op *op_find(struct me_conn *c, u32 op_id)
 {
 	struct me_op *op = &c->ops[op_id & (c->nops - 1)];
 
-	if (me_atomic_read(&op->state) != ME_OP_QUEUED ||
-	    me_atomic_read(&op->id) != op_id)
+	if (me_atomic_read(&op->state) != OPST(op_id, ME_OP_QUEUED))
 		return NULL;
 	/* Only ops whose request was fully sent can be answered. */
 	if (!me_seq_lt(op_id, me_atomic_read(&c->op_packed)))
@@ -335,21 +348,33 @@ static void rx_read_resp(struct me_conn *c, const struct me_hdr *h)
 {
 	struct me_node *n = c->node;
 	struct me_op *op = op_find(c, h->d.op_id);
-	u32 pay = h->payload_len, done;
+	u32 pay = h->payload_len, done, len, lregion;
+	u64 loff;
 	int err;
 
-	if (!op || op->type != ME_PT_READ_REQ || h->d.region != op->lregion ||
-	    h->d.addr != op->loff || h->d.msg_len != op->len) {
+	if (!op || op->type != ME_PT_READ_REQ) {
 		me_stat_inc(n, ME_ST_RX_BADOP);
 		return;
 	}
-	err = n->ops->mr_write(n->ctx, c->id, op->lregion,
-			       op->loff + h->d.msg_off, h->payload, pay);
+	/*
+	 * Copy what we need now: the op cannot complete (and be reused)
+	 * before our bytes are counted below, except by a connection
+	 * failure, and then only our local copies are used.
+	 */
+	len = op->len;
+	lregion = op->lregion;
+	loff = op->loff;
+	if (h->d.region != lregion || h->d.addr != loff || h->d.msg_len != len) {
+		me_stat_inc(n, ME_ST_RX_BADOP);
+		return;
+	}
+	err = n->ops->mr_write(n->ctx, c->id, lregion, loff + h->d.msg_off,
+			       h->payload, pay);
 	if (err)
 		me_atomic_cmpxchg(&op->err, 0, (u32)-err);
 	done = me_atomic_add_return(&op->done_bytes, pay);
-	if (done == op->len)
-		complete_op(c, op, -(s32)me_atomic_read(&op->err));
+	if (done == len)
+		complete_op(c, op, h->d.op_id, -(s32)me_atomic_read(&op->err));
 }
 
 static void rx_status(struct me_conn *c, const struct me_hdr *h)
@@ -361,7 +386,7 @@ static void rx_status(struct me_conn *c, const struct me_hdr *h)
 		me_stat_inc(c->node, ME_ST_RX_BADOP);
 		return;
 	}
-	complete_op(c, op, -(s32)h->d.imm);
+	complete_op(c, op, h->d.op_id, -(s32)h->d.imm);
 }
 
 int me_msg_rx(struct me_conn *c, const struct me_hdr *h)
@@ -392,7 +417,7 @@ static bool all_prior_done(struct me_conn *c)
 	u32 i;
 
 	for (i = c->op_tail; i != c->op_pack; i++)
-		if (me_atomic_read(&c->ops[i & (c->nops - 1)].state) ==
+		if (OP_PH(me_atomic_read(&c->ops[i & (c->nops - 1)].state)) ==
 		    ME_OP_QUEUED)
 			return false;
 	return true;
@@ -460,7 +485,7 @@ static bool next_job(struct me_conn *c, struct job *j)
 		struct me_op *op = &c->ops[c->op_pack & (c->nops - 1)];
 
 		if (c->cur_kind == 0 &&
-		    me_atomic_read(&op->state) != ME_OP_QUEUED) {
+		    me_atomic_read(&op->state) != OPST(c->op_pack, ME_OP_QUEUED)) {
 			/* Failed before it was sent: skip it. */
 			c->op_pack++;
 			me_atomic_set(&c->op_packed, c->op_pack);

@@ -1,0 +1,272 @@
+// SPDX-License-Identifier: GPL-2.0
+// Several receive threads per node feed me_core_rx concurrently (as the
+// module's per-NIC threads will), with a timer thread per node, real time,
+// random loss and duplication.  Built with ASan+UBSan and with TSan.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <mutex>
+#include <random>
+#include <thread>
+#include <vector>
+
+extern "C" {
+#include "kernel/core/me_core.h"
+}
+
+namespace {
+
+constexpr int kLinks = 3;
+constexpr int kRxThreads = 4;
+constexpr size_t kMem = 4 << 20;
+
+struct MtNode;
+
+struct Queue {
+	std::mutex mu;
+	std::condition_variable cv;
+	std::deque<std::vector<uint8_t>> q;
+};
+
+struct MtNode {
+	int idx;
+	me_node *node = nullptr;
+	MtNode *peer = nullptr;
+	Queue rxq[kLinks];
+	std::vector<uint8_t> src, dst;
+	std::unique_ptr<std::atomic<uint8_t>[]> wcount;
+	std::mutex cq_mu;
+	std::vector<me_cqe> cqes;
+	std::atomic<uint64_t> rng{1};
+};
+
+uint64_t now_ns(void *)
+{
+	return (uint64_t)std::chrono::duration_cast<std::chrono::nanoseconds>(
+		std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+MtNode &M(void *ctx) { return *static_cast<MtNode *>(ctx); }
+
+int tx(void *ctx, uint32_t link, const void *buf, uint32_t len)
+{
+	MtNode &n = M(ctx);
+	uint64_t r = n.rng.fetch_add(0x9e3779b97f4a7c15ull) * 0xbf58476d1ce4e5b9ull;
+	r ^= r >> 31;
+	int copies = (r % 100) == 0 ? 0 : (r % 100) == 1 ? 2 : 1;	// 1% loss, 1% dup
+	Queue &q = n.peer->rxq[link];
+	std::lock_guard<std::mutex> g(q.mu);
+	for (int i = 0; i < copies; i++)
+		q.q.emplace_back((const uint8_t *)buf, (const uint8_t *)buf + len);
+	q.cv.notify_one();
+	return 0;
+}
+
+int mr_check(void *, uint32_t region, uint32_t key, uint64_t off, uint64_t len,
+	     uint32_t access)
+{
+	if (key != 42)
+		return -EACCES;
+	if ((region == 1 && access != ME_ACC_READ) || (region == 2 && access != ME_ACC_WRITE))
+		return -EACCES;
+	if (region != 1 && region != 2)
+		return -ENOENT;
+	return off + len <= kMem ? 0 : -ERANGE;
+}
+
+int mr_local(void *, uint32_t region, uint64_t off, uint64_t len, uint32_t)
+{
+	return (region == 1 || region == 2) && off + len <= kMem ? 0 : -ERANGE;
+}
+
+int mr_write(void *ctx, uint32_t, uint32_t region, uint64_t off, const void *src,
+	     uint32_t len)
+{
+	MtNode &n = M(ctx);
+	if (region != 2)
+		return -EACCES;
+	memcpy(n.dst.data() + off, src, len);
+	for (uint32_t i = 0; i < len; i++)
+		n.wcount[off + i].fetch_add(1);
+	return 0;
+}
+
+int mr_read(void *ctx, uint32_t region, uint64_t off, void *dst, uint32_t len)
+{
+	MtNode &n = M(ctx);
+	memcpy(dst, (region == 1 ? n.src : n.dst).data() + off, len);
+	return 0;
+}
+
+void complete(void *ctx, const me_cqe *q)
+{
+	MtNode &n = M(ctx);
+	std::lock_guard<std::mutex> g(n.cq_mu);
+	n.cqes.push_back(*q);
+}
+
+void *alloc(void *, size_t s) { return malloc(s); }
+void pfree(void *, void *p) { free(p); }
+
+const me_plat_ops ops = {now_ns, tx, mr_check, mr_write, mr_local, mr_read,
+			 complete, alloc, pfree};
+
+TEST(MultiThread, concurrent_rx__exactly_once)
+{
+	MtNode a, b;
+	a.idx = 0;
+	b.idx = 1;
+	a.peer = &b;
+	b.peer = &a;
+	MtNode *nodes[2] = {&a, &b};
+	for (int i = 0; i < 2; i++) {
+		MtNode &n = *nodes[i];
+		n.src.resize(kMem);
+		for (size_t k = 0; k < kMem; k++)
+			n.src[k] = (uint8_t)((k * 131 + i * 7) >> 3) | 1;
+		n.dst.assign(kMem, 0);
+		n.wcount.reset(new std::atomic<uint8_t>[kMem]());
+		n.rng = 1234 + i;
+		me_node_cfg cfg;
+		me_node_cfg_default(&cfg);
+		cfg.node_id = i + 1;
+		cfg.incarnation = 1;
+		cfg.mtu = 9000;
+		cfg.window = 128;
+		cfg.credit = 128;
+		cfg.rto_min_ns = 2000000;
+		cfg.link_dead_ns = 2000000000ull;
+		cfg.peer_dead_ns = 20000000000ull;
+		cfg.ka_ns = 100000000;
+		cfg.max_retries = 50;
+		n.node = me_node_create(&cfg, &ops, &n);
+		ASSERT_NE(n.node, nullptr);
+		for (int l = 0; l < kLinks; l++)
+			ASSERT_EQ(me_link_add(n.node, l, 9000, 10000), 0);
+	}
+
+	std::atomic<bool> stop{false};
+	std::vector<std::thread> threads;
+	for (MtNode *np : nodes) {
+		for (int t = 0; t < kRxThreads; t++)
+			threads.emplace_back([np, t, &stop] {
+				// Threads share the link queues: several threads per link.
+				while (!stop.load()) {
+					Queue &q = np->rxq[t % kLinks];
+					std::vector<uint8_t> pkt;
+					{
+						std::unique_lock<std::mutex> g(q.mu);
+						q.cv.wait_for(g, std::chrono::milliseconds(1),
+							      [&] { return !q.q.empty(); });
+						if (q.q.empty())
+							continue;
+						pkt = std::move(q.q.front());
+						q.q.pop_front();
+					}
+					me_core_rx(np->node, t % kLinks, pkt.data(),
+						   (uint32_t)pkt.size());
+				}
+			});
+		threads.emplace_back([np, &stop] {
+			while (!stop.load()) {
+				me_core_timer(np->node);
+				std::this_thread::sleep_for(std::chrono::microseconds(100));
+			}
+		});
+	}
+
+	me_conn *c = nullptr;
+	ASSERT_EQ(me_conn_connect(a.node, 2, ME_MODE_UNORDERED, &c), 0);
+	auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+	while (me_conn_state(c) != ME_CS_ESTABLISHED &&
+	       std::chrono::steady_clock::now() < deadline)
+		std::this_thread::sleep_for(std::chrono::milliseconds(1));
+	ASSERT_EQ(me_conn_state(c), ME_CS_ESTABLISHED);
+
+	// 120 ops: writes and notifies into ascending chunks of b.dst, reads
+	// of b.src into ascending chunks of a.dst (second half).
+	const int nops = 120;
+	uint64_t woff = 0, roff = kMem / 2;
+	struct Rec { int kind; me_rw rw; };
+	std::vector<Rec> recs;
+	for (int i = 0; i < nops; i++) {
+		me_rw rw{};
+		uint32_t len = (uint32_t)((i * 7919) % 30000) + (i % 5 == 0 ? 0 : 1);
+		int kind = i % 3;
+		rw.cookie = i + 1;
+		rw.len = len;
+		rw.remote_key = 42;
+		rw.imm = i + 1;
+		if (kind == 2) {
+			rw.remote_region = 1;
+			rw.remote_off = (i * 4099) % (kMem / 2);
+			rw.local_region = 2;
+			rw.local_off = roff;
+			roff += len;
+		} else {
+			rw.local_region = 1;
+			rw.local_off = (i * 577) % (kMem / 2);
+			rw.remote_region = 2;
+			rw.remote_off = woff;
+			woff += len;
+		}
+		int r;
+		do {
+			r = kind == 2 ? me_conn_read(c, &rw) :
+			    kind == 1 ? me_conn_notify(c, &rw) : me_conn_write(c, &rw);
+			if (r == -EAGAIN)
+				std::this_thread::sleep_for(std::chrono::microseconds(200));
+		} while (r == -EAGAIN);
+		ASSERT_EQ(r, 0);
+		recs.push_back({kind, rw});
+	}
+	auto ndone = [&] {
+		std::lock_guard<std::mutex> g(a.cq_mu);
+		int k = 0;
+		for (auto &q : a.cqes)
+			if (q.type == ME_CQE_WRITE || q.type == ME_CQE_READ)
+				k++;
+		return k;
+	};
+	deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+	while (ndone() < nops && std::chrono::steady_clock::now() < deadline)
+		std::this_thread::sleep_for(std::chrono::milliseconds(2));
+	std::this_thread::sleep_for(std::chrono::milliseconds(50));
+	stop = true;
+	for (auto &t : threads)
+		t.join();
+
+	std::vector<int> count(nops + 1, 0), notes(nops + 1, 0);
+	for (auto &q : a.cqes)
+		if (q.type == ME_CQE_WRITE || q.type == ME_CQE_READ) {
+			ASSERT_LE(q.cookie, (uint64_t)nops);
+			EXPECT_EQ(q.status, 0);
+			count[q.cookie]++;
+		}
+	for (auto &q : b.cqes)
+		if (q.type == ME_CQE_NOTIFY) {
+			ASSERT_LE(q.imm, (uint32_t)nops);
+			notes[q.imm]++;
+		}
+	for (auto &r : recs) {
+		EXPECT_EQ(count[r.rw.cookie], 1) << r.rw.cookie;
+		if (r.kind == 1) {
+			EXPECT_EQ(notes[r.rw.cookie], 1) << r.rw.cookie;
+		}
+		const MtNode &t = r.kind == 2 ? a : b;
+		const MtNode &s = r.kind == 2 ? b : a;
+		uint64_t to = r.kind == 2 ? r.rw.local_off : r.rw.remote_off;
+		uint64_t so = r.kind == 2 ? r.rw.remote_off : r.rw.local_off;
+		EXPECT_EQ(memcmp(t.dst.data() + to, s.src.data() + so, r.rw.len), 0);
+		for (uint32_t k = 0; k < r.rw.len; k++)
+			ASSERT_EQ(t.wcount[to + k].load(), 1) << "byte written twice/never";
+	}
+	me_node_destroy(a.node);
+	me_node_destroy(b.node);
+}
+
+}  // namespace

@@ -573,10 +573,15 @@ void me_win_timer(struct me_conn *c, u64 now)
 			continue;
 		if (now < sent || now - sent < rto)
 			continue;
+		/*
+		 * Like TCP, resend only the oldest timed-out packet: the
+		 * acks it provokes let sack-based loss detection repair the
+		 * rest, and resending a whole window on a spurious timeout
+		 * (queueing delay) would only deepen the queues.
+		 */
 		if (retransmit(c, s, ME_ST_TX_RTX_RTO))
 			fired = true;
-		if (me_atomic_read(&c->state) == ME_CS_DEAD)
-			return;
+		break;
 	}
 	if (fired) {
 		me_stat_inc(c->node, ME_ST_RTO_FIRED);

@@ -25,19 +25,18 @@ void usage(FILE *out)
 		   out);
 }
 
-int cmd_info(const std::string &path)
+int fail(const multiedge::Error &e)
 {
-	auto dev = multiedge::Device::open(path);
-	if (!dev) {
-		std::fprintf(stderr, "mectl: %s\n", dev.error().message().c_str());
-		return 1;
-	}
-	auto info = dev->query();
-	if (!info) {
-		std::fprintf(stderr, "mectl: %s\n", info.error().message().c_str());
-		return 1;
-	}
-	std::printf("device      %s\n", dev->path().c_str());
+	std::fprintf(stderr, "mectl: %s\n", e.message().c_str());
+	return 1;
+}
+
+int cmd_info(multiedge::Device &dev)
+{
+	auto info = dev.query();
+	if (!info)
+		return fail(info.error());
+	std::printf("device      %s\n", dev.path().c_str());
 	std::printf("abi         %u\n", info->abi_version);
 	std::printf("features    0x%x\n", info->features);
 	std::printf("ethertype   0x%04x\n", info->ethertype);
@@ -46,18 +45,11 @@ int cmd_info(const std::string &path)
 	return 0;
 }
 
-int cmd_links(const std::string &path)
+int cmd_links(multiedge::Device &dev)
 {
-	auto dev = multiedge::Device::open(path);
-	if (!dev) {
-		std::fprintf(stderr, "mectl: %s\n", dev.error().message().c_str());
-		return 1;
-	}
-	auto links = dev->links();
-	if (!links) {
-		std::fprintf(stderr, "mectl: %s\n", links.error().message().c_str());
-		return 1;
-	}
+	auto links = dev.links();
+	if (!links)
+		return fail(links.error());
 	std::printf("%-16s %7s %6s %-5s %12s %14s\n", "link", "ifindex", "mtu", "state",
 		    "rx_frames", "rx_bytes");
 	for (const auto &l : links.value())
@@ -68,18 +60,11 @@ int cmd_links(const std::string &path)
 	return 0;
 }
 
-int cmd_link(const std::string &path, bool attach, const std::string &ifname)
+int cmd_link(multiedge::Device &dev, bool attach, const std::string &ifname)
 {
-	auto dev = multiedge::Device::open(path);
-	if (!dev) {
-		std::fprintf(stderr, "mectl: %s\n", dev.error().message().c_str());
-		return 1;
-	}
-	auto st = attach ? dev->attach_link(ifname) : dev->detach_link(ifname);
-	if (!st) {
-		std::fprintf(stderr, "mectl: %s\n", st.error().message().c_str());
-		return 1;
-	}
+	auto st = attach ? dev.attach_link(ifname) : dev.detach_link(ifname);
+	if (!st)
+		return fail(st.error());
 	return 0;
 }
 
@@ -113,17 +98,22 @@ int main(int argc, char **argv)
 			     takes_name ? "one interface name" : "no arguments");
 		return 2;
 	}
-	if (cmd == "info")
-		return cmd_info(path);
-	if (cmd == "links")
-		return cmd_links(path);
-	if (takes_name)
-		return cmd_link(path, cmd == "attach", argv[i + 1]);
 	if (cmd == "version") {
 		std::printf("%s\n", multiedge::version());
 		return 0;
 	}
-	std::fprintf(stderr, "mectl: unknown command '%s'\n", cmd.c_str());
-	usage(stderr);
-	return 2;
+	if (cmd != "info" && cmd != "links" && !takes_name) {
+		std::fprintf(stderr, "mectl: unknown command '%s'\n", cmd.c_str());
+		usage(stderr);
+		return 2;
+	}
+
+	auto dev = multiedge::Device::open(path);
+	if (!dev)
+		return fail(dev.error());
+	if (cmd == "info")
+		return cmd_info(dev.value());
+	if (cmd == "links")
+		return cmd_links(dev.value());
+	return cmd_link(dev.value(), cmd == "attach", argv[i + 1]);
 }

@@ -77,6 +77,22 @@ int raw_link_ioctl(int fd, unsigned long cmd, const char *name, unsigned flags =
 	return ::ioctl(fd, cmd, &req) == 0 ? 0 : errno;
 }
 
+// Runs `child` in a forked process; returns its exit status (-1 if it did
+// not exit normally).
+template <typename F>
+int in_child(F child)
+{
+	pid_t pid = fork();
+	if (pid < 0)
+		return -1;
+	if (pid == 0)
+		_exit(child());
+	int st = 0;
+	if (waitpid(pid, &st, 0) != pid || !WIFEXITED(st))
+		return -1;
+	return WEXITSTATUS(st);
+}
+
 } // namespace
 
 TEST_F(LinkTest, AttachListDetach)
@@ -182,22 +198,16 @@ TEST_F(LinkTest, RawArgumentChecks)
 TEST_F(LinkTest, AttachNeedsNetAdmin)
 {
 	ASSERT_EQ(load_module(), 0);
-	pid_t pid = fork();
-	ASSERT_GE(pid, 0);
-	if (pid == 0) {
+	int st = in_child([] {
 		// An unprivileged user has no CAP_NET_ADMIN.
 		if (setgid(65534) != 0 || setuid(65534) != 0)
-			_exit(10);
+			return 10;
 		int fd = ::open(ME_DEVICE_PATH, O_RDWR | O_CLOEXEC);
 		if (fd < 0)
-			_exit(11);
-		int err = raw_link_ioctl(fd, ME_IOC_LINK_ATTACH, "me-a0");
-		_exit(err == EPERM ? 0 : 12);
-	}
-	int st = 0;
-	ASSERT_EQ(waitpid(pid, &st, 0), pid);
-	ASSERT_TRUE(WIFEXITED(st));
-	EXPECT_EQ(WEXITSTATUS(st), 0) << "10/11: setup failed, 12: attach was not refused";
+			return 11;
+		return raw_link_ioctl(fd, ME_IOC_LINK_ATTACH, "me-a0") == EPERM ? 0 : 12;
+	});
+	EXPECT_EQ(st, 0) << "10/11: setup failed, 12: attach was not refused";
 	EXPECT_TRUE(links(open_device()).empty());
 }
 
@@ -272,28 +282,23 @@ TEST_F(LinkTest, NamespacesAreSeparateNodes)
 	ASSERT_TRUE(dev.attach_link("me-a0"));
 
 	// A child enters the namespace, opens the device there and attaches.
-	pid_t pid = fork();
-	ASSERT_GE(pid, 0);
-	if (pid == 0) {
+	int st = in_child([] {
 		int ns = ::open("/run/netns/me-ns", O_RDONLY | O_CLOEXEC);
 		if (ns < 0 || setns(ns, CLONE_NEWNET) != 0)
-			_exit(10);
+			return 10;
 		auto d = Device::open();
 		if (!d)
-			_exit(11);
+			return 11;
 		if (!d->attach_link("me-b1"))
-			_exit(12);
+			return 12;
 		if (d->attach_link("me-a0")) // lives in the other namespace
-			_exit(13);
+			return 13;
 		auto l = d->links();
 		if (!l || l->size() != 1 || l.value()[0].ifname != "me-b1")
-			_exit(14);
-		_exit(0);
-	}
-	int st = 0;
-	ASSERT_EQ(waitpid(pid, &st, 0), pid);
-	ASSERT_TRUE(WIFEXITED(st));
-	EXPECT_EQ(WEXITSTATUS(st), 0);
+			return 14;
+		return 0;
+	});
+	EXPECT_EQ(st, 0);
 
 	auto l = links(dev); // the initial namespace sees only its own
 	ASSERT_EQ(l.size(), 1u);

@@ -20,14 +20,10 @@
 
 #include "chardev.h"
 #include "link.h"
+#include "mr.h"
 #include "uapi/multiedge.h"
 
-/*
- * Read the size field of an extensible argument and copy the struct in.
- * Returns the caller's size (>= @min) or a negative errno.
- */
-static long me_copy_arg_in(void *karg, size_t ksize, size_t min,
-			   void __user *uarg)
+long me_copy_arg_in(void *karg, size_t ksize, size_t min, void __user *uarg)
 {
 	u32 usize;
 	int ret;
@@ -60,6 +56,8 @@ static long me_ioc_query(void __user *uarg)
 	q.ethertype = me_link_ethertype();
 	q.rx_frames = stats.rx_frames;
 	q.rx_dropped = stats.rx_dropped;
+	q.pinned_pages = me_mr_pinned_pages();
+	q.regions = me_mr_count();
 
 	if (copy_to_user(uarg, &q, min_t(size_t, usize, sizeof(q))))
 		return -EFAULT;
@@ -135,7 +133,8 @@ static long me_ioc_link_list(struct net *net, void __user *uarg)
 
 static long me_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
 {
-	struct net *net = file->private_data;
+	struct me_file *f = file->private_data;
+	struct net *net = f->net;
 	void __user *uarg = (void __user *)arg;
 
 	switch (cmd) {
@@ -146,6 +145,10 @@ static long me_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
 		return me_ioc_link_req(net, cmd, uarg);
 	case ME_IOC_LINK_LIST:
 		return me_ioc_link_list(net, uarg);
+	case ME_IOC_MR_REG:
+		return me_mr_reg(f, uarg);
+	case ME_IOC_MR_DEREG:
+		return me_mr_dereg(f, uarg);
 	default:
 		return -ENOTTY;
 	}
@@ -153,13 +156,26 @@ static long me_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
 
 static int me_open(struct inode *inode, struct file *file)
 {
-	file->private_data = get_net(current->nsproxy->net_ns);
+	struct me_file *f = kzalloc(sizeof(*f), GFP_KERNEL);
+
+	if (!f)
+		return -ENOMEM;
+	f->net = get_net(current->nsproxy->net_ns);
+	mutex_init(&f->lock);
+	INIT_LIST_HEAD(&f->mrs);
+	file->private_data = f;
 	return 0;
 }
 
+/* The last reference is gone: no ioctl runs any more. */
 static int me_release(struct inode *inode, struct file *file)
 {
-	put_net(file->private_data);
+	struct me_file *f = file->private_data;
+
+	me_mr_release_file(f);
+	put_net(f->net);
+	mutex_destroy(&f->lock);
+	kfree(f);
 	return 0;
 }
 

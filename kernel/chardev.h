@@ -2,9 +2,29 @@
 #ifndef ME_CHARDEV_H
 #define ME_CHARDEV_H
 
+#include <linux/list.h>
+#include <linux/mutex.h>
+
 #define ME_DEVICE_NAME	"multiedge"
+
+struct net;
+
+/* One open /dev/multiedge. */
+struct me_file {
+	struct net *net;	/* the opener's namespace, held until release */
+	struct mutex lock;	/* protects mrs, nr_mrs */
+	struct list_head mrs;	/* regions registered through this file */
+	unsigned int nr_mrs;
+};
 
 int me_chardev_init(void);
 void me_chardev_uninit(void);
+
+/*
+ * Copies in an extensible ioctl argument (uapi/multiedge.h): reads its size
+ * field, refuses one below @min, copies with copy_struct_from_user().
+ * Returns the caller's size or a negative errno.
+ */
+long me_copy_arg_in(void *karg, size_t ksize, size_t min, void __user *uarg);
 
 #endif /* ME_CHARDEV_H */

@@ -10,6 +10,7 @@
 
 #include "chardev.h"
 #include "link.h"
+#include "mr.h"
 #include "uapi/multiedge.h"
 
 static int __init me_init(void)
@@ -37,6 +38,7 @@ static void __exit me_exit(void)
 {
 	me_chardev_uninit();
 	me_link_uninit();
+	me_mr_check_unload();
 	pr_info("unloaded\n");
 }
 

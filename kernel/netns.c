@@ -8,6 +8,7 @@
 #include <net/netns/generic.h>
 
 #include "link.h"
+#include "mr.h"
 #include "netns.h"
 
 static unsigned int me_net_id __read_mostly;
@@ -23,14 +24,18 @@ static int __net_init me_net_init(struct net *net)
 
 	INIT_LIST_HEAD(&mn->links);
 	mn->nr_links = 0;
+	me_mr_net_init(mn);
 	return 0;
 }
 
 static void __net_exit me_net_exit(struct net *net)
 {
+	struct me_net *mn = me_net(net);
+
 	rtnl_lock();
-	me_link_detach_all(me_net(net));
+	me_link_detach_all(mn);
 	rtnl_unlock();
+	me_mr_net_uninit(mn);
 }
 
 static struct pernet_operations me_net_ops = {

@@ -3,6 +3,7 @@
 #define ME_NETNS_H
 
 #include <linux/list.h>
+#include <linux/xarray.h>
 #include <net/net_namespace.h>
 
 /*
@@ -13,6 +14,9 @@ struct me_net {
 	/* Attached links: RCU for the receive path, RTNL for writers. */
 	struct list_head links;
 	unsigned int nr_links;
+	/* Registered memory regions by id (struct me_mr, see mr.h). */
+	struct xarray mrs;
+	u32 mr_next;		/* next id to try; under the xarray's lock */
 };
 
 int me_netns_init(void);

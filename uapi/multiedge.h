@@ -31,7 +31,7 @@
 #define ME_DEVICE_PATH		"/dev/multiedge"
 
 /* Bumped when a command is added; old commands keep working. */
-#define ME_ABI_VERSION		2
+#define ME_ABI_VERSION		3
 
 /* Default ethertype: IEEE 802.1 Local Experimental 1. */
 #define ME_DEFAULT_ETHERTYPE	0x88B5
@@ -46,19 +46,24 @@
  *
  * rx_frames counts frames of the module's ethertype handed to the module in
  * every network namespace; rx_dropped counts those it dropped (malformed, or
- * arriving on a device that is not an attached link).
+ * arriving on a device that is not an attached link).  pinned_pages and
+ * regions are the module's own accounting of registered memory, all
+ * namespaces (ABI 3; a caller passing the 32-byte struct does not get them).
  */
 struct me_query {
 	__u32 size;
 	__u32 abi_version;	/* ME_ABI_VERSION of the module */
-	__u32 features;		/* ME_FEATURE_* bits; none defined in ABI 1 */
+	__u32 features;		/* ME_FEATURE_* bits; none defined yet */
 	__u16 ethertype;	/* host byte order */
 	__u16 __reserved;	/* out: zero */
 	__aligned_u64 rx_frames;
 	__aligned_u64 rx_dropped;
+	__aligned_u64 pinned_pages;	/* user pages pinned by registrations */
+	__aligned_u64 regions;		/* registered memory regions */
 };
 
 #define ME_QUERY_SIZE_VER0	32	/* first published size */
+#define ME_QUERY_SIZE_VER1	48	/* + pinned_pages, regions */
 
 #define ME_IOC_QUERY		_IO(ME_IOC_MAGIC, 0x40)
 
@@ -134,5 +139,59 @@ struct me_link_list {
 #define ME_LINK_LIST_SIZE_VER0	24
 
 #define ME_IOC_LINK_LIST	_IO(ME_IOC_MAGIC, 0x43)
+
+/*
+ * ME_IOC_MR_REG: register [addr, addr + length) of the caller's memory so
+ * peers can reach it by (region, key, offset) with the access granted.  The
+ * pages are pinned (long-term) until deregistration and charged to the
+ * caller's RLIMIT_MEMLOCK (as VmPin) unless it has CAP_IPC_LOCK.  Any
+ * alignment.  Region ids are unique per namespace; keys are random.  The
+ * region belongs to the open file: closing it (or exiting) deregisters.
+ *
+ * in:  size, access (ME_ACCESS_*), addr, length
+ * out: region, key
+ *
+ * Errors:
+ *   -EOPNOTSUPP  unknown access bit
+ *   -EINVAL      length 0 or above ME_MR_MAX_LENGTH, or addr + length wraps
+ *   -EFAULT      part of the range is not mapped, or not writable
+ *   -ENOMEM      RLIMIT_MEMLOCK would be exceeded, or no memory
+ *   -ENOSPC      ME_MR_MAX_PER_FILE regions already registered on this file
+ */
+struct me_mr_reg {
+	__u32 size;
+	__u32 access;
+	__aligned_u64 addr;
+	__aligned_u64 length;
+	__u32 region;
+	__u32 key;
+};
+
+#define ME_ACCESS_REMOTE_READ	(1U << 0)	/* peers may read it */
+#define ME_ACCESS_REMOTE_WRITE	(1U << 1)	/* peers may write it */
+#define ME_ACCESS_ALL		(ME_ACCESS_REMOTE_READ | ME_ACCESS_REMOTE_WRITE)
+
+#define ME_MR_MAX_LENGTH	(1ULL << 30)
+#define ME_MR_MAX_PER_FILE	4096
+#define ME_MR_REG_SIZE_VER0	32
+
+#define ME_IOC_MR_REG		_IO(ME_IOC_MAGIC, 0x50)
+
+/*
+ * ME_IOC_MR_DEREG: deregister a region registered on this open file.  Waits
+ * until no operation uses it any more, then unpins its pages.
+ *
+ * in:  size, region
+ *
+ * Errors: -ENOENT no such region on this file.
+ */
+struct me_mr_dereg {
+	__u32 size;
+	__u32 region;
+};
+
+#define ME_MR_DEREG_SIZE_VER0	8
+
+#define ME_IOC_MR_DEREG		_IO(ME_IOC_MAGIC, 0x51)
 
 #endif /* _UAPI_LINUX_MULTIEDGE_H */

@@ -8,7 +8,7 @@ GUEST_COMMON_OBJS := $(patsubst $(TOP)/tests/vm/%.cpp,$(BUILD)/obj/vm/%.o,$(GUES
 GUEST_CXXFLAGS := $(CXXFLAGS_COMMON) -I$(TOP)/userlib/include $(INCLUDES) \
 		  -DME_KO_DEFAULT='"$(TOP)/kernel/multiedge.ko"'
 
-GUEST_TESTS += $(GUEST_BIN)/module_test $(GUEST_BIN)/link_test
+GUEST_TESTS += $(GUEST_BIN)/module_test $(GUEST_BIN)/link_test $(GUEST_BIN)/mr_test
 
 $(BUILD)/obj/vm/%.o: $(TOP)/tests/vm/%.cpp
 	@mkdir -p $(@D)

@@ -90,34 +90,16 @@ Result<Device> Device::open(const std::string &path)
 	return dev;
 }
 
-Device::Device(Device &&other) noexcept : fd_(other.fd_), path_(std::move(other.path_))
+detail::DeviceFile::~DeviceFile()
 {
-	other.fd_ = -1;
-}
-
-Device &Device::operator=(Device &&other) noexcept
-{
-	if (this != &other) {
-		if (fd_ >= 0)
-			::close(fd_);
-		fd_ = other.fd_;
-		path_ = std::move(other.path_);
-		other.fd_ = -1;
-	}
-	return *this;
-}
-
-Device::~Device()
-{
-	if (fd_ >= 0)
-		::close(fd_);
+	::close(fd);
 }
 
 Result<DeviceInfo> Device::query() const
 {
 	me_query q{};
 	q.size = sizeof(q);
-	if (::ioctl(fd_, ME_IOC_QUERY, &q) < 0)
+	if (::ioctl(fd(), ME_IOC_QUERY, &q) < 0)
 		return Error::from_errno(errno, "ME_IOC_QUERY on " + path_);
 
 	DeviceInfo info;
@@ -126,17 +108,19 @@ Result<DeviceInfo> Device::query() const
 	info.ethertype = q.ethertype;
 	info.rx_frames = q.rx_frames;
 	info.rx_dropped = q.rx_dropped;
+	info.pinned_pages = q.pinned_pages;
+	info.regions = q.regions;
 	return info;
 }
 
 Status Device::attach_link(const std::string &ifname)
 {
-	return link_request(fd_, ME_IOC_LINK_ATTACH, ifname);
+	return link_request(fd(), ME_IOC_LINK_ATTACH, ifname);
 }
 
 Status Device::detach_link(const std::string &ifname)
 {
-	return link_request(fd_, ME_IOC_LINK_DETACH, ifname);
+	return link_request(fd(), ME_IOC_LINK_DETACH, ifname);
 }
 
 Result<std::vector<LinkInfo>> Device::links() const
@@ -147,7 +131,7 @@ Result<std::vector<LinkInfo>> Device::links() const
 	req.count = static_cast<std::uint32_t>(raw.size());
 	req.links = reinterpret_cast<std::uintptr_t>(raw.data());
 	req.info_size = sizeof(me_link_info);
-	if (::ioctl(fd_, ME_IOC_LINK_LIST, &req) < 0)
+	if (::ioctl(fd(), ME_IOC_LINK_LIST, &req) < 0)
 		return Error::from_errno(errno, "ME_IOC_LINK_LIST on " + path_);
 
 	std::vector<LinkInfo> out;
@@ -163,6 +147,73 @@ Result<std::vector<LinkInfo>> Device::links() const
 		out.push_back(std::move(li));
 	}
 	return out;
+}
+
+Result<MemoryRegion> Device::register_memory(void *addr, std::size_t length, Access access) const
+{
+	me_mr_reg req{};
+	req.size = sizeof(req);
+	req.access = static_cast<std::uint32_t>(access);
+	req.addr = reinterpret_cast<std::uintptr_t>(addr);
+	req.length = length;
+	if (::ioctl(fd(), ME_IOC_MR_REG, &req) < 0) {
+		int err = errno;
+		Error e = Error::from_errno(err, "cannot register " + std::to_string(length) +
+							 " bytes of memory");
+		std::string hint;
+		if (err == ENOMEM)
+			hint = " (over RLIMIT_MEMLOCK? see ulimit -l)";
+		else if (err == EFAULT)
+			hint = " (the range must be mapped and writable)";
+		else if (err == EINVAL)
+			hint = " (length must be 1 byte to 1 GiB)";
+		return Error(e.code(), e.message() + hint);
+	}
+	return MemoryRegion(file_, req.region, req.key, addr, length, access);
+}
+
+MemoryRegion::MemoryRegion(MemoryRegion &&other) noexcept
+	: file_(std::move(other.file_)), id_(other.id_), key_(other.key_), addr_(other.addr_),
+	  length_(other.length_), access_(other.access_)
+{
+	other.id_ = 0;
+}
+
+MemoryRegion &MemoryRegion::operator=(MemoryRegion &&other) noexcept
+{
+	if (this != &other) {
+		(void)deregister();
+		file_ = std::move(other.file_);
+		id_ = other.id_;
+		key_ = other.key_;
+		addr_ = other.addr_;
+		length_ = other.length_;
+		access_ = other.access_;
+		other.id_ = 0;
+	}
+	return *this;
+}
+
+MemoryRegion::~MemoryRegion()
+{
+	(void)deregister();
+}
+
+Status MemoryRegion::deregister()
+{
+	if (!file_ || !id_)
+		return {};
+	me_mr_dereg req{};
+	req.size = sizeof(req);
+	req.region = id_;
+	int ret = ::ioctl(file_->fd, ME_IOC_MR_DEREG, &req);
+	int err = errno;
+	std::uint32_t id = id_;
+	id_ = 0;
+	file_.reset();
+	if (ret < 0)
+		return Error::from_errno(err, "cannot deregister region " + std::to_string(id));
+	return {};
 }
 
 } // namespace multiedge

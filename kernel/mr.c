@@ -1,0 +1,315 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Memory registration: user buffers pinned long-term so the receive path can
+ * place payload into them from any context (no mm needed to copy into a
+ * pinned page).
+ *
+ * Pinned pages are charged to the registering process's mm->pinned_vm
+ * (VmPin) against RLIMIT_MEMLOCK, as RDMA's ib_umem does; the mm is held
+ * with mmgrab() so the charge can be returned even after the process exited.
+ * The module counts every pinned page and region itself and reports any
+ * left at unload.
+ */
+#include <linux/atomic.h>
+#include <linux/capability.h>
+#include <linux/mm.h>
+#include <linux/random.h>
+#include <linux/rcupdate.h>
+#include <linux/sched/mm.h>
+#include <linux/sched/signal.h>
+#include <linux/slab.h>
+#include <linux/uaccess.h>
+#include <linux/xarray.h>
+
+#include "chardev.h"
+#include "mr.h"
+#include "netns.h"
+#include "uapi/multiedge.h"
+
+/* Pages pinned per pin_user_pages_fast() call: bounds the latency of one. */
+#define PIN_CHUNK	512
+
+struct me_mr_full {
+	struct me_mr mr;
+	struct me_file *owner;
+	struct rcu_head rcu;
+};
+
+static atomic64_t pinned_pages = ATOMIC64_INIT(0);
+static atomic64_t nr_regions = ATOMIC64_INIT(0);
+
+static struct me_mr_full *full(struct me_mr *mr)
+{
+	return container_of(mr, struct me_mr_full, mr);
+}
+
+/* Charges @npages to @mm's pinned_vm unless that exceeds RLIMIT_MEMLOCK. */
+static int charge_pinned(struct mm_struct *mm, unsigned long npages)
+{
+	unsigned long limit = rlimit(RLIMIT_MEMLOCK) >> PAGE_SHIFT;
+	u64 pinned = atomic64_add_return(npages, &mm->pinned_vm);
+
+	if (pinned > limit && !capable(CAP_IPC_LOCK)) {
+		atomic64_sub(npages, &mm->pinned_vm);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+static int pin_range(struct me_mr *mr)
+{
+	unsigned long start = mr->addr & PAGE_MASK;
+	unsigned long done = 0;
+	int n;
+
+	while (done < mr->npages) {
+		n = pin_user_pages_fast(start + (done << PAGE_SHIFT),
+					min_t(unsigned long, mr->npages - done, PIN_CHUNK),
+					FOLL_WRITE | FOLL_LONGTERM, mr->pages + done);
+		if (n <= 0) {
+			if (done)
+				unpin_user_pages(mr->pages, done);
+			return n ? n : -EFAULT;
+		}
+		done += n;
+		if (fatal_signal_pending(current)) {
+			unpin_user_pages(mr->pages, done);
+			return -EINTR;
+		}
+		cond_resched();
+	}
+	return 0;
+}
+
+/* Frees a region nobody can reach any more. */
+static void mr_destroy(struct me_mr *mr)
+{
+	/* Peers may have written into them: let the mm know. */
+	unpin_user_pages_dirty_lock(mr->pages, mr->npages, true);
+	atomic64_sub(mr->npages, &mr->mm->pinned_vm);
+	atomic64_sub(mr->npages, &pinned_pages);
+	atomic64_dec(&nr_regions);
+	mmdrop(mr->mm);
+	kvfree(mr->pages);
+	pr_debug("region %u destroyed (%lu pages)\n", mr->id, mr->npages);
+	/* me_mr_get() may still be looking at it under RCU. */
+	kfree_rcu(full(mr), rcu);
+}
+
+/* Called with the region already unreachable for new users. */
+static void mr_retire(struct me_mr *mr)
+{
+	me_mr_put(mr);				/* the base reference */
+	wait_for_completion(&mr->released);	/* in-flight users done */
+	mr_destroy(mr);
+}
+
+long me_mr_reg(struct me_file *f, void __user *uarg)
+{
+	struct me_net *mn = me_net(f->net);
+	struct me_mr_reg req;
+	struct me_mr_full *mf;
+	struct me_mr *mr;
+	u64 first, last;
+	long usize;
+	int ret;
+
+	usize = me_copy_arg_in(&req, sizeof(req), ME_MR_REG_SIZE_VER0, uarg);
+	if (usize < 0)
+		return usize;
+	if (req.access & ~ME_ACCESS_ALL)
+		return -EOPNOTSUPP;
+	if (!req.length || req.length > ME_MR_MAX_LENGTH || req.addr + req.length < req.addr)
+		return -EINVAL;
+	if (!current->mm)
+		return -EFAULT;
+
+	mutex_lock(&f->lock);
+	if (f->nr_mrs >= ME_MR_MAX_PER_FILE) {
+		mutex_unlock(&f->lock);
+		return -ENOSPC;
+	}
+	f->nr_mrs++;	/* reserved; undone on failure */
+	mutex_unlock(&f->lock);
+
+	ret = -ENOMEM;
+	mf = kzalloc(sizeof(*mf), GFP_KERNEL);
+	if (!mf)
+		goto err_reserve;
+	mr = &mf->mr;
+	mf->owner = f;
+	mr->mn = mn;
+	mr->access = req.access;
+	mr->addr = req.addr;
+	mr->length = req.length;
+	first = req.addr >> PAGE_SHIFT;
+	last = (req.addr + req.length - 1) >> PAGE_SHIFT;
+	mr->npages = last - first + 1;
+	mr->pages = kvmalloc_array(mr->npages, sizeof(*mr->pages), GFP_KERNEL);
+	if (!mr->pages)
+		goto err_free;
+	mr->mm = current->mm;
+	mmgrab(mr->mm);
+
+	ret = charge_pinned(mr->mm, mr->npages);
+	if (ret)
+		goto err_mm;
+	ret = pin_range(mr);
+	if (ret)
+		goto err_charge;
+	atomic64_add(mr->npages, &pinned_pages);
+	atomic64_inc(&nr_regions);
+
+	mr->key = get_random_u32();
+	refcount_set(&mr->ref, 1);
+	init_completion(&mr->released);
+
+	mutex_lock(&f->lock);
+	ret = xa_alloc_cyclic(&mn->mrs, &mr->id, mr, XA_LIMIT(1, U32_MAX), &mn->mr_next,
+			      GFP_KERNEL);
+	if (ret < 0) {
+		mutex_unlock(&f->lock);
+		goto err_counted;
+	}
+	list_add_tail(&mr->file_node, &f->mrs);
+	mutex_unlock(&f->lock);
+	pr_debug("region %u created (%lu pages, access 0x%x)\n", mr->id, mr->npages, mr->access);
+
+	req.region = mr->id;
+	req.key = mr->key;
+	if (copy_to_user(uarg, &req, min_t(size_t, usize, sizeof(req)))) {
+		/* The caller cannot know the region: take it back. */
+		mutex_lock(&f->lock);
+		xa_erase(&mn->mrs, mr->id);
+		list_del(&mr->file_node);
+		f->nr_mrs--;
+		mutex_unlock(&f->lock);
+		mr_retire(mr);
+		return -EFAULT;
+	}
+	return 0;
+
+err_counted:
+	atomic64_sub(mr->npages, &pinned_pages);
+	atomic64_dec(&nr_regions);
+	unpin_user_pages(mr->pages, mr->npages);
+err_charge:
+	atomic64_sub(mr->npages, &mr->mm->pinned_vm);
+err_mm:
+	mmdrop(mr->mm);
+	kvfree(mr->pages);
+err_free:
+	kfree(mf);
+err_reserve:
+	mutex_lock(&f->lock);
+	f->nr_mrs--;
+	mutex_unlock(&f->lock);
+	return ret;
+}
+
+long me_mr_dereg(struct me_file *f, void __user *uarg)
+{
+	struct me_net *mn = me_net(f->net);
+	struct me_mr_dereg req;
+	struct me_mr *mr;
+	long usize;
+
+	usize = me_copy_arg_in(&req, sizeof(req), ME_MR_DEREG_SIZE_VER0, uarg);
+	if (usize < 0)
+		return usize;
+
+	mutex_lock(&f->lock);
+	/*
+	 * Another file's region may be freed under us (RCU): look only at its
+	 * owner.  Ours cannot go away: only this file, under f->lock, removes
+	 * them.
+	 */
+	rcu_read_lock();
+	mr = xa_load(&mn->mrs, req.region);
+	if (mr && full(mr)->owner != f)
+		mr = NULL;
+	rcu_read_unlock();
+	if (!mr) {
+		mutex_unlock(&f->lock);
+		return -ENOENT;
+	}
+	xa_erase(&mn->mrs, mr->id);
+	list_del(&mr->file_node);
+	f->nr_mrs--;
+	mutex_unlock(&f->lock);
+
+	mr_retire(mr);
+	return 0;
+}
+
+void me_mr_release_file(struct me_file *f)
+{
+	struct me_net *mn = me_net(f->net);
+	struct me_mr *mr;
+
+	for (;;) {
+		mutex_lock(&f->lock);
+		mr = list_first_entry_or_null(&f->mrs, struct me_mr, file_node);
+		if (mr) {
+			xa_erase(&mn->mrs, mr->id);
+			list_del(&mr->file_node);
+			f->nr_mrs--;
+		}
+		mutex_unlock(&f->lock);
+		if (!mr)
+			break;
+		mr_retire(mr);
+	}
+}
+
+struct me_mr *me_mr_get(struct me_net *mn, u32 id, u32 key, u32 access)
+{
+	struct me_mr *mr;
+
+	rcu_read_lock();
+	mr = xa_load(&mn->mrs, id);
+	if (mr && !refcount_inc_not_zero(&mr->ref))
+		mr = NULL;
+	rcu_read_unlock();
+	if (mr && (mr->key != key || (mr->access & access) != access)) {
+		me_mr_put(mr);
+		mr = NULL;
+	}
+	return mr;
+}
+
+void me_mr_put(struct me_mr *mr)
+{
+	if (refcount_dec_and_test(&mr->ref))
+		complete(&mr->released);
+}
+
+void me_mr_net_init(struct me_net *mn)
+{
+	xa_init_flags(&mn->mrs, XA_FLAGS_ALLOC1);
+	mn->mr_next = 1;
+}
+
+/* Every file holds its namespace, so no region outlives it. */
+void me_mr_net_uninit(struct me_net *mn)
+{
+	xa_destroy(&mn->mrs);
+}
+
+u64 me_mr_pinned_pages(void)
+{
+	return atomic64_read(&pinned_pages);
+}
+
+u64 me_mr_count(void)
+{
+	return atomic64_read(&nr_regions);
+}
+
+void me_mr_check_unload(void)
+{
+	/* Open files pin the module, so at unload every region must be gone. */
+	if (me_mr_count() || me_mr_pinned_pages())
+		pr_err("unload with %llu regions and %llu pinned pages accounted: leak\n",
+		       me_mr_count(), me_mr_pinned_pages());
+}

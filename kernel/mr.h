@@ -1,0 +1,59 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+#ifndef ME_MR_H
+#define ME_MR_H
+
+#include <linux/completion.h>
+#include <linux/list.h>
+#include <linux/refcount.h>
+#include <linux/types.h>
+
+struct me_file;
+struct me_net;
+struct mm_struct;
+struct page;
+
+/*
+ * A registered memory region: user pages pinned long-term.
+ *
+ * Lifetime: the namespace's table (me_net.mrs) and the owning file's list
+ * hold the base reference; users on the data path take one with
+ * me_mr_get() and drop it with me_mr_put().  Deregistration removes the
+ * region from both, drops the base reference and waits for the last put
+ * (the completion) before unpinning.
+ */
+struct me_mr {
+	u32 id;
+	u32 key;
+	u32 access;			/* ME_ACCESS_* */
+	u64 addr;
+	u64 length;
+	unsigned long npages;
+	struct page **pages;
+	struct mm_struct *mm;		/* mmgrab()ed: pinned_vm is charged to it */
+	struct me_net *mn;
+	struct list_head file_node;	/* in me_file.mrs, under me_file.lock */
+	refcount_t ref;
+	struct completion released;
+};
+
+/* Reports any region or pinned page still accounted (at unload). */
+void me_mr_check_unload(void);
+
+void me_mr_net_init(struct me_net *mn);
+void me_mr_net_uninit(struct me_net *mn);
+
+/* ioctl handlers, in the caller's context. */
+long me_mr_reg(struct me_file *f, void __user *uarg);
+long me_mr_dereg(struct me_file *f, void __user *uarg);
+/* Deregisters everything the file registered (release). */
+void me_mr_release_file(struct me_file *f);
+
+/* Data path: find a region by id and check key and access; NULL if not. */
+struct me_mr *me_mr_get(struct me_net *mn, u32 id, u32 key, u32 access);
+void me_mr_put(struct me_mr *mr);
+
+/* Module-wide accounting, for ME_IOC_QUERY and the unload check. */
+u64 me_mr_pinned_pages(void);
+u64 me_mr_count(void);
+
+#endif /* ME_MR_H */

@@ -47,6 +47,10 @@ include $(TOP)/tests/unit/userlib/userlib_tests.mk
 include $(wildcard $(TOP)/tests/fuzz/fuzz.mk)
 include $(TOP)/tests/vm/vm.mk
 
+# Keep every intermediate (objects built through pattern chains): nothing is
+# deleted behind the user's back, and nothing is printed after the summary.
+.SECONDARY:
+
 .PHONY: all module userspace test demo run-tests run-demo clean deps guest-kernel
 
 all: module userspace
@@ -68,11 +72,11 @@ guest-kernel:
 # headers are installed.
 test:
 	@$(TOP)/scripts/deps
-	@$(MAKE) --no-print-directory run-tests
+	@$(MAKE) --no-print-directory -j$$(nproc) run-tests
 
 demo:
 	@$(TOP)/scripts/deps
-	@$(MAKE) --no-print-directory run-demo
+	@$(MAKE) --no-print-directory -j$$(nproc) run-demo
 
 run-tests: all
 	@$(TOP)/scripts/guest-kernel $(KVER) >/dev/null

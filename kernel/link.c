@@ -272,13 +272,17 @@ err_netns:
 	return ret;
 }
 
-/* Sleeps: dev_remove_pack() waits for handlers running on other CPUs. */
+/*
+ * Sleeps: dev_remove_pack() waits for handlers running on other CPUs.  The
+ * notifier goes before the per-namespace state it reads; unregistering it
+ * replays NETDEV_UNREGISTER for every device, which detaches every link.
+ * Namespace exit then finds nothing left.
+ */
 void me_link_uninit(void)
 {
 	dev_remove_pack(&me_packet_type);
-	/* Detaches every namespace's links. */
-	me_netns_uninit();
 	unregister_netdevice_notifier(&me_netdev_notifier);
+	me_netns_uninit();
 }
 
 u16 me_link_ethertype(void)

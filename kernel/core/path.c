@@ -137,9 +137,36 @@ static bool usable(struct me_node *n, u32 i, u32 peer)
 	       me_atomic_read(&l->peer_node) == peer;
 }
 
+/*
+ * The bytes a link may have in flight: link_window for the fastest usable
+ * link to the peer, proportionally less for slower ones, so that every
+ * link's queue drains in about the same time.  Equal queueing delays keep
+ * the reordering between links (and so the receiver's reorder span) and
+ * the spread of round-trip times small; a slow link with a full
+ * link_window would hold packets several times longer than a fast one.
+ * At least one MTU, so that every link can carry a packet.
+ */
+static u64 link_cap(struct me_node *n, u64 rate, u64 maxrate)
+{
+	u64 cap = me_div_u64((u64)n->cfg.link_window * rate, (u32)maxrate);
+
+	return me_max_u64(cap, n->cfg.mtu);
+}
+
+static u64 max_rate(struct me_node *n, u32 peer)
+{
+	u64 m = 1;
+	u32 i;
+
+	for (i = 0; i < ME_MAX_LINKS; i++)
+		if (usable(n, i, peer))
+			m = me_max_u64(m, me_atomic_read(&n->links[i].rate));
+	return m;
+}
+
 int me_path_pick(struct me_node *n, u32 peer, u32 len, bool force)
 {
-	u64 best_infl = 0, best_rate = 1;
+	u64 best_infl = 0, best_rate = 1, maxrate = force ? 1 : max_rate(n, peer);
 	int best = -1;
 	u32 i;
 
@@ -150,7 +177,7 @@ int me_path_pick(struct me_node *n, u32 peer, u32 len, bool force)
 			continue;
 		infl = me_atomic_read(&n->links[i].inflight);
 		rate = me_atomic_read(&n->links[i].rate);
-		if (!force && infl + len > n->cfg.link_window)
+		if (!force && infl + len > link_cap(n, rate, maxrate))
 			continue;
 		/* (infl+len)/rate < (best_infl+len)/best_rate */
 		if (best < 0 || (infl + len) * best_rate <
@@ -178,20 +205,36 @@ static bool txno_lt(u32 a, u32 b)
 	return ((b - a) & ME_TXNO_MASK) - 1 < (ME_TXNO_MASK >> 1);
 }
 
-void me_path_acked(struct me_node *n, u32 idx, u32 txno, u32 bytes)
+void me_path_acked(struct me_node *n, u32 idx, u32 txno, u32 bytes, bool fifo)
 {
 	struct me_link *l = &n->links[idx];
 	u32 cur = me_atomic_read(&l->acked_txno);
 
 	me_atomic_add_return(&l->inflight, -bytes);
 	me_atomic64_add_return(&l->delivered, bytes);
+	/*
+	 * Only an ack that is known to be for this very transmission tells
+	 * us that everything sent before it on this link has arrived or is
+	 * lost.  For a retransmitted packet the ack may be for an earlier
+	 * copy on another link while this copy still waits in this link's
+	 * queue; taking its txno would declare that queue lost.
+	 */
+	if (!fifo)
+		return;
 	while (txno_lt(cur, txno)) {
 		u32 old = me_atomic_cmpxchg(&l->acked_txno, cur, txno);
 
-		if (old == cur)
+		if (old == cur) {
+			me_atomic64_set(&l->acked_ns, me_now(n));
 			break;
+		}
 		cur = old;
 	}
+}
+
+u64 me_path_acked_ns(struct me_node *n, u32 idx)
+{
+	return me_atomic64_read(&n->links[idx].acked_ns);
 }
 
 bool me_path_lost(struct me_node *n, u32 idx, u32 txno)
@@ -216,10 +259,12 @@ static void link_down(struct me_node *n, u32 idx)
 	}
 }
 
-static void rate_update(struct me_node *n, struct me_link *l, u64 now)
+static void rate_update(struct me_node *n, struct me_link *l, u64 now,
+			u64 maxrate)
 {
 	u64 d = me_atomic64_read(&l->delivered);
-	bool busy = me_atomic_read(&l->inflight) >= n->cfg.link_window / 2;
+	u64 cap = link_cap(n, me_atomic_read(&l->rate), maxrate);
+	bool busy = me_atomic_read(&l->inflight) >= cap / 2;
 	u64 dt = now - l->rate_t0;
 
 	if (dt < n->cfg.rate_ns)
@@ -268,6 +313,6 @@ void me_path_timer(struct me_node *n, u64 now)
 		if (me_atomic_read(&l->alive) &&
 		    now - me_atomic64_read(&l->last_rx_ns) > n->cfg.link_dead_ns)
 			link_down(n, i);
-		rate_update(n, l, now);
+		rate_update(n, l, now, max_rate(n, peer));
 	}
 }

@@ -27,6 +27,7 @@ struct me_link {
 	me_atomic_t inflight;	/* data bytes sent on it and not acked */
 	me_atomic_t txno;	/* transmit counter (24 bits used) */
 	me_atomic_t acked_txno;	/* highest txno acked (24-bit seq order) */
+	me_atomic64_t acked_ns;	/* when acked_txno last advanced */
 	me_atomic64_t delivered; /* data bytes acked */
 	me_atomic_t rate;	/* estimate, bytes per microsecond */
 	u64 last_hello_ns;	/* (timer) */
@@ -47,8 +48,16 @@ int me_path_pick(struct me_node *node, u32 peer, u32 len, bool force);
 /* Any alive link to the peer (for control packets), -1 if none. */
 int me_path_any(struct me_node *node, u32 peer);
 u32 me_path_next_txno(struct me_node *node, u32 link);
-void me_path_acked(struct me_node *node, u32 link, u32 txno, u32 bytes);
+/*
+ * bytes of a transmission on link were acked; fifo: it was the only copy
+ * ever sent (not a retransmission), so its txno proves that everything
+ * sent earlier on the link has arrived or is lost.
+ */
+void me_path_acked(struct me_node *node, u32 link, u32 txno, u32 bytes,
+		   bool fifo);
 bool me_path_lost(struct me_node *node, u32 link, u32 txno);
+/* When the link last showed progress (an ack advanced acked_txno). */
+u64 me_path_acked_ns(struct me_node *node, u32 link);
 void me_path_timer(struct me_node *node, u64 now);
 
 #endif /* ME_PATH_H */

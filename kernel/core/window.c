@@ -363,7 +363,7 @@ static void account(struct me_conn *c, u32 s)
 					LI(s, 0, 0, ME_LINK_NONE)) == li)
 			break;
 	}
-	me_path_acked(c->node, li_link(li), li_txno(li), len);
+	me_path_acked(c->node, li_link(li), li_txno(li), len, !li_rtx(li));
 	if (!li_rtx(li)) {	/* Karn: no samples from retransmissions */
 		u64 now = me_now(c->node);
 
@@ -571,6 +571,14 @@ void me_win_timer(struct me_conn *c, u64 now)
 
 		if (li_seq(li) != s || li_link(li) == ME_LINK_NONE)
 			continue;
+		/*
+		 * Time from the later of the packet's transmission and the
+		 * last progress on its link (like TCP restarting its timer
+		 * on every new ack): while the link keeps delivering what
+		 * was queued ahead of the packet, the packet is waiting,
+		 * not lost, and a loss on it is found from the sacks.
+		 */
+		sent = me_max_u64(sent, me_path_acked_ns(c->node, li_link(li)));
 		if (now < sent || now - sent < rto)
 			continue;
 		/*

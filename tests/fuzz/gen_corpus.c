@@ -1,0 +1,159 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * gen_corpus.c - writes the seed corpus of the fuzzers (make fuzz-corpus).
+ *
+ * fuzz_wire: one valid packet of every type, built with me_wire_build().
+ * fuzz_rx: small programs in the record format of fuzz_rx.cpp that settle
+ * the traffic, ack and nack the write in flight, deliver data and reads.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "kernel/core/wire.h"
+
+static void put(const char *dir, const char *name, const u8 *p, size_t len)
+{
+	char path[4096];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	f = fopen(path, "wb");
+	if (!f || fwrite(p, 1, len, f) != len || fclose(f)) {
+		perror(path);
+		exit(1);
+	}
+}
+
+static void wire_pkt(const char *dir, const char *name, struct me_hdr *h,
+		     u16 pay)
+{
+	u8 buf[ME_HDR_MAX + 64];
+	struct me_hdr chk;
+	u32 len;
+
+	h->version = ME_WIRE_VERSION;
+	h->src_node = 2;
+	h->dst_node = 1;
+	h->src_inc = 0x22;
+	h->dst_inc = 0x11;
+	h->payload_len = pay;
+	len = me_wire_build(buf, h);
+	memset(buf + len, 0x41, pay);
+	len += pay;
+	if (me_wire_parse(buf, len, &chk)) {
+		fprintf(stderr, "gen_corpus: %s does not parse\n", name);
+		exit(1);
+	}
+	put(dir, name, buf, len);
+}
+
+static void gen_wire(const char *dir)
+{
+	struct me_hdr h;
+
+	memset(&h, 0, sizeof(h));
+	h.type = ME_PT_HELLO;
+	h.h.link = 0;
+	wire_pkt(dir, "hello", &h, 8);
+
+	memset(&h, 0, sizeof(h));
+	h.type = ME_PT_KEEPALIVE;
+	h.flags = ME_F_REPLY;
+	wire_pkt(dir, "keepalive", &h, 0);
+
+	memset(&h, 0, sizeof(h));
+	h.type = ME_PT_CONNECT;
+	h.src_conn = 1;
+	h.c.isn = 1000;
+	h.c.credit = 16;
+	h.c.window = 16;
+	h.c.ops = 16;
+	wire_pkt(dir, "connect", &h, 0);
+	h.type = ME_PT_ACCEPT;
+	h.dst_conn = 1;
+	wire_pkt(dir, "accept", &h, 0);
+
+	memset(&h, 0, sizeof(h));
+	h.type = ME_PT_ACK;
+	h.src_conn = 1;
+	h.dst_conn = 1;
+	h.a.cum = 1000;
+	h.a.right = 1016;
+	wire_pkt(dir, "ack", &h, 0);
+	h.type = ME_PT_NACK;
+	h.a.sack[0] = 0x60;
+	wire_pkt(dir, "nack", &h, 0);
+
+	memset(&h, 0, sizeof(h));
+	h.type = ME_PT_WRITE;
+	h.flags = ME_F_LAST | ME_F_ACKREQ;
+	h.src_conn = 1;
+	h.dst_conn = 1;
+	h.d.seq = 1000;
+	h.d.msg_len = 32;
+	h.d.region = 1;
+	h.d.key = 0x1234;
+	wire_pkt(dir, "write", &h, 32);
+	h.type = ME_PT_NOTIFY;
+	h.d.imm = 7;
+	wire_pkt(dir, "notify", &h, 32);
+	h.type = ME_PT_READ_RESP;
+	wire_pkt(dir, "read_resp", &h, 32);
+	h.type = ME_PT_READ_REQ;
+	h.flags = ME_F_LAST;
+	wire_pkt(dir, "read_req", &h, ME_READ_REQ_PAY);
+	h.type = ME_PT_STATUS;
+	h.d.msg_len = 0;
+	h.d.imm = 13;
+	wire_pkt(dir, "status", &h, 0);
+	h.type = ME_PT_CLOSE;
+	h.d.imm = 0;
+	wire_pkt(dir, "close", &h, 0);
+}
+
+static void gen_rx(const char *dir)
+{
+	/* mode, then records: see LLVMFuzzerTestOneInput in fuzz_rx.cpp. */
+	static const u8 settle[] = { 0, 7, 3 };
+	static const u8 ack_all[] = { 0, 1, 0, 0, 0, 0, 0, 0, 7, 1 };
+	static const u8 nack[] = {
+		1, 3, 2, 1, 0x81, 1, 0, 2, 0, 0, 0x40,	/* deliver, drop #2 */
+		1, 1, 0, 0, 2, 0xfe, 0x10, 0x40, 0x00,	/* nack, sack */
+		4, 10, 7, 2,
+	};
+	static const u8 write_in[] = {
+		0, 1, 2, 2, ME_F_LAST, 0, 0, 0, 0, 0, 1, 1, 0, 16, 0, 0,
+		0, 32, 0, 0,
+		'f', 'u', 'z', 'z', 'f', 'u', 'z', 'z', 'f', 'u', 'z', 'z',
+		'f', 'u', 'z', 'z', 'f', 'u', 'z', 'z', 'f', 'u', 'z', 'z',
+		'f', 'u', 'z', 'z', 'f', 'u', 'z', 'z',
+		7, 2,
+	};
+	static const u8 read_close[] = {
+		0, 7, 2, 5, 2, 0, 0, 0, 1, 1, 0, 64, 0x02, 0x00, 0,
+		7, 3, 6, 7, 3, 4, 0x85, 7, 3,
+	};
+	static const u8 timeout[] = { 1, 4, 0x80, 0x84, 40, 0x84, 200, 7, 3 };
+
+	put(dir, "settle", settle, sizeof(settle));
+	put(dir, "ack_all", ack_all, sizeof(ack_all));
+	put(dir, "nack", nack, sizeof(nack));
+	put(dir, "write_in", write_in, sizeof(write_in));
+	put(dir, "read_close", read_close, sizeof(read_close));
+	put(dir, "timeout", timeout, sizeof(timeout));
+}
+
+int main(int argc, char **argv)
+{
+	char path[4096];
+
+	if (argc != 2) {
+		fprintf(stderr, "usage: gen_corpus CORPUS_DIR\n");
+		return 2;
+	}
+	snprintf(path, sizeof(path), "%s/fuzz_wire", argv[1]);
+	gen_wire(path);
+	snprintf(path, sizeof(path), "%s/fuzz_rx", argv[1]);
+	gen_rx(path);
+	return 0;
+}

@@ -54,6 +54,8 @@ struct me_conn {
 	me_atomic_t unacked;	/* packets received since the last ack */
 	me_atomic_t ack_link;	/* link to prefer for acks */
 	me_atomic_t nack_cum;	/* rcv_cum when we last nacked */
+	me_atomic_t rcv_high;	/* one past the highest seq received */
+	u32 ack_no;		/* (ack_lock) acks sent, picks the sack base */
 
 	/* ---- messages (msg.c) ---- */
 	struct me_op *ops;

@@ -101,6 +101,7 @@ void me_win_start_rx(struct me_conn *c, u32 peer_isn)
 	u32 i;
 
 	me_atomic_set(&c->rcv_cum, peer_isn);
+	me_atomic_set(&c->rcv_high, peer_isn);
 	me_atomic_set(&c->nack_cum, peer_isn - 1);
 	for (i = 0; i < c->window; i++)
 		me_atomic64_set(&c->rx[i].state,
@@ -232,6 +233,7 @@ void me_win_rx_data(struct me_conn *c, u32 link, const struct me_hdr *h,
 		me_stat_inc(n, ME_ST_RX_DUP);
 		return;
 	}
+	me_atomic_seq_max(&c->rcv_high, s + 1);
 
 	if (c->mode == ME_MODE_ORDERED) {
 		memcpy(r->buf, pkt, len);
@@ -271,7 +273,7 @@ void me_win_rx_data(struct me_conn *c, u32 link, const struct me_hdr *h,
 void me_win_send_ack(struct me_conn *c, int link, bool nack)
 {
 	struct me_node *n = c->node;
-	u32 mask = c->window - 1, cum, i;
+	u32 mask = c->window - 1, cum, high, i;
 	u8 buf[ME_HDR_ACK];
 	struct me_hdr h;
 
@@ -285,9 +287,22 @@ void me_win_send_ack(struct me_conn *c, int link, bool nack)
 	cum = me_atomic_read(&c->rcv_cum);
 	h.a.cum = cum;
 	h.a.right = cum + c->credit;
+	/*
+	 * The bitmap covers 128 sequence numbers, the window up to 32768.
+	 * When packets beyond its reach have arrived (striping over several
+	 * links keeps many in flight beyond a hole), every other ack reports
+	 * the newest 128 instead of the oldest: the sender learns that they
+	 * arrived, frees their links' in-flight budget and, from their
+	 * per-link order, which packets below them are lost.
+	 */
+	high = me_atomic_read(&c->rcv_high);
+	h.a.base = 0;
+	if (me_seq_lt(cum + 1 + ME_SACK_BITS, high) && (c->ack_no++ & 1))
+		h.a.base = me_min_u32(high - cum - 1 - ME_SACK_BITS,
+				      c->window - 1 - ME_SACK_BITS);
 	memset(h.a.sack, 0, sizeof(h.a.sack));
-	for (i = 0; i < ME_SACK_BITS && i + 1 < c->window; i++) {
-		u32 s = cum + 1 + i;
+	for (i = 0; i < ME_SACK_BITS && h.a.base + i + 1 < c->window; i++) {
+		u32 s = cum + 1 + h.a.base + i;
 		u64 v = me_atomic64_read(&c->rx[s & mask].state);
 
 		if (rx_seq(v) == s && rx_phase(v) >= ME_RXS_READY)
@@ -451,7 +466,7 @@ void me_win_rx_ack(struct me_conn *c, u32 link, const struct me_hdr *h)
 	for (i = 0; i < ME_SACK_BITS; i++) {
 		if (!me_sack_test(h->a.sack, i))
 			continue;
-		s = cum + 1 + i;
+		s = cum + 1 + h->a.base + i;
 		if (!me_seq_lt(s, max))
 			break;
 		account(c, s);

@@ -179,7 +179,8 @@ int me_wire_parse(const void *buf, u32 len, struct me_hdr *h)
 		h->a.cum = me_get_be32(p + 32);
 		h->a.right = me_get_be32(p + 36);
 		memcpy(h->a.sack, p + 40, sizeof(h->a.sack));
-		if (me_get_be32(p + 56) || h->payload_len)
+		h->a.base = me_get_be32(p + 56);
+		if (h->a.base > ME_WIN_MAX - ME_SACK_BITS || h->payload_len)
 			return ME_EWIRE_FIELD;
 		if (!me_seq_le(h->a.cum, h->a.right) ||
 		    h->a.right - h->a.cum > ME_WIN_MAX)
@@ -232,6 +233,7 @@ u32 me_wire_build(u8 *p, const struct me_hdr *h)
 		me_put_be32(p + 32, h->a.cum);
 		me_put_be32(p + 36, h->a.right);
 		memcpy(p + 40, h->a.sack, sizeof(h->a.sack));
+		me_put_be32(p + 56, h->a.base);
 		break;
 	default:
 		me_put_be32(p + 32, h->d.seq);

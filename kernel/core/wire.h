@@ -83,6 +83,7 @@ struct me_hdr {
 		struct {		/* ACK, NACK */
 			u32 cum;
 			u32 right;
+			u32 base;	/* sack bit i: seq cum + 1 + base + i */
 			u8 sack[ME_SACK_BITS / 8];
 		} a;
 		struct {		/* CONNECT, ACCEPT */

@@ -109,6 +109,15 @@ TEST(Wire, parse__bad_fields)
 	a.a.right = 50;
 	auto ab = build(a);
 	EXPECT_EQ(me_wire_parse(ab.data(), (uint32_t)ab.size(), &o), ME_EWIRE_FIELD);
+	// The sack base is carried and bounded: the bitmap stays within
+	// ME_WIN_MAX of cum.
+	a.a.right = 200;
+	a.a.base = ME_WIN_MAX - ME_SACK_BITS;
+	ab = build(a);
+	ASSERT_EQ(me_wire_parse(ab.data(), (uint32_t)ab.size(), &o), 0);
+	EXPECT_EQ(o.a.base, (uint32_t)(ME_WIN_MAX - ME_SACK_BITS));
+	me_put_be32(&ab[56], ME_WIN_MAX - ME_SACK_BITS + 1);
+	EXPECT_EQ(me_wire_parse(ab.data(), (uint32_t)ab.size(), &o), ME_EWIRE_FIELD);
 	me_hdr c = data_hdr();
 	c.type = ME_PT_CONNECT;
 	c.payload_len = 0;

@@ -14,7 +14,8 @@
  * it alive again, and the packetizer uses it at once.
  *
  * Selection (me_path_pick): among the alive links to the peer with free
- * window (link_window bytes in flight), the one that would finish the
+ * window (link_cap(): link_window scaled by the link's share of the
+ * fastest rate), the one that would finish the
  * packet first: minimal (inflight + len) / rate, compared by
  * cross-multiplication (no division).  rate is an estimate of delivered
  * bytes per microsecond, measured while the link is saturated and seeded

@@ -32,6 +32,9 @@ long me_copy_arg_in(void *karg, size_t ksize, size_t min, void __user *uarg)
 		return -EFAULT;
 	if (usize < min)
 		return -EINVAL;
+	/* No struct will grow that far; spare scanning gigabytes for zeros. */
+	if (usize > PAGE_SIZE)
+		return -E2BIG;
 	ret = copy_struct_from_user(karg, ksize, uarg, usize);
 	if (ret)
 		return ret;

@@ -16,7 +16,8 @@
  *   -EFAULT   the argument pointer is not readable/writable
  *   -EINVAL   size smaller than the first version of the struct, or a
  *             reserved field is not zero
- *   -E2BIG    size larger than the kernel knows and the extra bytes not zero
+ *   -E2BIG    size larger than the kernel knows and the extra bytes not zero,
+ *             or larger than a page
  *   -ENOTTY   unknown command
  *
  * State is per network namespace: a command acts in the namespace of the

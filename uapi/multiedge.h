@@ -32,7 +32,7 @@
 #define ME_DEVICE_PATH		"/dev/multiedge"
 
 /* Bumped when a command is added; old commands keep working. */
-#define ME_ABI_VERSION		3
+#define ME_ABI_VERSION		4
 
 /* Default ethertype: IEEE 802.1 Local Experimental 1. */
 #define ME_DEFAULT_ETHERTYPE	0x88B5
@@ -50,6 +50,13 @@
  * arriving on a device that is not an attached link).  pinned_pages and
  * regions are the module's own accounting of registered memory, all
  * namespaces (ABI 3; a caller passing the 32-byte struct does not get them).
+ *
+ * ABI 4 adds the opener's node (node_id, incarnation: random, nonzero,
+ * chosen when the namespace is first seen; packet_size: the largest packet
+ * after the Ethernet header, fixed by the first link attached, 0 before)
+ * and the module-wide accounting of what the data path holds: skbs queued
+ * to receive threads, connections alive in the engines, operations posted
+ * and not yet completed.  All three are zero once every namespace is idle.
  */
 struct me_query {
 	__u32 size;
@@ -61,10 +68,19 @@ struct me_query {
 	__aligned_u64 rx_dropped;
 	__aligned_u64 pinned_pages;	/* user pages pinned by registrations */
 	__aligned_u64 regions;		/* registered memory regions */
+	/* ABI 4 */
+	__u32 node_id;
+	__u32 incarnation;
+	__u32 packet_size;
+	__u32 __reserved2;		/* out: zero */
+	__aligned_u64 rx_queued;	/* skbs queued to receive threads */
+	__aligned_u64 conns;		/* engine connections, all namespaces */
+	__aligned_u64 ops_inflight;	/* operations posted, not completed */
 };
 
 #define ME_QUERY_SIZE_VER0	32	/* first published size */
 #define ME_QUERY_SIZE_VER1	48	/* + pinned_pages, regions */
+#define ME_QUERY_SIZE_VER2	88	/* + node, data path accounting */
 
 #define ME_IOC_QUERY		_IO(ME_IOC_MAGIC, 0x40)
 
@@ -106,14 +122,24 @@ struct me_link_info {
 	__u32 ifindex;
 	__u32 mtu;
 	__u32 flags;		/* ME_LINK_F_* */
-	__u32 __reserved;	/* zero */
+	__u32 index;		/* ABI 4: the link's slot, 0..ME_MAX_LINKS-1 */
 	__aligned_u64 rx_frames;	/* multiedge frames received on it */
 	__aligned_u64 rx_bytes;
+	/* ABI 4 */
+	__u32 peer_node;	/* node learned by HELLO on it, 0 if none */
+	__u32 rate_mbps;	/* current rate estimate */
+	__aligned_u64 tx_frames;	/* frames sent on it */
+	__aligned_u64 tx_bytes;
+	__aligned_u64 rx_dropped;	/* receive ring full, or link detaching */
+	__aligned_u64 tx_errors;	/* not sent: device down, no memory, queue full */
+	__aligned_u64 rx_copied;	/* non-linear frames copied to process */
 };
 
 #define ME_LINK_F_UP		(1U << 0)	/* device up with carrier */
+#define ME_LINK_F_ALIVE		(1U << 1)	/* ABI 4: its peer answers */
 
 #define ME_LINK_INFO_SIZE_VER0	48
+#define ME_LINK_INFO_SIZE_VER1	96
 
 /*
  * ME_IOC_LINK_LIST: the links attached in the opener's namespace, in the
@@ -194,5 +220,331 @@ struct me_mr_dereg {
 #define ME_MR_DEREG_SIZE_VER0	8
 
 #define ME_IOC_MR_DEREG		_IO(ME_IOC_MAGIC, 0x51)
+
+/*
+ * ME_IOC_PEER_LIST: the nodes discovered by HELLO on the opener's links.
+ * Links that report the same node form its channel.  A peer none of whose
+ * links has answered for peer_timeout is not alive (flag clear) and is
+ * forgotten once no link names it any more.
+ *
+ * in/out as ME_IOC_LINK_LIST, with entries of struct me_peer_info.
+ */
+struct me_peer_info {
+	__u32 node_id;
+	__u32 incarnation;
+	__u32 links;		/* bit i: link slot i reaches this node */
+	__u32 alive_links;	/* bit i: ... and its peer answers */
+	__u32 flags;		/* ME_PEER_F_* */
+	__u32 __reserved;	/* zero */
+};
+
+#define ME_PEER_F_ALIVE		(1U << 0)	/* at least one alive link */
+#define ME_PEER_INFO_SIZE_VER0	24
+
+struct me_peer_list {
+	__u32 size;
+	__u32 count;
+	__aligned_u64 peers;
+	__u32 info_size;
+	__u32 __reserved;
+};
+
+#define ME_PEER_LIST_SIZE_VER0	24
+
+#define ME_IOC_PEER_LIST	_IO(ME_IOC_MAGIC, 0x44)
+
+/*
+ * ME_IOC_CONNECT: open a connection to a peer node; the connection belongs
+ * to this open file (closing the file closes it).  Blocks until the peer
+ * accepted, or timeout_ms passed (0: 5000 ms), or a signal.
+ *
+ * in:  size, flags (ME_CONNECT_F_*), peer, timeout_ms
+ * out: conn (the connection id, unique in the namespace)
+ *
+ * Errors:
+ *   -EOPNOTSUPP   unknown flag
+ *   -EINVAL       peer 0, broadcast or this node
+ *   -ENETDOWN     no link attached in the namespace
+ *   -EHOSTUNREACH no link reaches the peer (no HELLO from it yet)
+ *   -ETIMEDOUT    no answer in time (the connection is abandoned)
+ *   -ECONNRESET   the peer restarted while connecting
+ *   -ENOSPC       ME_CONN_MAX_PER_FILE connections on this file, or the
+ *                 namespace used up its connection ids (module parameter
+ *                 max_conns; ids are not reused within a namespace's life)
+ *   -EINTR        a signal arrived (the connection is abandoned)
+ */
+struct me_connect {
+	__u32 size;
+	__u32 flags;
+	__u32 peer;
+	__u32 timeout_ms;
+	__u32 conn;
+	__u32 __reserved;
+};
+
+#define ME_CONNECT_F_ORDERED	(1U << 0)	/* place and complete in order */
+#define ME_CONNECT_SIZE_VER0	24
+#define ME_CONN_MAX_PER_FILE	256
+
+#define ME_IOC_CONNECT		_IO(ME_IOC_MAGIC, 0x60)
+
+/*
+ * ME_IOC_DISCONNECT: orderly close of a connection of this file.  Operations
+ * already posted still complete; the connection's ME_CQ_CONN_CLOSED (or
+ * ME_CQ_CONN_DEAD) completion follows them.  Returns at once.
+ *
+ * in: size, conn
+ * Errors: -ENOENT not a connection of this file; -ENOTCONN already closing,
+ * closed or dead.
+ */
+struct me_disconnect {
+	__u32 size;
+	__u32 conn;
+};
+
+#define ME_DISCONNECT_SIZE_VER0	8
+
+#define ME_IOC_DISCONNECT	_IO(ME_IOC_MAGIC, 0x61)
+
+/*
+ * ME_IOC_POST: post one operation on a connection of this file.  It
+ * completes later with one completion (struct me_completion) in this
+ * file's queue, carrying the cookie, after the data are in place: a write
+ * at the target, a read in local memory.  The local side is always a
+ * region registered on this file.
+ *
+ *   ME_OP_WRITE   local [local_off, +len) -> remote region at remote_off
+ *   ME_OP_NOTIFY  the same, then the target's region owner gets an
+ *                 ME_CQ_NOTIFY completion carrying imm
+ *   ME_OP_READ    remote region [remote_off, +len) -> local region
+ *   ME_OP_SEND    local [local_off, +len), len <= ME_SEND_MAX, to the
+ *                 peer's receive queue (ME_IOC_RECV); remote_* must be 0
+ *
+ * Posting blocks while the connection's operation queue or this file's
+ * completion queue is full, unless ME_POST_F_NONBLOCK (then -EAGAIN).
+ *
+ * in: everything but __reserved
+ *
+ * Errors at posting (nothing was sent):
+ *   -EOPNOTSUPP   unknown opcode or flag
+ *   -EINVAL       len 0, or remote_* set for ME_OP_SEND
+ *   -EMSGSIZE     len above ME_OP_MAX_LEN (ME_SEND_MAX for ME_OP_SEND)
+ *   -ENOENT       conn or local_region is not this file's
+ *   -ERANGE       [local_off, +len) outside the local region
+ *   -ENOTCONN     the connection is closing, closed or dead
+ *   -EAGAIN       queue full and ME_POST_F_NONBLOCK
+ *   -EINTR        a signal arrived while blocked
+ * Errors in the completion's status (the target changed nothing, except
+ * that a write failing midway may have placed part of its data):
+ *   -ENOENT       no such region at the target
+ *   -EACCES       wrong key, or access not granted
+ *   -ERANGE       outside the target region
+ *   -ENOBUFS      ME_OP_SEND: the peer's receive queue is full
+ *   -ECONNRESET   the connection was closed or the peer restarted
+ *   -ETIMEDOUT    the peer or every link to it died
+ */
+struct me_post {
+	__u32 size;
+	__u32 opcode;		/* ME_OP_* */
+	__u32 flags;		/* ME_POST_F_* */
+	__u32 conn;
+	__aligned_u64 cookie;	/* returned in the completion */
+	__u32 local_region;
+	__u32 len;
+	__aligned_u64 local_off;
+	__u32 remote_region;
+	__u32 remote_key;
+	__aligned_u64 remote_off;
+	__u32 imm;		/* ME_OP_NOTIFY */
+	__u32 __reserved;
+};
+
+#define ME_OP_WRITE		1
+#define ME_OP_READ		2
+#define ME_OP_NOTIFY		3
+#define ME_OP_SEND		4
+
+#define ME_POST_F_NONBLOCK	(1U << 0)
+
+#define ME_OP_MAX_LEN		(1U << 30)
+#define ME_SEND_MAX		1024
+#define ME_POST_SIZE_VER0	64
+
+#define ME_IOC_POST		_IO(ME_IOC_MAGIC, 0x62)
+
+/* One completion, as ME_IOC_POLL_CQ returns it. */
+struct me_completion {
+	__aligned_u64 cookie;	/* the poster's; 0 for events */
+	__u32 type;		/* ME_CQ_* */
+	__s32 status;		/* 0 or a negative errno (see ME_IOC_POST) */
+	__u32 conn;
+	__u32 peer;
+	__u32 len;		/* bytes moved (0 on error) */
+	__u32 imm;		/* ME_CQ_NOTIFY */
+	__u32 region;		/* ME_CQ_NOTIFY: the local region written */
+	__u32 __reserved;
+	__aligned_u64 off;	/* ME_CQ_NOTIFY: where the write began */
+};
+
+#define ME_CQ_WRITE		1	/* a write or notify of this file done */
+#define ME_CQ_READ		2	/* a read of this file done */
+#define ME_CQ_NOTIFY		3	/* a peer's notify landed in a region of this file */
+#define ME_CQ_SEND		4	/* a send of this file done */
+#define ME_CQ_CONN_CLOSED	5	/* a connection of this file closed */
+#define ME_CQ_CONN_DEAD		6	/* a connection of this file died (status) */
+
+#define ME_COMPLETION_SIZE_VER0	48
+
+/*
+ * ME_IOC_POLL_CQ: harvest completions of this file.  Each posted operation
+ * completes exactly once; the queue holds ME_CQ_ENTRIES, and posting waits
+ * for room, so those are never lost.  Events nobody posted for
+ * (ME_CQ_NOTIFY, connection events) are dropped when the queue is full and
+ * counted in "overflow".  The file is readable (poll/epoll/select: POLLIN)
+ * while the queue is not empty.
+ *
+ * in:  size, flags (ME_POLL_F_WAIT), count = room in the array at entries,
+ *      entry_size (>= ME_COMPLETION_SIZE_VER0), timeout_ms (with WAIT;
+ *      0 = forever)
+ * out: count = entries written; overflow = events dropped so far
+ *
+ * With ME_POLL_F_WAIT it blocks until at least one completion is there, the
+ * timeout passes (count 0, returns 0) or a signal arrives (-EINTR).
+ *
+ * Errors: -EOPNOTSUPP unknown flag; -EINVAL count 0 or entry_size too small;
+ * -EFAULT entries not writable (the completions stay queued).
+ */
+struct me_poll_cq {
+	__u32 size;
+	__u32 flags;
+	__u32 count;
+	__u32 entry_size;
+	__aligned_u64 entries;
+	__u32 timeout_ms;
+	__u32 overflow;
+};
+
+#define ME_POLL_F_WAIT		(1U << 0)
+#define ME_CQ_ENTRIES		4096
+#define ME_POLL_CQ_SIZE_VER0	32
+
+#define ME_IOC_POLL_CQ		_IO(ME_IOC_MAGIC, 0x63)
+
+/*
+ * ME_IOC_RECV: take the oldest message sent (ME_OP_SEND) to this node.  The
+ * receive queue is per namespace (ME_RECV_QUEUE messages); any open file of
+ * the namespace may take a message, optionally only one from a given peer.
+ *
+ * in:  size, flags (ME_RECV_F_WAIT), peer (0: any), buf (user pointer),
+ *      len (room at buf), timeout_ms (with WAIT; 0 = forever)
+ * out: len (the message's length), peer, conn (the receiving side's id of
+ *      the connection it came on)
+ *
+ * Errors: -EOPNOTSUPP unknown flag; -EAGAIN no message (without WAIT);
+ * -ETIMEDOUT none in time; -EINTR signal; -EMSGSIZE the message is longer
+ * than len (it stays queued, len says how long it is); -EFAULT buf not
+ * writable (the message stays queued).
+ */
+struct me_recv {
+	__u32 size;
+	__u32 flags;
+	__u32 peer;
+	__u32 len;
+	__aligned_u64 buf;
+	__u32 timeout_ms;
+	__u32 conn;
+};
+
+#define ME_RECV_F_WAIT		(1U << 0)
+#define ME_RECV_QUEUE		256
+#define ME_RECV_SIZE_VER0	32
+
+#define ME_IOC_RECV		_IO(ME_IOC_MAGIC, 0x64)
+
+/*
+ * ME_IOC_CONN_LIST: the connections of the opener's namespace (all of them,
+ * whoever opened them, including the passive side of peers' connections),
+ * with their counters.  in/out as ME_IOC_LINK_LIST, entries of struct
+ * me_conn_info.
+ */
+struct me_conn_info {
+	__u32 conn;
+	__u32 peer;
+	__u32 state;		/* ME_CONN_S_* */
+	__u32 flags;		/* ME_CONN_I_* */
+	__aligned_u64 tx_packets;	/* data packets sent, first copies */
+	__aligned_u64 tx_bytes;		/* payload bytes in them */
+	__aligned_u64 retransmits;	/* packets sent again */
+	__aligned_u64 rx_packets;	/* data packets accepted */
+	__aligned_u64 rx_bytes;
+	__aligned_u64 rx_dropped;	/* duplicates, out of window, no room */
+	__aligned_u64 errors;		/* operations completed with an error */
+	__aligned_u64 copies;		/* payload copies into or out of regions */
+};
+
+#define ME_CONN_S_CONNECTING	1
+#define ME_CONN_S_ESTABLISHED	2
+#define ME_CONN_S_CLOSING	3
+#define ME_CONN_S_CLOSED	4
+#define ME_CONN_S_DEAD		5
+
+#define ME_CONN_I_ORDERED	(1U << 0)
+#define ME_CONN_I_ACTIVE	(1U << 1)	/* opened from this side */
+
+#define ME_CONN_INFO_SIZE_VER0	80
+
+struct me_conn_list {
+	__u32 size;
+	__u32 count;
+	__aligned_u64 conns;
+	__u32 info_size;
+	__u32 __reserved;
+};
+
+#define ME_CONN_LIST_SIZE_VER0	24
+
+#define ME_IOC_CONN_LIST	_IO(ME_IOC_MAGIC, 0x45)
+
+/*
+ * ME_IOC_STATS: the protocol engine's counters for the opener's namespace,
+ * indexed by ME_STAT_*; count in: room, out: ME_STAT_COUNT of the module.
+ */
+enum me_stat_index {
+	ME_STAT_RX_PKTS,
+	ME_STAT_RX_SHORT,
+	ME_STAT_RX_VERSION,
+	ME_STAT_RX_TYPE,
+	ME_STAT_RX_FIELD,
+	ME_STAT_RX_NOTME,
+	ME_STAT_RX_STALE,
+	ME_STAT_RX_DUP,
+	ME_STAT_RX_WINDOW,
+	ME_STAT_RX_CLOSED,
+	ME_STAT_RX_NORES,
+	ME_STAT_RX_BADACK,
+	ME_STAT_RX_BADOP,
+	ME_STAT_TX_DATA,
+	ME_STAT_TX_RTX_LOSS,
+	ME_STAT_TX_RTX_RTO,
+	ME_STAT_TX_RTX_FAIL,
+	ME_STAT_TX_ACK,
+	ME_STAT_TX_NACK,
+	ME_STAT_TX_FAIL,
+	ME_STAT_RTO_FIRED,
+	ME_STAT_LINK_DOWN,
+	ME_STAT_LINK_UP,
+	ME_STAT_CREDIT_STALL,
+	ME_STAT_COUNT
+};
+
+struct me_stats {
+	__u32 size;
+	__u32 count;
+	__aligned_u64 values;	/* user pointer to count __u64 */
+};
+
+#define ME_STATS_SIZE_VER0	16
+
+#define ME_IOC_STATS		_IO(ME_IOC_MAGIC, 0x46)
 
 #endif /* _UAPI_LINUX_MULTIEDGE_H */

@@ -1,12 +1,14 @@
 // libmultiedge: the /dev/multiedge device.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "multiedge/connection.hpp"
 #include "multiedge/error.hpp"
 
 namespace multiedge {
@@ -20,6 +22,13 @@ struct DeviceInfo {
 	std::uint64_t rx_dropped = 0;	// of those, dropped
 	std::uint64_t pinned_pages = 0;	// pages pinned by registrations, all users
 	std::uint64_t regions = 0;	// registered regions, all users
+	// ABI 4: this namespace's node and the data path's accounting.
+	std::uint32_t node_id = 0;
+	std::uint32_t incarnation = 0;
+	std::uint32_t packet_size = 0;	// 0 until the first link is attached
+	std::uint64_t rx_queued = 0;	// skbs queued to receive threads
+	std::uint64_t conns = 0;	// engine connections, all namespaces
+	std::uint64_t ops_inflight = 0;	// operations posted, not completed
 };
 
 // What peers may do with a registered region (bit set).
@@ -58,6 +67,16 @@ struct LinkInfo {
 	bool up = false;		// running with carrier
 	std::uint64_t rx_frames = 0;	// multiedge frames received on it
 	std::uint64_t rx_bytes = 0;
+	// ABI 4
+	std::uint32_t index = 0;	// link slot (bit in PeerInfo::links)
+	bool alive = false;		// its peer answers
+	std::uint32_t peer_node = 0;	// node learned by HELLO, 0 if none
+	std::uint32_t rate_mbps = 0;
+	std::uint64_t tx_frames = 0;
+	std::uint64_t tx_bytes = 0;
+	std::uint64_t rx_dropped = 0;
+	std::uint64_t tx_errors = 0;
+	std::uint64_t rx_copied = 0;
 };
 
 // An open handle on /dev/multiedge.  It acts in the network namespace of
@@ -97,6 +116,39 @@ public:
 	// device).
 	Result<MemoryRegion> register_memory(void *addr, std::size_t length,
 					     Access access) const;
+
+	// Nodes found by discovery on this namespace's links.
+	Result<std::vector<PeerInfo>> peers() const;
+	// Every connection of the namespace with its counters.
+	Result<std::vector<ConnectionInfo>> connections() const;
+	// The protocol engine's counters by name ("rx_pkts", "tx_rtx_loss", ...).
+	Result<std::vector<std::pair<std::string, std::uint64_t>>> stats() const;
+
+	// Opens a connection to node `peer`; waits until it is accepted.
+	// Fails with EHOSTUNREACH (no link reaches the peer yet), ENETDOWN
+	// (no link attached), ETIMEDOUT, EINVAL (bad peer), ENOSPC.
+	Result<Connection> connect(std::uint32_t peer, Ordering ordering = Ordering::Unordered,
+				   std::chrono::milliseconds timeout = std::chrono::seconds(5)) const;
+
+	// Completions of operations posted through this device and events
+	// for it.  poll() never blocks; wait() blocks until at least one is
+	// there or the timeout passes (then the vector is empty).
+	Result<std::vector<Completion>> poll(std::size_t max = 64) const;
+	Result<std::vector<Completion>> wait(std::size_t max = 64,
+					     std::chrono::milliseconds timeout = std::chrono::seconds(30)) const;
+	// Waits for the completion carrying `cookie` and returns it (its
+	// status may be an error); completions harvested meanwhile are kept
+	// for later poll()/wait()/wait_for() calls.  ETIMEDOUT if it does
+	// not come in time.
+	Result<Completion> wait_for(std::uint64_t cookie,
+				    std::chrono::milliseconds timeout = std::chrono::seconds(30)) const;
+	// Events nobody posted for that were dropped because the queue was full.
+	std::uint32_t overflow() const noexcept;
+
+	// Takes the oldest message sent to this node (from `peer`, or any
+	// when 0); ETIMEDOUT if none comes in time.
+	Result<Message> recv(std::uint32_t peer = 0,
+			     std::chrono::milliseconds timeout = std::chrono::seconds(5)) const;
 
 	int fd() const noexcept { return file_ ? file_->fd : -1; }
 	const std::string &path() const noexcept { return path_; }

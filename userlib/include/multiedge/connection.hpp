@@ -1,0 +1,149 @@
+// libmultiedge: connections, remote operations and completions.
+//
+// A Connection belongs to the Device it was opened on (the same open file):
+// operations post through it and complete into that Device's completion
+// queue, harvested with Device::poll() / Device::wait().  Each posted
+// operation completes exactly once, with the cookie given at posting.
+//
+//   auto dev = Device::open().value();
+//   auto conn = dev.connect(peer).value();
+//   auto mr = dev.register_memory(buf, len, Access::None).value();
+//   conn.write(mr, 0, remote, 0, len, /*cookie=*/1);
+//   auto done = dev.wait_for(1).value();      // the write is at the target
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "multiedge/error.hpp"
+
+namespace multiedge {
+
+class Device;
+class MemoryRegion;
+
+namespace detail {
+class DeviceFile;
+}
+
+// What a peer hands out so others can reach one of its regions: the
+// region's id and key (exchanged with send/recv, for example).
+struct RemoteRegion {
+	std::uint32_t id = 0;
+	std::uint32_t key = 0;
+	std::uint64_t length = 0;	// informational; the target checks ranges
+};
+
+enum class CompletionType : std::uint32_t {
+	Write = 1,	// a write or notify posted here finished
+	Read = 2,	// a read posted here finished: the data are in place
+	Notify = 3,	// a peer's notify landed in a region registered here
+	Send = 4,	// a send posted here finished
+	ConnClosed = 5,	// a connection of this device closed
+	ConnDead = 6,	// a connection of this device died (status says why)
+};
+
+struct Completion {
+	std::uint64_t cookie = 0;	// the poster's cookie; 0 for events
+	CompletionType type = CompletionType::Write;
+	int status = 0;			// 0 or a positive errno value
+	std::uint32_t conn = 0;
+	std::uint32_t peer = 0;
+	std::uint32_t len = 0;		// bytes moved (0 on error)
+	std::uint32_t imm = 0;		// Notify
+	std::uint32_t region = 0;	// Notify: the local region written
+	std::uint64_t off = 0;		// Notify: where the write began
+
+	bool ok() const noexcept { return status == 0; }
+	// "write (cookie 7) on connection 3 failed: Permission denied (wrong
+	// key, or the region does not grant that access)" and the like.
+	std::string describe() const;
+};
+
+// A message taken from the node's receive queue (Device::recv()).
+struct Message {
+	std::uint32_t peer = 0;
+	std::uint32_t conn = 0;		// receiving side's connection id
+	std::vector<std::byte> data;
+};
+
+// A node seen by discovery (Device::peers()).
+struct PeerInfo {
+	std::uint32_t node_id = 0;
+	std::uint32_t incarnation = 0;
+	std::uint32_t links = 0;	// bit i: link slot i reaches it
+	std::uint32_t alive_links = 0;	// bit i: ... and it answers there
+	bool alive = false;
+};
+
+// Counters of one connection of the namespace (Device::connections()).
+struct ConnectionInfo {
+	std::uint32_t conn = 0;
+	std::uint32_t peer = 0;
+	std::string state;		// "connecting", "established", ...
+	bool ordered = false;
+	bool active = false;		// opened from this side
+	std::uint64_t tx_packets = 0, tx_bytes = 0, retransmits = 0;
+	std::uint64_t rx_packets = 0, rx_bytes = 0, rx_dropped = 0;
+	std::uint64_t errors = 0, copies = 0;
+};
+
+enum class Ordering : std::uint32_t { Unordered = 0, Ordered = 1 };
+
+// Posting: by default a post waits while the queues are full; with
+// Post::NonBlocking it fails with EAGAIN instead.
+enum class Post : std::uint32_t { Blocking = 0, NonBlocking = 1 };
+
+// A connection to a peer node.  Owns it: movable, not copyable; the
+// destructor closes it in order (posted operations still complete).
+class Connection {
+public:
+	Connection(Connection &&other) noexcept;
+	Connection &operator=(Connection &&other) noexcept;
+	Connection(const Connection &) = delete;
+	Connection &operator=(const Connection &) = delete;
+	~Connection();
+
+	std::uint32_t id() const noexcept { return id_; }
+	std::uint32_t peer() const noexcept { return peer_; }
+
+	// local[local_off, +len) -> remote[remote_off, +len).
+	Status write(const MemoryRegion &local, std::uint64_t local_off,
+		     const RemoteRegion &remote, std::uint64_t remote_off,
+		     std::uint32_t len, std::uint64_t cookie, Post how = Post::Blocking);
+	// The same, and the target's region owner gets a Notify with imm.
+	Status write_notify(const MemoryRegion &local, std::uint64_t local_off,
+			    const RemoteRegion &remote, std::uint64_t remote_off,
+			    std::uint32_t len, std::uint32_t imm, std::uint64_t cookie,
+			    Post how = Post::Blocking);
+	// remote[remote_off, +len) -> local[local_off, +len).
+	Status read(const MemoryRegion &local, std::uint64_t local_off,
+		    const RemoteRegion &remote, std::uint64_t remote_off,
+		    std::uint32_t len, std::uint64_t cookie, Post how = Post::Blocking);
+	// Up to 1024 bytes from local[local_off, +len) into the peer's
+	// receive queue.
+	Status send(const MemoryRegion &local, std::uint64_t local_off, std::uint32_t len,
+		    std::uint64_t cookie, Post how = Post::Blocking);
+
+	// Orderly close now; the object is empty afterwards.
+	Status close();
+
+private:
+	friend class Device;
+	Connection(std::shared_ptr<detail::DeviceFile> file, std::uint32_t id, std::uint32_t peer)
+		: file_(std::move(file)), id_(id), peer_(peer) {}
+
+	std::shared_ptr<detail::DeviceFile> file_;
+	std::uint32_t id_ = 0;
+	std::uint32_t peer_ = 0;
+};
+
+// Helper for bootstrap: a region's id and key as a peer should receive them.
+RemoteRegion remote_of(const MemoryRegion &mr);
+
+} // namespace multiedge

@@ -2,7 +2,7 @@
 #
 #   make            module, user library, tools, tests
 #   make test       install missing deps, build, host unit tests, guest suite
-#   make demo       boot the guest and show the module at work
+#   make demo       boot two guests, two links apart: 64 MiB written and read back
 #   make clean
 #
 # User-space pieces are described by small fragments (*.mk) included below;
@@ -42,6 +42,7 @@ LIBRARIES    :=   # libraries built by `make`
 
 include $(wildcard $(TOP)/kernel/core/core.mk)
 include $(TOP)/userlib/userlib.mk
+include $(TOP)/examples/examples.mk
 include $(wildcard $(TOP)/tests/unit/unit.mk)
 include $(TOP)/tests/unit/userlib/userlib_tests.mk
 include $(wildcard $(TOP)/tests/fuzz/fuzz.mk)
@@ -86,7 +87,7 @@ run-tests: all
 
 run-demo: all
 	@$(TOP)/scripts/guest-kernel $(KVER) >/dev/null
-	@$(TOP)/scripts/vm --kver $(KVER) -- $(TOP)/scripts/demo
+	@$(TOP)/scripts/vm --kver $(KVER) --nodes 2 --links 2 -- $(TOP)/scripts/demo
 
 clean:
 	-$(MAKE) -C $(KDIR) M=$(TOP)/kernel clean 2>/dev/null

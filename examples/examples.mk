@@ -1,0 +1,18 @@
+# Examples built by `make` and used by the demo (scripts/demo): programs
+# against the installed-style API (multiedge/multiedge.hpp), linked with the
+# static libmultiedge.
+
+EXAMPLES_CXXFLAGS := $(CXXFLAGS_COMMON) -I$(TOP)/userlib/include $(INCLUDES)
+ME_DEMO := $(BUILD)/bin/me_demo
+
+PROGRAMS += $(ME_DEMO)
+
+$(BUILD)/obj/examples/%.o: $(TOP)/examples/%.cpp
+	@mkdir -p $(@D)
+	$(CXX) $(EXAMPLES_CXXFLAGS) -MMD -MP -c $< -o $@
+
+$(ME_DEMO): $(BUILD)/obj/examples/me_demo.o $(LIBME_A)
+	@mkdir -p $(@D)
+	$(CXX) -o $@ $^
+
+-include $(wildcard $(BUILD)/obj/examples/*.d)

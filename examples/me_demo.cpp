@@ -208,10 +208,14 @@ void send_wire(const me::Device &dev, me::Connection &conn, const Wire &w, std::
 	check(check(dev.wait_for(cookie, seconds(30))));
 }
 
-std::string mb(std::uint64_t bytes)
+// Sizes in MiB; rates are printed in MB/s (10^6 bytes per second).
+std::string mib(std::uint64_t bytes)
 {
 	char s[32];
-	std::snprintf(s, sizeof(s), "%.1f MB", static_cast<double>(bytes) / 1e6);
+	if (bytes % kMiB == 0)
+		std::snprintf(s, sizeof(s), "%" PRIu64 " MiB", bytes / kMiB);
+	else
+		std::snprintf(s, sizeof(s), "%.2f MiB", static_cast<double>(bytes) / kMiB);
 	return s;
 }
 
@@ -395,7 +399,7 @@ int run_client(const Options &o)
 	auto src_mr = check(dev.register_memory(src.data(), src.size(), me::Access::None));
 	auto back_mr = check(dev.register_memory(back.data(), back.size(), me::Access::None));
 	std::printf("registered a %s source (region %u) and a %s read-back buffer (region %u)\n",
-		    mb(o.size).c_str(), src_mr.id(), mb(o.size).c_str(), back_mr.id());
+		    mib(o.size).c_str(), src_mr.id(), mib(o.size).c_str(), back_mr.id());
 
 	std::printf("waiting for the server's region ...\n");
 	std::fflush(stdout);
@@ -419,14 +423,14 @@ int run_client(const Options &o)
 	}
 	me::RemoteRegion remote{w->id, w->key, w->length};
 	std::printf("server %08x offers region %u (key %08x, %s)\n", msg.peer, remote.id,
-		    remote.key, mb(remote.length).c_str());
+		    remote.key, mib(remote.length).c_str());
 	if (remote.length < o.size)
 		die("the server's region (" + std::to_string(remote.length) +
 		    " bytes) is smaller than --size (" + std::to_string(o.size) + " bytes)");
 
 	auto conn = check(dev.connect(msg.peer));
 	std::printf("connected: connection %u to %08x\n", conn.id(), conn.peer());
-	std::printf("transfer: %s in %u KiB operations, %u in flight\n", mb(o.size).c_str(),
+	std::printf("transfer: %s in %u KiB operations, %u in flight\n", mib(o.size).c_str(),
 		    o.chunk / 1024, o.depth);
 
 	auto s0 = snap_links(dev);
@@ -437,7 +441,7 @@ int run_client(const Options &o)
 		return conn.write(src_mr, off, remote, off, len, cookie);
 	});
 	auto s1 = snap_links(dev);
-	std::printf("write: %s in %.2f s = %.1f MB/s\n", mb(o.size).c_str(), tw,
+	std::printf("write: %s in %.2f s = %.1f MB/s\n", mib(o.size).c_str(), tw,
 		    static_cast<double>(o.size) / 1e6 / tw);
 	std::printf("reading back ...\n");
 	std::fflush(stdout);
@@ -446,13 +450,13 @@ int run_client(const Options &o)
 		return conn.read(back_mr, off, remote, off, len, cookie);
 	});
 	auto s2 = snap_links(dev);
-	std::printf("read:  %s in %.2f s = %.1f MB/s\n", mb(o.size).c_str(), tr,
+	std::printf("read:  %s in %.2f s = %.1f MB/s\n", mib(o.size).c_str(), tr,
 		    static_cast<double>(o.size) / 1e6 / tr);
 
 	int status = 0;
 	if (std::memcmp(src.data(), back.data(), o.size) == 0) {
 		std::printf("verify: the %s read back are identical to the source\n",
-			    mb(o.size).c_str());
+			    mib(o.size).c_str());
 	} else {
 		std::size_t i = 0;
 		while (src.data()[i] == back.data()[i])
@@ -501,7 +505,7 @@ int run_server(const Options &o)
 	auto mr = check(dev.register_memory(region.data(), region.size(),
 					    me::Access::RemoteRead | me::Access::RemoteWrite));
 	std::printf("registered a %s region for remote read and write: id %u, key %08x\n",
-		    mb(o.size).c_str(), mr.id(), mr.key());
+		    mib(o.size).c_str(), mr.id(), mr.key());
 
 	auto s0 = snap_links(dev);
 	auto conn = check(dev.connect(peer.node_id));
@@ -549,7 +553,7 @@ int run_server(const Options &o)
 		status = 1;
 	} else {
 		std::printf("verify: the region holds exactly the %s the client wrote\n",
-			    mb(o.size).c_str());
+			    mib(o.size).c_str());
 	}
 
 	print_link_table("per-link bytes on the server during the transfer (write data in: rx, "

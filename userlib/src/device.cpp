@@ -3,10 +3,12 @@
 
 #include <cerrno>
 #include <cstring>
+#include <iterator>
 #include <fcntl.h>
 #include <sys/ioctl.h>
 #include <unistd.h>
 
+#include "internal.hpp"
 #include "uapi/multiedge.h"
 
 namespace multiedge {
@@ -97,11 +99,15 @@ detail::DeviceFile::~DeviceFile()
 
 Result<DeviceInfo> Device::query() const
 {
+	if (!file_)
+		return detail::empty_error("ME_IOC_QUERY", "Device");
 	me_query q{};
 	q.size = sizeof(q);
 	if (::ioctl(fd(), ME_IOC_QUERY, &q) < 0)
 		return Error::from_errno(errno, "ME_IOC_QUERY on " + path_);
 
+	// A module older than ABI 4 writes only what it knows: the rest
+	// stays zero.
 	DeviceInfo info;
 	info.abi_version = q.abi_version;
 	info.features = q.features;
@@ -110,33 +116,43 @@ Result<DeviceInfo> Device::query() const
 	info.rx_dropped = q.rx_dropped;
 	info.pinned_pages = q.pinned_pages;
 	info.regions = q.regions;
+	info.node_id = q.node_id;
+	info.incarnation = q.incarnation;
+	info.packet_size = q.packet_size;
+	info.rx_queued = q.rx_queued;
+	info.conns = q.conns;
+	info.ops_inflight = q.ops_inflight;
 	return info;
 }
 
 Status Device::attach_link(const std::string &ifname)
 {
+	if (!file_)
+		return detail::empty_error("cannot attach link " + ifname, "Device");
 	return link_request(fd(), ME_IOC_LINK_ATTACH, ifname);
 }
 
 Status Device::detach_link(const std::string &ifname)
 {
+	if (!file_)
+		return detail::empty_error("cannot detach link " + ifname, "Device");
 	return link_request(fd(), ME_IOC_LINK_DETACH, ifname);
 }
 
 Result<std::vector<LinkInfo>> Device::links() const
 {
-	std::vector<me_link_info> raw(ME_MAX_LINKS);
-	me_link_list req{};
-	req.size = sizeof(req);
-	req.count = static_cast<std::uint32_t>(raw.size());
-	req.links = reinterpret_cast<std::uintptr_t>(raw.data());
-	req.info_size = sizeof(me_link_info);
-	if (::ioctl(fd(), ME_IOC_LINK_LIST, &req) < 0)
-		return Error::from_errno(errno, "ME_IOC_LINK_LIST on " + path_);
+	if (!file_)
+		return detail::empty_error("ME_IOC_LINK_LIST", "Device");
+	auto raw = detail::list_ioctl<me_link_list, me_link_info>(
+		fd(), ME_IOC_LINK_LIST, "ME_IOC_LINK_LIST on " + path_, ME_MAX_LINKS,
+		path_ + " is not a multiedge device",
+		[](me_link_list &req, std::uint64_t p) { req.links = p; });
+	if (!raw)
+		return raw.error();
 
 	std::vector<LinkInfo> out;
-	for (std::uint32_t i = 0; i < req.count && i < raw.size(); i++) {
-		const me_link_info &r = raw[i];
+	out.reserve(raw->size());
+	for (const me_link_info &r : raw.value()) {
 		LinkInfo li;
 		li.ifname.assign(r.ifname, strnlen(r.ifname, sizeof(r.ifname)));
 		li.ifindex = r.ifindex;
@@ -144,13 +160,196 @@ Result<std::vector<LinkInfo>> Device::links() const
 		li.up = r.flags & ME_LINK_F_UP;
 		li.rx_frames = r.rx_frames;
 		li.rx_bytes = r.rx_bytes;
+		li.index = r.index;
+		li.alive = r.flags & ME_LINK_F_ALIVE;
+		li.peer_node = r.peer_node;
+		li.rate_mbps = r.rate_mbps;
+		li.tx_frames = r.tx_frames;
+		li.tx_bytes = r.tx_bytes;
+		li.rx_dropped = r.rx_dropped;
+		li.tx_errors = r.tx_errors;
+		li.rx_copied = r.rx_copied;
 		out.push_back(std::move(li));
 	}
 	return out;
 }
 
+Result<std::vector<PeerInfo>> Device::peers() const
+{
+	if (!file_)
+		return detail::empty_error("ME_IOC_PEER_LIST", "Device");
+	auto raw = detail::list_ioctl<me_peer_list, me_peer_info>(
+		fd(), ME_IOC_PEER_LIST, "ME_IOC_PEER_LIST on " + path_, 16, detail::abi4_hint(),
+		[](me_peer_list &req, std::uint64_t p) { req.peers = p; });
+	if (!raw)
+		return raw.error();
+
+	std::vector<PeerInfo> out;
+	out.reserve(raw->size());
+	for (const me_peer_info &r : raw.value()) {
+		PeerInfo pi;
+		pi.node_id = r.node_id;
+		pi.incarnation = r.incarnation;
+		pi.links = r.links;
+		pi.alive_links = r.alive_links;
+		pi.alive = r.flags & ME_PEER_F_ALIVE;
+		out.push_back(pi);
+	}
+	return out;
+}
+
+namespace {
+
+std::string conn_state_name(std::uint32_t state)
+{
+	switch (state) {
+	case ME_CONN_S_CONNECTING:
+		return "connecting";
+	case ME_CONN_S_ESTABLISHED:
+		return "established";
+	case ME_CONN_S_CLOSING:
+		return "closing";
+	case ME_CONN_S_CLOSED:
+		return "closed";
+	case ME_CONN_S_DEAD:
+		return "dead";
+	}
+	return "state_" + std::to_string(state);
+}
+
+// The names of enum me_stat_index, in its order.
+constexpr const char *stat_names[] = {
+	"rx_pkts",     "rx_short",    "rx_version",  "rx_type",	   "rx_field",	  "rx_notme",
+	"rx_stale",    "rx_dup",      "rx_window",   "rx_closed",  "rx_nores",	  "rx_badack",
+	"rx_badop",    "tx_data",     "tx_rtx_loss", "tx_rtx_rto", "tx_rtx_fail", "tx_ack",
+	"tx_nack",     "tx_fail",     "rto_fired",   "link_down",  "link_up",	  "credit_stall",
+};
+static_assert(std::size(stat_names) == ME_STAT_COUNT,
+	      "a name for every enum me_stat_index entry, in order");
+
+} // namespace
+
+Result<std::vector<ConnectionInfo>> Device::connections() const
+{
+	if (!file_)
+		return detail::empty_error("ME_IOC_CONN_LIST", "Device");
+	auto raw = detail::list_ioctl<me_conn_list, me_conn_info>(
+		fd(), ME_IOC_CONN_LIST, "ME_IOC_CONN_LIST on " + path_, 32, detail::abi4_hint(),
+		[](me_conn_list &req, std::uint64_t p) { req.conns = p; });
+	if (!raw)
+		return raw.error();
+
+	std::vector<ConnectionInfo> out;
+	out.reserve(raw->size());
+	for (const me_conn_info &r : raw.value()) {
+		ConnectionInfo ci;
+		ci.conn = r.conn;
+		ci.peer = r.peer;
+		ci.state = conn_state_name(r.state);
+		ci.ordered = r.flags & ME_CONN_I_ORDERED;
+		ci.active = r.flags & ME_CONN_I_ACTIVE;
+		ci.tx_packets = r.tx_packets;
+		ci.tx_bytes = r.tx_bytes;
+		ci.retransmits = r.retransmits;
+		ci.rx_packets = r.rx_packets;
+		ci.rx_bytes = r.rx_bytes;
+		ci.rx_dropped = r.rx_dropped;
+		ci.errors = r.errors;
+		ci.copies = r.copies;
+		out.push_back(std::move(ci));
+	}
+	return out;
+}
+
+Result<std::vector<std::pair<std::string, std::uint64_t>>> Device::stats() const
+{
+	if (!file_)
+		return detail::empty_error("ME_IOC_STATS", "Device");
+	std::vector<std::uint64_t> values(ME_STAT_COUNT);
+	for (;;) {
+		me_stats req{};
+		req.size = sizeof(req);
+		req.count = static_cast<std::uint32_t>(values.size());
+		req.values = reinterpret_cast<std::uintptr_t>(values.data());
+		if (::ioctl(fd(), ME_IOC_STATS, &req) < 0) {
+			int err = errno;
+			return detail::errno_error(err, "ME_IOC_STATS on " + path_,
+						   err == ENOTTY ? detail::abi4_hint() : std::string());
+		}
+		bool complete = req.count <= values.size();
+		values.resize(req.count);
+		if (complete)
+			break;
+	}
+
+	std::vector<std::pair<std::string, std::uint64_t>> out;
+	out.reserve(values.size());
+	for (std::size_t i = 0; i < values.size(); i++)
+		out.emplace_back(i < std::size(stat_names) ? std::string(stat_names[i])
+							   : "stat_" + std::to_string(i),
+				 values[i]);
+	return out;
+}
+
+Result<Connection> Device::connect(std::uint32_t peer, Ordering ordering,
+				   std::chrono::milliseconds timeout) const
+{
+	std::string what = "cannot connect to node " + std::to_string(peer);
+	if (!file_)
+		return detail::empty_error(what, "Device");
+	me_connect req{};
+	req.size = sizeof(req);
+	req.flags = ordering == Ordering::Ordered ? ME_CONNECT_F_ORDERED : 0;
+	req.peer = peer;
+	req.timeout_ms = detail::ms_arg(timeout);
+	if (::ioctl(fd(), ME_IOC_CONNECT, &req) == 0)
+		return Connection(file_, req.conn, peer);
+
+	int err = errno;
+	std::string n = std::to_string(peer);
+	std::string hint;
+	switch (err) {
+	case EHOSTUNREACH:
+		hint = "no link reaches node " + n +
+		       " yet: is the peer's module loaded and its links attached? (mectl peers)";
+		break;
+	case ENETDOWN:
+		hint = "no link is attached in this network namespace: attach one first "
+		       "(mectl attach IFNAME)";
+		break;
+	case ETIMEDOUT:
+		hint = "node " + n + " did not accept within " + std::to_string(req.timeout_ms) +
+		       " ms: check that its links are alive (mectl peers, mectl links)";
+		break;
+	case EINVAL:
+		hint = "the node id must not be 0, the broadcast id or this node's own id "
+		       "(mectl info shows it)";
+		break;
+	case ECONNRESET:
+		hint = "node " + n + " restarted while connecting: try again";
+		break;
+	case ENOSPC:
+		hint = "at most " + std::to_string(ME_CONN_MAX_PER_FILE) +
+		       " connections per open device, or the namespace used up its connection "
+		       "ids (module parameter max_conns)";
+		break;
+	case EINTR:
+		hint = "a signal arrived; the connection was abandoned";
+		break;
+	case EOPNOTSUPP:
+		hint = "the module does not know a flag the library set: is it older than the "
+		       "library? (mectl info)";
+		break;
+	case ENOTTY:
+		hint = detail::abi4_hint();
+		break;
+	}
+	return detail::errno_error(err, what, hint);
+}
 Result<MemoryRegion> Device::register_memory(void *addr, std::size_t length, Access access) const
 {
+	if (!file_)
+		return detail::empty_error("cannot register memory", "Device");
 	me_mr_reg req{};
 	req.size = sizeof(req);
 	req.access = static_cast<std::uint32_t>(access);

@@ -1,10 +1,14 @@
 // libmultiedge: the /dev/multiedge device.
 #pragma once
 
+#include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -54,6 +58,19 @@ public:
 	DeviceFile &operator=(const DeviceFile &) = delete;
 	~DeviceFile();
 	const int fd;
+
+	// The completion queue as the library sees it.  `backlog` holds
+	// completions taken from the kernel but not handed out yet (a
+	// wait_for() harvested them while looking for another cookie),
+	// oldest first; poll()/wait()/wait_for() look there before asking
+	// the kernel.  At most one thread at a time blocks in the kernel
+	// (`harvesting` set); the others sleep on `cv`, woken when it adds to
+	// the backlog or stops harvesting, so no completion waits unseen.
+	std::mutex mu;
+	std::condition_variable cv;
+	std::deque<Completion> backlog;		// guarded by mu
+	bool harvesting = false;		// guarded by mu
+	std::atomic<std::uint32_t> overflow{0};	// last count the kernel reported
 };
 } // namespace detail
 
@@ -186,6 +203,7 @@ public:
 
 private:
 	friend class Device;
+	friend class Connection;	// checks that a region is of its own file
 	MemoryRegion(std::shared_ptr<detail::DeviceFile> file, std::uint32_t id, std::uint32_t key,
 		     void *addr, std::size_t length, Access access)
 		: file_(std::move(file)), id_(id), key_(key), addr_(addr), length_(length),

@@ -1,0 +1,217 @@
+// libmultiedge: connections and the operations posted on them.
+#include "multiedge/connection.hpp"
+
+#include <cerrno>
+#include <sys/ioctl.h>
+
+#include "internal.hpp"
+#include "multiedge/device.hpp"
+#include "uapi/multiedge.h"
+
+namespace multiedge {
+
+namespace {
+
+const char *op_name(std::uint32_t opcode)
+{
+	switch (opcode) {
+	case ME_OP_WRITE:
+		return "write";
+	case ME_OP_NOTIFY:
+		return "write_notify";
+	case ME_OP_READ:
+		return "read";
+	case ME_OP_SEND:
+		return "send";
+	}
+	return "operation";
+}
+
+std::string post_hint(int err, const me_post &p)
+{
+	std::string conn = std::to_string(p.conn);
+	std::string region = std::to_string(p.local_region);
+	switch (err) {
+	case EINVAL:
+		return "the length must be at least 1 byte";
+	case EMSGSIZE:
+		return p.opcode == ME_OP_SEND
+			       ? "a send carries at most " + std::to_string(ME_SEND_MAX) + " bytes"
+			       : "an operation moves at most " + std::to_string(ME_OP_MAX_LEN) +
+					 " bytes";
+	case ENOENT:
+		return "connection " + conn + " or local region " + region +
+		       " is not (or no longer) of this device";
+	case ERANGE:
+		return "[" + std::to_string(p.local_off) + ", +" + std::to_string(p.len) +
+		       ") is outside local region " + region;
+	case ENOTCONN:
+		return "connection " + conn + " is closing, closed or dead: open a new one";
+	case EAGAIN:
+		return "the connection's operation queue or the completion queue is full: "
+		       "harvest completions (Device::poll/wait) or post blocking";
+	case EINTR:
+		return "a signal arrived while waiting for room; nothing was posted";
+	case EOPNOTSUPP:
+		return "the module does not know this operation or flag: is it older than the "
+		       "library? (mectl info)";
+	case ENOTTY:
+		return detail::abi4_hint();
+	}
+	return {};
+}
+
+} // namespace
+
+Connection::Connection(Connection &&other) noexcept
+	: file_(std::move(other.file_)), id_(other.id_), peer_(other.peer_)
+{
+	other.id_ = 0;
+	other.peer_ = 0;
+}
+
+Connection &Connection::operator=(Connection &&other) noexcept
+{
+	if (this != &other) {
+		if (file_ && id_)
+			(void)close();
+		file_ = std::move(other.file_);
+		id_ = other.id_;
+		peer_ = other.peer_;
+		other.id_ = 0;
+		other.peer_ = 0;
+	}
+	return *this;
+}
+
+Connection::~Connection()
+{
+	// A connection the peer closed or that died is already gone
+	// (ENOTCONN); one whose file went away is too (ENOENT).
+	if (file_ && id_)
+		(void)close();
+}
+
+Status Connection::close()
+{
+	if (!file_ || !id_)
+		return detail::empty_error("cannot close the connection", "Connection");
+	me_disconnect req{};
+	req.size = sizeof(req);
+	req.conn = id_;
+	int ret = ::ioctl(file_->fd, ME_IOC_DISCONNECT, &req);
+	int err = errno;
+	std::uint32_t id = id_;
+	file_.reset();
+	id_ = 0;
+	peer_ = 0;
+	if (ret == 0)
+		return {};
+	std::string hint;
+	if (err == ENOTCONN)
+		hint = "it was already closing, closed or dead";
+	else if (err == ENOENT)
+		hint = "it is not a connection of this device";
+	return detail::errno_error(err, "cannot close connection " + std::to_string(id), hint);
+}
+
+namespace {
+
+// Posts `p` on `file`, after the checks only the library can make.
+Status post(const std::shared_ptr<detail::DeviceFile> &file, std::uint32_t conn, me_post &p,
+	    const std::shared_ptr<detail::DeviceFile> &local_file, std::uint32_t local_id,
+	    Post how)
+{
+	std::string what = std::string("cannot post ") + op_name(p.opcode);
+	if (!file || !conn)
+		return detail::empty_error(what, "Connection");
+	what += " on connection " + std::to_string(conn);
+	if (!local_file || !local_id)
+		return detail::errno_error(EINVAL, what,
+					   "the local memory region is empty: it was moved from or "
+					   "deregistered");
+	if (local_file != file)
+		return detail::errno_error(EINVAL, what,
+					   "local region " + std::to_string(local_id) +
+						   " was registered on another Device; register it on "
+						   "the Device the connection was opened on");
+	p.size = sizeof(p);
+	p.conn = conn;
+	p.local_region = local_id;
+	p.flags = how == Post::NonBlocking ? ME_POST_F_NONBLOCK : 0;
+	if (::ioctl(file->fd, ME_IOC_POST, &p) == 0)
+		return {};
+	int err = errno;
+	return detail::errno_error(err, what, post_hint(err, p));
+}
+
+} // namespace
+
+Status Connection::write(const MemoryRegion &local, std::uint64_t local_off,
+			 const RemoteRegion &remote, std::uint64_t remote_off, std::uint32_t len,
+			 std::uint64_t cookie, Post how)
+{
+	me_post p{};
+	p.opcode = ME_OP_WRITE;
+	p.cookie = cookie;
+	p.len = len;
+	p.local_off = local_off;
+	p.remote_region = remote.id;
+	p.remote_key = remote.key;
+	p.remote_off = remote_off;
+	return post(file_, id_, p, local.file_, local.id_, how);
+}
+
+Status Connection::write_notify(const MemoryRegion &local, std::uint64_t local_off,
+				const RemoteRegion &remote, std::uint64_t remote_off,
+				std::uint32_t len, std::uint32_t imm, std::uint64_t cookie,
+				Post how)
+{
+	me_post p{};
+	p.opcode = ME_OP_NOTIFY;
+	p.cookie = cookie;
+	p.len = len;
+	p.local_off = local_off;
+	p.remote_region = remote.id;
+	p.remote_key = remote.key;
+	p.remote_off = remote_off;
+	p.imm = imm;
+	return post(file_, id_, p, local.file_, local.id_, how);
+}
+
+Status Connection::read(const MemoryRegion &local, std::uint64_t local_off,
+			const RemoteRegion &remote, std::uint64_t remote_off, std::uint32_t len,
+			std::uint64_t cookie, Post how)
+{
+	me_post p{};
+	p.opcode = ME_OP_READ;
+	p.cookie = cookie;
+	p.len = len;
+	p.local_off = local_off;
+	p.remote_region = remote.id;
+	p.remote_key = remote.key;
+	p.remote_off = remote_off;
+	return post(file_, id_, p, local.file_, local.id_, how);
+}
+
+Status Connection::send(const MemoryRegion &local, std::uint64_t local_off, std::uint32_t len,
+			std::uint64_t cookie, Post how)
+{
+	me_post p{};
+	p.opcode = ME_OP_SEND;
+	p.cookie = cookie;
+	p.len = len;
+	p.local_off = local_off;
+	return post(file_, id_, p, local.file_, local.id_, how);
+}
+
+RemoteRegion remote_of(const MemoryRegion &mr)
+{
+	RemoteRegion r;
+	r.id = mr.id();
+	r.key = mr.key();
+	r.length = mr.length();
+	return r;
+}
+
+} // namespace multiedge

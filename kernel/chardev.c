@@ -19,8 +19,10 @@
 #include <net/net_namespace.h>
 
 #include "chardev.h"
+#include "engine.h"
 #include "link.h"
 #include "mr.h"
+#include "netns.h"
 #include "uapi/multiedge.h"
 
 long me_copy_arg_in(void *karg, size_t ksize, size_t min, void __user *uarg)
@@ -41,8 +43,25 @@ long me_copy_arg_in(void *karg, size_t ksize, size_t min, void __user *uarg)
 	return usize;
 }
 
-static long me_ioc_query(void __user *uarg)
+int me_copy_array_out(u64 uptr, u32 stride, const void *src, size_t ksize,
+		      unsigned int n)
 {
+	size_t len = min_t(size_t, stride, ksize);
+	unsigned int i;
+
+	for (i = 0; i < n; i++) {
+		void __user *dst = u64_to_user_ptr(uptr + (u64)i * stride);
+
+		if (copy_to_user(dst, src + i * ksize, len) ||
+		    (stride > len && clear_user(dst + len, stride - len)))
+			return -EFAULT;
+	}
+	return 0;
+}
+
+static long me_ioc_query(struct me_file *f, void __user *uarg)
+{
+	struct me_net *mn = me_net(f->net);
 	struct me_link_stats stats;
 	struct me_query q;
 	long usize;
@@ -61,6 +80,12 @@ static long me_ioc_query(void __user *uarg)
 	q.rx_dropped = stats.rx_dropped;
 	q.pinned_pages = me_mr_pinned_pages();
 	q.regions = me_mr_count();
+	q.node_id = mn->node_id;
+	q.incarnation = mn->incarnation;
+	q.packet_size = READ_ONCE(mn->packet_size);
+	q.rx_queued = me_rx_queued();
+	q.conns = me_engine_conns();
+	q.ops_inflight = me_engine_ops_inflight();
 
 	if (copy_to_user(uarg, &q, min_t(size_t, usize, sizeof(q))))
 		return -EFAULT;
@@ -95,8 +120,7 @@ static long me_ioc_link_list(struct net *net, void __user *uarg)
 {
 	struct me_link_info *infos;
 	struct me_link_list req;
-	unsigned int n, room, i;
-	size_t stride, len;
+	unsigned int n;
 	long ret;
 
 	ret = me_copy_arg_in(&req, sizeof(req), ME_LINK_LIST_SIZE_VER0, uarg);
@@ -112,20 +136,8 @@ static long me_ioc_link_list(struct net *net, void __user *uarg)
 	n = me_link_list(net, infos, ME_MAX_LINKS);
 	rtnl_unlock();
 
-	/* Entries are info_size apart; each gets what both sides know. */
-	room = min_t(unsigned int, req.count, n);
-	stride = req.info_size;
-	len = min_t(size_t, stride, sizeof(*infos));
-	ret = 0;
-	for (i = 0; i < room; i++) {
-		void __user *dst = u64_to_user_ptr(req.links + i * stride);
-
-		if (copy_to_user(dst, &infos[i], len) ||
-		    (stride > len && clear_user(dst + len, stride - len))) {
-			ret = -EFAULT;
-			break;
-		}
-	}
+	ret = me_copy_array_out(req.links, req.info_size, infos, sizeof(*infos),
+				min_t(unsigned int, req.count, n));
 	kfree(infos);
 	if (ret)
 		return ret;
@@ -142,7 +154,7 @@ static long me_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
 
 	switch (cmd) {
 	case ME_IOC_QUERY:
-		return me_ioc_query(uarg);
+		return me_ioc_query(f, uarg);
 	case ME_IOC_LINK_ATTACH:
 	case ME_IOC_LINK_DETACH:
 		return me_ioc_link_req(net, cmd, uarg);
@@ -152,9 +164,33 @@ static long me_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
 		return me_mr_reg(f, uarg);
 	case ME_IOC_MR_DEREG:
 		return me_mr_dereg(f, uarg);
+	case ME_IOC_PEER_LIST:
+		return me_engine_ioc_peer_list(f, uarg);
+	case ME_IOC_CONN_LIST:
+		return me_engine_ioc_conn_list(f, uarg);
+	case ME_IOC_STATS:
+		return me_engine_ioc_stats(f, uarg);
+	case ME_IOC_CONNECT:
+		return me_engine_ioc_connect(f, uarg);
+	case ME_IOC_DISCONNECT:
+		return me_engine_ioc_disconnect(f, uarg);
+	case ME_IOC_POST:
+		return me_engine_ioc_post(f, uarg);
+	case ME_IOC_POLL_CQ:
+		return me_cq_ioc_poll(&f->cq, uarg);
+	case ME_IOC_RECV:
+		return me_engine_ioc_recv(f, uarg);
 	default:
 		return -ENOTTY;
 	}
+}
+
+/* Readable while completions are queued. */
+static __poll_t me_poll(struct file *file, poll_table *wait)
+{
+	struct me_file *f = file->private_data;
+
+	return me_cq_poll(&f->cq, file, wait);
 }
 
 static int me_open(struct inode *inode, struct file *file)
@@ -163,6 +199,10 @@ static int me_open(struct inode *inode, struct file *file)
 
 	if (!f)
 		return -ENOMEM;
+	if (me_cq_init(&f->cq)) {
+		kfree(f);
+		return -ENOMEM;
+	}
 	f->net = get_net(current->nsproxy->net_ns);
 	mutex_init(&f->lock);
 	INIT_LIST_HEAD(&f->mrs);
@@ -175,7 +215,14 @@ static int me_release(struct inode *inode, struct file *file)
 {
 	struct me_file *f = file->private_data;
 
+	/*
+	 * Connections first (closed in order), then regions: deregistering
+	 * waits for the operations using them, so afterwards no completion
+	 * can reach the queue.
+	 */
+	me_engine_release_file(f);
 	me_mr_release_file(f);
+	me_cq_destroy(&f->cq);
 	put_net(f->net);
 	mutex_destroy(&f->lock);
 	kfree(f);
@@ -187,6 +234,7 @@ static const struct file_operations me_fops = {
 	.open = me_open,
 	.release = me_release,
 	.unlocked_ioctl = me_ioctl,
+	.poll = me_poll,
 	.compat_ioctl = compat_ptr_ioctl,
 	.llseek = noop_llseek,
 };

@@ -5,6 +5,8 @@
 #include <linux/list.h>
 #include <linux/mutex.h>
 
+#include "cq.h"
+
 #define ME_DEVICE_NAME	"multiedge"
 
 struct net;
@@ -15,6 +17,8 @@ struct me_file {
 	struct mutex lock;	/* protects mrs, nr_mrs */
 	struct list_head mrs;	/* regions registered through this file */
 	unsigned int nr_mrs;
+	unsigned int nr_conns;	/* connections it owns (under owner_lock) */
+	struct me_cq cq;	/* its completions */
 };
 
 int me_chardev_init(void);
@@ -26,5 +30,13 @@ void me_chardev_uninit(void);
  * Returns the caller's size or a negative errno.
  */
 long me_copy_arg_in(void *karg, size_t ksize, size_t min, void __user *uarg);
+
+/*
+ * Writes @n entries of @ksize bytes from @src to the user array at @uptr,
+ * @stride bytes apart (the caller's entry size): each gets what both sides
+ * know, any tail the caller knows more of is zeroed.
+ */
+int me_copy_array_out(u64 uptr, u32 stride, const void *src, size_t ksize,
+		      unsigned int n);
 
 #endif /* ME_CHARDEV_H */

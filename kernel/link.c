@@ -1,27 +1,35 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * Links: the Ethernet devices multiedge uses, and its ethertype handler.
+ * Links: the Ethernet devices multiedge uses, its ethertype handler and its
+ * transmit path.
  *
  * One packet_type serves every namespace and device; a frame counts for a
  * link only if it arrives on a device attached in that device's namespace.
- * Until the protocol engine is wired in, frames are counted and dropped.
+ * The handler queues it to the link's receive threads (rx.c).  Each link
+ * takes an engine slot (0..ME_MAX_LINKS-1); the engine names links by slot.
  *
  * Lifetime: a link holds a tracked reference on its net_device from attach
  * to detach.  Writers (attach, detach, the netdevice notifier, namespace
- * exit) hold RTNL; the receive path walks the list under RCU, so a link is
- * freed only after a grace period (kfree_rcu).
+ * exit) hold RTNL; the receive handler and transmitters find links under
+ * RCU, so detach unpublishes, waits for a grace period, then stops the
+ * link's threads and frees it.
  */
-#include <linux/atomic.h>
+#include <linux/etherdevice.h>
+#include <linux/ethtool.h>
 #include <linux/if_arp.h>
 #include <linux/if_ether.h>
 #include <linux/module.h>
 #include <linux/netdevice.h>
+#include <linux/percpu.h>
 #include <linux/rculist.h>
 #include <linux/rtnetlink.h>
 #include <linux/skbuff.h>
 #include <linux/slab.h>
 #include <linux/string.h>
+#include <asm/unaligned.h>
 
+#include "core/me_core.h"
+#include "engine.h"
 #include "link.h"
 #include "netns.h"
 #include "uapi/multiedge.h"
@@ -36,19 +44,15 @@ module_param(links, charp, 0444);
 MODULE_PARM_DESC(links,
 		 "Comma-separated devices of the initial namespace to attach at load");
 
-struct me_link {
-	struct list_head node;		/* in me_net.links */
-	struct net_device *dev;		/* held until detach */
-	netdevice_tracker dev_tracker;
-	unsigned int mtu;		/* written under RTNL */
-	bool up;			/* running with carrier; written under RTNL */
-	atomic64_t rx_frames;
-	atomic64_t rx_bytes;
-	struct rcu_head rcu;
-};
+/* Packets above this are not worth their per-connection buffers. */
+#define ME_MAX_PACKET	9000
 
-static atomic64_t rx_frames = ATOMIC64_INIT(0);
-static atomic64_t rx_dropped = ATOMIC64_INIT(0);
+/* Module-wide receive counters, per CPU (the handler runs on every CPU). */
+struct me_rx_pcpu {
+	u64 frames;
+	u64 dropped;
+};
+static DEFINE_PER_CPU(struct me_rx_pcpu, rx_stats);
 
 static struct me_link *find_link_rcu(struct me_net *mn, const struct net_device *dev)
 {
@@ -71,14 +75,23 @@ static int me_link_rcv(struct sk_buff *skb, struct net_device *dev,
 {
 	struct me_link *link;
 
-	atomic64_inc(&rx_frames);
+	this_cpu_inc(rx_stats.frames);
 	link = find_link_rcu(me_net(dev_net(dev)), dev);
-	if (link) {
-		atomic64_inc(&link->rx_frames);
-		atomic64_add(skb->len, &link->rx_bytes);
+	if (!link || skb->pkt_type == PACKET_OTHERHOST)
+		goto drop;
+	/* Another tap may share it; the threads need their own. */
+	skb = skb_share_check(skb, GFP_ATOMIC);
+	if (!skb) {
+		this_cpu_inc(rx_stats.dropped);
+		return NET_RX_DROP;
 	}
-	/* No protocol engine consumes frames yet: every one is dropped. */
-	atomic64_inc(&rx_dropped);
+	this_cpu_inc(link->stats->rx_frames);
+	this_cpu_add(link->stats->rx_bytes, skb->len);
+	me_rx_queue(link, skb);
+	return NET_RX_SUCCESS;
+
+drop:
+	this_cpu_inc(rx_stats.dropped);
 	kfree_skb(skb);
 	return NET_RX_DROP;
 }
@@ -88,11 +101,97 @@ static struct packet_type me_packet_type __read_mostly = {
 	.ignore_outgoing = true,
 };
 
+int me_link_xmit(struct me_net *mn, u32 idx, const void *buf, u32 len)
+{
+	u8 dst[ETH_ALEN];
+	struct net_device *dev;
+	struct me_link *link;
+	struct sk_buff *skb;
+	int ret = -ENETDOWN;
+	u64 mac;
+
+	if (idx >= ME_MAX_LINKS || len < 16)
+		return -EINVAL;
+	rcu_read_lock();
+	link = rcu_dereference(mn->slots[idx]);
+	if (!link)
+		goto out;
+	dev = link->dev;
+	if (!READ_ONCE(link->up))
+		goto err;
+	ret = -ENOMEM;
+	skb = alloc_skb(LL_RESERVED_SPACE(dev) + len + dev->needed_tailroom, GFP_ATOMIC);
+	if (!skb)
+		goto err;
+	skb_reserve(skb, LL_RESERVED_SPACE(dev));
+	skb_reset_network_header(skb);
+	skb_put_data(skb, buf, len);
+	skb->dev = dev;
+	skb->protocol = htons(ethertype);
+	/* Broadcast until the peer's address is known, and for HELLO (dst_node at 12). */
+	mac = atomic64_read(&link->peer_mac);
+	if (!mac || get_unaligned_be32((const u8 *)buf + 12) == U32_MAX)
+		eth_broadcast_addr(dst);
+	else
+		u64_to_ether_addr(mac, dst);
+	if (dev_hard_header(skb, dev, ethertype, dst, dev->dev_addr, skb->len) < 0) {
+		kfree_skb(skb);
+		ret = -EINVAL;
+		goto err;
+	}
+	ret = dev_queue_xmit(skb);
+	if (ret != NET_XMIT_SUCCESS) {
+		ret = -ENOBUFS;
+		goto err;
+	}
+	this_cpu_inc(link->stats->tx_frames);
+	this_cpu_add(link->stats->tx_bytes, len);
+	rcu_read_unlock();
+	return 0;
+err:
+	this_cpu_inc(link->stats->tx_errors);
+out:
+	rcu_read_unlock();
+	return ret;
+}
+
+static unsigned int link_speed(struct net_device *dev)
+{
+	struct ethtool_link_ksettings ks;
+
+	if (__ethtool_get_link_ksettings(dev, &ks) || ks.base.speed == (u32)SPEED_UNKNOWN ||
+	    !ks.base.speed)
+		return 10000;	/* unknown (virtual devices): assume 10G */
+	return ks.base.speed;
+}
+
+/* The engine uses a link only while it is up and carries whole packets. */
+static void update_admin(struct me_net *mn, struct me_link *link)
+{
+	me_engine_link_admin(mn, link->idx, link->up && link->mtu >= mn->packet_size);
+}
+
+static int free_slot(struct me_net *mn)
+{
+	int i;
+
+	for (i = 0; i < ME_MAX_LINKS; i++)
+		if (!rtnl_dereference(mn->slots[i]))
+			return i;
+	return -ENOSPC;
+}
+
+bool me_link_slot_used(struct me_net *mn, unsigned int idx)
+{
+	return idx < ME_MAX_LINKS && rtnl_dereference(mn->slots[idx]);
+}
+
 int me_link_attach(struct net *net, const char *ifname)
 {
 	struct me_net *mn = me_net(net);
 	struct net_device *dev;
 	struct me_link *link;
+	int idx, ret;
 
 	ASSERT_RTNL();
 	dev = __dev_get_by_name(net, ifname);
@@ -102,34 +201,70 @@ int me_link_attach(struct net *net, const char *ifname)
 		return -EINVAL;
 	if (find_link_rcu(mn, dev))
 		return -EEXIST;
-	if (mn->nr_links >= ME_MAX_LINKS)
-		return -ENOSPC;
+	idx = free_slot(mn);
+	if (idx < 0)
+		return idx;
+	if (dev->mtu < ME_MIN_PACKET || (mn->core && dev->mtu < mn->packet_size))
+		return -EMSGSIZE;
+	if (!mn->core) {
+		ret = me_engine_start(mn, min_t(unsigned int, dev->mtu, ME_MAX_PACKET));
+		if (ret)
+			return ret;
+	}
 
 	link = kzalloc(sizeof(*link), GFP_KERNEL);
 	if (!link)
 		return -ENOMEM;
-	netdev_hold(dev, &link->dev_tracker, GFP_KERNEL);
+	link->stats = alloc_percpu(struct me_link_pcpu);
+	if (!link->stats) {
+		ret = -ENOMEM;
+		goto err_free;
+	}
+	link->mn = mn;
 	link->dev = dev;
+	link->idx = idx;
 	link->mtu = dev->mtu;
 	link->up = link_is_up(dev);
-	atomic64_set(&link->rx_frames, 0);
-	atomic64_set(&link->rx_bytes, 0);
+	atomic64_set(&link->peer_mac, 0);
+	ret = me_engine_link_add(mn, idx, dev->mtu, link_speed(dev));
+	if (ret)
+		goto err_stats;
+	ret = me_rx_start(link, mn->packet_size);
+	if (ret)
+		goto err_engine;
+	netdev_hold(dev, &link->dev_tracker, GFP_KERNEL);
+	update_admin(mn, link);
+	rcu_assign_pointer(mn->slots[idx], link);
 	list_add_tail_rcu(&link->node, &mn->links);
-	mn->nr_links++;
-	pr_debug("link %s attached (mtu %u, %s)\n", dev->name, link->mtu,
+	WRITE_ONCE(mn->nr_links, mn->nr_links + 1);
+	pr_debug("link %s attached as %d (mtu %u, %s)\n", dev->name, idx, link->mtu,
 		 link->up ? "up" : "down");
 	return 0;
+
+err_engine:
+	me_engine_link_del(mn, idx);
+err_stats:
+	free_percpu(link->stats);
+err_free:
+	kfree(link);
+	return ret;
 }
 
 static void detach(struct me_net *mn, struct me_link *link)
 {
 	ASSERT_RTNL();
+	/* The engine stops choosing it and moves its packets elsewhere. */
+	me_engine_link_del(mn, link->idx);
+	RCU_INIT_POINTER(mn->slots[link->idx], NULL);
 	list_del_rcu(&link->node);
-	mn->nr_links--;
+	WRITE_ONCE(mn->nr_links, mn->nr_links - 1);
+	/* No handler or transmitter can see it after this. */
+	synchronize_net();
+	me_rx_stop(link);
 	pr_debug("link %s detached\n", link->dev->name);
 	netdev_put(link->dev, &link->dev_tracker);
-	/* The receive path may still look at it until a grace period ends. */
-	kfree_rcu(link, rcu);
+	free_percpu(link->stats);
+	kfree(link);
 }
 
 int me_link_detach(struct net *net, const char *ifname)
@@ -155,6 +290,24 @@ void me_link_detach_all(struct me_net *mn)
 		detach(mn, link);
 }
 
+static void sum_stats(struct me_link *link, struct me_link_pcpu *sum)
+{
+	int cpu;
+
+	memset(sum, 0, sizeof(*sum));
+	for_each_possible_cpu(cpu) {
+		const struct me_link_pcpu *p = per_cpu_ptr(link->stats, cpu);
+
+		sum->rx_frames += p->rx_frames;
+		sum->rx_bytes += p->rx_bytes;
+		sum->rx_dropped += p->rx_dropped;
+		sum->rx_copied += p->rx_copied;
+		sum->tx_frames += p->tx_frames;
+		sum->tx_bytes += p->tx_bytes;
+		sum->tx_errors += p->tx_errors;
+	}
+}
+
 unsigned int me_link_list(struct net *net, struct me_link_info *out, unsigned int room)
 {
 	struct me_net *mn = me_net(net);
@@ -165,14 +318,25 @@ unsigned int me_link_list(struct net *net, struct me_link_info *out, unsigned in
 	list_for_each_entry(link, &mn->links, node) {
 		if (n < room) {
 			struct me_link_info *li = &out[n];
+			struct me_link_pcpu s;
 
+			sum_stats(link, &s);
 			memset(li, 0, sizeof(*li));
 			strscpy(li->ifname, link->dev->name, sizeof(li->ifname));
 			li->ifindex = link->dev->ifindex;
 			li->mtu = link->mtu;
-			li->flags = link->up ? ME_LINK_F_UP : 0;
-			li->rx_frames = atomic64_read(&link->rx_frames);
-			li->rx_bytes = atomic64_read(&link->rx_bytes);
+			li->flags = (link->up ? ME_LINK_F_UP : 0) |
+				    (me_link_alive(mn->core, link->idx) ? ME_LINK_F_ALIVE : 0);
+			li->index = link->idx;
+			li->rx_frames = s.rx_frames;
+			li->rx_bytes = s.rx_bytes;
+			li->peer_node = me_link_peer(mn->core, link->idx);
+			li->rate_mbps = me_link_rate(mn->core, link->idx) * 8;
+			li->tx_frames = s.tx_frames;
+			li->tx_bytes = s.tx_bytes;
+			li->rx_dropped = s.rx_dropped;
+			li->tx_errors = s.tx_errors;
+			li->rx_copied = s.rx_copied;
 		}
 		n++;
 	}
@@ -193,12 +357,16 @@ static int me_netdev_event(struct notifier_block *nb, unsigned long event, void 
 	case NETDEV_UP:
 	case NETDEV_DOWN:
 	case NETDEV_CHANGE:
-		link->up = link_is_up(dev);
+		WRITE_ONCE(link->up, link_is_up(dev));
+		update_admin(mn, link);
 		pr_debug("link %s %s\n", dev->name, link->up ? "up" : "down");
 		break;
 	case NETDEV_CHANGEMTU:
 		link->mtu = dev->mtu;
-		pr_debug("link %s mtu %u\n", dev->name, link->mtu);
+		update_admin(mn, link);
+		if (link->mtu < mn->packet_size)
+			pr_info("link %s: mtu %u below the packet size %u: not used until raised\n",
+				dev->name, link->mtu, mn->packet_size);
 		break;
 	case NETDEV_UNREGISTER:
 		/* Also sent when the device moves to another namespace. */
@@ -276,7 +444,7 @@ err_netns:
  * Sleeps: dev_remove_pack() waits for handlers running on other CPUs.  The
  * notifier goes before the per-namespace state it reads; unregistering it
  * replays NETDEV_UNREGISTER for every device, which detaches every link.
- * Namespace exit then finds nothing left.
+ * Namespace exit then stops the engines.
  */
 void me_link_uninit(void)
 {
@@ -292,6 +460,11 @@ u16 me_link_ethertype(void)
 
 void me_link_get_stats(struct me_link_stats *stats)
 {
-	stats->rx_frames = atomic64_read(&rx_frames);
-	stats->rx_dropped = atomic64_read(&rx_dropped);
+	int cpu;
+
+	memset(stats, 0, sizeof(*stats));
+	for_each_possible_cpu(cpu) {
+		stats->rx_frames += per_cpu(rx_stats, cpu).frames;
+		stats->rx_dropped += per_cpu(rx_stats, cpu).dropped;
+	}
 }

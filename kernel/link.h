@@ -3,10 +3,55 @@
 #define ME_LINK_H
 
 #include <linux/netdevice.h>
+#include <linux/ptr_ring.h>
 #include <linux/types.h>
 
 struct me_net;
 struct me_link_info;
+
+#define ME_RX_THREADS_MAX	8
+
+/* Per-CPU counters of a link: the receive and transmit paths touch them. */
+struct me_link_pcpu {
+	u64 rx_frames;
+	u64 rx_bytes;
+	u64 rx_dropped;
+	u64 rx_copied;
+	u64 tx_frames;
+	u64 tx_bytes;
+	u64 tx_errors;
+};
+
+struct me_link;
+
+/* A receive thread of a link. */
+struct me_rx_thread {
+	struct task_struct *task;
+	struct me_link *link;
+	u8 *bounce;			/* for frames not in one linear buffer */
+};
+
+/*
+ * An attached Ethernet device.  Lifetime: from attach to detach, both under
+ * RTNL; detach unpublishes it, waits for a grace period (the receive handler
+ * and transmitters look it up under RCU), then stops its threads.
+ */
+struct me_link {
+	struct list_head node;		/* in me_net.links */
+	struct me_net *mn;
+	struct net_device *dev;		/* held until detach */
+	netdevice_tracker dev_tracker;
+	unsigned int idx;		/* engine slot */
+	unsigned int mtu;		/* written under RTNL */
+	bool up;			/* running with carrier; under RTNL */
+	atomic64_t peer_mac;		/* last source address seen, 0: none */
+	struct me_link_pcpu __percpu *stats;
+	/* Frames from the handler to the receive threads (Table 1 state 6). */
+	struct ptr_ring ring;
+	unsigned int nthreads;
+	unsigned int next_wake;		/* racy round robin, harmless */
+	struct me_rx_thread threads[ME_RX_THREADS_MAX];
+};
 
 struct me_link_stats {
 	u64 rx_frames;
@@ -24,5 +69,16 @@ int me_link_detach(struct net *net, const char *ifname);
 void me_link_detach_all(struct me_net *mn);
 /* Fills up to @room entries; returns the number of links attached. */
 unsigned int me_link_list(struct net *net, struct me_link_info *out, unsigned int room);
+/* Is engine slot @idx taken by an attached link?  Under RTNL. */
+bool me_link_slot_used(struct me_net *mn, unsigned int idx);
+
+/* Transmit one packet (bytes after the Ethernet header); any context. */
+int me_link_xmit(struct me_net *mn, u32 idx, const void *buf, u32 len);
+
+/* Receive threads (rx.c). */
+int me_rx_start(struct me_link *link, unsigned int packet_size);
+void me_rx_stop(struct me_link *link);
+void me_rx_queue(struct me_link *link, struct sk_buff *skb);
+u64 me_rx_queued(void);
 
 #endif /* ME_LINK_H */

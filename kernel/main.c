@@ -9,17 +9,25 @@
 #include <linux/module.h>
 
 #include "chardev.h"
+#include "engine.h"
 #include "link.h"
 #include "mr.h"
+#include "ops.h"
 #include "uapi/multiedge.h"
 
 static int __init me_init(void)
 {
 	int ret;
 
-	ret = me_link_init();
+	ret = me_engine_init();
 	if (ret)
 		return ret;
+	ret = me_ops_init();
+	if (ret)
+		return ret;
+	ret = me_link_init();
+	if (ret)
+		goto err_ops;
 
 	ret = me_chardev_init();
 	if (ret)
@@ -31,6 +39,8 @@ static int __init me_init(void)
 
 err_link:
 	me_link_uninit();
+err_ops:
+	me_ops_uninit();
 	return ret;
 }
 
@@ -38,7 +48,9 @@ static void __exit me_exit(void)
 {
 	me_chardev_uninit();
 	me_link_uninit();
+	me_engine_check_unload();
 	me_mr_check_unload();
+	me_ops_uninit();
 	pr_info("unloaded\n");
 }
 

@@ -17,6 +17,7 @@
 #include <linux/rcupdate.h>
 #include <linux/sched/mm.h>
 #include <linux/sched/signal.h>
+#include <linux/highmem.h>
 #include <linux/slab.h>
 #include <linux/uaccess.h>
 #include <linux/xarray.h>
@@ -165,7 +166,7 @@ long me_mr_reg(struct me_file *f, void __user *uarg)
 	init_completion(&mr->released);
 
 	mutex_lock(&f->lock);
-	ret = xa_alloc_cyclic(&mn->mrs, &mr->id, mr, XA_LIMIT(1, U32_MAX), &mn->mr_next,
+	ret = xa_alloc_cyclic(&mn->mrs, &mr->id, mr, XA_LIMIT(1, U32_MAX - 1), &mn->mr_next,
 			      GFP_KERNEL);
 	if (ret < 0) {
 		mutex_unlock(&f->lock);
@@ -262,7 +263,7 @@ void me_mr_release_file(struct me_file *f)
 	}
 }
 
-struct me_mr *me_mr_get(struct me_net *mn, u32 id, u32 key, u32 access)
+struct me_mr *me_mr_get_any(struct me_net *mn, u32 id)
 {
 	struct me_mr *mr;
 
@@ -271,11 +272,114 @@ struct me_mr *me_mr_get(struct me_net *mn, u32 id, u32 key, u32 access)
 	if (mr && !refcount_inc_not_zero(&mr->ref))
 		mr = NULL;
 	rcu_read_unlock();
+	return mr;
+}
+
+struct me_mr *me_mr_get(struct me_net *mn, u32 id, u32 key, u32 access)
+{
+	struct me_mr *mr = me_mr_get_any(mn, id);
+
 	if (mr && (mr->key != key || (mr->access & access) != access)) {
 		me_mr_put(mr);
 		mr = NULL;
 	}
 	return mr;
+}
+
+struct me_mr *me_mr_get_owned(struct me_file *f, u32 id)
+{
+	struct me_mr *mr = me_mr_get_any(me_net(f->net), id);
+
+	if (mr && full(mr)->owner != f) {
+		me_mr_put(mr);
+		mr = NULL;
+	}
+	return mr;
+}
+
+struct me_file *me_mr_owner(struct me_mr *mr)
+{
+	return full(mr)->owner;
+}
+
+static bool mr_in_range(const struct me_mr *mr, u64 off, u64 len)
+{
+	return off <= mr->length && len <= mr->length - off;
+}
+
+int me_mr_check_remote(struct me_net *mn, u32 id, u32 key, u64 off, u64 len, u32 access)
+{
+	struct me_mr *mr = me_mr_get_any(mn, id);
+	int ret = 0;
+
+	if (!mr)
+		return -ENOENT;
+	if (mr->key != key || (mr->access & access) != access)
+		ret = -EACCES;
+	else if (!mr_in_range(mr, off, len))
+		ret = -ERANGE;
+	me_mr_put(mr);
+	return ret;
+}
+
+int me_mr_check_local(struct me_net *mn, u32 id, u64 off, u64 len)
+{
+	struct me_mr *mr = me_mr_get_any(mn, id);
+	int ret;
+
+	if (!mr)
+		return -ENOENT;
+	ret = mr_in_range(mr, off, len) ? 0 : -ERANGE;
+	me_mr_put(mr);
+	return ret;
+}
+
+/*
+ * Copies between a kernel buffer and [off, off + len) of a region, page by
+ * page through short-lived local mappings: valid in any context, whatever
+ * process (if any) is current.
+ */
+static int mr_copy(struct me_net *mn, u32 id, u64 off, void *buf, u32 len, bool to_region)
+{
+	struct me_mr *mr = me_mr_get_any(mn, id);
+	u64 pos;
+
+	if (!mr)
+		return -ENOENT;
+	if (!mr_in_range(mr, off, len)) {
+		me_mr_put(mr);
+		return -ERANGE;
+	}
+	pos = (mr->addr & ~PAGE_MASK) + off;
+	while (len) {
+		struct page *page = mr->pages[pos >> PAGE_SHIFT];
+		u32 in_page = pos & ~PAGE_MASK;
+		u32 n = min_t(u32, len, PAGE_SIZE - in_page);
+		u8 *va = kmap_local_page(page);
+
+		if (to_region) {
+			memcpy(va + in_page, buf, n);
+			flush_dcache_page(page);
+		} else {
+			memcpy(buf, va + in_page, n);
+		}
+		kunmap_local(va);
+		buf += n;
+		pos += n;
+		len -= n;
+	}
+	me_mr_put(mr);
+	return 0;
+}
+
+int me_mr_copy_to(struct me_net *mn, u32 id, u64 off, const void *src, u32 len)
+{
+	return mr_copy(mn, id, off, (void *)src, len, true);
+}
+
+int me_mr_copy_from(struct me_net *mn, u32 id, u64 off, void *dst, u32 len)
+{
+	return mr_copy(mn, id, off, dst, len, false);
 }
 
 void me_mr_put(struct me_mr *mr)

@@ -50,7 +50,22 @@ void me_mr_release_file(struct me_file *f);
 
 /* Data path: find a region by id and check key and access; NULL if not. */
 struct me_mr *me_mr_get(struct me_net *mn, u32 id, u32 key, u32 access);
+/* ... without checks; or only a region registered on @f. */
+struct me_mr *me_mr_get_any(struct me_net *mn, u32 id);
+struct me_mr *me_mr_get_owned(struct me_file *f, u32 id);
 void me_mr_put(struct me_mr *mr);
+/* The file that registered it (valid while a reference is held). */
+struct me_file *me_mr_owner(struct me_mr *mr);
+
+/*
+ * For the engine (any context): may a peer access [off, off + len) with
+ * @key for @access (ME_ACCESS_*)?  0, -ENOENT, -EACCES or -ERANGE.  Local
+ * check: range only.  Copies: 0, -ENOENT or -ERANGE.
+ */
+int me_mr_check_remote(struct me_net *mn, u32 id, u32 key, u64 off, u64 len, u32 access);
+int me_mr_check_local(struct me_net *mn, u32 id, u64 off, u64 len);
+int me_mr_copy_to(struct me_net *mn, u32 id, u64 off, const void *src, u32 len);
+int me_mr_copy_from(struct me_net *mn, u32 id, u64 off, void *dst, u32 len);
 
 /* Module-wide accounting, for ME_IOC_QUERY and the unload check. */
 u64 me_mr_pinned_pages(void);

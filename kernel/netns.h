@@ -3,20 +3,58 @@
 #define ME_NETNS_H
 
 #include <linux/list.h>
+#include <linux/mutex.h>
+#include <linux/spinlock.h>
+#include <linux/wait.h>
 #include <linux/xarray.h>
 #include <net/net_namespace.h>
+
+#include "uapi/multiedge.h"
+
+struct me_link;
+struct me_node;
+struct me_file;
+struct task_struct;
 
 /*
  * Per network namespace state: each namespace is one multiedge node, so one
  * kernel can host several (the guest tests build clusters this way).
  */
 struct me_net {
+	struct net *net;
 	/* Attached links: RCU for the receive path, RTNL for writers. */
 	struct list_head links;
 	unsigned int nr_links;
+	/* The same links by engine slot, for transmit (RCU; RTNL writers). */
+	struct me_link __rcu *slots[ME_MAX_LINKS];
 	/* Registered memory regions by id (struct me_mr, see mr.h). */
 	struct xarray mrs;
 	u32 mr_next;		/* next id to try; under the xarray's lock */
+
+	/* ---- the protocol engine (engine.c) ---- */
+	u32 node_id;		/* random, nonzero; fixed for the namespace's life */
+	u32 incarnation;
+	/*
+	 * Created with the first link attached (whose MTU fixes the packet
+	 * size) and destroyed when the namespace dies.  Written under RTNL
+	 * before any link or ioctl can use it; read with READ_ONCE.
+	 */
+	struct me_node *core;
+	u32 packet_size;
+	struct task_struct *timer;	/* drives me_core_timer() */
+	struct list_head node;		/* in the module's list of engines */
+	/* Owner of each connection by id - 1 (NULL: passive or abandoned). */
+	spinlock_t owner_lock;
+	struct me_file **owners;
+	atomic64_t *conn_copies;	/* payload copies into regions, by id - 1 */
+	/* Woken by every completion (events counts them): connect and post. */
+	wait_queue_head_t waitq;
+	atomic_t events;
+	/* Messages sent to this node (ME_OP_SEND), oldest first. */
+	spinlock_t msg_lock;
+	struct list_head msgs;
+	unsigned int nr_msgs;
+	wait_queue_head_t msg_wait;
 };
 
 int me_netns_init(void);

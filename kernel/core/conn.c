@@ -46,20 +46,21 @@ void me_conn_free(struct me_conn *c)
 	c->node->ops->free(c->node->ctx, c);
 }
 
-/* Allocate and number a connection; called with ctl_lock held. */
-static struct me_conn *conn_new(struct me_node *n, u32 peer, u32 mode)
+/*
+ * Allocate a connection.  Called without ctl_lock: the buffers are large,
+ * and a host may only be able to provide them where it can sleep (the
+ * kernel module's receive threads and ioctls can).
+ */
+static struct me_conn *conn_alloc(struct me_node *n, u32 peer, u32 mode)
 {
-	u32 id = me_atomic_read(&n->nconns) + 1;
 	struct me_conn *c;
+	u32 i;
 
-	if (id > n->cfg.max_conns)
-		return NULL;
 	c = n->ops->alloc(n->ctx, sizeof(*c));
 	if (!c)
 		return NULL;
 	memset(c, 0, sizeof(*c));
 	c->node = n;
-	c->id = id;
 	c->peer = peer;
 	c->mode = mode;
 	c->window = n->cfg.window;
@@ -67,14 +68,27 @@ static struct me_conn *conn_new(struct me_node *n, u32 peer, u32 mode)
 	c->nops = n->cfg.ops;
 	c->nresp = n->cfg.window;
 	c->maxpay = n->cfg.mtu - ME_HDR_SEQ;
-	c->isn = mix32(n->cfg.incarnation * 2654435761u + id);
 	me_atomic_set(&c->state, ME_CS_CONNECTING);
+	for (i = 0; i < ME_CST_MAX_; i++)
+		me_atomic64_set(&c->cst[i], 0);
 	if (me_win_alloc(c) || me_msg_alloc(c)) {
 		me_conn_free(c);
 		return NULL;
 	}
-	me_win_start_tx(c, c->isn, c->isn);
 	return c;
+}
+
+/* Give it the next id; with ctl_lock held.  false: the ids are used up. */
+static bool conn_number(struct me_node *n, struct me_conn *c)
+{
+	u32 id = me_atomic_read(&n->nconns) + 1;
+
+	if (id > n->cfg.max_conns)
+		return false;
+	c->id = id;
+	c->isn = mix32(n->cfg.incarnation * 2654435761u + id);
+	me_win_start_tx(c, c->isn, c->isn);
+	return true;
 }
 
 /* Make the connection visible to receive threads (release). */
@@ -116,11 +130,15 @@ int me_conn_connect(struct me_node *n, u32 peer, u32 mode,
 	if (mode > ME_MODE_ORDERED || !peer || peer == ME_NODE_BCAST ||
 	    peer == n->cfg.node_id)
 		return -EINVAL;
-	me_lock(&n->ctl_lock);
-	c = conn_new(n, peer, mode);
-	if (!c) {
-		me_unlock(&n->ctl_lock);
+	c = conn_alloc(n, peer, mode);
+	if (!c)
 		return -ENOMEM;
+	c->active = true;
+	me_lock(&n->ctl_lock);
+	if (!conn_number(n, c)) {
+		me_unlock(&n->ctl_lock);
+		me_conn_free(c);
+		return -ENOSPC;
 	}
 	c->connect_sent_ns = me_now(n);
 	conn_publish(n, c);
@@ -158,10 +176,25 @@ struct me_conn *me_conn_lookup(struct me_node *n, const struct me_hdr *h)
 	return c;
 }
 
+/* The connection a CONNECT already created; with ctl_lock held. */
+static struct me_conn *find_passive(struct me_node *n, const struct me_hdr *h)
+{
+	u32 i, cnt = me_atomic_read(&n->nconns);
+
+	for (i = 0; i < cnt; i++) {
+		struct me_conn *c = n->conns[i];
+
+		if (c->peer == h->src_node && c->peer_conn == h->src_conn &&
+		    c->peer_inc == h->src_inc &&
+		    me_atomic_read(&c->state) != ME_CS_CONNECTING)
+			return c;
+	}
+	return NULL;
+}
+
 static void rx_connect(struct me_node *n, u32 link, const struct me_hdr *h)
 {
-	struct me_conn *c;
-	u32 i, cnt;
+	struct me_conn *c, *fresh;
 
 	if (h->dst_inc && h->dst_inc != n->cfg.incarnation) {
 		me_stat_inc(n, ME_ST_RX_STALE);
@@ -169,22 +202,35 @@ static void rx_connect(struct me_node *n, u32 link, const struct me_hdr *h)
 	}
 	if (!me_trylock(&n->ctl_lock))
 		return;		/* the peer resends CONNECT */
-	cnt = me_atomic_read(&n->nconns);
-	for (i = 0; i < cnt; i++) {
-		c = n->conns[i];
-		if (c->peer == h->src_node && c->peer_conn == h->src_conn &&
-		    c->peer_inc == h->src_inc &&
-		    me_atomic_read(&c->state) != ME_CS_CONNECTING) {
-			/* A resent CONNECT: our ACCEPT was lost. */
-			me_unlock(&n->ctl_lock);
-			if (me_conn_live(c))
-				send_conn_pkt(c, ME_PT_ACCEPT, (int)link);
+	c = find_passive(n, h);
+	me_unlock(&n->ctl_lock);
+	if (!c) {
+		/* Allocate unlocked, then look again: a copy may have won. */
+		fresh = conn_alloc(n, h->src_node, h->c.mode);
+		if (!fresh)
+			return;
+		if (!me_trylock(&n->ctl_lock)) {
+			me_conn_free(fresh);
 			return;
 		}
+		c = find_passive(n, h);
+		if (c) {
+			me_unlock(&n->ctl_lock);
+			me_conn_free(fresh);
+		}
+	} else {
+		fresh = NULL;
 	}
-	c = conn_new(n, h->src_node, h->c.mode);
-	if (!c) {
+	if (c) {
+		/* A resent CONNECT: our ACCEPT was lost. */
+		if (me_conn_live(c))
+			send_conn_pkt(c, ME_PT_ACCEPT, (int)link);
+		return;
+	}
+	c = fresh;
+	if (!conn_number(n, c)) {
 		me_unlock(&n->ctl_lock);
+		me_conn_free(c);
 		return;
 	}
 	c->peer_conn = h->src_conn;
@@ -320,6 +366,24 @@ int me_conn_read(struct me_conn *c, const struct me_rw *rw)
 int me_conn_close(struct me_conn *c)
 {
 	return me_msg_submit(c, ME_PT_CLOSE, NULL);
+}
+
+u32 me_node_nconns(struct me_node *n)
+{
+	return me_atomic_read(&n->nconns);
+}
+
+void me_conn_stats(struct me_conn *c, struct me_conn_info_core *out)
+{
+	u32 i;
+
+	out->id = c->id;
+	out->peer = c->peer;
+	out->state = me_atomic_read(&c->state);
+	out->mode = c->mode;
+	out->active = c->active;
+	for (i = 0; i < ME_CST_MAX_; i++)
+		out->st[i] = me_atomic64_read(&c->cst[i]);
 }
 
 u32 me_conn_id(struct me_conn *c)

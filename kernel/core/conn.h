@@ -21,6 +21,8 @@ struct me_conn {
 	u32 id;			/* local id, never reused */
 	u32 peer;		/* peer node id */
 	u32 mode;		/* ME_MODE_* */
+	bool active;		/* opened by me_conn_connect() */
+	me_atomic64_t cst[ME_CST_MAX_];	/* enum me_cstat */
 	me_atomic_t state;	/* enum me_conn_state_e */
 	/* Set by the handshake before state becomes ESTABLISHED. */
 	u32 peer_conn;
@@ -79,6 +81,11 @@ struct me_conn {
 	u32 cur_off;
 	u32 msg_nxt;
 };
+
+static inline void me_cstat_add(struct me_conn *c, enum me_cstat st, u64 v)
+{
+	me_atomic64_add_return(&c->cst[st], v);
+}
 
 struct me_conn *me_conn_lookup(struct me_node *n, const struct me_hdr *h);
 void me_conn_rx_ctl(struct me_node *n, u32 link, const struct me_hdr *h);

@@ -116,12 +116,19 @@ void me_node_destroy(struct me_node *node);
 u64 me_node_stat(struct me_node *node, enum me_stat st);
 
 int me_link_add(struct me_node *node, u32 link, u32 mtu, u32 rate_mbps);
+/*
+ * The host stopped using the link (its NIC was detached): it is down for
+ * good and forgets its peer; me_link_add() may take the slot again.
+ */
+void me_link_del(struct me_node *node, u32 link);
 /* Administrative state from the NIC (carrier/up/down). */
 void me_link_set_admin(struct me_node *node, u32 link, bool up);
 /* 1 if the link is up and its peer answers, 0 otherwise. */
 int me_link_alive(struct me_node *node, u32 link);
 /* Peer node learned by HELLO on the link, 0 if none yet. */
 u32 me_link_peer(struct me_node *node, u32 link);
+/* Incarnation of that peer, 0 if none yet. */
+u32 me_link_peer_inc(struct me_node *node, u32 link);
 /* Current rate estimate of a link in bytes per microsecond. */
 u32 me_link_rate(struct me_node *node, u32 link);
 
@@ -150,5 +157,30 @@ u32 me_conn_id(struct me_conn *conn);
 u32 me_conn_peer(struct me_conn *conn);
 int me_conn_state(struct me_conn *conn);
 struct me_conn *me_conn_get(struct me_node *node, u32 id);
+/* Connection ids handed out so far (ids are 1..this). */
+u32 me_node_nconns(struct me_node *node);
+
+/* Per-connection counters (me_conn_stats()). */
+enum me_cstat {
+	ME_CST_TX_PKTS,		/* data packets sent, first copies */
+	ME_CST_TX_BYTES,	/* their payload bytes */
+	ME_CST_RTX,		/* packets sent again */
+	ME_CST_RX_PKTS,		/* sequenced packets accepted */
+	ME_CST_RX_BYTES,	/* their payload bytes */
+	ME_CST_RX_DROP,		/* duplicate, beyond the window, no room */
+	ME_CST_ERRORS,		/* operations completed with an error */
+	ME_CST_MAX_
+};
+
+struct me_conn_info_core {
+	u32 id;
+	u32 peer;
+	u32 state;		/* enum me_conn_state_e */
+	u32 mode;
+	bool active;		/* opened by me_conn_connect() */
+	u64 st[ME_CST_MAX_];
+};
+
+void me_conn_stats(struct me_conn *conn, struct me_conn_info_core *out);
 
 #endif /* ME_CORE_H */

@@ -8,8 +8,8 @@
  * atomics come from me_types.h), so the core links standalone.
  *
  * Context rules: every operation may be called from any receive thread, from
- * me_core_timer() and from the submitting caller, concurrently; none may
- * sleep and none may call back into the core except where noted.
+ * me_core_timer() and from the submitting caller, concurrently; none but
+ * alloc may sleep and none may call back into the core.
  */
 #ifndef ME_PLAT_H
 #define ME_PLAT_H
@@ -85,7 +85,11 @@ struct me_plat_ops {
 	int (*mr_read)(void *ctx, u32 region, u64 off, void *dst, u32 len);
 	/* A completion or connection event; may not call into the core. */
 	void (*complete)(void *ctx, const struct me_cqe *cqe);
-	/* Allocation: only at node/connection setup, never per packet. */
+	/*
+	 * Allocation: only at node/connection setup, never per packet, and
+	 * never with a core lock held, so a host may sleep here (the kernel
+	 * module does: its callers are receive threads and ioctls).
+	 */
 	void *(*alloc)(void *ctx, size_t size);
 	void (*free)(void *ctx, void *p);
 };

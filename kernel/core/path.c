@@ -41,8 +41,13 @@ int me_link_add(struct me_node *n, u32 idx, u32 mtu, u32 rate_mbps)
 	if (idx >= ME_MAX_LINKS || mtu < n->cfg.mtu)
 		return -EINVAL;
 	l = &n->links[idx];
-	if (l->present)
+	if (l->present && !me_atomic_read(&l->deleted))
 		return -EEXIST;
+	/* A slot taken again starts without a peer; inflight stays balanced. */
+	me_atomic_set(&l->alive, 0);
+	me_atomic_set(&l->peer_node, 0);
+	me_atomic_set(&l->peer_inc, 0);
+	me_atomic_set(&l->deleted, 0);
 	l->mtu = mtu;
 	me_atomic_set(&l->rate, rate_mbps ? me_max_u32(rate_mbps / 8, 1) : 1250);
 	me_atomic_set(&l->admin_up, 1);
@@ -52,8 +57,25 @@ int me_link_add(struct me_node *n, u32 idx, u32 mtu, u32 rate_mbps)
 
 void me_link_set_admin(struct me_node *n, u32 idx, bool up)
 {
-	if (idx < ME_MAX_LINKS && n->links[idx].present)
+	if (idx < ME_MAX_LINKS && n->links[idx].present &&
+	    !me_atomic_read(&n->links[idx].deleted))
 		me_atomic_set(&n->links[idx].admin_up, up);
+}
+
+void me_link_del(struct me_node *n, u32 idx)
+{
+	if (idx >= ME_MAX_LINKS || !n->links[idx].present)
+		return;
+	me_atomic_set(&n->links[idx].deleted, 1);
+	/* The timer takes it down and moves its packets to other links. */
+	me_atomic_set(&n->links[idx].admin_up, 0);
+}
+
+u32 me_link_peer_inc(struct me_node *n, u32 idx)
+{
+	if (idx >= ME_MAX_LINKS || !n->links[idx].present)
+		return 0;
+	return me_atomic_read(&n->links[idx].peer_inc);
 }
 
 int me_link_alive(struct me_node *n, u32 idx)

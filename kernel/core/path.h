@@ -20,6 +20,7 @@ struct me_link {
 	bool present;		/* set once by me_link_add() */
 	u32 mtu;
 	me_atomic_t admin_up;	/* NIC carrier, from the host */
+	me_atomic_t deleted;	/* me_link_del(): slot free for me_link_add() */
 	me_atomic_t alive;	/* the peer answered recently */
 	me_atomic_t peer_node;	/* learned by HELLO (0: unknown) */
 	me_atomic_t peer_inc;

@@ -209,31 +209,38 @@ void me_win_rx_data(struct me_conn *c, u32 link, const struct me_hdr *h,
 	}
 	if (me_seq_lt(s, cum)) {
 		me_stat_inc(n, ME_ST_RX_DUP);
+		me_cstat_add(c, ME_CST_RX_DROP, 1);
 		me_win_send_ack(c, (int)link, false);
 		return;
 	}
 	if (s - cum >= w) {
 		me_stat_inc(n, ME_ST_RX_WINDOW);
+		me_cstat_add(c, ME_CST_RX_DROP, 1);
 		return;
 	}
 	r = &c->rx[s & (w - 1)];
 	v = me_atomic64_read(&r->state);
 	if (rx_seq(v) == s) {
 		me_stat_inc(n, ME_ST_RX_DUP);
+		me_cstat_add(c, ME_CST_RX_DROP, 1);
 		me_win_send_ack(c, (int)link, false);
 		return;
 	}
 	/* Not the previous lap: only possible if rcv_cum moved meanwhile. */
 	if (rx_seq(v) != s - w) {
 		me_stat_inc(n, ME_ST_RX_DUP);
+		me_cstat_add(c, ME_CST_RX_DROP, 1);
 		return;
 	}
 	/* Table 1 state 7: claim the entry; a racing copy of s loses. */
 	if (me_atomic64_cmpxchg(&r->state, v, RXS(s, ME_RXS_CLAIMED)) != v) {
 		me_stat_inc(n, ME_ST_RX_DUP);
+		me_cstat_add(c, ME_CST_RX_DROP, 1);
 		return;
 	}
 	me_atomic_seq_max(&c->rcv_high, s + 1);
+	me_cstat_add(c, ME_CST_RX_PKTS, 1);
+	me_cstat_add(c, ME_CST_RX_BYTES, h->payload_len);
 
 	if (c->mode == ME_MODE_ORDERED) {
 		memcpy(r->buf, pkt, len);
@@ -248,6 +255,7 @@ void me_win_rx_data(struct me_conn *c, u32 link, const struct me_hdr *h,
 			/* No side effects happened: give the entry back. */
 			me_atomic64_set(&r->state, v);
 			me_stat_inc(n, ME_ST_RX_NORES);
+			me_cstat_add(c, ME_CST_RX_DROP, 1);
 			return;
 		}
 		me_atomic64_set(&r->state, RXS(s, ME_RXS_READY));
@@ -426,6 +434,7 @@ static bool retransmit(struct me_conn *c, u32 s, enum me_stat why)
 	t->buf[3] |= ME_F_RTX | ME_F_ACKREQ;
 	me_node_tx(n, nl, t->buf, len);
 	me_stat_inc(n, why);
+	me_cstat_add(c, ME_CST_RTX, 1);
 	t->retries++;
 	me_unlock(&t->lock);
 	return true;
@@ -542,6 +551,8 @@ void me_win_tx_commit(struct me_conn *c, struct me_txslot *t, u32 seq,
 	me_atomic_set(&c->snd_max, seq + 1);
 	me_node_tx(n, link, t->buf, len);
 	me_stat_inc(n, ME_ST_TX_DATA);
+	me_cstat_add(c, ME_CST_TX_PKTS, 1);
+	me_cstat_add(c, ME_CST_TX_BYTES, len - ME_HDR_SEQ);
 	me_unlock(&t->lock);
 }
 

@@ -1,0 +1,319 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The protocol engine (core/) inside the kernel: one engine node per
+ * network namespace, its platform operations, its timer thread.
+ *
+ * The engine runs in three kinds of context, all able to sleep outside the
+ * engine's own locks: the links' receive threads (me_engine_rx), this
+ * file's timer thread, and ioctl callers posting operations.  Platform
+ * operations map onto the module: tx onto the link's device (link.c),
+ * region access onto pinned pages (mr.c), completions onto the owners'
+ * completion queues (ops.c).
+ */
+#include <linux/delay.h>
+#include <linux/hrtimer.h>
+#include <linux/kthread.h>
+#include <linux/module.h>
+#include <linux/rtnetlink.h>
+#include <linux/sched.h>
+#include <linux/slab.h>
+#include <linux/timekeeping.h>
+#include <linux/utsname.h>
+
+#include "core/me_core.h"
+#include "chardev.h"
+#include "engine.h"
+#include "link.h"
+#include "mr.h"
+#include "netns.h"
+#include "ops.h"
+
+static unsigned int tick_us = 1000;
+module_param(tick_us, uint, 0444);
+MODULE_PARM_DESC(tick_us, "Protocol timer period in microseconds (100..100000, default 1000)");
+
+static unsigned int window = 128;
+module_param(window, uint, 0444);
+MODULE_PARM_DESC(window, "Packets in flight per connection, a power of two (8..4096, default 128)");
+
+static unsigned int max_conns = 1024;
+module_param(max_conns, uint, 0444);
+MODULE_PARM_DESC(max_conns,
+		 "Connection ids per namespace life (1..65536, default 1024; ids are not reused)");
+
+static unsigned int link_window_kb = 256;
+module_param(link_window_kb, uint, 0444);
+MODULE_PARM_DESC(link_window_kb, "Data in flight per link, KiB (16..65536, default 256)");
+
+/* Engines alive, for the module-wide accounting. */
+static LIST_HEAD(me_engines);
+static DEFINE_MUTEX(me_engines_lock);
+
+int me_engine_init(void)
+{
+	if (tick_us < 100 || tick_us > 100000 || window < 8 || window > 4096 ||
+	    (window & (window - 1)) || !max_conns || max_conns > 65536 ||
+	    link_window_kb < 16 || link_window_kb > 65536) {
+		pr_err("bad parameter: tick_us=%u window=%u max_conns=%u link_window_kb=%u\n",
+		       tick_us, window, max_conns, link_window_kb);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+void me_engine_net_init(struct me_net *mn)
+{
+	int i;
+
+	for (i = 0; i < ME_MAX_LINKS; i++)
+		RCU_INIT_POINTER(mn->slots[i], NULL);
+	mn->core = NULL;
+	mn->packet_size = 0;
+	mn->timer = NULL;
+	INIT_LIST_HEAD(&mn->node);
+	spin_lock_init(&mn->owner_lock);
+	mn->owners = NULL;
+	mn->conn_copies = NULL;
+	init_waitqueue_head(&mn->waitq);
+	atomic_set(&mn->events, 0);
+	spin_lock_init(&mn->msg_lock);
+	INIT_LIST_HEAD(&mn->msgs);
+	mn->nr_msgs = 0;
+	init_waitqueue_head(&mn->msg_wait);
+}
+
+/* ---- platform operations (core/me_plat.h) ---- */
+
+static u64 plat_now_ns(void *ctx)
+{
+	return ktime_get_ns();
+}
+
+static int plat_tx(void *ctx, u32 link, const void *buf, u32 len)
+{
+	return me_link_xmit(ctx, link, buf, len);
+}
+
+/* Engine access bits (ME_ACC_*) to region access bits (ME_ACCESS_*). */
+static u32 to_access(u32 acc)
+{
+	return (acc & ME_ACC_WRITE ? ME_ACCESS_REMOTE_WRITE : 0) |
+	       (acc & ME_ACC_READ ? ME_ACCESS_REMOTE_READ : 0);
+}
+
+static int plat_mr_check(void *ctx, u32 region, u32 key, u64 off, u64 len, u32 access)
+{
+	if (region == ME_REGION_MSG) {
+		if (access != ME_ACC_WRITE)
+			return -EACCES;
+		return off || len > ME_SEND_MAX ? -ERANGE : 0;
+	}
+	return me_mr_check_remote(ctx, region, key, off, len, to_access(access));
+}
+
+static int plat_mr_write(void *ctx, u32 conn, u32 region, u64 off, const void *src, u32 len)
+{
+	struct me_net *mn = ctx;
+	int ret;
+
+	if (region == ME_REGION_MSG)
+		return me_ops_msg_arrived(mn, conn, src, len);
+	ret = me_mr_copy_to(mn, region, off, src, len);
+	if (!ret && conn && conn <= max_conns)
+		atomic64_inc(&mn->conn_copies[conn - 1]);
+	return ret;
+}
+
+static int plat_mr_local(void *ctx, u32 region, u64 off, u64 len, u32 access)
+{
+	return me_mr_check_local(ctx, region, off, len);
+}
+
+static int plat_mr_read(void *ctx, u32 region, u64 off, void *dst, u32 len)
+{
+	return me_mr_copy_from(ctx, region, off, dst, len);
+}
+
+static void plat_complete(void *ctx, const struct me_cqe *cqe)
+{
+	me_ops_complete(ctx, cqe);
+}
+
+static void *plat_alloc(void *ctx, size_t size)
+{
+	return kvmalloc(size, GFP_KERNEL);
+}
+
+static void plat_free(void *ctx, void *p)
+{
+	kvfree(p);
+}
+
+static const struct me_plat_ops me_plat = {
+	.now_ns = plat_now_ns,
+	.tx = plat_tx,
+	.mr_check = plat_mr_check,
+	.mr_write = plat_mr_write,
+	.mr_local = plat_mr_local,
+	.mr_read = plat_mr_read,
+	.complete = plat_complete,
+	.alloc = plat_alloc,
+	.free = plat_free,
+};
+
+/* ---- lifecycle ---- */
+
+static int timer_thread(void *arg)
+{
+	struct me_net *mn = arg;
+	ktime_t period = ns_to_ktime((u64)tick_us * NSEC_PER_USEC);
+
+	while (!kthread_should_stop()) {
+		me_core_timer(mn->core);
+		set_current_state(TASK_INTERRUPTIBLE);
+		if (!kthread_should_stop())
+			schedule_hrtimeout_range(&period, period / 4, HRTIMER_MODE_REL);
+		__set_current_state(TASK_RUNNING);
+	}
+	return 0;
+}
+
+/*
+ * Timeouts scaled for hosts where a thread may wait milliseconds for a CPU
+ * (an emulated guest): the engine's defaults suit a dedicated core.
+ */
+static void fill_cfg(struct me_net *mn, struct me_node_cfg *cfg, unsigned int packet_size)
+{
+	me_node_cfg_default(cfg);
+	cfg->node_id = mn->node_id;
+	cfg->incarnation = mn->incarnation;
+	cfg->mtu = packet_size;
+	cfg->window = window;
+	cfg->credit = window;
+	cfg->ops = 256;
+	cfg->max_conns = max_conns;
+	cfg->ack_every = 16;
+	cfg->link_window = max(link_window_kb * 1024, packet_size);
+	cfg->max_retries = 12;
+	cfg->tick_ns = (u64)tick_us * NSEC_PER_USEC;
+	cfg->rto_init_ns = 20 * NSEC_PER_MSEC;
+	cfg->rto_min_ns = 5 * NSEC_PER_MSEC;
+	cfg->rto_max_ns = 1000 * NSEC_PER_MSEC;
+	cfg->connect_rto_ns = 100 * NSEC_PER_MSEC;
+	cfg->hello_ns = 100 * NSEC_PER_MSEC;
+	cfg->ka_ns = 100 * NSEC_PER_MSEC;
+	cfg->link_dead_ns = 1000 * NSEC_PER_MSEC;
+	cfg->peer_dead_ns = 3000 * NSEC_PER_MSEC;
+	cfg->rate_ns = 10 * NSEC_PER_MSEC;
+	snprintf(cfg->name, sizeof(cfg->name), "%s", init_utsname()->nodename);
+}
+
+int me_engine_start(struct me_net *mn, unsigned int packet_size)
+{
+	struct me_node_cfg cfg;
+	struct task_struct *t;
+	struct me_node *core;
+	unsigned int i;
+
+	ASSERT_RTNL();
+	if (mn->core)
+		return 0;
+	mn->owners = kvcalloc(max_conns, sizeof(*mn->owners), GFP_KERNEL);
+	mn->conn_copies = kvcalloc(max_conns, sizeof(*mn->conn_copies), GFP_KERNEL);
+	if (!mn->owners || !mn->conn_copies)
+		goto err_mem;
+	for (i = 0; i < max_conns; i++)
+		atomic64_set(&mn->conn_copies[i], 0);
+	fill_cfg(mn, &cfg, packet_size);
+	core = me_node_create(&cfg, &me_plat, mn);
+	if (!core)
+		goto err_mem;
+	t = kthread_create(timer_thread, mn, "me-timer/%08x", mn->node_id);
+	if (IS_ERR(t)) {
+		me_node_destroy(core);
+		kvfree(mn->owners);
+		kvfree(mn->conn_copies);
+		mn->owners = NULL;
+		mn->conn_copies = NULL;
+		return PTR_ERR(t);
+	}
+	WRITE_ONCE(mn->core, core);
+	mn->packet_size = packet_size;
+	mn->timer = t;
+	mutex_lock(&me_engines_lock);
+	list_add(&mn->node, &me_engines);
+	mutex_unlock(&me_engines_lock);
+	wake_up_process(t);
+	pr_debug("node %08x: engine started, packets of %u bytes\n", mn->node_id, packet_size);
+	return 0;
+
+err_mem:
+	kvfree(mn->owners);
+	kvfree(mn->conn_copies);
+	mn->owners = NULL;
+	mn->conn_copies = NULL;
+	return -ENOMEM;
+}
+
+void me_engine_stop(struct me_net *mn)
+{
+	struct me_node *core = mn->core;
+
+	me_ops_drop_msgs(mn);
+	if (!core)
+		return;
+	kthread_stop(mn->timer);
+	mutex_lock(&me_engines_lock);
+	list_del(&mn->node);
+	mutex_unlock(&me_engines_lock);
+	me_node_destroy(core);
+	WRITE_ONCE(mn->core, NULL);
+	kvfree(mn->owners);
+	kvfree(mn->conn_copies);
+	mn->owners = NULL;
+	mn->conn_copies = NULL;
+}
+
+int me_engine_link_add(struct me_net *mn, unsigned int idx, unsigned int mtu,
+		       unsigned int speed_mbps)
+{
+	ASSERT_RTNL();
+	return me_link_add(mn->core, idx, mtu, speed_mbps);
+}
+
+void me_engine_link_del(struct me_net *mn, unsigned int idx)
+{
+	ASSERT_RTNL();
+	me_link_del(mn->core, idx);
+}
+
+void me_engine_link_admin(struct me_net *mn, unsigned int idx, bool up)
+{
+	me_link_set_admin(mn->core, idx, up);
+}
+
+void me_engine_rx(struct me_net *mn, unsigned int idx, const void *buf, u32 len)
+{
+	me_core_rx(mn->core, idx, buf, len);
+}
+
+u64 me_engine_conns(void)
+{
+	struct me_net *mn;
+	u64 n = 0;
+
+	mutex_lock(&me_engines_lock);
+	list_for_each_entry(mn, &me_engines, node)
+		n += me_node_nconns(mn->core);
+	mutex_unlock(&me_engines_lock);
+	return n;
+}
+
+void me_engine_check_unload(void)
+{
+	u64 conns = me_engine_conns(), ops = me_engine_ops_inflight();
+
+	if (conns || ops)
+		pr_err("leak at unload: %llu connections, %llu operations still accounted\n",
+		       conns, ops);
+}

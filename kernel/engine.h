@@ -1,0 +1,49 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+#ifndef ME_ENGINE_H
+#define ME_ENGINE_H
+
+#include <linux/types.h>
+
+struct me_net;
+struct me_file;
+struct me_conn;
+
+/* Region id a send (ME_OP_SEND) targets: the node's receive queue. */
+#define ME_REGION_MSG	0xffffffffu
+/* Smallest packet size: a whole send (ME_SEND_MAX) fits one packet. */
+#define ME_MIN_PACKET	1280
+
+int me_engine_init(void);		/* module parameters */
+void me_engine_net_init(struct me_net *mn);
+/* Starts the namespace's engine for packets of @packet_size; under RTNL. */
+int me_engine_start(struct me_net *mn, unsigned int packet_size);
+/* Stops it (namespace exit): no link attached, no file open any more. */
+void me_engine_stop(struct me_net *mn);
+/* Link slot events, under RTNL. */
+int me_engine_link_add(struct me_net *mn, unsigned int idx, unsigned int mtu,
+		       unsigned int speed_mbps);
+void me_engine_link_del(struct me_net *mn, unsigned int idx);
+void me_engine_link_admin(struct me_net *mn, unsigned int idx, bool up);
+/* A received packet (after the Ethernet header), from a receive thread. */
+void me_engine_rx(struct me_net *mn, unsigned int idx, const void *buf, u32 len);
+
+/* The file's connection @id, or NULL if it is not the file's. */
+struct me_conn *me_engine_conn_of(struct me_file *f, u32 id);
+/* File release: closes its connections and forgets them. */
+void me_engine_release_file(struct me_file *f);
+
+/* ioctls */
+long me_engine_ioc_connect(struct me_file *f, void __user *uarg);
+long me_engine_ioc_disconnect(struct me_file *f, void __user *uarg);
+long me_engine_ioc_post(struct me_file *f, void __user *uarg);
+long me_engine_ioc_recv(struct me_file *f, void __user *uarg);
+long me_engine_ioc_peer_list(struct me_file *f, void __user *uarg);
+long me_engine_ioc_conn_list(struct me_file *f, void __user *uarg);
+long me_engine_ioc_stats(struct me_file *f, void __user *uarg);
+
+/* Module-wide accounting (ME_IOC_QUERY, unload check). */
+u64 me_engine_conns(void);
+u64 me_engine_ops_inflight(void);
+void me_engine_check_unload(void);
+
+#endif /* ME_ENGINE_H */

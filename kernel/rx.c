@@ -1,0 +1,185 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Receive threads.  The ethertype handler (link.c) runs in softirq context
+ * and only queues the skb on its link's ring and wakes one of the link's
+ * threads; the threads run the protocol end to end (me_engine_rx) and copy
+ * payload into registered pages from their own context, whatever process
+ * owns the destination.  There are no per-connection threads.
+ *
+ * The threads of a link are created on the NIC's NUMA node and may only run
+ * on its CPUs, so payload is copied by a CPU near the NIC.
+ */
+#include <linux/etherdevice.h>
+#include <linux/kthread.h>
+#include <linux/module.h>
+#include <linux/percpu.h>
+#include <linux/sched.h>
+#include <linux/skbuff.h>
+#include <linux/slab.h>
+#include <linux/topology.h>
+
+#include "engine.h"
+#include "link.h"
+#include "netns.h"
+
+static unsigned int rx_threads = 1;
+module_param(rx_threads, uint, 0444);
+MODULE_PARM_DESC(rx_threads, "Receive threads per link (1..8, default 1)");
+
+static unsigned int rx_ring = 4096;
+module_param(rx_ring, uint, 0444);
+MODULE_PARM_DESC(rx_ring, "Frames queued per link before the handler drops (64..65536, default 4096)");
+
+/* Frames in rings, all links: per CPU, since the handler and threads differ. */
+static DEFINE_PER_CPU(long, rx_queued);
+
+/* Frames a thread handles before it offers the CPU to others. */
+#define RX_BATCH	64
+
+u64 me_rx_queued(void)
+{
+	long sum = 0;
+	int cpu;
+
+	for_each_possible_cpu(cpu)
+		sum += per_cpu(rx_queued, cpu);
+	return sum > 0 ? sum : 0;
+}
+
+static void rx_one(struct me_rx_thread *t, struct sk_buff *skb, unsigned int bounce_len)
+{
+	struct me_link *link = t->link;
+	const void *buf = skb->data;
+	u32 len = skb->len;
+	u64 mac;
+
+	if (skb_mac_header_was_set(skb)) {
+		mac = ether_addr_to_u64(eth_hdr(skb)->h_source);
+		if (atomic64_read(&link->peer_mac) != mac)
+			atomic64_set(&link->peer_mac, mac);
+	}
+	if (skb_headlen(skb) < len) {
+		/* Only the engine's own bytes matter; the rest is padding. */
+		len = min(len, bounce_len);
+		if (skb_copy_bits(skb, 0, t->bounce, len))
+			goto out;
+		buf = t->bounce;
+		this_cpu_inc(link->stats->rx_copied);
+	}
+	me_engine_rx(link->mn, link->idx, buf, len);
+out:
+	consume_skb(skb);
+	this_cpu_dec(rx_queued);
+}
+
+static int rx_thread(void *arg)
+{
+	struct me_rx_thread *t = arg;
+	struct me_link *link = t->link;
+	unsigned int bounce_len = link->mn->packet_size;
+	unsigned int done = 0;
+
+	while (!kthread_should_stop()) {
+		struct sk_buff *skb;
+
+		set_current_state(TASK_INTERRUPTIBLE);
+		skb = ptr_ring_consume(&link->ring);
+		if (!skb) {
+			if (!kthread_should_stop())
+				schedule();
+			continue;
+		}
+		__set_current_state(TASK_RUNNING);
+		rx_one(t, skb, bounce_len);
+		if (++done % RX_BATCH == 0)
+			cond_resched();
+	}
+	__set_current_state(TASK_RUNNING);
+	return 0;
+}
+
+/* Softirq, under rcu_read_lock: the link cannot be stopped meanwhile. */
+void me_rx_queue(struct me_link *link, struct sk_buff *skb)
+{
+	unsigned int i;
+
+	if (ptr_ring_produce(&link->ring, skb)) {
+		this_cpu_inc(link->stats->rx_dropped);
+		kfree_skb(skb);
+		return;
+	}
+	this_cpu_inc(rx_queued);
+	i = link->next_wake++ % link->nthreads;
+	wake_up_process(link->threads[i].task);
+}
+
+static void drain(struct me_link *link)
+{
+	struct sk_buff *skb;
+
+	while ((skb = ptr_ring_consume(&link->ring)) != NULL) {
+		kfree_skb(skb);
+		this_cpu_dec(rx_queued);
+	}
+}
+
+/* Under RTNL, before the link is published. */
+int me_rx_start(struct me_link *link, unsigned int packet_size)
+{
+	struct device *parent = link->dev->dev.parent;
+	int node = parent ? dev_to_node(parent) : NUMA_NO_NODE;
+	unsigned int i;
+	int ret;
+
+	if (rx_threads < 1 || rx_threads > ME_RX_THREADS_MAX || rx_ring < 64 || rx_ring > 65536) {
+		pr_err("bad parameter: rx_threads=%u (1..%u) rx_ring=%u (64..65536)\n",
+		       rx_threads, ME_RX_THREADS_MAX, rx_ring);
+		return -EINVAL;
+	}
+	ret = ptr_ring_init(&link->ring, rx_ring, GFP_KERNEL);
+	if (ret)
+		return ret;
+	link->nthreads = 0;
+	for (i = 0; i < rx_threads; i++) {
+		struct me_rx_thread *t = &link->threads[i];
+		struct task_struct *task;
+
+		t->link = link;
+		t->bounce = kmalloc_node(packet_size, GFP_KERNEL, node);
+		if (!t->bounce) {
+			ret = -ENOMEM;
+			goto err;
+		}
+		task = kthread_create_on_node(rx_thread, t, node, "me-rx/%s/%u",
+					      link->dev->name, i);
+		if (IS_ERR(task)) {
+			kfree(t->bounce);
+			ret = PTR_ERR(task);
+			goto err;
+		}
+		if (node != NUMA_NO_NODE)
+			set_cpus_allowed_ptr(task, cpumask_of_node(node));
+		t->task = task;
+		link->nthreads++;
+		wake_up_process(task);
+	}
+	return 0;
+
+err:
+	me_rx_stop(link);
+	return ret;
+}
+
+/* After the link is unpublished and a grace period passed: no producer. */
+void me_rx_stop(struct me_link *link)
+{
+	unsigned int i;
+
+	for (i = 0; i < link->nthreads; i++) {
+		kthread_stop(link->threads[i].task);
+		kfree(link->threads[i].bounce);
+	}
+	link->nthreads = 0;
+	drain(link);
+	ptr_ring_cleanup(&link->ring, NULL);
+}

@@ -10,11 +10,20 @@ GUEST_CXXFLAGS := $(CXXFLAGS_COMMON) -I$(TOP)/userlib/include $(INCLUDES) \
 
 GUEST_TESTS += $(GUEST_BIN)/module_test $(GUEST_BIN)/link_test $(GUEST_BIN)/mr_test
 
+# The data path suites drive several nodes (namespaces) through cluster.cpp.
+GUEST_CLUSTER_TESTS := $(addprefix $(GUEST_BIN)/,data_test)
+GUEST_TESTS += $(GUEST_CLUSTER_TESTS)
+
 $(BUILD)/obj/vm/%.o: $(TOP)/tests/vm/%.cpp
 	@mkdir -p $(@D)
 	$(CXX) $(GUEST_CXXFLAGS) -MMD -MP -c $< -o $@
 
 $(GUEST_BIN)/%: $(BUILD)/obj/vm/%.o $(GUEST_COMMON_OBJS) $(LIBME_A)
+	@mkdir -p $(@D)
+	$(CXX) -o $@ $^ $(GTEST_LIBS)
+
+$(GUEST_CLUSTER_TESTS): $(GUEST_BIN)/%: $(BUILD)/obj/vm/%.o $(BUILD)/obj/vm/cluster.o \
+		$(GUEST_COMMON_OBJS) $(LIBME_A)
 	@mkdir -p $(@D)
 	$(CXX) -o $@ $^ $(GTEST_LIBS)
 

@@ -1,0 +1,373 @@
+// Guest tests: a cluster of multiedge nodes (network namespaces) in one guest.
+#include "cluster.hpp"
+
+#include <atomic>
+#include <bit>
+#include <cerrno>
+#include <cstdlib>
+#include <fcntl.h>
+#include <sched.h>
+#include <sstream>
+#include <sys/mman.h>
+#include <thread>
+#include <unistd.h>
+
+#include "module_util.hpp"
+
+using multiedge::Device;
+using multiedge::DeviceInfo;
+using ::testing::AssertionFailure;
+using ::testing::AssertionResult;
+using ::testing::AssertionSuccess;
+
+namespace metest {
+
+namespace {
+
+std::atomic<int> cluster_serial{0};
+
+} // namespace
+
+Cluster::Enter::Enter(const std::string &ns)
+{
+	self_ = ::open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+	int target = ::open(("/run/netns/" + ns).c_str(), O_RDONLY | O_CLOEXEC);
+	if (self_ >= 0 && target >= 0 && ::setns(target, CLONE_NEWNET) == 0)
+		ok_ = true;
+	if (target >= 0)
+		::close(target);
+}
+
+Cluster::Enter::~Enter()
+{
+	if (self_ < 0)
+		return;
+	if (ok_ && ::setns(self_, CLONE_NEWNET) != 0) {
+		// Staying in the wrong namespace would poison every later test.
+		std::fprintf(stderr, "cluster: cannot return to the original namespace: %s\n",
+			     std::strerror(errno));
+		std::abort();
+	}
+	::close(self_);
+}
+
+Cluster::Cluster() : serial_(cluster_serial++) {}
+
+Cluster::~Cluster()
+{
+	teardown();
+}
+
+int Cluster::add_node()
+{
+	ClusterNode n;
+	n.ns = "me-c" + std::to_string(serial_) + "n" + std::to_string(nodes_.size());
+	sh("ip netns del " + n.ns + " 2>/dev/null");
+	if (sh("ip netns add " + n.ns) != 0 || sh("ip -n " + n.ns + " link set lo up") != 0) {
+		ADD_FAILURE() << "cannot create namespace " << n.ns;
+		return -1;
+	}
+	nodes_.push_back(std::move(n));
+	return static_cast<int>(nodes_.size()) - 1;
+}
+
+int Cluster::add_link(int a, int b, unsigned mtu)
+{
+	ClusterLink l;
+	l.a = a;
+	l.b = b;
+	l.mtu = mtu;
+	std::string base = "me" + std::to_string(serial_) + "l" + std::to_string(links_.size());
+	l.if_a = base + "a";
+	l.if_b = base + "b";
+	std::string m = std::to_string(mtu);
+	std::string cmd = "ip link add " + l.if_a + " netns " + ns(a) + " mtu " + m +
+			  " type veth peer name " + l.if_b + " netns " + ns(b) + " mtu " + m +
+			  " && ip -n " + ns(a) + " link set " + l.if_a + " up && ip -n " + ns(b) +
+			  " link set " + l.if_b + " up";
+	if (sh(cmd) != 0) {
+		ADD_FAILURE() << "cannot create link: " << cmd;
+		return -1;
+	}
+	node(a).ifnames.push_back(l.if_a);
+	node(b).ifnames.push_back(l.if_b);
+	links_.push_back(l);
+	return static_cast<int>(links_.size()) - 1;
+}
+
+multiedge::Result<Device> Cluster::open_in(int n) const
+{
+	Enter in(nodes_.at(static_cast<size_t>(n)).ns);
+	if (!in.ok())
+		return multiedge::Error::from_errno(errno, "cannot enter namespace " +
+								  nodes_.at(static_cast<size_t>(n)).ns);
+	return Device::open();
+}
+
+AssertionResult Cluster::start()
+{
+	for (size_t i = 0; i < nodes_.size(); i++) {
+		auto &n = nodes_[i];
+		auto d = open_in(static_cast<int>(i));
+		if (!d)
+			return AssertionFailure() << "node " << i << ": " << d.error().message();
+		n.dev.emplace(std::move(d).value());
+		auto info = n.dev->query();
+		if (!info)
+			return AssertionFailure() << "node " << i << ": " << info.error().message();
+		if (info->abi_version < 4)
+			return AssertionFailure() << "module ABI " << info->abi_version << " < 4";
+		n.id = info->node_id;
+		if (n.id == 0)
+			return AssertionFailure() << "node " << i << " (" << n.ns << ") has node id 0";
+		for (const auto &ifn : n.ifnames) {
+			auto st = n.dev->attach_link(ifn);
+			if (!st)
+				return AssertionFailure() << "node " << i << ": " << st.error().message();
+		}
+	}
+	for (size_t i = 0; i < nodes_.size(); i++)
+		for (size_t j = 0; j < i; j++)
+			if (nodes_[i].id == nodes_[j].id)
+				return AssertionFailure() << "nodes " << j << " and " << i
+							  << " share node id " << nodes_[i].id;
+	return AssertionSuccess();
+}
+
+AssertionResult Cluster::wait_peer(int a, int b, unsigned links, std::chrono::milliseconds timeout)
+{
+	auto deadline = std::chrono::steady_clock::now() + timeout;
+	std::string last = "no peer list";
+	for (;;) {
+		auto peers = dev(a).peers();
+		if (!peers)
+			return AssertionFailure() << peers.error().message();
+		last = "peers of node " + std::to_string(a) + ":";
+		for (const auto &p : peers.value()) {
+			std::ostringstream s;
+			s << " [id " << p.node_id << " links 0x" << std::hex << p.links << " alive 0x"
+			  << p.alive_links << std::dec << (p.alive ? " alive" : " dead") << "]";
+			last += s.str();
+			if (p.node_id == id(b) && p.alive &&
+			    static_cast<unsigned>(std::popcount(p.alive_links)) >= links)
+				return AssertionSuccess();
+		}
+		if (std::chrono::steady_clock::now() > deadline)
+			return AssertionFailure() << "node " << a << " does not see node " << b << " (id "
+						  << id(b) << ") alive on " << links << " link(s) after "
+						  << timeout.count() << " ms; " << last;
+		std::this_thread::sleep_for(std::chrono::milliseconds(20));
+	}
+}
+
+AssertionResult Cluster::wait_pair(int a, int b, unsigned links, std::chrono::milliseconds timeout)
+{
+	auto r = wait_peer(a, b, links, timeout);
+	if (!r)
+		return r;
+	return wait_peer(b, a, links, timeout);
+}
+
+AssertionResult Cluster::set_link(int l, bool up, int side)
+{
+	const auto &lk = link(l);
+	int n = side < 0 || side == lk.a ? lk.a : lk.b;
+	const std::string &ifn = n == lk.a ? lk.if_a : lk.if_b;
+	std::string cmd = "ip -n " + ns(n) + " link set " + ifn + (up ? " up" : " down");
+	if (sh(cmd) != 0)
+		return AssertionFailure() << "failed: " << cmd;
+	return AssertionSuccess();
+}
+
+AssertionResult Cluster::netem(int l, const std::string &args)
+{
+	static bool loaded = false;
+	if (!loaded) {
+		if (sh("command -v tc >/dev/null") != 0)
+			return AssertionFailure() << "tc (iproute2) is not installed: netem tests "
+						     "cannot run";
+		if (sh("modprobe sch_netem") != 0)
+			return AssertionFailure() << "modprobe sch_netem failed: the guest kernel "
+						     "has no netem (CONFIG_NET_SCH_NETEM)";
+		loaded = true;
+	}
+	const auto &lk = link(l);
+	for (auto [n, ifn] : {std::pair{lk.a, lk.if_a}, std::pair{lk.b, lk.if_b}}) {
+		std::string cmd = "tc -n " + ns(n) + " qdisc replace dev " + ifn + " root netem " + args;
+		if (sh(cmd) != 0)
+			return AssertionFailure() << "failed: " << cmd;
+	}
+	return AssertionSuccess();
+}
+
+AssertionResult Cluster::delete_node(int n)
+{
+	auto &nd = node(n);
+	nd.dev.reset();
+	if (nd.deleted)
+		return AssertionSuccess();
+	nd.deleted = true;
+	if (sh("ip netns del " + nd.ns) != 0)
+		return AssertionFailure() << "ip netns del " << nd.ns << " failed";
+	return AssertionSuccess();
+}
+
+void Cluster::teardown()
+{
+	for (auto &n : nodes_)
+		n.dev.reset();
+	for (auto &n : nodes_)
+		if (!n.deleted) {
+			sh("ip netns del " + n.ns + " 2>/dev/null");
+			n.deleted = true;
+		}
+}
+
+void ClusterTest::SetUp()
+{
+	ASSERT_FALSE(module_loaded()) << "an earlier test left multiedge loaded";
+	ASSERT_EQ(sh("modprobe veth"), 0);
+	ASSERT_EQ(load_module(), 0);
+	c_.emplace();
+}
+
+void ClusterTest::TearDown()
+{
+	c_.reset();
+	if (!module_loaded())
+		return;
+	EXPECT_TRUE(accounting_idle(true));
+	int err = unload_module();
+	// A namespace being dismantled may hold the module for a moment.
+	for (int i = 0; i < 100 && (err == EBUSY || err == EAGAIN); i++) {
+		std::this_thread::sleep_for(std::chrono::milliseconds(100));
+		err = unload_module();
+	}
+	EXPECT_EQ(err, 0) << "cannot unload multiedge: " << errno_name(err);
+}
+
+void ClusterTest::make_pair(unsigned links, unsigned mtu)
+{
+	ASSERT_EQ(c_->add_node(), 0);
+	ASSERT_EQ(c_->add_node(), 1);
+	for (unsigned l = 0; l < links; l++)
+		ASSERT_GE(c_->add_link(0, 1, mtu), 0);
+	ASSERT_TRUE(c_->start());
+	ASSERT_TRUE(c_->wait_pair(0, 1, links));
+}
+
+DeviceInfo accounting()
+{
+	auto d = Device::open();
+	if (!d) {
+		ADD_FAILURE() << d.error().message();
+		return {};
+	}
+	auto info = d->query();
+	if (!info) {
+		ADD_FAILURE() << info.error().message();
+		return {};
+	}
+	return info.value();
+}
+
+AssertionResult accounting_idle(bool all, std::chrono::milliseconds timeout)
+{
+	auto deadline = std::chrono::steady_clock::now() + timeout;
+	for (;;) {
+		DeviceInfo i = accounting();
+		bool idle = i.pinned_pages == 0 && i.regions == 0 && i.ops_inflight == 0 &&
+			    (!all || (i.rx_queued == 0 && i.conns == 0));
+		if (idle)
+			return AssertionSuccess();
+		if (std::chrono::steady_clock::now() > deadline)
+			return AssertionFailure()
+			       << "module accounting not idle after " << timeout.count()
+			       << " ms: pinned_pages " << i.pinned_pages << ", regions " << i.regions
+			       << ", ops_inflight " << i.ops_inflight << ", rx_queued " << i.rx_queued
+			       << ", conns " << i.conns;
+		std::this_thread::sleep_for(std::chrono::milliseconds(50));
+	}
+}
+
+Buffer::Buffer(size_t len) : len_(len)
+{
+	size_t pg = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+	size_t map = (len + pg - 1) / pg * pg;
+	void *p = mmap(nullptr, map ? map : pg, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+	if (p == MAP_FAILED) {
+		ADD_FAILURE() << "mmap of " << len << " bytes failed";
+		p_ = nullptr;
+		len_ = 0;
+		return;
+	}
+	p_ = static_cast<std::uint8_t *>(p);
+}
+
+Buffer::~Buffer()
+{
+	if (p_) {
+		size_t pg = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+		munmap(p_, len_ ? (len_ + pg - 1) / pg * pg : pg);
+	}
+}
+
+void fill_random(std::uint8_t *p, size_t len, std::uint64_t seed)
+{
+	// splitmix64: fast, and every seed gives a different stream.
+	std::uint64_t x = seed;
+	size_t i = 0;
+	while (i < len) {
+		std::uint64_t z = (x += 0x9e3779b97f4a7c15ull);
+		z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+		z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+		z ^= z >> 31;
+		size_t n = std::min<size_t>(8, len - i);
+		std::memcpy(p + i, &z, n);
+		i += n;
+	}
+}
+
+long first_difference(const std::uint8_t *a, const std::uint8_t *b, size_t len)
+{
+	if (std::memcmp(a, b, len) == 0)
+		return -1;
+	for (size_t i = 0; i < len; i++)
+		if (a[i] != b[i])
+			return static_cast<long>(i);
+	return -1;
+}
+
+std::uint64_t test_seed(std::uint64_t fallback)
+{
+	if (const char *s = std::getenv("ME_TEST_SEED"))
+		return std::strtoull(s, nullptr, 0);
+	return fallback;
+}
+
+std::string errno_name(int err)
+{
+	switch (err) {
+	case 0: return "0";
+	case ENOENT: return "ENOENT";
+	case EACCES: return "EACCES";
+	case ERANGE: return "ERANGE";
+	case ENOBUFS: return "ENOBUFS";
+	case ECONNRESET: return "ECONNRESET";
+	case ETIMEDOUT: return "ETIMEDOUT";
+	case EINVAL: return "EINVAL";
+	case EFAULT: return "EFAULT";
+	case E2BIG: return "E2BIG";
+	case EOPNOTSUPP: return "EOPNOTSUPP";
+	case EMSGSIZE: return "EMSGSIZE";
+	case EAGAIN: return "EAGAIN";
+	case ENOTCONN: return "ENOTCONN";
+	case ENETDOWN: return "ENETDOWN";
+	case EHOSTUNREACH: return "EHOSTUNREACH";
+	case EBUSY: return "EBUSY";
+	}
+	return std::to_string(err) + " (" + std::strerror(err) + ")";
+}
+
+} // namespace metest

@@ -195,6 +195,8 @@ static void fill_cfg(struct me_net *mn, struct me_node_cfg *cfg, unsigned int pa
 	cfg->ack_every = 16;
 	cfg->link_window = max(link_window_kb * 1024, packet_size);
 	cfg->max_retries = 12;
+	/* Packets sent from different CPUs can pass each other on the way. */
+	cfg->dupthresh = 16;
 	cfg->tick_ns = (u64)tick_us * NSEC_PER_USEC;
 	cfg->rto_init_ns = 20 * NSEC_PER_MSEC;
 	cfg->rto_min_ns = 5 * NSEC_PER_MSEC;

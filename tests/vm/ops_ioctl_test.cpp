@@ -1,0 +1,749 @@
+// Guest tests of bad input to the data path ioctls, through raw ioctls on
+// Device::fd() so that every validation path is hit: argument pointer and
+// size rules, reserved fields, unknown flags and opcodes, bad ids and
+// ranges; remote errors in completions (the target unchanged); the
+// completion queue's poll semantics; recv without a message; unloading
+// while open; a process killed with a transfer in flight.
+#include <gtest/gtest.h>
+
+#include <cerrno>
+#include <csignal>
+#include <poll.h>
+#include <sys/ioctl.h>
+#include <sys/wait.h>
+#include <thread>
+#include <unistd.h>
+
+#include "cluster.hpp"
+#include "module_util.hpp"
+#include "uapi/multiedge.h"
+
+using namespace metest;
+using multiedge::Access;
+using multiedge::CompletionType;
+using multiedge::Device;
+using multiedge::MemoryRegion;
+using multiedge::RemoteRegion;
+
+namespace {
+
+constexpr uint32_t kBroadcast = 0xffffffffu;
+
+template <typename T>
+int io(int fd, unsigned long cmd, T *arg)
+{
+	errno = 0;
+	int r = ::ioctl(fd, cmd, arg);
+	if (r < 0)
+		return errno;
+	return r == 0 ? 0 : -r; // a positive return is a bug too: show it
+}
+
+// The rules every command shares (uapi header): EFAULT for an unreadable
+// argument, EINVAL below the first size, E2BIG for a larger struct with a
+// nonzero tail or one beyond a page.
+template <typename T>
+void check_size_rules(int fd, unsigned long cmd, const T &valid, unsigned ver0, const char *name)
+{
+	SCOPED_TRACE(name);
+	EXPECT_EQ(io(fd, cmd, static_cast<T *>(nullptr)), EFAULT);
+	EXPECT_EQ(io(fd, cmd, reinterpret_cast<T *>(16)), EFAULT);
+	for (unsigned size : {0u, 4u, ver0 - 1}) {
+		T t = valid;
+		t.size = size;
+		EXPECT_EQ(io(fd, cmd, &t), EINVAL) << "size " << size;
+	}
+	struct {
+		T t;
+		unsigned char tail[24];
+	} big{};
+	big.t = valid;
+	big.t.size = sizeof(big);
+	big.tail[13] = 1;
+	EXPECT_EQ(io(fd, cmd, &big), E2BIG) << "nonzero tail";
+	T huge = valid;
+	huge.size = 1u << 20;
+	EXPECT_EQ(io(fd, cmd, &huge), E2BIG) << "size beyond a page";
+}
+
+me_post post_of(uint32_t opcode, uint32_t conn, uint32_t region, uint64_t off, uint32_t len)
+{
+	me_post p{};
+	p.size = sizeof(p);
+	p.opcode = opcode;
+	p.conn = conn;
+	p.local_region = region;
+	p.local_off = off;
+	p.len = len;
+	p.cookie = 77;
+	return p;
+}
+
+me_poll_cq poll_of(me_completion *e, uint32_t count, uint32_t flags = 0, uint32_t timeout = 0)
+{
+	me_poll_cq q{};
+	q.size = sizeof(q);
+	q.flags = flags;
+	q.count = count;
+	q.entry_size = sizeof(me_completion);
+	q.entries = reinterpret_cast<uintptr_t>(e);
+	q.timeout_ms = timeout;
+	return q;
+}
+
+bool readable(int fd, int timeout_ms)
+{
+	pollfd p{fd, POLLIN, 0};
+	return ::poll(&p, 1, timeout_ms) == 1 && (p.revents & POLLIN);
+}
+
+class OpsTest : public ClusterTest {
+protected:
+	// Pair on one link, a connection from node 0 to 1, a local region on
+	// node 0's Device and a target region on node 1's.
+	void SetUpPair()
+	{
+		ASSERT_NO_FATAL_FAILURE(make_pair(1));
+		local_.emplace(kLen);
+		target_.emplace(kLen);
+		fill_random(local_->data(), kLen, 1);
+		fill_random(target_->data(), kLen, 2);
+		auto l = c_->dev(0).register_memory(local_->data(), kLen, Access::None);
+		ME_ASSERT_OK(l);
+		mr_local_.emplace(std::move(l).value());
+		auto t = c_->dev(1).register_memory(target_->data(), kLen, Access::RemoteReadWrite);
+		ME_ASSERT_OK(t);
+		mr_target_.emplace(std::move(t).value());
+		auto cn = c_->dev(0).connect(c_->id(1));
+		ME_ASSERT_OK(cn);
+		conn_.emplace(std::move(cn).value());
+	}
+
+	void TearDown() override
+	{
+		conn_.reset();
+		mr_local_.reset();
+		mr_target_.reset();
+		ClusterTest::TearDown();
+	}
+
+	int fd0() { return c_->dev(0).fd(); }
+
+	static constexpr size_t kLen = 1 << 20;
+	std::optional<Buffer> local_, target_;
+	std::optional<MemoryRegion> mr_local_, mr_target_;
+	std::optional<multiedge::Connection> conn_;
+};
+
+} // namespace
+
+TEST_F(OpsTest, SizeRulesOnEveryNewIoctl)
+{
+	ASSERT_NO_FATAL_FAILURE(SetUpPair());
+	int fd = fd0();
+	me_peer_info pinfo[4];
+	me_conn_info cinfo[4];
+	uint64_t values[ME_STAT_COUNT];
+	me_completion ents[4];
+	char buf[ME_SEND_MAX];
+
+	me_peer_list pl{sizeof(pl), 4, reinterpret_cast<uintptr_t>(pinfo), sizeof(me_peer_info), 0};
+	check_size_rules(fd, ME_IOC_PEER_LIST, pl, ME_PEER_LIST_SIZE_VER0, "PEER_LIST");
+	me_connect cn{};
+	cn.size = sizeof(cn);
+	cn.peer = c_->id(1);
+	check_size_rules(fd, ME_IOC_CONNECT, cn, ME_CONNECT_SIZE_VER0, "CONNECT");
+	me_disconnect dc{sizeof(dc), conn_->id()};
+	check_size_rules(fd, ME_IOC_DISCONNECT, dc, ME_DISCONNECT_SIZE_VER0, "DISCONNECT");
+	me_post po = post_of(ME_OP_WRITE, conn_->id(), mr_local_->id(), 0, 16);
+	po.remote_region = mr_target_->id();
+	po.remote_key = mr_target_->key();
+	check_size_rules(fd, ME_IOC_POST, po, ME_POST_SIZE_VER0, "POST");
+	me_poll_cq pq = poll_of(ents, 4);
+	check_size_rules(fd, ME_IOC_POLL_CQ, pq, ME_POLL_CQ_SIZE_VER0, "POLL_CQ");
+	me_recv rv{};
+	rv.size = sizeof(rv);
+	rv.buf = reinterpret_cast<uintptr_t>(buf);
+	rv.len = sizeof(buf);
+	check_size_rules(fd, ME_IOC_RECV, rv, ME_RECV_SIZE_VER0, "RECV");
+	me_conn_list cl{sizeof(cl), 4, reinterpret_cast<uintptr_t>(cinfo), sizeof(me_conn_info), 0};
+	check_size_rules(fd, ME_IOC_CONN_LIST, cl, ME_CONN_LIST_SIZE_VER0, "CONN_LIST");
+	me_stats st{sizeof(st), ME_STAT_COUNT, reinterpret_cast<uintptr_t>(values)};
+	check_size_rules(fd, ME_IOC_STATS, st, ME_STATS_SIZE_VER0, "STATS");
+
+	// A larger struct with a zero tail is accepted, and the tail is not
+	// written (the read-only commands).
+	struct {
+		me_peer_list l;
+		unsigned char tail[16];
+	} bpl{};
+	bpl.l = pl;
+	bpl.l.size = sizeof(bpl);
+	EXPECT_EQ(io(fd, ME_IOC_PEER_LIST, &bpl), 0);
+	EXPECT_EQ(bpl.l.count, 1u);
+	EXPECT_EQ(pinfo[0].node_id, c_->id(1));
+	struct {
+		me_conn_list l;
+		unsigned char tail[16];
+	} bcl{};
+	bcl.l = cl;
+	bcl.l.size = sizeof(bcl);
+	EXPECT_EQ(io(fd, ME_IOC_CONN_LIST, &bcl), 0);
+	EXPECT_GE(bcl.l.count, 1u);
+	struct {
+		me_stats s;
+		unsigned char tail[16];
+	} bst{};
+	bst.s = st;
+	bst.s.size = sizeof(bst);
+	EXPECT_EQ(io(fd, ME_IOC_STATS, &bst), 0);
+	EXPECT_EQ(bst.s.count, static_cast<uint32_t>(ME_STAT_COUNT));
+	struct {
+		me_poll_cq q;
+		unsigned char tail[16];
+	} bpq{};
+	bpq.q = pq;
+	bpq.q.size = sizeof(bpq);
+	EXPECT_EQ(io(fd, ME_IOC_POLL_CQ, &bpq), 0);
+	for (unsigned char c : bpl.tail)
+		EXPECT_EQ(c, 0);
+	for (unsigned char c : bcl.tail)
+		EXPECT_EQ(c, 0);
+	for (unsigned char c : bst.tail)
+		EXPECT_EQ(c, 0);
+	for (unsigned char c : bpq.tail)
+		EXPECT_EQ(c, 0);
+	// Nothing of the above posted anything.
+	EXPECT_EQ(accounting().ops_inflight, 0u);
+}
+
+TEST_F(OpsTest, ReservedFieldsUnknownFlagsAndBadArrays)
+{
+	ASSERT_NO_FATAL_FAILURE(SetUpPair());
+	int fd = fd0();
+	me_peer_info pinfo[4];
+	me_conn_info cinfo[4];
+	me_completion ents[4];
+
+	me_peer_list pl{sizeof(pl), 4, reinterpret_cast<uintptr_t>(pinfo), sizeof(me_peer_info), 1};
+	EXPECT_EQ(io(fd, ME_IOC_PEER_LIST, &pl), EINVAL) << "PEER_LIST reserved";
+	pl.__reserved = 0;
+	pl.info_size = ME_PEER_INFO_SIZE_VER0 - 4;
+	EXPECT_EQ(io(fd, ME_IOC_PEER_LIST, &pl), EINVAL) << "PEER_LIST info_size";
+	pl.info_size = sizeof(me_peer_info);
+	pl.peers = 16;
+	EXPECT_EQ(io(fd, ME_IOC_PEER_LIST, &pl), EFAULT) << "PEER_LIST array";
+
+	me_conn_list cl{sizeof(cl), 4, reinterpret_cast<uintptr_t>(cinfo), sizeof(me_conn_info), 1};
+	EXPECT_EQ(io(fd, ME_IOC_CONN_LIST, &cl), EINVAL) << "CONN_LIST reserved";
+	cl.__reserved = 0;
+	cl.info_size = ME_CONN_INFO_SIZE_VER0 - 8;
+	EXPECT_EQ(io(fd, ME_IOC_CONN_LIST, &cl), EINVAL) << "CONN_LIST info_size";
+	cl.info_size = sizeof(me_conn_info);
+	cl.conns = 16;
+	EXPECT_EQ(io(fd, ME_IOC_CONN_LIST, &cl), EFAULT) << "CONN_LIST array";
+
+	me_stats st{sizeof(st), ME_STAT_COUNT, 16};
+	EXPECT_EQ(io(fd, ME_IOC_STATS, &st), EFAULT) << "STATS values";
+
+	me_connect cn{};
+	cn.size = sizeof(cn);
+	cn.peer = c_->id(1);
+	cn.__reserved = 1;
+	EXPECT_EQ(io(fd, ME_IOC_CONNECT, &cn), EINVAL) << "CONNECT reserved";
+	cn.__reserved = 0;
+	cn.flags = 1u << 7;
+	EXPECT_EQ(io(fd, ME_IOC_CONNECT, &cn), EOPNOTSUPP) << "CONNECT flags";
+
+	me_post po = post_of(ME_OP_WRITE, conn_->id(), mr_local_->id(), 0, 16);
+	po.remote_region = mr_target_->id();
+	po.remote_key = mr_target_->key();
+	me_post p = po;
+	p.__reserved = 1;
+	EXPECT_EQ(io(fd, ME_IOC_POST, &p), EINVAL) << "POST reserved";
+	p = po;
+	p.flags = 1u << 5;
+	EXPECT_EQ(io(fd, ME_IOC_POST, &p), EOPNOTSUPP) << "POST flags";
+	for (uint32_t op : {0u, 5u, 99u, 0xffffffffu}) {
+		p = po;
+		p.opcode = op;
+		EXPECT_EQ(io(fd, ME_IOC_POST, &p), EOPNOTSUPP) << "POST opcode " << op;
+	}
+
+	me_poll_cq q = poll_of(ents, 4, 1u << 3);
+	EXPECT_EQ(io(fd, ME_IOC_POLL_CQ, &q), EOPNOTSUPP) << "POLL_CQ flags";
+	q = poll_of(ents, 0);
+	EXPECT_EQ(io(fd, ME_IOC_POLL_CQ, &q), EINVAL) << "POLL_CQ count 0";
+	q = poll_of(ents, 4);
+	q.entry_size = ME_COMPLETION_SIZE_VER0 - 8;
+	EXPECT_EQ(io(fd, ME_IOC_POLL_CQ, &q), EINVAL) << "POLL_CQ entry_size";
+
+	char buf[64];
+	me_recv rv{};
+	rv.size = sizeof(rv);
+	rv.flags = 1u << 4;
+	rv.buf = reinterpret_cast<uintptr_t>(buf);
+	rv.len = sizeof(buf);
+	EXPECT_EQ(io(fd, ME_IOC_RECV, &rv), EOPNOTSUPP) << "RECV flags";
+
+	EXPECT_EQ(accounting().ops_inflight, 0u);
+	auto left = c_->dev(0).poll();
+	ME_ASSERT_OK(left);
+	for (const auto &c : left.value())
+		ADD_FAILURE() << "a refused post completed: " << c.describe();
+}
+
+TEST_F(OpsTest, ConnectErrors)
+{
+	ASSERT_NO_FATAL_FAILURE(make_pair(1));
+	int fd = fd0();
+	me_connect cn{};
+	cn.size = sizeof(cn);
+	cn.timeout_ms = 2000;
+	for (uint32_t peer : {0u, kBroadcast, c_->id(0)}) {
+		cn.peer = peer;
+		EXPECT_EQ(io(fd, ME_IOC_CONNECT, &cn), EINVAL) << "peer " << peer;
+	}
+	uint32_t unknown = 0x1234567;
+	while (unknown == c_->id(0) || unknown == c_->id(1))
+		unknown++;
+	cn.peer = unknown;
+	EXPECT_EQ(io(fd, ME_IOC_CONNECT, &cn), EHOSTUNREACH);
+	auto lib = c_->dev(0).connect(unknown);
+	ASSERT_FALSE(lib);
+	EXPECT_EQ(lib.error().code(), std::errc::host_unreachable);
+
+	// A node without links.
+	int lonely = c_->add_node();
+	ASSERT_GE(lonely, 0);
+	auto d = c_->open_in(lonely);
+	ME_ASSERT_OK(d);
+	cn.peer = c_->id(1);
+	EXPECT_EQ(io(d->fd(), ME_IOC_CONNECT, &cn), ENETDOWN);
+	EXPECT_EQ(accounting().ops_inflight, 0u);
+}
+
+TEST_F(OpsTest, PostErrors)
+{
+	ASSERT_NO_FATAL_FAILURE(SetUpPair());
+	int fd = fd0();
+	const uint32_t conn = conn_->id();
+	const uint32_t reg = mr_local_->id();
+
+	// A second file in the same namespace with its own region and
+	// connection: neither is usable through the first file.
+	auto other = c_->open_in(0);
+	ME_ASSERT_OK(other);
+	Buffer ob(4096);
+	auto omr = other->register_memory(ob.data(), 4096, Access::None);
+	ME_ASSERT_OK(omr);
+	auto oconn = other->connect(c_->id(1));
+	ME_ASSERT_OK(oconn);
+
+	auto with_remote = [&](me_post p) {
+		p.remote_region = mr_target_->id();
+		p.remote_key = mr_target_->key();
+		return p;
+	};
+	struct Case {
+		const char *what;
+		me_post p;
+		int err;
+	};
+	std::vector<Case> cases = {
+		{"conn 0", with_remote(post_of(ME_OP_WRITE, 0, reg, 0, 16)), ENOENT},
+		{"unknown conn", with_remote(post_of(ME_OP_WRITE, 0xfffff, reg, 0, 16)), ENOENT},
+		{"another file's conn", with_remote(post_of(ME_OP_WRITE, oconn->id(), reg, 0, 16)),
+		 ENOENT},
+		{"region 0", with_remote(post_of(ME_OP_WRITE, conn, 0, 0, 16)), ENOENT},
+		{"unknown region", with_remote(post_of(ME_OP_WRITE, conn, reg + 100000, 0, 16)),
+		 ENOENT},
+		{"another file's region", with_remote(post_of(ME_OP_WRITE, conn, omr->id(), 0, 16)),
+		 ENOENT},
+		{"read into another file's region",
+		 with_remote(post_of(ME_OP_READ, conn, omr->id(), 0, 16)), ENOENT},
+		{"the target's region as local",
+		 with_remote(post_of(ME_OP_WRITE, conn, mr_target_->id(), 0, 16)), ENOENT},
+		{"local off at end", with_remote(post_of(ME_OP_WRITE, conn, reg, kLen, 1)), ERANGE},
+		{"local range one past", with_remote(post_of(ME_OP_WRITE, conn, reg, kLen - 10, 11)),
+		 ERANGE},
+		{"local off wraps", with_remote(post_of(ME_OP_READ, conn, reg, ~0ull, 2)), ERANGE},
+		{"send local range", post_of(ME_OP_SEND, conn, reg, kLen - 4, 8), ERANGE},
+		{"len 0 write", with_remote(post_of(ME_OP_WRITE, conn, reg, 0, 0)), EINVAL},
+		{"len 0 read", with_remote(post_of(ME_OP_READ, conn, reg, 0, 0)), EINVAL},
+		{"len 0 send", post_of(ME_OP_SEND, conn, reg, 0, 0), EINVAL},
+		{"len above ME_OP_MAX_LEN",
+		 with_remote(post_of(ME_OP_WRITE, conn, reg, 0, ME_OP_MAX_LEN + 1)), EMSGSIZE},
+		{"send above ME_SEND_MAX", post_of(ME_OP_SEND, conn, reg, 0, ME_SEND_MAX + 1),
+		 EMSGSIZE},
+	};
+	me_post s = post_of(ME_OP_SEND, conn, reg, 0, 8);
+	s.remote_region = 1;
+	cases.push_back({"send with remote_region", s, EINVAL});
+	s = post_of(ME_OP_SEND, conn, reg, 0, 8);
+	s.remote_key = 1;
+	cases.push_back({"send with remote_key", s, EINVAL});
+	s = post_of(ME_OP_SEND, conn, reg, 0, 8);
+	s.remote_off = 1;
+	cases.push_back({"send with remote_off", s, EINVAL});
+	for (auto &c : cases)
+		EXPECT_EQ(errno_name(io(fd, ME_IOC_POST, &c.p)), errno_name(c.err)) << c.what;
+
+	// Through the library, the same answers.
+	auto st = conn_->write(*mr_local_, kLen, multiedge::remote_of(*mr_target_), 0, 1, 5);
+	ASSERT_FALSE(st);
+	EXPECT_EQ(st.error().code(), std::errc::result_out_of_range);
+
+	// Disconnect: unknown, another file's, twice; posting afterwards.
+	me_disconnect dc{sizeof(dc), 0xfffff};
+	EXPECT_EQ(io(fd, ME_IOC_DISCONNECT, &dc), ENOENT);
+	dc.conn = oconn->id();
+	EXPECT_EQ(io(fd, ME_IOC_DISCONNECT, &dc), ENOENT) << "another file's connection";
+	dc.conn = conn;
+	EXPECT_EQ(io(fd, ME_IOC_DISCONNECT, &dc), 0);
+	EXPECT_EQ(io(fd, ME_IOC_DISCONNECT, &dc), ENOTCONN);
+	me_post after = with_remote(post_of(ME_OP_WRITE, conn, reg, 0, 16));
+	EXPECT_EQ(io(fd, ME_IOC_POST, &after), ENOTCONN);
+
+	// The only completion is the connection's close.
+	auto closed = c_->dev(0).wait(8, std::chrono::seconds(10));
+	ME_ASSERT_OK(closed);
+	ASSERT_EQ(closed->size(), 1u);
+	EXPECT_EQ(closed->at(0).type, CompletionType::ConnClosed) << closed->at(0).describe();
+	EXPECT_EQ(closed->at(0).conn, conn);
+	std::this_thread::sleep_for(std::chrono::milliseconds(200));
+	auto none = c_->dev(0).poll();
+	ME_ASSERT_OK(none);
+	for (const auto &c : none.value())
+		ADD_FAILURE() << "unexpected completion: " << c.describe();
+	EXPECT_EQ(accounting().ops_inflight, 0u);
+	conn_.reset(); // already closed
+}
+
+// Remote errors arrive in the completion; the target is unchanged, and so
+// is the local buffer of a failed read.  The connection stays usable.
+TEST_F(OpsTest, RemoteErrorsChangeNothing)
+{
+	ASSERT_NO_FATAL_FAILURE(SetUpPair());
+	Device &a = c_->dev(0);
+	Device &b = c_->dev(1);
+	constexpr size_t kR = 64 * 1024;
+	Buffer ro(kR), wo(kR), none(kR);
+	fill_random(ro.data(), kR, 3);
+	fill_random(wo.data(), kR, 4);
+	fill_random(none.data(), kR, 5);
+	auto mro = b.register_memory(ro.data(), kR, Access::RemoteRead);
+	ME_ASSERT_OK(mro);
+	auto mwo = b.register_memory(wo.data(), kR, Access::RemoteWrite);
+	ME_ASSERT_OK(mwo);
+	auto mnone = b.register_memory(none.data(), kR, Access::None);
+	ME_ASSERT_OK(mnone);
+
+	const RemoteRegion rw = multiedge::remote_of(*mr_target_);
+	RemoteRegion badkey = rw;
+	badkey.key ^= 0x5a5a5a5a;
+	RemoteRegion noreg = rw;
+	noreg.id = rw.id + 100000;
+	const RemoteRegion r_ro = multiedge::remote_of(mro.value()), r_wo = multiedge::remote_of(mwo.value()),
+			   r_none = multiedge::remote_of(mnone.value());
+
+	std::vector<uint8_t> snap_rw(target_->data(), target_->data() + kLen);
+	std::vector<uint8_t> snap_ro(ro.data(), ro.data() + kR), snap_wo(wo.data(), wo.data() + kR),
+		snap_none(none.data(), none.data() + kR);
+	std::vector<uint8_t> snap_local(local_->data(), local_->data() + kLen);
+
+	enum Kind { W, R, N };
+	struct Case {
+		const char *what;
+		Kind kind;
+		RemoteRegion r;
+		uint64_t off;
+		uint32_t len;
+		int err;
+	};
+	const std::vector<Case> cases = {
+		{"write, wrong key", W, badkey, 0, 4096, EACCES},
+		{"read, wrong key", R, badkey, 0, 4096, EACCES},
+		{"notify, wrong key", N, badkey, 0, 100, EACCES},
+		{"write to a read-only region", W, r_ro, 0, 4096, EACCES},
+		{"read from a write-only region", R, r_wo, 0, 4096, EACCES},
+		{"write to a region without access", W, r_none, 0, 4096, EACCES},
+		{"read from a region without access", R, r_none, 0, 4096, EACCES},
+		{"notify to a read-only region", N, r_ro, 0, 100, EACCES},
+		{"write at the end", W, rw, kLen, 1, ERANGE},
+		{"write one byte past", W, rw, kLen - 4095, 4096, ERANGE},
+		{"large write one byte past", W, rw, 1, kLen, ERANGE},
+		{"write far out", W, rw, 1ull << 62, 16, ERANGE},
+		{"write, offset wraps", W, rw, ~0ull - 7, 16, ERANGE},
+		{"read one byte past", R, rw, kLen - 100, 101, ERANGE},
+		{"read far out", R, rw, 1ull << 40, 16, ERANGE},
+		{"write to no region", W, noreg, 0, 16, ENOENT},
+		{"read from no region", R, noreg, 0, 16, ENOENT},
+		{"notify to no region", N, noreg, 0, 16, ENOENT},
+	};
+	uint64_t cookie = 1;
+	for (const auto &c : cases) {
+		SCOPED_TRACE(c.what);
+		uint64_t ck = cookie++;
+		multiedge::Status st;
+		if (c.kind == W)
+			st = conn_->write(*mr_local_, 0, c.r, c.off, c.len, ck);
+		else if (c.kind == R)
+			st = conn_->read(*mr_local_, 0, c.r, c.off, c.len, ck);
+		else
+			st = conn_->write_notify(*mr_local_, 0, c.r, c.off, c.len, 0x77, ck);
+		ME_ASSERT_OK(st);
+		auto done = a.wait_for(ck, std::chrono::seconds(30));
+		ME_ASSERT_OK(done);
+		EXPECT_EQ(errno_name(done->status), errno_name(c.err)) << done->describe();
+		EXPECT_EQ(done->len, 0u) << "bytes moved on error";
+		EXPECT_EQ(first_difference(target_->data(), snap_rw.data(), kLen), -1)
+			<< "target region changed";
+		EXPECT_EQ(first_difference(ro.data(), snap_ro.data(), kR), -1);
+		EXPECT_EQ(first_difference(wo.data(), snap_wo.data(), kR), -1);
+		EXPECT_EQ(first_difference(none.data(), snap_none.data(), kR), -1);
+		EXPECT_EQ(first_difference(local_->data(), snap_local.data(), kLen), -1)
+			<< "local region changed by a failed read";
+	}
+	// No notify reached the target's Device.
+	std::this_thread::sleep_for(std::chrono::milliseconds(300));
+	auto notes = b.poll();
+	ME_ASSERT_OK(notes);
+	for (const auto &c : notes.value())
+		ADD_FAILURE() << "target got: " << c.describe();
+
+	// Still usable: a good write, then the counters.
+	ME_ASSERT_OK(conn_->write(*mr_local_, 5, rw, 9, 1000, 500));
+	auto ok = a.wait_for(500, std::chrono::seconds(30));
+	ME_ASSERT_OK(ok);
+	EXPECT_EQ(ok->status, 0) << ok->describe();
+	EXPECT_EQ(first_difference(target_->data() + 9, local_->data() + 5, 1000), -1);
+	auto conns = a.connections();
+	ME_ASSERT_OK(conns);
+	for (const auto &ci : conns.value())
+		if (ci.conn == conn_->id()) {
+			EXPECT_EQ(ci.errors, cases.size());
+		}
+}
+
+// A full receive queue refuses further messages with ENOBUFS.
+TEST_F(OpsTest, SendToFullReceiveQueueIsENOBUFS)
+{
+	ASSERT_NO_FATAL_FAILURE(SetUpPair());
+	Device &a = c_->dev(0);
+	constexpr int kExtra = 4;
+	for (int i = 0; i < ME_RECV_QUEUE + kExtra; i++) {
+		local_->data()[i] = static_cast<uint8_t>(i);
+		ME_ASSERT_OK(conn_->send(*mr_local_, i, 8, 1000 + i));
+	}
+	int ok = 0, full = 0;
+	for (int i = 0; i < ME_RECV_QUEUE + kExtra; i++) {
+		auto c = a.wait_for(1000 + i, std::chrono::seconds(30));
+		ME_ASSERT_OK(c);
+		if (c->status == 0)
+			ok++;
+		else if (c->status == ENOBUFS)
+			full++;
+		else
+			ADD_FAILURE() << c->describe();
+	}
+	EXPECT_EQ(ok, ME_RECV_QUEUE);
+	EXPECT_EQ(full, kExtra);
+	int taken = 0;
+	while (c_->dev(1).recv(0, std::chrono::milliseconds(300)))
+		taken++;
+	EXPECT_EQ(taken, ME_RECV_QUEUE);
+}
+
+TEST_F(OpsTest, PollCqSemantics)
+{
+	ASSERT_NO_FATAL_FAILURE(SetUpPair());
+	int fd = fd0();
+	me_completion ents[4] = {};
+
+	// Empty: count 0 at once; with WAIT, count 0 after about the timeout.
+	me_poll_cq q = poll_of(ents, 4);
+	EXPECT_EQ(io(fd, ME_IOC_POLL_CQ, &q), 0);
+	EXPECT_EQ(q.count, 0u) << "nonblocking poll of an empty queue";
+	q = poll_of(ents, 4, ME_POLL_F_WAIT, 300);
+	auto t0 = std::chrono::steady_clock::now();
+	EXPECT_EQ(io(fd, ME_IOC_POLL_CQ, &q), 0);
+	auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+			  std::chrono::steady_clock::now() - t0)
+			  .count();
+	EXPECT_EQ(q.count, 0u);
+	EXPECT_GE(ms, 250);
+	EXPECT_LT(ms, 3000);
+	EXPECT_FALSE(readable(fd, 0)) << "POLLIN on an empty queue";
+
+	// A completion makes the file readable.
+	ME_ASSERT_OK(conn_->write(*mr_local_, 0, multiedge::remote_of(*mr_target_), 0, 4096, 42));
+	EXPECT_TRUE(readable(fd, 10000)) << "no POLLIN after a completion";
+	EXPECT_TRUE(readable(fd, 0)) << "POLLIN must stay until harvested";
+	q = poll_of(reinterpret_cast<me_completion *>(16), 4);
+	EXPECT_EQ(io(fd, ME_IOC_POLL_CQ, &q), EFAULT);
+	EXPECT_TRUE(readable(fd, 0)) << "a fault must leave the completion queued";
+
+	// A larger entry size: entries spaced, the extra bytes zeroed.
+	struct Wide {
+		me_completion c;
+		uint64_t extra[2];
+	} wide[2];
+	std::memset(wide, 0xee, sizeof(wide));
+	q = poll_of(&wide[0].c, 2);
+	q.entry_size = sizeof(Wide);
+	EXPECT_EQ(io(fd, ME_IOC_POLL_CQ, &q), 0);
+	ASSERT_EQ(q.count, 1u);
+	EXPECT_EQ(wide[0].c.cookie, 42u);
+	EXPECT_EQ(wide[0].c.type, static_cast<uint32_t>(ME_CQ_WRITE));
+	EXPECT_EQ(wide[0].c.status, 0);
+	EXPECT_EQ(wide[0].c.len, 4096u);
+	EXPECT_EQ(wide[0].extra[0], 0u);
+	EXPECT_EQ(wide[0].extra[1], 0u);
+	EXPECT_EQ(wide[1].c.cookie, 0xeeeeeeeeeeeeeeeeull) << "no second entry written";
+	EXPECT_FALSE(readable(fd, 0)) << "POLLIN after the queue was emptied";
+	q = poll_of(ents, 4);
+	EXPECT_EQ(io(fd, ME_IOC_POLL_CQ, &q), 0);
+	EXPECT_EQ(q.count, 0u);
+}
+
+TEST_F(OpsTest, RecvSemantics)
+{
+	ASSERT_NO_FATAL_FAILURE(SetUpPair());
+	int fd1 = c_->dev(1).fd();
+	char buf[ME_SEND_MAX] = {};
+	me_recv rv{};
+	rv.size = sizeof(rv);
+	rv.buf = reinterpret_cast<uintptr_t>(buf);
+	rv.len = sizeof(buf);
+	EXPECT_EQ(io(fd1, ME_IOC_RECV, &rv), EAGAIN) << "no message, no WAIT";
+	rv.flags = ME_RECV_F_WAIT;
+	rv.timeout_ms = 200;
+	auto t0 = std::chrono::steady_clock::now();
+	EXPECT_EQ(io(fd1, ME_IOC_RECV, &rv), ETIMEDOUT);
+	EXPECT_GE(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(150));
+
+	// One message of 100 bytes.
+	fill_random(local_->data(), 100, 9);
+	ME_ASSERT_OK(conn_->send(*mr_local_, 0, 100, 1));
+	auto sent = c_->dev(0).wait_for(1, std::chrono::seconds(30));
+	ME_ASSERT_OK(sent);
+	ASSERT_EQ(sent->status, 0) << sent->describe();
+
+	rv = me_recv{};
+	rv.size = sizeof(rv);
+	rv.buf = reinterpret_cast<uintptr_t>(buf);
+	rv.len = 10;
+	EXPECT_EQ(io(fd1, ME_IOC_RECV, &rv), EMSGSIZE);
+	EXPECT_EQ(rv.len, 100u) << "EMSGSIZE says how long the message is";
+	rv.len = sizeof(buf);
+	rv.buf = 16;
+	EXPECT_EQ(io(fd1, ME_IOC_RECV, &rv), EFAULT);
+	rv.buf = reinterpret_cast<uintptr_t>(buf);
+	uint32_t stranger = c_->id(0) + 1;
+	if (stranger == c_->id(1))
+		stranger++;
+	rv.peer = stranger;
+	EXPECT_EQ(io(fd1, ME_IOC_RECV, &rv), EAGAIN) << "a message from another peer was taken";
+	rv.peer = c_->id(0);
+	ASSERT_EQ(io(fd1, ME_IOC_RECV, &rv), 0) << "the message must have stayed queued";
+	EXPECT_EQ(rv.len, 100u);
+	EXPECT_EQ(rv.peer, c_->id(0));
+	EXPECT_NE(rv.conn, 0u);
+	EXPECT_EQ(std::memcmp(buf, local_->data(), 100), 0);
+	rv.peer = 0;
+	EXPECT_EQ(io(fd1, ME_IOC_RECV, &rv), EAGAIN) << "taken once only";
+}
+
+TEST_F(OpsTest, UnloadRefusedWhileOpenAndCleanAfterClose)
+{
+	ASSERT_NO_FATAL_FAILURE(SetUpPair());
+	int err = unload_module();
+	EXPECT_TRUE(err == EWOULDBLOCK || err == EBUSY) << errno_name(err);
+	ASSERT_TRUE(module_loaded());
+	// Still working.
+	ME_ASSERT_OK(conn_->write(*mr_local_, 0, multiedge::remote_of(*mr_target_), 0, 100000, 1));
+	auto c = c_->dev(0).wait_for(1, std::chrono::seconds(30));
+	ME_ASSERT_OK(c);
+	EXPECT_EQ(c->status, 0) << c->describe();
+
+	conn_.reset();
+	mr_local_.reset();
+	mr_target_.reset();
+	c_->teardown();
+	EXPECT_TRUE(accounting_idle(true));
+	err = unload_module();
+	for (int i = 0; i < 100 && (err == EBUSY || err == EAGAIN); i++) {
+		std::this_thread::sleep_for(std::chrono::milliseconds(100));
+		err = unload_module();
+	}
+	EXPECT_EQ(err, 0) << errno_name(err);
+	EXPECT_FALSE(module_loaded());
+}
+
+// A process killed with large writes in flight: its regions are unpinned
+// and its operations retired; nothing stays accounted.
+TEST_F(OpsTest, KilledProcessLeaksNothing)
+{
+	ASSERT_NO_FATAL_FAILURE(make_pair(1));
+	constexpr size_t kTarget = 32u << 20;
+	Buffer target(kTarget);
+	auto mt = c_->dev(1).register_memory(target.data(), kTarget, Access::RemoteWrite);
+	ME_ASSERT_OK(mt);
+	const RemoteRegion rt = multiedge::remote_of(mt.value());
+	const auto base = accounting();
+
+	int pipefd[2];
+	ASSERT_EQ(::pipe(pipefd), 0);
+	pid_t pid = ::fork();
+	ASSERT_GE(pid, 0);
+	if (pid == 0) {
+		::close(pipefd[0]);
+		auto d = c_->open_in(0);
+		if (!d)
+			_exit(10);
+		Buffer src(kTarget);
+		auto mr = d->register_memory(src.data(), kTarget, Access::None);
+		if (!mr)
+			_exit(11);
+		auto cn = d->connect(c_->id(1));
+		if (!cn)
+			_exit(12);
+		for (int i = 0; i < 4; i++)
+			if (!cn->write(mr.value(), 0, rt, 0, static_cast<uint32_t>(kTarget), i + 1))
+				_exit(13);
+		char x = 1;
+		if (::write(pipefd[1], &x, 1) != 1)
+			_exit(14);
+		for (;;)
+			::pause();
+	}
+	::close(pipefd[1]);
+	char x = 0;
+	ssize_t n = ::read(pipefd[0], &x, 1);
+	::close(pipefd[0]);
+	if (n == 1) {
+		auto mid = accounting();
+		EXPECT_GT(mid.pinned_pages, base.pinned_pages) << "the child's region is pinned";
+	}
+	::kill(pid, SIGKILL);
+	int st = 0;
+	ASSERT_EQ(::waitpid(pid, &st, 0), pid);
+	ASSERT_EQ(n, 1) << "the child failed before posting (status "
+			<< (WIFEXITED(st) ? WEXITSTATUS(st) : -1) << ")";
+	ASSERT_TRUE(WIFSIGNALED(st));
+
+	auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+	multiedge::DeviceInfo now;
+	do {
+		now = accounting();
+		if (now.ops_inflight == 0 && now.pinned_pages == base.pinned_pages &&
+		    now.regions == base.regions)
+			break;
+		std::this_thread::sleep_for(std::chrono::milliseconds(100));
+	} while (std::chrono::steady_clock::now() < deadline);
+	EXPECT_EQ(now.ops_inflight, 0u);
+	EXPECT_EQ(now.pinned_pages, base.pinned_pages);
+	EXPECT_EQ(now.regions, base.regions);
+	EXPECT_EQ(now.rx_queued, 0u);
+}

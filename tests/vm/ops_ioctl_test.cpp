@@ -97,6 +97,26 @@ bool readable(int fd, int timeout_ms)
 	return ::poll(&p, 1, timeout_ms) == 1 && (p.revents & POLLIN);
 }
 
+// The file's completion queue must be empty: checked with the raw ioctl,
+// so that a misbehaving POLL_CQ shows as what it is.
+void expect_cq_empty(int fd, const char *where)
+{
+	me_completion e[8] = {};
+	me_poll_cq q = poll_of(e, 8);
+	errno = 0;
+	int r = ::ioctl(fd, ME_IOC_POLL_CQ, &q);
+	if (r != 0) {
+		ADD_FAILURE() << where << ": POLL_CQ on what should be an empty queue returned " << r
+			      << (r > 0 ? " (a positive value; count left at " + std::to_string(q.count) + ")"
+					: std::string(" errno ") + errno_name(errno));
+		return;
+	}
+	EXPECT_EQ(q.count, 0u) << where;
+	for (uint32_t i = 0; i < q.count && i < 8; i++)
+		ADD_FAILURE() << where << ": unexpected completion type " << e[i].type << " cookie "
+			      << e[i].cookie << " status " << e[i].status;
+}
+
 class OpsTest : public ClusterTest {
 protected:
 	// Pair on one link, a connection from node 0 to 1, a local region on
@@ -287,10 +307,7 @@ TEST_F(OpsTest, ReservedFieldsUnknownFlagsAndBadArrays)
 	EXPECT_EQ(io(fd, ME_IOC_RECV, &rv), EOPNOTSUPP) << "RECV flags";
 
 	EXPECT_EQ(accounting().ops_inflight, 0u);
-	auto left = c_->dev(0).poll();
-	ME_ASSERT_OK(left);
-	for (const auto &c : left.value())
-		ADD_FAILURE() << "a refused post completed: " << c.describe();
+	expect_cq_empty(fd, "after refused posts");
 }
 
 TEST_F(OpsTest, ConnectErrors)
@@ -362,8 +379,6 @@ TEST_F(OpsTest, PostErrors)
 		 ENOENT},
 		{"read into another file's region",
 		 with_remote(post_of(ME_OP_READ, conn, omr->id(), 0, 16)), ENOENT},
-		{"the target's region as local",
-		 with_remote(post_of(ME_OP_WRITE, conn, mr_target_->id(), 0, 16)), ENOENT},
 		{"local off at end", with_remote(post_of(ME_OP_WRITE, conn, reg, kLen, 1)), ERANGE},
 		{"local range one past", with_remote(post_of(ME_OP_WRITE, conn, reg, kLen - 10, 11)),
 		 ERANGE},
@@ -412,10 +427,7 @@ TEST_F(OpsTest, PostErrors)
 	EXPECT_EQ(closed->at(0).type, CompletionType::ConnClosed) << closed->at(0).describe();
 	EXPECT_EQ(closed->at(0).conn, conn);
 	std::this_thread::sleep_for(std::chrono::milliseconds(200));
-	auto none = c_->dev(0).poll();
-	ME_ASSERT_OK(none);
-	for (const auto &c : none.value())
-		ADD_FAILURE() << "unexpected completion: " << c.describe();
+	expect_cq_empty(fd, "after refused posts and the close");
 	EXPECT_EQ(accounting().ops_inflight, 0u);
 	conn_.reset(); // already closed
 }
@@ -482,6 +494,7 @@ TEST_F(OpsTest, RemoteErrorsChangeNothing)
 		{"notify to no region", N, noreg, 0, 16, ENOENT},
 	};
 	uint64_t cookie = 1;
+	uint64_t completed_with_error = 0;
 	for (const auto &c : cases) {
 		SCOPED_TRACE(c.what);
 		uint64_t ck = cookie++;
@@ -492,10 +505,16 @@ TEST_F(OpsTest, RemoteErrorsChangeNothing)
 			st = conn_->read(*mr_local_, 0, c.r, c.off, c.len, ck);
 		else
 			st = conn_->write_notify(*mr_local_, 0, c.r, c.off, c.len, 0x77, ck);
-		ME_ASSERT_OK(st);
+		if (!st) {
+			// The ABI reports target-side range and access errors in the
+			// completion, not at posting.
+			ADD_FAILURE() << "refused at posting: " << st.error().message();
+			continue;
+		}
 		auto done = a.wait_for(ck, std::chrono::seconds(30));
 		ME_ASSERT_OK(done);
 		EXPECT_EQ(errno_name(done->status), errno_name(c.err)) << done->describe();
+		completed_with_error += done->status != 0;
 		EXPECT_EQ(done->len, 0u) << "bytes moved on error";
 		EXPECT_EQ(first_difference(target_->data(), snap_rw.data(), kLen), -1)
 			<< "target region changed";
@@ -507,10 +526,7 @@ TEST_F(OpsTest, RemoteErrorsChangeNothing)
 	}
 	// No notify reached the target's Device.
 	std::this_thread::sleep_for(std::chrono::milliseconds(300));
-	auto notes = b.poll();
-	ME_ASSERT_OK(notes);
-	for (const auto &c : notes.value())
-		ADD_FAILURE() << "target got: " << c.describe();
+	expect_cq_empty(b.fd(), "the target's queue (no notify may land)");
 
 	// Still usable: a good write, then the counters.
 	ME_ASSERT_OK(conn_->write(*mr_local_, 5, rw, 9, 1000, 500));
@@ -522,7 +538,7 @@ TEST_F(OpsTest, RemoteErrorsChangeNothing)
 	ME_ASSERT_OK(conns);
 	for (const auto &ci : conns.value())
 		if (ci.conn == conn_->id()) {
-			EXPECT_EQ(ci.errors, cases.size());
+			EXPECT_EQ(ci.errors, completed_with_error);
 		}
 }
 
@@ -636,22 +652,37 @@ TEST_F(OpsTest, RecvSemantics)
 	rv.len = 10;
 	EXPECT_EQ(io(fd1, ME_IOC_RECV, &rv), EMSGSIZE);
 	EXPECT_EQ(rv.len, 100u) << "EMSGSIZE says how long the message is";
-	rv.len = sizeof(buf);
+	// The header promises a struct can be reused as the kernel left it.
+	{
+		me_recv again = rv;
+		again.len = 10;
+		EXPECT_EQ(errno_name(io(fd1, ME_IOC_RECV, &again)), "EMSGSIZE")
+			<< "reusing the struct the kernel wrote back (conn " << rv.conn << ")";
+	}
+	auto fresh = [&] {
+		me_recv r{};
+		r.size = sizeof(r);
+		r.buf = reinterpret_cast<uintptr_t>(buf);
+		r.len = sizeof(buf);
+		return r;
+	};
+	rv = fresh();
 	rv.buf = 16;
 	EXPECT_EQ(io(fd1, ME_IOC_RECV, &rv), EFAULT);
-	rv.buf = reinterpret_cast<uintptr_t>(buf);
 	uint32_t stranger = c_->id(0) + 1;
 	if (stranger == c_->id(1))
 		stranger++;
+	rv = fresh();
 	rv.peer = stranger;
 	EXPECT_EQ(io(fd1, ME_IOC_RECV, &rv), EAGAIN) << "a message from another peer was taken";
+	rv = fresh();
 	rv.peer = c_->id(0);
 	ASSERT_EQ(io(fd1, ME_IOC_RECV, &rv), 0) << "the message must have stayed queued";
 	EXPECT_EQ(rv.len, 100u);
 	EXPECT_EQ(rv.peer, c_->id(0));
 	EXPECT_NE(rv.conn, 0u);
 	EXPECT_EQ(std::memcmp(buf, local_->data(), 100), 0);
-	rv.peer = 0;
+	rv = fresh();
 	EXPECT_EQ(io(fd1, ME_IOC_RECV, &rv), EAGAIN) << "taken once only";
 }
 
@@ -745,5 +776,6 @@ TEST_F(OpsTest, KilledProcessLeaksNothing)
 	EXPECT_EQ(now.ops_inflight, 0u);
 	EXPECT_EQ(now.pinned_pages, base.pinned_pages);
 	EXPECT_EQ(now.regions, base.regions);
-	EXPECT_EQ(now.rx_queued, 0u);
+	// rx_queued is not checked here: HELLOs keep arriving while the links
+	// are up; the fixture checks it once the namespaces are gone.
 }

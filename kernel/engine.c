@@ -239,8 +239,9 @@ int me_engine_start(struct me_net *mn, unsigned int packet_size)
 		mn->conn_copies = NULL;
 		return PTR_ERR(t);
 	}
-	WRITE_ONCE(mn->core, core);
 	mn->packet_size = packet_size;
+	/* ioctls find the engine without RTNL: publish it complete. */
+	smp_store_release(&mn->core, core);
 	mn->timer = t;
 	mutex_lock(&me_engines_lock);
 	list_add(&mn->node, &me_engines);

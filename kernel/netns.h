@@ -36,8 +36,9 @@ struct me_net {
 	u32 incarnation;
 	/*
 	 * Created with the first link attached (whose MTU fixes the packet
-	 * size) and destroyed when the namespace dies.  Written under RTNL
-	 * before any link or ioctl can use it; read with READ_ONCE.
+	 * size) and destroyed when the namespace dies.  Published under RTNL
+	 * with a release store once complete; ioctls read it with an acquire
+	 * load.
 	 */
 	struct me_node *core;
 	u32 packet_size;

@@ -65,7 +65,7 @@ u64 me_engine_ops_inflight(void)
 
 static struct me_node *core_of(struct me_net *mn)
 {
-	return READ_ONCE(mn->core);
+	return smp_load_acquire(&mn->core);	/* see me_engine_start() */
 }
 
 /* ---- completions ---- */

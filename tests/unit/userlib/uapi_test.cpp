@@ -4,11 +4,18 @@
 
 #include <cstddef>
 
+#include "multiedge/multiedge.hpp"
 #include "uapi/multiedge.h"
 
-TEST(Uapi, QueryLayoutExtendsTheFirstPublishedOne)
+TEST(Uapi, AbiVersionIs4)
 {
-	EXPECT_EQ(sizeof(me_query), static_cast<size_t>(ME_QUERY_SIZE_VER1));
+	EXPECT_EQ(ME_ABI_VERSION, 4);
+}
+
+TEST(Uapi, QueryLayoutExtendsThePublishedOnes)
+{
+	EXPECT_EQ(sizeof(me_query), 88u);
+	EXPECT_EQ(sizeof(me_query), static_cast<size_t>(ME_QUERY_SIZE_VER2));
 	EXPECT_EQ(offsetof(me_query, size), 0u);
 	EXPECT_EQ(offsetof(me_query, abi_version), 4u);
 	EXPECT_EQ(offsetof(me_query, features), 8u);
@@ -18,6 +25,13 @@ TEST(Uapi, QueryLayoutExtendsTheFirstPublishedOne)
 	EXPECT_EQ(offsetof(me_query, rx_dropped), 24u);
 	EXPECT_EQ(offsetof(me_query, pinned_pages), static_cast<size_t>(ME_QUERY_SIZE_VER0));
 	EXPECT_EQ(offsetof(me_query, regions), 40u);
+	EXPECT_EQ(offsetof(me_query, node_id), static_cast<size_t>(ME_QUERY_SIZE_VER1));
+	EXPECT_EQ(offsetof(me_query, incarnation), 52u);
+	EXPECT_EQ(offsetof(me_query, packet_size), 56u);
+	EXPECT_EQ(offsetof(me_query, __reserved2), 60u);
+	EXPECT_EQ(offsetof(me_query, rx_queued), 64u);
+	EXPECT_EQ(offsetof(me_query, conns), 72u);
+	EXPECT_EQ(offsetof(me_query, ops_inflight), 80u);
 	EXPECT_EQ(alignof(me_query), 8u);
 }
 
@@ -25,9 +39,21 @@ TEST(Uapi, LinkStructLayouts)
 {
 	EXPECT_EQ(sizeof(me_link_req), static_cast<size_t>(ME_LINK_REQ_SIZE_VER0));
 	EXPECT_EQ(offsetof(me_link_req, ifname), 8u);
-	EXPECT_EQ(sizeof(me_link_info), static_cast<size_t>(ME_LINK_INFO_SIZE_VER0));
+	EXPECT_EQ(sizeof(me_link_info), 96u);
+	EXPECT_EQ(sizeof(me_link_info), static_cast<size_t>(ME_LINK_INFO_SIZE_VER1));
 	EXPECT_EQ(offsetof(me_link_info, ifindex), 16u);
+	EXPECT_EQ(offsetof(me_link_info, mtu), 20u);
+	EXPECT_EQ(offsetof(me_link_info, flags), 24u);
+	EXPECT_EQ(offsetof(me_link_info, index), 28u);
 	EXPECT_EQ(offsetof(me_link_info, rx_frames), 32u);
+	EXPECT_EQ(offsetof(me_link_info, rx_bytes), 40u);
+	EXPECT_EQ(offsetof(me_link_info, peer_node), static_cast<size_t>(ME_LINK_INFO_SIZE_VER0));
+	EXPECT_EQ(offsetof(me_link_info, rate_mbps), 52u);
+	EXPECT_EQ(offsetof(me_link_info, tx_frames), 56u);
+	EXPECT_EQ(offsetof(me_link_info, tx_bytes), 64u);
+	EXPECT_EQ(offsetof(me_link_info, rx_dropped), 72u);
+	EXPECT_EQ(offsetof(me_link_info, tx_errors), 80u);
+	EXPECT_EQ(offsetof(me_link_info, rx_copied), 88u);
 	EXPECT_EQ(sizeof(me_link_list), static_cast<size_t>(ME_LINK_LIST_SIZE_VER0));
 	EXPECT_EQ(offsetof(me_link_list, links), 8u);
 	EXPECT_EQ(offsetof(me_link_list, info_size), 16u);
@@ -44,11 +70,128 @@ TEST(Uapi, MemoryRegionStructLayouts)
 	EXPECT_EQ(ME_ACCESS_ALL, ME_ACCESS_REMOTE_READ | ME_ACCESS_REMOTE_WRITE);
 }
 
+TEST(Uapi, PeerStructLayouts)
+{
+	EXPECT_EQ(sizeof(me_peer_info), 24u);
+	EXPECT_EQ(sizeof(me_peer_info), static_cast<size_t>(ME_PEER_INFO_SIZE_VER0));
+	EXPECT_EQ(offsetof(me_peer_info, incarnation), 4u);
+	EXPECT_EQ(offsetof(me_peer_info, links), 8u);
+	EXPECT_EQ(offsetof(me_peer_info, alive_links), 12u);
+	EXPECT_EQ(offsetof(me_peer_info, flags), 16u);
+	EXPECT_EQ(offsetof(me_peer_info, __reserved), 20u);
+	EXPECT_EQ(sizeof(me_peer_list), static_cast<size_t>(ME_PEER_LIST_SIZE_VER0));
+	EXPECT_EQ(offsetof(me_peer_list, peers), 8u);
+	EXPECT_EQ(offsetof(me_peer_list, info_size), 16u);
+}
+
+TEST(Uapi, ConnectionStructLayouts)
+{
+	EXPECT_EQ(sizeof(me_connect), 24u);
+	EXPECT_EQ(sizeof(me_connect), static_cast<size_t>(ME_CONNECT_SIZE_VER0));
+	EXPECT_EQ(offsetof(me_connect, flags), 4u);
+	EXPECT_EQ(offsetof(me_connect, peer), 8u);
+	EXPECT_EQ(offsetof(me_connect, timeout_ms), 12u);
+	EXPECT_EQ(offsetof(me_connect, conn), 16u);
+	EXPECT_EQ(offsetof(me_connect, __reserved), 20u);
+	EXPECT_EQ(sizeof(me_disconnect), 8u);
+	EXPECT_EQ(sizeof(me_disconnect), static_cast<size_t>(ME_DISCONNECT_SIZE_VER0));
+	EXPECT_EQ(offsetof(me_disconnect, conn), 4u);
+
+	EXPECT_EQ(sizeof(me_conn_info), 80u);
+	EXPECT_EQ(sizeof(me_conn_info), static_cast<size_t>(ME_CONN_INFO_SIZE_VER0));
+	EXPECT_EQ(offsetof(me_conn_info, peer), 4u);
+	EXPECT_EQ(offsetof(me_conn_info, state), 8u);
+	EXPECT_EQ(offsetof(me_conn_info, flags), 12u);
+	EXPECT_EQ(offsetof(me_conn_info, tx_packets), 16u);
+	EXPECT_EQ(offsetof(me_conn_info, tx_bytes), 24u);
+	EXPECT_EQ(offsetof(me_conn_info, retransmits), 32u);
+	EXPECT_EQ(offsetof(me_conn_info, rx_packets), 40u);
+	EXPECT_EQ(offsetof(me_conn_info, rx_bytes), 48u);
+	EXPECT_EQ(offsetof(me_conn_info, rx_dropped), 56u);
+	EXPECT_EQ(offsetof(me_conn_info, errors), 64u);
+	EXPECT_EQ(offsetof(me_conn_info, copies), 72u);
+	EXPECT_EQ(sizeof(me_conn_list), static_cast<size_t>(ME_CONN_LIST_SIZE_VER0));
+	EXPECT_EQ(offsetof(me_conn_list, conns), 8u);
+	EXPECT_EQ(offsetof(me_conn_list, info_size), 16u);
+}
+
+TEST(Uapi, PostAndCompletionLayouts)
+{
+	EXPECT_EQ(sizeof(me_post), 64u);
+	EXPECT_EQ(sizeof(me_post), static_cast<size_t>(ME_POST_SIZE_VER0));
+	EXPECT_EQ(offsetof(me_post, opcode), 4u);
+	EXPECT_EQ(offsetof(me_post, flags), 8u);
+	EXPECT_EQ(offsetof(me_post, conn), 12u);
+	EXPECT_EQ(offsetof(me_post, cookie), 16u);
+	EXPECT_EQ(offsetof(me_post, local_region), 24u);
+	EXPECT_EQ(offsetof(me_post, len), 28u);
+	EXPECT_EQ(offsetof(me_post, local_off), 32u);
+	EXPECT_EQ(offsetof(me_post, remote_region), 40u);
+	EXPECT_EQ(offsetof(me_post, remote_key), 44u);
+	EXPECT_EQ(offsetof(me_post, remote_off), 48u);
+	EXPECT_EQ(offsetof(me_post, imm), 56u);
+	EXPECT_EQ(offsetof(me_post, __reserved), 60u);
+
+	EXPECT_EQ(sizeof(me_completion), 48u);
+	EXPECT_EQ(sizeof(me_completion), static_cast<size_t>(ME_COMPLETION_SIZE_VER0));
+	EXPECT_EQ(offsetof(me_completion, type), 8u);
+	EXPECT_EQ(offsetof(me_completion, status), 12u);
+	EXPECT_EQ(offsetof(me_completion, conn), 16u);
+	EXPECT_EQ(offsetof(me_completion, peer), 20u);
+	EXPECT_EQ(offsetof(me_completion, len), 24u);
+	EXPECT_EQ(offsetof(me_completion, imm), 28u);
+	EXPECT_EQ(offsetof(me_completion, region), 32u);
+	EXPECT_EQ(offsetof(me_completion, __reserved), 36u);
+	EXPECT_EQ(offsetof(me_completion, off), 40u);
+
+	EXPECT_EQ(sizeof(me_poll_cq), 32u);
+	EXPECT_EQ(sizeof(me_poll_cq), static_cast<size_t>(ME_POLL_CQ_SIZE_VER0));
+	EXPECT_EQ(offsetof(me_poll_cq, flags), 4u);
+	EXPECT_EQ(offsetof(me_poll_cq, count), 8u);
+	EXPECT_EQ(offsetof(me_poll_cq, entry_size), 12u);
+	EXPECT_EQ(offsetof(me_poll_cq, entries), 16u);
+	EXPECT_EQ(offsetof(me_poll_cq, timeout_ms), 24u);
+	EXPECT_EQ(offsetof(me_poll_cq, overflow), 28u);
+}
+
+TEST(Uapi, RecvAndStatsLayouts)
+{
+	EXPECT_EQ(sizeof(me_recv), 32u);
+	EXPECT_EQ(sizeof(me_recv), static_cast<size_t>(ME_RECV_SIZE_VER0));
+	EXPECT_EQ(offsetof(me_recv, flags), 4u);
+	EXPECT_EQ(offsetof(me_recv, peer), 8u);
+	EXPECT_EQ(offsetof(me_recv, len), 12u);
+	EXPECT_EQ(offsetof(me_recv, buf), 16u);
+	EXPECT_EQ(offsetof(me_recv, timeout_ms), 24u);
+	EXPECT_EQ(offsetof(me_recv, conn), 28u);
+
+	EXPECT_EQ(sizeof(me_stats), 16u);
+	EXPECT_EQ(sizeof(me_stats), static_cast<size_t>(ME_STATS_SIZE_VER0));
+	EXPECT_EQ(offsetof(me_stats, count), 4u);
+	EXPECT_EQ(offsetof(me_stats, values), 8u);
+	EXPECT_EQ(ME_STAT_COUNT, 24);
+}
+
+TEST(Uapi, LibraryEnumsMatchTheAbi)
+{
+	using multiedge::CompletionType;
+	EXPECT_EQ(static_cast<unsigned>(CompletionType::Write), ME_CQ_WRITE);
+	EXPECT_EQ(static_cast<unsigned>(CompletionType::Read), ME_CQ_READ);
+	EXPECT_EQ(static_cast<unsigned>(CompletionType::Notify), ME_CQ_NOTIFY);
+	EXPECT_EQ(static_cast<unsigned>(CompletionType::Send), ME_CQ_SEND);
+	EXPECT_EQ(static_cast<unsigned>(CompletionType::ConnClosed), ME_CQ_CONN_CLOSED);
+	EXPECT_EQ(static_cast<unsigned>(CompletionType::ConnDead), ME_CQ_CONN_DEAD);
+	EXPECT_EQ(static_cast<unsigned>(multiedge::Access::RemoteRead), ME_ACCESS_REMOTE_READ);
+	EXPECT_EQ(static_cast<unsigned>(multiedge::Access::RemoteWrite), ME_ACCESS_REMOTE_WRITE);
+}
+
 TEST(Uapi, CommandsCarryNoSize)
 {
 	// Extensible commands pass their size in the struct, not the number.
-	for (unsigned long cmd : {ME_IOC_QUERY, ME_IOC_LINK_ATTACH, ME_IOC_LINK_DETACH,
-				  ME_IOC_LINK_LIST, ME_IOC_MR_REG, ME_IOC_MR_DEREG}) {
+	for (unsigned long cmd :
+	     {ME_IOC_QUERY, ME_IOC_LINK_ATTACH, ME_IOC_LINK_DETACH, ME_IOC_LINK_LIST, ME_IOC_MR_REG,
+	      ME_IOC_MR_DEREG, ME_IOC_PEER_LIST, ME_IOC_CONN_LIST, ME_IOC_STATS, ME_IOC_CONNECT,
+	      ME_IOC_DISCONNECT, ME_IOC_POST, ME_IOC_POLL_CQ, ME_IOC_RECV}) {
 		EXPECT_EQ(_IOC_SIZE(cmd), 0u) << cmd;
 		EXPECT_EQ(_IOC_TYPE(cmd), static_cast<unsigned>(ME_IOC_MAGIC)) << cmd;
 	}

@@ -1,8 +1,9 @@
 # Host tests of libmultiedge, the uapi header and the guest harness's log
-# scanner; built with ASan + UBSan.
+# scanner; built with ASan + UBSan.  fake_module.cpp answers the ioctls of
+# one temporary file as the module would (the host cannot load it).
 
 USERLIB_TEST_SRCS := $(wildcard $(TOP)/tests/unit/userlib/*_test.cpp) $(TOP)/tests/vm/kmsg.cpp \
-		     $(LIBME_SRCS)
+		     $(TOP)/tests/unit/userlib/fake_module.cpp $(LIBME_SRCS)
 USERLIB_TEST_OBJS := $(patsubst $(TOP)/%.cpp,$(BUILD)/obj/san/%.o,$(USERLIB_TEST_SRCS))
 USERLIB_TEST := $(BUILD)/bin/unit/userlib_test
 

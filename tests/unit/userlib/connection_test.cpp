@@ -1,0 +1,772 @@
+// libmultiedge's ABI 4 side on the host: what it puts into each command and
+// makes of each answer, against the stand-in module of fake_module.hpp.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "fake_module.hpp"
+#include "multiedge/multiedge.hpp"
+
+using namespace std::chrono_literals;
+using multiedge::Completion;
+using multiedge::CompletionType;
+using multiedge::Device;
+
+namespace {
+
+bool contains(const std::string &s, const std::string &part)
+{
+	return s.find(part) != std::string::npos;
+}
+
+me_completion kc(std::uint64_t cookie, std::uint32_t type = ME_CQ_WRITE, int status = 0)
+{
+	me_completion c{};
+	c.cookie = cookie;
+	c.type = type;
+	c.status = status;
+	c.conn = 3;
+	c.peer = 2;
+	c.len = status ? 0 : 100;
+	return c;
+}
+
+class Fake : public ::testing::Test {
+protected:
+	fake::FakeModule mod;
+
+	Device open()
+	{
+		auto dev = Device::open(mod.path());
+		EXPECT_TRUE(dev) << (dev ? "" : dev.error().message());
+		return std::move(dev).value();
+	}
+};
+
+} // namespace
+
+// ---- Completion::describe ---------------------------------------------------
+
+TEST(Describe, FailedWriteGivesErrnoTextAndHint)
+{
+	Completion c;
+	c.cookie = 7;
+	c.type = CompletionType::Write;
+	c.status = EACCES;
+	c.conn = 3;
+	EXPECT_EQ(c.describe(), "write (cookie 7) on connection 3 failed: Permission denied "
+				"(wrong key, or the region does not grant that access)");
+}
+
+TEST(Describe, SuccessSaysBytesMoved)
+{
+	Completion c;
+	c.cookie = 9;
+	c.type = CompletionType::Read;
+	c.conn = 4;
+	c.len = 4096;
+	EXPECT_EQ(c.describe(), "read (cookie 9) on connection 4 done: 4096 bytes");
+	c.type = CompletionType::Send;
+	c.len = 12;
+	EXPECT_EQ(c.describe(), "send (cookie 9) on connection 4 done: 12 bytes");
+}
+
+TEST(Describe, EveryHintedErrnoHasItsHint)
+{
+	struct Case {
+		int err;
+		const char *hint;
+	} cases[] = {
+		{EACCES, "wrong key"},
+		{ERANGE, "outside the target region"},
+		{ENOENT, "no such region at the target"},
+		{ENOBUFS, "receive queue is full"},
+		{ETIMEDOUT, "every link to it died"},
+		{ECONNRESET, "closed or the peer restarted"},
+	};
+	for (const auto &k : cases) {
+		Completion c;
+		c.type = CompletionType::Write;
+		c.status = k.err;
+		std::string d = c.describe();
+		EXPECT_TRUE(contains(d, k.hint)) << d;
+		EXPECT_TRUE(contains(d, std::generic_category().message(k.err))) << d;
+	}
+	Completion other;
+	other.type = CompletionType::Read;
+	other.status = EIO;
+	EXPECT_EQ(other.describe(), "read (cookie 0) on connection 0 failed: Input/output error");
+}
+
+TEST(Describe, EventsSayWhatHappened)
+{
+	Completion n;
+	n.type = CompletionType::Notify;
+	n.conn = 5;
+	n.peer = 2;
+	n.len = 64;
+	n.region = 8;
+	n.off = 128;
+	n.imm = 42;
+	EXPECT_EQ(n.describe(), "notify from node 2 on connection 5: 64 bytes written to region 8 "
+				"at offset 128, imm 42");
+
+	Completion closed;
+	closed.type = CompletionType::ConnClosed;
+	closed.conn = 5;
+	closed.peer = 2;
+	EXPECT_EQ(closed.describe(), "connection 5 to node 2 closed");
+
+	Completion dead = closed;
+	dead.type = CompletionType::ConnDead;
+	dead.status = ETIMEDOUT;
+	EXPECT_TRUE(contains(dead.describe(), "connection 5 to node 2 died: Connection timed out"))
+		<< dead.describe();
+
+	Completion odd;
+	odd.type = static_cast<CompletionType>(99);
+	EXPECT_TRUE(contains(odd.describe(), "unknown type 99")) << odd.describe();
+}
+
+// ---- query and the lists ----------------------------------------------------
+
+TEST_F(Fake, QueryFillsTheAbi4Fields)
+{
+	Device dev = open();
+	auto info = dev.query();
+	ASSERT_TRUE(info);
+	EXPECT_EQ(info->abi_version, 4u);
+	EXPECT_EQ(info->node_id, 0x0a000001u);
+	EXPECT_EQ(info->incarnation, 0x5eedu);
+	EXPECT_EQ(info->packet_size, 1486u);
+	EXPECT_EQ(info->rx_queued, 4u);
+	EXPECT_EQ(info->conns, 5u);
+	EXPECT_EQ(info->ops_inflight, 6u);
+	EXPECT_EQ(info->regions, 1u);
+}
+
+TEST_F(Fake, QueryOfAnOlderModuleLeavesTheNewFieldsZero)
+{
+	mod.abi = 3;
+	mod.query.abi_version = 3;
+	Device dev = open();
+	auto info = dev.query();
+	ASSERT_TRUE(info);
+	EXPECT_EQ(info->abi_version, 3u);
+	EXPECT_EQ(info->pinned_pages, 3u);
+	EXPECT_EQ(info->node_id, 0u);
+	EXPECT_EQ(info->packet_size, 0u);
+	EXPECT_EQ(info->ops_inflight, 0u);
+}
+
+TEST_F(Fake, NewCommandsOnAnOlderModuleSayWhy)
+{
+	mod.abi = 3;
+	Device dev = open();
+	auto peers = dev.peers();
+	ASSERT_FALSE(peers);
+	EXPECT_EQ(peers.error().code(), std::errc::inappropriate_io_control_operation);
+	EXPECT_TRUE(contains(peers.error().message(), "older than 4")) << peers.error().message();
+	EXPECT_FALSE(dev.connections());
+	EXPECT_FALSE(dev.stats());
+	auto conn = dev.connect(2);
+	ASSERT_FALSE(conn);
+	EXPECT_TRUE(contains(conn.error().message(), "older than 4")) << conn.error().message();
+}
+
+TEST_F(Fake, LinksAskForTheAbi4EntryAndFillIt)
+{
+	me_link_info l{};
+	std::strcpy(l.ifname, "eth1");
+	l.ifindex = 3;
+	l.mtu = 1500;
+	l.flags = ME_LINK_F_UP | ME_LINK_F_ALIVE;
+	l.index = 1;
+	l.peer_node = 9;
+	l.rate_mbps = 1000;
+	l.tx_frames = 10;
+	l.tx_bytes = 11;
+	l.rx_dropped = 12;
+	l.tx_errors = 13;
+	l.rx_copied = 14;
+	mod.links = {l};
+	Device dev = open();
+	auto links = dev.links();
+	ASSERT_TRUE(links) << links.error().message();
+	ASSERT_EQ(links->size(), 1u);
+	ASSERT_FALSE(mod.link_calls.empty());
+	EXPECT_EQ(mod.link_calls.back().info_size, 96u);
+	const auto &li = links->front();
+	EXPECT_EQ(li.ifname, "eth1");
+	EXPECT_TRUE(li.up);
+	EXPECT_TRUE(li.alive);
+	EXPECT_EQ(li.index, 1u);
+	EXPECT_EQ(li.peer_node, 9u);
+	EXPECT_EQ(li.rate_mbps, 1000u);
+	EXPECT_EQ(li.tx_frames, 10u);
+	EXPECT_EQ(li.tx_bytes, 11u);
+	EXPECT_EQ(li.rx_dropped, 12u);
+	EXPECT_EQ(li.tx_errors, 13u);
+	EXPECT_EQ(li.rx_copied, 14u);
+
+	mod.links[0].flags = ME_LINK_F_UP;
+	links = dev.links();
+	ASSERT_TRUE(links);
+	EXPECT_FALSE(links->front().alive);
+}
+
+TEST_F(Fake, PeersAskAgainWhenThereAreMoreThanGuessed)
+{
+	for (std::uint32_t i = 0; i < 40; i++) {
+		me_peer_info p{};
+		p.node_id = 100 + i;
+		p.incarnation = i;
+		p.links = 3;
+		p.alive_links = i % 2 ? 1 : 0;
+		p.flags = i % 2 ? ME_PEER_F_ALIVE : 0;
+		mod.peers.push_back(p);
+	}
+	Device dev = open();
+	auto peers = dev.peers();
+	ASSERT_TRUE(peers) << peers.error().message();
+	ASSERT_EQ(peers->size(), 40u);
+	EXPECT_EQ(mod.peer_calls.size(), 2u);
+	EXPECT_EQ(mod.peer_calls.back().count, 40u);
+	EXPECT_EQ(mod.peer_calls.back().info_size, sizeof(me_peer_info));
+	EXPECT_EQ(peers.value()[39].node_id, 139u);
+	EXPECT_TRUE(peers.value()[39].alive);
+	EXPECT_EQ(peers.value()[39].alive_links, 1u);
+	EXPECT_FALSE(peers.value()[38].alive);
+	EXPECT_EQ(peers.value()[38].links, 3u);
+}
+
+TEST_F(Fake, NoPeersIsAnEmptyList)
+{
+	Device dev = open();
+	auto peers = dev.peers();
+	ASSERT_TRUE(peers);
+	EXPECT_TRUE(peers->empty());
+}
+
+TEST_F(Fake, ConnectionsNameTheirStates)
+{
+	const std::pair<std::uint32_t, const char *> states[] = {
+		{ME_CONN_S_CONNECTING, "connecting"}, {ME_CONN_S_ESTABLISHED, "established"},
+		{ME_CONN_S_CLOSING, "closing"},	      {ME_CONN_S_CLOSED, "closed"},
+		{ME_CONN_S_DEAD, "dead"},	      {77, "state_77"},
+	};
+	for (const auto &[s, name] : states) {
+		me_conn_info c{};
+		c.conn = static_cast<std::uint32_t>(mod.conns.size() + 1);
+		c.peer = 2;
+		c.state = s;
+		c.flags = ME_CONN_I_ORDERED;
+		c.tx_packets = 1;
+		c.retransmits = 2;
+		c.copies = 8;
+		mod.conns.push_back(c);
+	}
+	mod.conns.back().flags = ME_CONN_I_ACTIVE;
+	Device dev = open();
+	auto conns = dev.connections();
+	ASSERT_TRUE(conns) << conns.error().message();
+	ASSERT_EQ(conns->size(), std::size(states));
+	for (std::size_t i = 0; i < std::size(states); i++)
+		EXPECT_EQ(conns.value()[i].state, states[i].second);
+	EXPECT_TRUE(conns.value()[0].ordered);
+	EXPECT_FALSE(conns.value()[0].active);
+	EXPECT_TRUE(conns->back().active);
+	EXPECT_FALSE(conns->back().ordered);
+	EXPECT_EQ(conns.value()[0].retransmits, 2u);
+	EXPECT_EQ(conns.value()[0].copies, 8u);
+}
+
+TEST_F(Fake, StatsAreNamedInAbiOrderAndExtrasNumbered)
+{
+	for (std::uint64_t i = 0; i < ME_STAT_COUNT + 2; i++)
+		mod.stats.push_back(1000 + i);
+	Device dev = open();
+	auto stats = dev.stats();
+	ASSERT_TRUE(stats) << stats.error().message();
+	ASSERT_EQ(stats->size(), static_cast<std::size_t>(ME_STAT_COUNT + 2));
+	EXPECT_EQ(stats.value()[ME_STAT_RX_PKTS], std::make_pair(std::string("rx_pkts"), 1000ul));
+	EXPECT_EQ(stats.value()[ME_STAT_TX_RTX_LOSS].first, "tx_rtx_loss");
+	EXPECT_EQ(stats.value()[ME_STAT_RX_BADOP].first, "rx_badop");
+	EXPECT_EQ(stats.value()[ME_STAT_CREDIT_STALL].first, "credit_stall");
+	EXPECT_EQ(stats.value()[ME_STAT_CREDIT_STALL].second, 1000u + ME_STAT_CREDIT_STALL);
+	EXPECT_EQ(stats.value()[ME_STAT_COUNT].first, "stat_24");
+	EXPECT_EQ(stats.value()[ME_STAT_COUNT + 1].first, "stat_25");
+	EXPECT_EQ(stats.value()[ME_STAT_COUNT + 1].second, 1025u);
+	EXPECT_EQ(mod.stats_calls.size(), 2u);
+}
+
+TEST_F(Fake, StatsOfAModuleKnowingFewerAreThoseOnly)
+{
+	mod.stats.assign(20, 5);
+	Device dev = open();
+	auto stats = dev.stats();
+	ASSERT_TRUE(stats);
+	EXPECT_EQ(stats->size(), 20u);
+	EXPECT_EQ(stats->back().first, "tx_fail");
+}
+
+// ---- connect and posting ----------------------------------------------------
+
+TEST_F(Fake, ConnectPassesOrderingAndTimeout)
+{
+	Device dev = open();
+	auto conn = dev.connect(7, multiedge::Ordering::Ordered, 1500ms);
+	ASSERT_TRUE(conn) << conn.error().message();
+	EXPECT_EQ(conn->id(), 1u);
+	EXPECT_EQ(conn->peer(), 7u);
+	ASSERT_EQ(mod.connects.size(), 1u);
+	EXPECT_EQ(mod.connects[0].peer, 7u);
+	EXPECT_EQ(mod.connects[0].flags, ME_CONNECT_F_ORDERED);
+	EXPECT_EQ(mod.connects[0].timeout_ms, 1500u);
+
+	auto plain = dev.connect(8);
+	ASSERT_TRUE(plain);
+	EXPECT_EQ(mod.connects[1].flags, 0u);
+	EXPECT_EQ(mod.connects[1].timeout_ms, 5000u);
+}
+
+TEST_F(Fake, ConnectErrorsSayWhatToCheck)
+{
+	Device dev = open();
+	mod.connect_err = -EHOSTUNREACH;
+	auto conn = dev.connect(7);
+	ASSERT_FALSE(conn);
+	EXPECT_EQ(conn.error().code(), std::errc::host_unreachable);
+	EXPECT_TRUE(contains(conn.error().message(),
+			     "no link reaches node 7 yet: is the peer's module loaded and its "
+			     "links attached? (mectl peers)"))
+		<< conn.error().message();
+
+	mod.connect_err = -ENETDOWN;
+	conn = dev.connect(7);
+	ASSERT_FALSE(conn);
+	EXPECT_TRUE(contains(conn.error().message(), "mectl attach")) << conn.error().message();
+
+	mod.connect_err = -ETIMEDOUT;
+	conn = dev.connect(7, multiedge::Ordering::Unordered, 250ms);
+	ASSERT_FALSE(conn);
+	EXPECT_EQ(conn.error().code(), std::errc::timed_out);
+	EXPECT_TRUE(contains(conn.error().message(), "within 250 ms")) << conn.error().message();
+}
+
+TEST_F(Fake, ConnectWithZeroTimeoutStillWaitsAMillisecond)
+{
+	// 0 would mean "the default, 5 s" to the module.
+	Device dev = open();
+	auto conn = dev.connect(7, multiedge::Ordering::Unordered, 0ms);
+	ASSERT_TRUE(conn);
+	EXPECT_EQ(mod.connects[0].timeout_ms, 1u);
+}
+
+TEST_F(Fake, PostsCarryEveryField)
+{
+	Device dev = open();
+	std::vector<char> buf(4096);
+	auto mr = dev.register_memory(buf.data(), buf.size(), multiedge::Access::None);
+	ASSERT_TRUE(mr);
+	auto conn = dev.connect(2);
+	ASSERT_TRUE(conn);
+	multiedge::RemoteRegion remote{21, 0xfeed, 1 << 20};
+
+	ASSERT_TRUE(conn->write(mr.value(), 16, remote, 32, 100, 1));
+	ASSERT_TRUE(conn->write_notify(mr.value(), 0, remote, 64, 200, 42, 2, multiedge::Post::NonBlocking));
+	ASSERT_TRUE(conn->read(mr.value(), 8, remote, 128, 300, 3));
+	ASSERT_TRUE(conn->send(mr.value(), 4, 50, 4));
+	ASSERT_EQ(mod.posts.size(), 4u);
+
+	const me_post &w = mod.posts[0];
+	EXPECT_EQ(w.opcode, static_cast<unsigned>(ME_OP_WRITE));
+	EXPECT_EQ(w.conn, conn->id());
+	EXPECT_EQ(w.cookie, 1u);
+	EXPECT_EQ(w.local_region, mr->id());
+	EXPECT_EQ(w.local_off, 16u);
+	EXPECT_EQ(w.len, 100u);
+	EXPECT_EQ(w.remote_region, 21u);
+	EXPECT_EQ(w.remote_key, 0xfeedu);
+	EXPECT_EQ(w.remote_off, 32u);
+	EXPECT_EQ(w.flags, 0u);
+
+	const me_post &n = mod.posts[1];
+	EXPECT_EQ(n.opcode, static_cast<unsigned>(ME_OP_NOTIFY));
+	EXPECT_EQ(n.imm, 42u);
+	EXPECT_EQ(n.flags, ME_POST_F_NONBLOCK);
+
+	const me_post &r = mod.posts[2];
+	EXPECT_EQ(r.opcode, static_cast<unsigned>(ME_OP_READ));
+	EXPECT_EQ(r.remote_off, 128u);
+	EXPECT_EQ(r.len, 300u);
+
+	const me_post &s = mod.posts[3];
+	EXPECT_EQ(s.opcode, static_cast<unsigned>(ME_OP_SEND));
+	EXPECT_EQ(s.remote_region, 0u);
+	EXPECT_EQ(s.remote_key, 0u);
+	EXPECT_EQ(s.remote_off, 0u);
+	EXPECT_EQ(s.len, 50u);
+}
+
+TEST_F(Fake, PostErrorsCarryAHint)
+{
+	Device dev = open();
+	std::vector<char> buf(64);
+	auto mr = dev.register_memory(buf.data(), buf.size(), multiedge::Access::None);
+	ASSERT_TRUE(mr);
+	auto conn = dev.connect(2);
+	ASSERT_TRUE(conn);
+	mod.post_err = -EAGAIN;
+	auto st = conn->write(mr.value(), 0, {1, 1, 64}, 0, 64, 1, multiedge::Post::NonBlocking);
+	ASSERT_FALSE(st);
+	EXPECT_EQ(st.error().code(), std::errc::resource_unavailable_try_again);
+	EXPECT_TRUE(contains(st.error().message(), "harvest completions")) << st.error().message();
+
+	mod.post_err = -ERANGE;
+	st = conn->send(mr.value(), 60, 10, 2);
+	ASSERT_FALSE(st);
+	EXPECT_TRUE(contains(st.error().message(), "outside local region")) << st.error().message();
+}
+
+TEST_F(Fake, RegionOfAnotherDeviceIsRefusedLocally)
+{
+	Device dev = open();
+	Device other = open();
+	std::vector<char> buf(64);
+	auto mr = other.register_memory(buf.data(), buf.size(), multiedge::Access::None);
+	ASSERT_TRUE(mr);
+	auto conn = dev.connect(2);
+	ASSERT_TRUE(conn);
+	auto st = conn->write(mr.value(), 0, {1, 1, 64}, 0, 64, 1);
+	ASSERT_FALSE(st);
+	EXPECT_EQ(st.error().code(), std::errc::invalid_argument);
+	EXPECT_TRUE(contains(st.error().message(), "registered on another Device"))
+		<< st.error().message();
+	EXPECT_TRUE(mod.posts.empty());
+}
+
+TEST_F(Fake, EmptyRegionIsRefusedLocally)
+{
+	Device dev = open();
+	std::vector<char> buf(64);
+	auto mr = dev.register_memory(buf.data(), buf.size(), multiedge::Access::None);
+	ASSERT_TRUE(mr);
+	ASSERT_TRUE(mr->deregister());
+	auto conn = dev.connect(2);
+	ASSERT_TRUE(conn);
+	auto st = conn->read(mr.value(), 0, {1, 1, 64}, 0, 64, 1);
+	ASSERT_FALSE(st);
+	EXPECT_EQ(st.error().code(), std::errc::invalid_argument);
+	EXPECT_TRUE(contains(st.error().message(), "region is empty")) << st.error().message();
+}
+
+TEST_F(Fake, RemoteOfGivesIdKeyAndLength)
+{
+	Device dev = open();
+	std::vector<char> buf(777);
+	auto mr = dev.register_memory(buf.data(), buf.size(), multiedge::Access::RemoteReadWrite);
+	ASSERT_TRUE(mr);
+	auto r = multiedge::remote_of(mr.value());
+	EXPECT_EQ(r.id, mr->id());
+	EXPECT_EQ(r.key, mr->key());
+	EXPECT_EQ(r.length, 777u);
+}
+
+// ---- closing and moving -----------------------------------------------------
+
+TEST_F(Fake, DestructorDisconnects)
+{
+	Device dev = open();
+	{
+		auto conn = dev.connect(2);
+		ASSERT_TRUE(conn);
+	}
+	ASSERT_EQ(mod.disconnects.size(), 1u);
+	EXPECT_EQ(mod.disconnects[0], 1u);
+}
+
+TEST_F(Fake, DestructorIgnoresAConnectionAlreadyGone)
+{
+	Device dev = open();
+	mod.disconnect_err = -ENOTCONN;
+	{
+		auto conn = dev.connect(2);
+		ASSERT_TRUE(conn);
+	}
+	EXPECT_EQ(mod.disconnects.size(), 1u);
+}
+
+TEST_F(Fake, CloseEmptiesTheConnection)
+{
+	Device dev = open();
+	auto conn = dev.connect(2);
+	ASSERT_TRUE(conn);
+	ASSERT_TRUE(conn->close());
+	EXPECT_EQ(conn->id(), 0u);
+	auto again = conn->close();
+	ASSERT_FALSE(again);
+	EXPECT_EQ(again.error().code(), std::errc::bad_file_descriptor);
+	EXPECT_EQ(mod.disconnects.size(), 1u);
+}
+
+TEST_F(Fake, CloseReportsAConnectionAlreadyClosing)
+{
+	Device dev = open();
+	auto conn = dev.connect(2);
+	ASSERT_TRUE(conn);
+	mod.disconnect_err = -ENOTCONN;
+	auto st = conn->close();
+	ASSERT_FALSE(st);
+	EXPECT_EQ(st.error().code(), std::errc::not_connected);
+	EXPECT_TRUE(contains(st.error().message(), "already closing")) << st.error().message();
+	EXPECT_EQ(conn->id(), 0u);
+}
+
+TEST_F(Fake, MovedFromConnectionFailsClearly)
+{
+	Device dev = open();
+	std::vector<char> buf(64);
+	auto mr = dev.register_memory(buf.data(), buf.size(), multiedge::Access::None);
+	ASSERT_TRUE(mr);
+	auto conn = dev.connect(2);
+	ASSERT_TRUE(conn);
+	multiedge::Connection moved = std::move(conn.value());
+	EXPECT_EQ(conn->id(), 0u);
+	EXPECT_EQ(conn->peer(), 0u);
+	EXPECT_EQ(moved.id(), 1u);
+
+	auto st = conn->write(mr.value(), 0, {1, 1, 64}, 0, 8, 1);
+	ASSERT_FALSE(st);
+	EXPECT_EQ(st.error().code(), std::errc::bad_file_descriptor);
+	EXPECT_TRUE(contains(st.error().message(), "moved from")) << st.error().message();
+	EXPECT_FALSE(conn->read(mr.value(), 0, {1, 1, 64}, 0, 8, 1));
+	EXPECT_FALSE(conn->write_notify(mr.value(), 0, {1, 1, 64}, 0, 8, 0, 1));
+	EXPECT_FALSE(conn->send(mr.value(), 0, 8, 1));
+	EXPECT_FALSE(conn->close());
+	EXPECT_TRUE(mod.posts.empty());
+	EXPECT_TRUE(mod.disconnects.empty());
+
+	ASSERT_TRUE(moved.write(mr.value(), 0, {1, 1, 64}, 0, 8, 1));
+	EXPECT_EQ(mod.posts.size(), 1u);
+}
+
+TEST_F(Fake, MoveAssignmentClosesTheConnectionItReplaces)
+{
+	Device dev = open();
+	auto a = dev.connect(2);
+	auto b = dev.connect(3);
+	ASSERT_TRUE(a && b);
+	a.value() = std::move(b.value());
+	ASSERT_EQ(mod.disconnects.size(), 1u);
+	EXPECT_EQ(mod.disconnects[0], 1u);
+	EXPECT_EQ(a->id(), 2u);
+	EXPECT_EQ(a->peer(), 3u);
+}
+
+TEST_F(Fake, MovedFromDeviceFailsClearly)
+{
+	Device dev = open();
+	Device taken = std::move(dev);
+	auto peers = dev.peers();
+	ASSERT_FALSE(peers);
+	EXPECT_EQ(peers.error().code(), std::errc::bad_file_descriptor);
+	EXPECT_FALSE(dev.connect(2));
+	EXPECT_FALSE(dev.poll());
+	EXPECT_EQ(dev.overflow(), 0u);
+	EXPECT_TRUE(taken.peers());
+}
+
+TEST_F(Fake, ConnectionKeepsTheFileOpenAfterTheDeviceIsGone)
+{
+	std::optional<multiedge::Connection> conn;
+	{
+		Device dev = open();
+		auto c = dev.connect(2);
+		ASSERT_TRUE(c);
+		conn.emplace(std::move(c.value()));
+	}
+	ASSERT_TRUE(conn->close());
+	EXPECT_EQ(mod.disconnects.size(), 1u);
+}
+
+// ---- the completion queue ---------------------------------------------------
+
+TEST_F(Fake, PollConvertsStatusToPositiveErrno)
+{
+	mod.cq.push_back(kc(1));
+	mod.cq.push_back(kc(2, ME_CQ_READ, -EACCES));
+	mod.overflow = 3;
+	Device dev = open();
+	auto got = dev.poll();
+	ASSERT_TRUE(got) << got.error().message();
+	ASSERT_EQ(got->size(), 2u);
+	EXPECT_TRUE(got.value()[0].ok());
+	EXPECT_EQ(got.value()[0].len, 100u);
+	EXPECT_EQ(got.value()[1].type, CompletionType::Read);
+	EXPECT_EQ(got.value()[1].status, EACCES);
+	EXPECT_FALSE(got.value()[1].ok());
+	EXPECT_EQ(dev.overflow(), 3u);
+	ASSERT_FALSE(mod.poll_calls.empty());
+	EXPECT_EQ(mod.poll_calls.back().flags, 0u);
+	EXPECT_EQ(mod.poll_calls.back().entry_size, sizeof(me_completion));
+	EXPECT_TRUE(dev.poll()->empty());
+}
+
+TEST_F(Fake, PollRespectsMax)
+{
+	for (int i = 1; i <= 5; i++)
+		mod.cq.push_back(kc(i));
+	Device dev = open();
+	auto got = dev.poll(2);
+	ASSERT_TRUE(got);
+	ASSERT_EQ(got->size(), 2u);
+	EXPECT_EQ(got.value()[1].cookie, 2u);
+	EXPECT_EQ(dev.poll(10)->size(), 3u);
+	EXPECT_TRUE(dev.poll(0)->empty());
+}
+
+TEST_F(Fake, WaitForKeepsTheOthersForLater)
+{
+	for (int i = 1; i <= 4; i++)
+		mod.cq.push_back(kc(i));
+	Device dev = open();
+	auto three = dev.wait_for(3, 1s);
+	ASSERT_TRUE(three) << three.error().message();
+	EXPECT_EQ(three->cookie, 3u);
+	// The backlog comes first, in order, and holds 1, 2 and 4.
+	auto rest = dev.poll(2);
+	ASSERT_TRUE(rest);
+	ASSERT_EQ(rest->size(), 2u);
+	EXPECT_EQ(rest.value()[0].cookie, 1u);
+	EXPECT_EQ(rest.value()[1].cookie, 2u);
+	auto four = dev.wait_for(4, 0ms);
+	ASSERT_TRUE(four);
+	EXPECT_EQ(four->cookie, 4u);
+}
+
+TEST_F(Fake, WaitForACompletionThatComesLater)
+{
+	Device dev = open();
+	mod.complete_later(kc(1), 20ms);
+	mod.complete_later(kc(9, ME_CQ_SEND, -ENOBUFS), 40ms);
+	auto nine = dev.wait_for(9, 5s);
+	ASSERT_TRUE(nine) << nine.error().message();
+	EXPECT_EQ(nine->status, ENOBUFS);
+	EXPECT_TRUE(contains(nine->describe(), "receive queue is full"));
+	// Waiting blocked in the module with the time left, not spinning.
+	ASSERT_FALSE(mod.poll_calls.empty());
+	EXPECT_EQ(mod.poll_calls.front().flags, ME_POLL_F_WAIT);
+	EXPECT_GT(mod.poll_calls.front().timeout_ms, 4000u);
+	auto one = dev.wait(64, 0ms);
+	ASSERT_TRUE(one);
+	ASSERT_EQ(one->size(), 1u);
+	EXPECT_EQ(one->front().cookie, 1u);
+}
+
+TEST_F(Fake, WaitForTimesOut)
+{
+	mod.cq.push_back(kc(1));
+	Device dev = open();
+	auto t0 = std::chrono::steady_clock::now();
+	auto none = dev.wait_for(5, 50ms);
+	auto took = std::chrono::steady_clock::now() - t0;
+	ASSERT_FALSE(none);
+	EXPECT_EQ(none.error().code(), std::errc::timed_out);
+	EXPECT_TRUE(contains(none.error().message(), "cookie 5")) << none.error().message();
+	EXPECT_GE(took, 50ms);
+	EXPECT_LT(took, 2s);
+	// What it harvested meanwhile is still there.
+	auto got = dev.poll();
+	ASSERT_TRUE(got);
+	ASSERT_EQ(got->size(), 1u);
+	EXPECT_EQ(got->front().cookie, 1u);
+}
+
+TEST_F(Fake, WaitReturnsEmptyAfterTheTimeout)
+{
+	Device dev = open();
+	auto got = dev.wait(8, 30ms);
+	ASSERT_TRUE(got) << got.error().message();
+	EXPECT_TRUE(got->empty());
+}
+
+TEST_F(Fake, WaitReturnsAsSoonAsOneIsThere)
+{
+	Device dev = open();
+	mod.complete_later(kc(6), 10ms);
+	auto t0 = std::chrono::steady_clock::now();
+	auto got = dev.wait(8, 5s);
+	ASSERT_TRUE(got);
+	ASSERT_EQ(got->size(), 1u);
+	EXPECT_LT(std::chrono::steady_clock::now() - t0, 2s);
+}
+
+TEST_F(Fake, ThreadsWaitingForDifferentCookiesEachGetTheirs)
+{
+	Device dev = open();
+	constexpr int threads = 4;
+	for (int i = 0; i < threads; i++)
+		mod.complete_later(kc(100 + i), std::chrono::milliseconds(10 + 15 * (threads - i)));
+	std::vector<std::thread> pool;
+	std::vector<int> ok(threads, 0);
+	for (int i = 0; i < threads; i++)
+		pool.emplace_back([&, i] {
+			auto c = dev.wait_for(100 + i, 5s);
+			ok[i] = c && c->cookie == static_cast<std::uint64_t>(100 + i);
+		});
+	for (auto &t : pool)
+		t.join();
+	for (int i = 0; i < threads; i++)
+		EXPECT_TRUE(ok[i]) << "thread " << i;
+	EXPECT_TRUE(dev.poll()->empty());
+}
+
+// ---- the receive queue ------------------------------------------------------
+
+TEST_F(Fake, RecvGrowsItsBufferForALongMessage)
+{
+	std::vector<std::byte> big(3000);
+	for (std::size_t i = 0; i < big.size(); i++)
+		big[i] = static_cast<std::byte>(i);
+	mod.messages.push_back({4, 12, big});
+	Device dev = open();
+	auto m = dev.recv(0, 1s);
+	ASSERT_TRUE(m) << m.error().message();
+	EXPECT_EQ(m->peer, 4u);
+	EXPECT_EQ(m->conn, 12u);
+	EXPECT_EQ(m->data, big);
+	ASSERT_EQ(mod.recv_calls.size(), 2u);
+	EXPECT_EQ(mod.recv_calls[0].len, static_cast<unsigned>(ME_SEND_MAX));
+	EXPECT_EQ(mod.recv_calls[0].flags, ME_RECV_F_WAIT);
+	EXPECT_EQ(mod.recv_calls[1].len, 3000u);
+}
+
+TEST_F(Fake, RecvFiltersByPeerAndKeepsTheLength)
+{
+	mod.messages.push_back({4, 12, std::vector<std::byte>(10)});
+	mod.messages.push_back({5, 13, std::vector<std::byte>(7, std::byte{1})});
+	Device dev = open();
+	auto m = dev.recv(5, 1s);
+	ASSERT_TRUE(m) << m.error().message();
+	EXPECT_EQ(m->peer, 5u);
+	EXPECT_EQ(m->data.size(), 7u);
+	EXPECT_EQ(mod.recv_calls[0].peer, 5u);
+}
+
+TEST_F(Fake, RecvTimesOut)
+{
+	Device dev = open();
+	auto m = dev.recv(3, 20ms);
+	ASSERT_FALSE(m);
+	EXPECT_EQ(m.error().code(), std::errc::timed_out);
+	EXPECT_TRUE(contains(m.error().message(), "no message from node 3")) << m.error().message();
+	auto now = dev.recv(0, 0ms);
+	ASSERT_FALSE(now);
+	EXPECT_EQ(now.error().code(), std::errc::timed_out);
+}

@@ -221,9 +221,9 @@ std::string mib(std::uint64_t bytes)
 
 void print_peers(const std::vector<me::PeerInfo> &peers)
 {
-	std::printf("  %-10s %-11s %-8s %-8s %s\n", "node", "incarnation", "links", "alive", "state");
+	std::printf("  %10s %-11s %-8s %-8s %s\n", "node", "incarnation", "links", "alive", "state");
 	for (const auto &p : peers)
-		std::printf("  %08x   %-11u 0x%-6x 0x%-6x %s\n", p.node_id, p.incarnation, p.links,
+		std::printf("  %10u 0x%08x  0x%-6x 0x%-6x %s\n", p.node_id, p.incarnation, p.links,
 			    p.alive_links, p.alive ? "alive" : "gone");
 }
 
@@ -247,7 +247,7 @@ me::PeerInfo wait_for_peer(const me::Device &dev, seconds limit)
 		peers = check(dev.peers());
 		for (const auto &p : peers) {
 			if (p.alive && (p.alive_links & want) == want) {
-				std::printf("peer %08x is alive on every link:\n", p.node_id);
+				std::printf("peer %u is alive on every link:\n", p.node_id);
 				print_peers(peers);
 				return p;
 			}
@@ -344,7 +344,7 @@ std::vector<std::string> idle_links(const std::vector<LinkDelta> &d, bool data_i
 void print_node(const me::Device &dev, const char *role)
 {
 	auto info = check(dev.query());
-	std::printf("%s: node %08x (incarnation %u), abi %u, ethertype 0x%04x, packet size %u\n",
+	std::printf("%s: node %u (incarnation 0x%08x), abi %u, ethertype 0x%04x, packet size %u\n",
 		    role, info.node_id, info.incarnation, info.abi_version, info.ethertype,
 		    info.packet_size);
 }
@@ -360,7 +360,7 @@ void print_connection(const me::Device &dev, std::uint32_t conn)
 	}
 	for (const auto &c : conns.value())
 		if (c.conn == conn)
-			std::printf("connection %u to %08x (%s): tx %" PRIu64 " packets, %" PRIu64
+			std::printf("connection %u to %u (%s): tx %" PRIu64 " packets, %" PRIu64
 				    " retransmitted; rx %" PRIu64 " packets, %" PRIu64
 				    " dropped; %" PRIu64 " errors\n",
 				    c.conn, c.peer, c.state.c_str(), c.tx_packets, c.retransmits,
@@ -416,20 +416,20 @@ int run_client(const Options &o)
 		msg = std::move(m).value();
 		w = parse(msg);
 		if (!w || w->kind != Kind::Region) {
-			std::printf("ignoring an unexpected %zu-byte message from %08x\n",
+			std::printf("ignoring an unexpected %zu-byte message from %u\n",
 				    msg.data.size(), msg.peer);
 			w.reset();
 		}
 	}
 	me::RemoteRegion remote{w->id, w->key, w->length};
-	std::printf("server %08x offers region %u (key %08x, %s)\n", msg.peer, remote.id,
+	std::printf("server %u offers region %u (key %08x, %s)\n", msg.peer, remote.id,
 		    remote.key, mib(remote.length).c_str());
 	if (remote.length < o.size)
 		die("the server's region (" + std::to_string(remote.length) +
 		    " bytes) is smaller than --size (" + std::to_string(o.size) + " bytes)");
 
 	auto conn = check(dev.connect(msg.peer));
-	std::printf("connected: connection %u to %08x\n", conn.id(), conn.peer());
+	std::printf("connected: connection %u to %u\n", conn.id(), conn.peer());
 	std::printf("transfer: %s in %u KiB operations, %u in flight\n", mib(o.size).c_str(),
 		    o.chunk / 1024, o.depth);
 
@@ -509,7 +509,7 @@ int run_server(const Options &o)
 
 	auto s0 = snap_links(dev);
 	auto conn = check(dev.connect(peer.node_id));
-	std::printf("connected: connection %u to %08x\n", conn.id(), conn.peer());
+	std::printf("connected: connection %u to %u\n", conn.id(), conn.peer());
 	auto remote = me::remote_of(mr);
 	Wire w{};
 	std::memcpy(w.magic, kMagic, sizeof(kMagic));
@@ -518,7 +518,7 @@ int run_server(const Options &o)
 	w.key = remote.key;
 	w.length = mr.length();
 	send_wire(dev, conn, w, 1);
-	std::printf("sent {id %u, key %08x, length %zu} to %08x; waiting for the client "
+	std::printf("sent {id %u, key %08x, length %zu} to %u; waiting for the client "
 		    "(up to %llds) ...\n",
 		    w.id, w.key, mr.length(), peer.node_id, static_cast<long long>(o.wait.count()));
 	std::fflush(stdout);
@@ -539,7 +539,7 @@ int run_server(const Options &o)
 		}
 		done = parse(m.value());
 		if (!done || done->kind != Kind::Done) {
-			std::printf("ignoring an unexpected %zu-byte message from %08x\n",
+			std::printf("ignoring an unexpected %zu-byte message from %u\n",
 				    m->data.size(), m->peer);
 			done.reset();
 		}

@@ -150,6 +150,7 @@ long me_cq_ioc_poll(struct me_cq *cq, void __user *uarg)
 		return -EOPNOTSUPP;
 	if (!req.count || req.entry_size < ME_COMPLETION_SIZE_VER0)
 		return -EINVAL;
+	ret = 0;
 
 	if (req.flags & ME_POLL_F_WAIT) {
 		long t = req.timeout_ms ? msecs_to_jiffies(req.timeout_ms) :

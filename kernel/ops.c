@@ -118,6 +118,8 @@ static void notify_landed(struct me_net *mn, const struct me_cqe *cqe)
 
 	if (cqe->region == ME_REGION_MSG)
 		return;		/* a send: queued for ME_IOC_RECV on arrival */
+	if (cqe->status)
+		return;		/* refused: the target's owner hears nothing */
 	mr = me_mr_get_any(mn, cqe->region);
 	if (!mr)
 		return;		/* deregistered since: nobody to tell */
@@ -247,8 +249,6 @@ long me_engine_ioc_recv(struct me_file *f, void __user *uarg)
 		return usize;
 	if (req.flags & ~ME_RECV_F_WAIT)
 		return -EOPNOTSUPP;
-	if (req.conn)
-		return -EINVAL;		/* output only */
 
 	if (req.flags & ME_RECV_F_WAIT) {
 		long t = req.timeout_ms ? msecs_to_jiffies(req.timeout_ms) :

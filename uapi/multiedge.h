@@ -330,7 +330,8 @@ struct me_disconnect {
  *   -EINVAL       len 0, or remote_* set for ME_OP_SEND
  *   -EMSGSIZE     len above ME_OP_MAX_LEN (ME_SEND_MAX for ME_OP_SEND)
  *   -ENOENT       conn or local_region is not this file's
- *   -ERANGE       [local_off, +len) outside the local region
+ *   -ERANGE       [local_off, +len) outside the local region, or
+ *                 remote_off + len wraps around
  *   -ENOTCONN     the connection is closing, closed or dead
  *   -EAGAIN       queue full and ME_POST_F_NONBLOCK
  *   -EINTR        a signal arrived while blocked

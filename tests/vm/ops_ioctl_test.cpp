@@ -383,6 +383,11 @@ TEST_F(OpsTest, PostErrors)
 		{"local range one past", with_remote(post_of(ME_OP_WRITE, conn, reg, kLen - 10, 11)),
 		 ERANGE},
 		{"local off wraps", with_remote(post_of(ME_OP_READ, conn, reg, ~0ull, 2)), ERANGE},
+		{"remote off wraps", [&] {
+			 me_post p = with_remote(post_of(ME_OP_WRITE, conn, reg, 0, 16));
+			 p.remote_off = ~0ull - 7;
+			 return p;
+		 }(), ERANGE},
 		{"send local range", post_of(ME_OP_SEND, conn, reg, kLen - 4, 8), ERANGE},
 		{"len 0 write", with_remote(post_of(ME_OP_WRITE, conn, reg, 0, 0)), EINVAL},
 		{"len 0 read", with_remote(post_of(ME_OP_READ, conn, reg, 0, 0)), EINVAL},
@@ -486,7 +491,6 @@ TEST_F(OpsTest, RemoteErrorsChangeNothing)
 		{"write one byte past", W, rw, kLen - 4095, 4096, ERANGE},
 		{"large write one byte past", W, rw, 1, kLen, ERANGE},
 		{"write far out", W, rw, 1ull << 62, 16, ERANGE},
-		{"write, offset wraps", W, rw, ~0ull - 7, 16, ERANGE},
 		{"read one byte past", R, rw, kLen - 100, 101, ERANGE},
 		{"read far out", R, rw, 1ull << 40, 16, ERANGE},
 		{"write to no region", W, noreg, 0, 16, ENOENT},

@@ -44,7 +44,8 @@ std::string post_hint(int err, const me_post &p)
 		       " is not (or no longer) of this device";
 	case ERANGE:
 		return "[" + std::to_string(p.local_off) + ", +" + std::to_string(p.len) +
-		       ") is outside local region " + region;
+		       ") is outside local region " + region +
+		       ", or the remote offset plus the length wraps around";
 	case ENOTCONN:
 		return "connection " + conn + " is closing, closed or dead: open a new one";
 	case EAGAIN:

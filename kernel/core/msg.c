@@ -103,7 +103,7 @@ static void complete_op(struct me_conn *c, struct me_op *op, u32 id,
 	if (me_atomic_cmpxchg(&op->state, OPST(id, ME_OP_QUEUED),
 			      OPST(id, ME_OP_DONE)) != OPST(id, ME_OP_QUEUED))
 		return;
-	if (status)
+	if (status && op->type != ME_PT_CLOSE)
 		me_cstat_add(c, ME_CST_ERRORS, 1);
 	if (q.type)
 		n->ops->complete(n->ctx, &q);

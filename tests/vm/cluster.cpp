@@ -227,7 +227,7 @@ void ClusterTest::SetUp()
 {
 	ASSERT_FALSE(module_loaded()) << "an earlier test left multiedge loaded";
 	ASSERT_EQ(sh("modprobe veth"), 0);
-	ASSERT_EQ(load_module(), 0);
+	ASSERT_EQ(load_module(module_params()), 0) << "parameters: " << module_params();
 	c_.emplace();
 }
 

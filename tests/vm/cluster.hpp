@@ -152,6 +152,8 @@ class ClusterTest : public ::testing::Test {
 protected:
 	void SetUp() override;
 	void TearDown() override;
+	// Parameters the module is loaded with for this test.
+	virtual std::string module_params() const { return ""; }
 	// Nodes 0 and 1 joined by `links` veth pairs of `mtu`, started, each
 	// seeing the other alive on every link.
 	void make_pair(unsigned links, unsigned mtu = 1500);

@@ -78,7 +78,10 @@ std::string param_name(const ::testing::TestParamInfo<MatrixParam> &i)
 	       (i.param.ordering == Ordering::Ordered ? "Ordered" : "Unordered");
 }
 
-class DataTest : public ClusterTest {};
+class DataTest : public ClusterTest {
+protected:
+	void many_threads_and_connections();
+};
 class DataMatrix : public ClusterTest, public ::testing::WithParamInterface<MatrixParam> {};
 
 } // namespace
@@ -426,6 +429,23 @@ TEST_F(DataTest, OrderedConnectionPlacesAndCompletesInOrder)
 // other way, operations pipelined, into their own regions; every byte
 // verified after the writes and again after reading it all back.
 TEST_F(DataTest, ManyThreadsAndConnectionsAtOnce)
+{
+	many_threads_and_connections();
+}
+
+// The same with three receive threads per link: several threads reach one
+// connection's synchronization points (Table 1) at once.
+class DataTestRxThreads : public DataTest {
+protected:
+	std::string module_params() const override { return "rx_threads=3"; }
+};
+
+TEST_F(DataTestRxThreads, ManyThreadsAndConnectionsAtOnce)
+{
+	many_threads_and_connections();
+}
+
+void DataTest::many_threads_and_connections()
 {
 	ASSERT_NO_FATAL_FAILURE(make_pair(2));
 	const uint64_t seed = test_seed(0x7417);

@@ -43,6 +43,7 @@ LIBRARIES    :=   # libraries built by `make`
 include $(wildcard $(TOP)/kernel/core/core.mk)
 include $(TOP)/userlib/userlib.mk
 include $(TOP)/examples/examples.mk
+include $(TOP)/bench/bench.mk
 include $(wildcard $(TOP)/tests/unit/unit.mk)
 include $(TOP)/tests/unit/userlib/userlib_tests.mk
 include $(wildcard $(TOP)/tests/fuzz/fuzz.mk)

@@ -1,0 +1,46 @@
+#include "cpu.hpp"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+
+namespace bench {
+
+me::Result<CpuTimes> read_cpu_times()
+{
+	std::FILE *f = std::fopen("/proc/stat", "re");
+	if (!f)
+		return me::Error::from_errno(errno, "cannot open /proc/stat");
+	unsigned long long v[8] = {};
+	int n = std::fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2],
+			    &v[3], &v[4], &v[5], &v[6], &v[7]);
+	std::fclose(f);
+	if (n < 5)
+		return failure("cannot parse the first line of /proc/stat");
+	CpuTimes t;
+	for (int i = 0; i < n; i++)
+		t.total += v[i];
+	// user nice system idle iowait irq softirq steal
+	t.busy = t.total - v[3] - v[4];
+	return t;
+}
+
+double cpu_util(const CpuTimes &a, const CpuTimes &b)
+{
+	if (b.total <= a.total)
+		return NAN;
+	return 100.0 * static_cast<double>(b.busy - a.busy) / static_cast<double>(b.total - a.total);
+}
+
+double cpu_us_per_mb(const CpuTimes &a, const CpuTimes &b, std::uint64_t bytes)
+{
+	if (bytes == 0 || b.total < a.total)
+		return NAN;
+	static const double tick = static_cast<double>(::sysconf(_SC_CLK_TCK));
+	double busy_us = static_cast<double>(b.busy - a.busy) * 1e6 / tick;
+	return busy_us / (static_cast<double>(bytes) / 1e6);
+}
+
+} // namespace bench

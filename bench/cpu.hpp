@@ -1,0 +1,24 @@
+// me_bench: how busy the whole machine's CPUs were, from /proc/stat.
+#pragma once
+
+#include <cstdint>
+
+#include "common.hpp"
+
+namespace bench {
+
+// The first ("cpu") line of /proc/stat, in clock ticks summed over all CPUs.
+struct CpuTimes {
+	std::uint64_t busy = 0;		// total - idle - iowait
+	std::uint64_t total = 0;	// user..steal (guest time is inside user)
+};
+
+// Fails only if /proc/stat cannot be read or parsed.
+me::Result<CpuTimes> read_cpu_times();
+
+// Percent of all CPUs busy between a and b (NaN if no tick passed).
+double cpu_util(const CpuTimes &a, const CpuTimes &b);
+// Busy CPU-microseconds per MB (1e6 bytes) moved between a and b.
+double cpu_us_per_mb(const CpuTimes &a, const CpuTimes &b, std::uint64_t bytes);
+
+} // namespace bench

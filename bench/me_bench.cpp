@@ -1,0 +1,274 @@
+// me_bench: micro-benchmarks of multiedge (after §4.1 of the MultiEdge
+// paper): one-way and two-way remote-write throughput, ping-pong latency,
+// and the machine's memory-copy bandwidth for reference.  This file holds
+// the command line; the parts are
+//   client.cpp   sessions and measurements, rows
+//   server.cpp   serving sessions
+//   workers.cpp  the measuring loops (writer, ping-pong, echo)
+//   control.cpp  discovery and control messages
+//   memcpy.cpp   the memory-copy reference
+//   report.cpp   CSV / JSON Lines / progress lines;  cpu.cpp  /proc/stat
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <string_view>
+
+#include "options.hpp"
+
+namespace bench {
+
+std::vector<std::uint64_t> sweep_sizes(const Options &o)
+{
+	std::vector<std::uint64_t> out;
+	for (std::uint64_t s = o.min_size; s <= o.max_size; s *= 2)
+		out.push_back(s);
+	return out;
+}
+
+} // namespace bench
+
+namespace {
+
+using bench::Options;
+using bench::Test;
+
+void usage(FILE *out)
+{
+	std::fputs(
+		"usage: me_bench server [--discover S] [--idle S] [--peer NODE] [--numa NODE]\n"
+		"       me_bench client --test oneway|twoway|pingpong[,...] [options]\n"
+		"       me_bench memcpy [options]\n"
+		"\n"
+		"Micro-benchmarks of multiedge between two nodes (multiedge.ko loaded, the same\n"
+		"links attached on both).  Start `me_bench server` on one node and\n"
+		"`me_bench client` on the other; both wait until discovery shows the other\n"
+		"alive on every attached link.\n"
+		"\n"
+		"  oneway    back-to-back remote writes client -> server (throughput)\n"
+		"  twoway    both sides write to each other at once; MB/s is the sum of both\n"
+		"            directions, latencies are the client's\n"
+		"  pingpong  the client writes SIZE bytes with write_notify, the server writes\n"
+		"            them back with write_notify on the notification; latency = RTT/2\n"
+		"  memcpy    memory-copy bandwidth of this machine (no module needed): chunks\n"
+		"            of SIZE copied between two 64 MiB rings per thread\n"
+		"\n"
+		"The server serves one client session (test) at a time and exits 0 when a\n"
+		"client says it is finished, which a client does when it ends (unless\n"
+		"--keep-server).  Every size runs --seconds after a --warmup, and at least\n"
+		"--min-iters operations.  After each size the client (and, for twoway, the\n"
+		"server) reads back the first and last 64 bytes of every slot's last write,\n"
+		"which carry a stamp unique to that operation; pingpong checks every echo.\n"
+		"A mismatch ends the run with status 1 and no row.\n"
+		"\n"
+		"options:\n"
+		"  --test T[,T...]   client: oneway, twoway, pingpong (or all): one session each\n"
+		"  --sizes MIN:MAX   bytes per operation, powers of two, K/M/G suffixes allowed;\n"
+		"                    a single SIZE runs just that (default 8:4194304)\n"
+		"  --threads N       threads, each with its own connection and region slice\n"
+		"                    (default 1, at most 32); the server mirrors them for twoway\n"
+		"  --depth D         operations in flight per thread (default 8; pingpong 1)\n"
+		"  --seconds S       measured time per size (default 1.0)\n"
+		"  --warmup S        unmeasured time before it (default 0.1)\n"
+		"  --min-iters N     at least N operations per size, over all threads (default 20)\n"
+		"  --numa NODE       bind threads and buffers to NUMA node NODE (libnuma)\n"
+		"  --csv FILE        append one CSV row per size (header if the file is empty)\n"
+		"  --json FILE       append one JSON object per size (JSON Lines: one per line)\n"
+		"  --label TEXT      the label column of the rows\n"
+		"  --discover S      wait up to S seconds for the peer (default 60)\n"
+		"  --peer NODE       the other side's node id (default: the one discovery finds)\n"
+		"  --keep-server     client: leave the server running for another client\n"
+		"  --idle S          server: give up after S seconds without a client (default 600)\n"
+		"\n"
+		"Columns: label,test,size,threads,depth,ops,bytes,seconds,mbps,lat_median_us,\n"
+		"lat_p99_us,cpu_util,cpu_us_per_mb,links,rtt_median_us,rtt_p99_us,peer_cpu_util\n"
+		"  mbps           payload, 1e6 bytes/s (twoway: both directions summed)\n"
+		"  lat_*_us       per operation, post to completion; pingpong: RTT/2\n"
+		"  cpu_util       % of all CPUs of this machine busy during the measurement\n"
+		"                 (/proc/stat: (total - idle - iowait) / total)\n"
+		"  cpu_us_per_mb  busy CPU-microseconds of this machine per MB moved\n"
+		"  links          links attached on this node\n"
+		"  rtt_*_us       pingpong: the round trip itself\n"
+		"  peer_cpu_util  cpu_util of the server's machine over the same size\n"
+		"Unknown values are empty in CSV and null in JSON.\n"
+		"\n"
+		"Exit status: 0 on success, 1 on any failure (including a data mismatch),\n"
+		"2 on bad usage.\n",
+		out);
+}
+
+[[noreturn]] void bad_usage(const std::string &msg)
+{
+	std::fprintf(stderr, "me_bench: %s (see me_bench --help)\n", msg.c_str());
+	std::exit(2);
+}
+
+// A byte count with an optional binary K/M/G suffix.
+bool parse_bytes(std::string_view s, std::uint64_t &out)
+{
+	std::string str(s);
+	char *end = nullptr;
+	errno = 0;
+	unsigned long long v = std::strtoull(str.c_str(), &end, 10);
+	if (errno || end == str.c_str())
+		return false;
+	std::string_view rest(end);
+	unsigned shift = 0;
+	if (rest == "K" || rest == "k" || rest == "KiB")
+		shift = 10;
+	else if (rest == "M" || rest == "MiB")
+		shift = 20;
+	else if (rest == "G" || rest == "GiB")
+		shift = 30;
+	else if (!rest.empty())
+		return false;
+	if (v > (1ull << 40) >> shift)
+		return false;
+	out = v << shift;
+	return true;
+}
+
+bool power_of_two(std::uint64_t v)
+{
+	return v && !(v & (v - 1));
+}
+
+std::uint64_t parse_uint(const char *opt, const char *s, std::uint64_t min, std::uint64_t max)
+{
+	char *end = nullptr;
+	errno = 0;
+	unsigned long long v = std::strtoull(s, &end, 10);
+	if (errno || end == s || *end || v < min || v > max || s[0] == '-')
+		bad_usage(std::string(opt) + " needs a whole number from " + std::to_string(min) +
+			  " to " + std::to_string(max));
+	return v;
+}
+
+double parse_seconds(const char *opt, const char *s, double min)
+{
+	char *end = nullptr;
+	errno = 0;
+	double v = std::strtod(s, &end);
+	if (errno || end == s || *end || !std::isfinite(v) || v < min || v > 86400)
+		bad_usage(std::string(opt) + " needs a number of seconds" +
+			  (min > 0 ? " above 0" : " from 0"));
+	return v;
+}
+
+std::vector<Test> parse_tests(std::string_view s)
+{
+	std::vector<Test> out;
+	while (!s.empty()) {
+		auto comma = s.find(',');
+		auto name = s.substr(0, comma);
+		if (name == "oneway")
+			out.push_back(Test::OneWay);
+		else if (name == "twoway")
+			out.push_back(Test::TwoWay);
+		else if (name == "pingpong")
+			out.push_back(Test::PingPong);
+		else if (name == "all")
+			out.insert(out.end(), {Test::OneWay, Test::TwoWay, Test::PingPong});
+		else
+			bad_usage("unknown test '" + std::string(name) +
+				  "' (oneway, twoway, pingpong or all)");
+		if (comma == std::string_view::npos)
+			break;
+		s.remove_prefix(comma + 1);
+	}
+	if (out.empty())
+		bad_usage("--test needs a test name");
+	return out;
+}
+
+} // namespace
+
+int main(int argc, char **argv)
+{
+	if (argc < 2) {
+		usage(stderr);
+		return 2;
+	}
+	const std::string_view mode = argv[1];
+	if (mode == "-h" || mode == "--help" || mode == "help") {
+		usage(stdout);
+		return 0;
+	}
+	if (mode != "server" && mode != "client" && mode != "memcpy")
+		bad_usage("unknown mode '" + std::string(mode) + "' (server, client or memcpy)");
+	const bool server = mode == "server", client = mode == "client", copy = mode == "memcpy";
+
+	Options o;
+	for (int i = 2; i < argc; i++) {
+		const std::string_view a = argv[i];
+		if (a == "-h" || a == "--help") {
+			usage(stdout);
+			return 0;
+		}
+		if (a == "--keep-server" && client) {
+			o.keep_server = true;
+			continue;
+		}
+		// Every other option takes a value; `ok` says in which modes.
+		auto takes = [&](bool ok) {
+			if (!ok)
+				bad_usage(std::string(a) + " does not apply to `me_bench " +
+					  std::string(mode) + "`");
+			if (i + 1 >= argc)
+				bad_usage(std::string(a) + " needs a value");
+			return argv[++i];
+		};
+		if (a == "--test") {
+			o.tests = parse_tests(takes(client));
+		} else if (a == "--sizes") {
+			std::string_view v = takes(client || copy);
+			auto colon = v.find(':');
+			auto lo = v.substr(0, colon);
+			auto hi = colon == std::string_view::npos ? lo : v.substr(colon + 1);
+			if (!parse_bytes(lo, o.min_size) || !parse_bytes(hi, o.max_size) ||
+			    !power_of_two(o.min_size) || !power_of_two(o.max_size) ||
+			    o.min_size > o.max_size || o.max_size > (256u << 20))
+				bad_usage("--sizes needs MIN:MAX, powers of two, MIN <= MAX <= 256M");
+		} else if (a == "--threads") {
+			o.threads = static_cast<unsigned>(
+				parse_uint(argv[i], takes(client || copy), 1, bench::kMaxThreads));
+		} else if (a == "--depth") {
+			o.depth = static_cast<unsigned>(parse_uint(argv[i], takes(client), 1, 1024));
+		} else if (a == "--seconds") {
+			o.seconds = parse_seconds(argv[i], takes(client || copy), 1e-3);
+		} else if (a == "--warmup") {
+			o.warmup = parse_seconds(argv[i], takes(client || copy), 0);
+		} else if (a == "--min-iters") {
+			o.min_iters = parse_uint(argv[i], takes(client || copy), 1, 1ull << 40);
+		} else if (a == "--numa") {
+			o.numa = static_cast<int>(parse_uint(argv[i], takes(true), 0, 4095));
+		} else if (a == "--csv") {
+			o.csv = takes(client || copy);
+		} else if (a == "--json") {
+			o.json = takes(client || copy);
+		} else if (a == "--label") {
+			o.label = takes(client || copy);
+		} else if (a == "--discover") {
+			o.discover = std::chrono::seconds(parse_uint(argv[i], takes(!copy), 1, 86400));
+		} else if (a == "--peer") {
+			o.peer = static_cast<std::uint32_t>(
+				parse_uint(argv[i], takes(!copy), 1, UINT32_MAX));
+		} else if (a == "--idle") {
+			o.idle = std::chrono::seconds(parse_uint(argv[i], takes(server), 1, 86400 * 7));
+		} else {
+			bad_usage("unknown option '" + std::string(a) + "'");
+		}
+	}
+	if (client && o.tests.empty())
+		bad_usage("the client needs --test oneway|twoway|pingpong");
+	if (client && o.max_size * o.depth > (1ull << 30))
+		bad_usage("--depth x the largest size must not exceed 1 GiB (one region per thread)");
+	std::setvbuf(stdout, nullptr, _IOLBF, 0);
+	if (server)
+		return bench::run_server(o);
+	if (client)
+		return bench::run_client(o);
+	return bench::run_memcpy(o);
+}

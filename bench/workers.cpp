@@ -1,0 +1,356 @@
+#include "workers.hpp"
+
+#include <chrono>
+#include <cinttypes>
+#include <cstdio>
+#include <string>
+
+namespace bench {
+
+namespace {
+
+// No completion for this long means the data path is stuck.
+constexpr std::chrono::seconds kStuck{60};
+// Cookies of read-back checks, above any slot cookie.
+constexpr std::uint64_t kCheckCookie = 1ull << 40;
+
+// Where a measuring loop is.
+enum class State { Warm, Measure, Drain };
+
+me::Status completion_error(const me::Completion &c)
+{
+	if (c.type == me::CompletionType::ConnClosed || c.type == me::CompletionType::ConnDead ||
+	    !c.ok())
+		return failure(c.describe());
+	return {};
+}
+
+std::string hex(std::uint64_t v)
+{
+	char s[24];
+	std::snprintf(s, sizeof(s), "%016" PRIx64, v);
+	return s;
+}
+
+// Tracks the warm-up / measure / drain steps of one thread.
+class Stepper {
+public:
+	Stepper(const RunSpec &spec, Phase &phase) : spec_(spec), phase_(phase), begin_(Clock::now()) {}
+
+	// One operation completed at `now` after `ns`; returns whether to
+	// post another.
+	bool completed(Clock::time_point now, std::uint64_t ns, ThreadResult &r)
+	{
+		switch (state_) {
+		case State::Warm:
+			if (!said_warm_ && seconds_between(begin_, now) >= spec_.warmup) {
+				said_warm_ = true;
+				phase_.warm();
+			}
+			if (phase_.measuring()) {
+				state_ = State::Measure;
+				t0_ = now;
+			}
+			break;
+		case State::Measure:
+			r.ops++;
+			r.bytes += spec_.size;
+			r.lat_ns.push_back(ns);
+			if (r.ops >= spec_.min_ops && seconds_between(t0_, now) >= spec_.seconds) {
+				state_ = State::Drain;
+				phase_.finished();
+			}
+			break;
+		case State::Drain:
+			break;
+		}
+		return state_ != State::Drain;
+	}
+
+private:
+	const RunSpec &spec_;
+	Phase &phase_;
+	Clock::time_point begin_, t0_;
+	State state_ = State::Warm;
+	bool said_warm_ = false;
+};
+
+// Reads the two stamp windows of [off, off + size) of `target` into ep.chk
+// (at 0 and at kWindow) and checks them against `seed`.
+me::Status check_remote(Endpoint &ep, const me::RemoteRegion &target, std::uint64_t off,
+			std::uint64_t size, std::uint64_t seed, std::uint64_t &cookie)
+{
+	const auto w = static_cast<std::uint32_t>(window_len(size));
+	const std::uint64_t c1 = cookie++, c2 = cookie++;
+	if (auto st = ep.conn->read(*ep.chk, 0, target, off, w, c1); !st)
+		return st;
+	if (auto st = ep.conn->read(*ep.chk, kWindow, target, off + size - w, w, c2); !st)
+		return st;
+	for (auto c : {c1, c2}) {
+		auto done = ep.dev->wait_for(c, kStuck);
+		if (!done)
+			return done.error();
+		if (!done->ok())
+			return failure("read-back check: " + done->describe());
+	}
+	std::uint64_t where = 0;
+	if (!stamp_matches(ep.chk_buf.data(), ep.chk_buf.data() + kWindow, size, seed, where))
+		return failure("DATA MISMATCH: the " + std::to_string(size) +
+			       "-byte write at remote offset " + std::to_string(off) +
+			       " (region " + std::to_string(target.id) + ") differs at byte " +
+			       std::to_string(where) + " of the operation (stamp " + hex(seed) +
+			       "); no result is reported for corrupted transfers");
+	return {};
+}
+
+} // namespace
+
+me::Result<std::unique_ptr<Endpoint>> Endpoint::create(std::uint32_t peer, std::size_t src_len,
+						       std::size_t dst_len)
+{
+	auto ep = std::make_unique<Endpoint>();
+	auto dev = me::Device::open();
+	if (!dev)
+		return dev.error();
+	ep->dev.emplace(std::move(dev).value());
+
+	auto reg = [&](Buffer &buf, std::optional<me::MemoryRegion> &mr, std::size_t len,
+		       me::Access access, const char *what) -> me::Status {
+		auto b = Buffer::map(len, what);
+		if (!b)
+			return b.error();
+		buf = std::move(b).value();
+		auto r = ep->dev->register_memory(buf.data(), buf.size(), access);
+		if (!r)
+			return r.error();
+		mr.emplace(std::move(r).value());
+		return {};
+	};
+	if (auto st = reg(ep->src_buf, ep->src, src_len, me::Access::None, "a source buffer"); !st)
+		return st.error();
+	if (dst_len)
+		if (auto st = reg(ep->dst_buf, ep->dst, dst_len, me::Access::RemoteReadWrite,
+				  "a target region");
+		    !st)
+			return st.error();
+	if (auto st = reg(ep->chk_buf, ep->chk, 4096, me::Access::None, "a check buffer"); !st)
+		return st.error();
+
+	auto conn = ep->dev->connect(peer);
+	if (!conn)
+		return conn.error();
+	ep->conn.emplace(std::move(conn).value());
+	return ep;
+}
+
+void Phase::warm()
+{
+	if (warm_.fetch_add(1) + 1 == threads_) {
+		auto c = read_cpu_times();
+		cpu_ok = c.ok();
+		if (c)
+			cpu_start = c.value();
+		start = Clock::now();
+		measuring_.store(true, std::memory_order_release);
+	}
+}
+
+void Phase::finished()
+{
+	if (done_.fetch_add(1) + 1 == threads_) {
+		end = Clock::now();
+		auto c = read_cpu_times();
+		cpu_ok = cpu_ok && c.ok();
+		if (c)
+			cpu_end = c.value();
+	}
+}
+
+me::Result<ThreadResult> run_writer(Endpoint &ep, const me::RemoteRegion &target, unsigned thread,
+				    const RunSpec &spec, Phase &phase)
+{
+	const std::uint64_t size = spec.size;
+	const unsigned depth = spec.depth;
+	std::vector<std::uint64_t> slot_seq(depth, 0);
+	std::vector<Clock::time_point> slot_time(depth);
+	std::uint64_t seq = 0;
+	unsigned inflight = 0;
+	ThreadResult r;
+	r.lat_ns.reserve(4096);
+	Stepper step(spec, phase);
+
+	auto fail = [&](me::Error e) -> me::Result<ThreadResult> {
+		phase.abort();
+		return e;
+	};
+	auto post = [&](unsigned s) -> me::Status {
+		seq++;
+		stamp(ep.src_buf.data() + s * size, size, op_seed(spec.salt, thread, seq));
+		slot_seq[s] = seq;
+		slot_time[s] = Clock::now();
+		auto st = ep.conn->write(*ep.src, s * size, target, s * size,
+					 static_cast<std::uint32_t>(size), s + 1);
+		if (st)
+			inflight++;
+		return st;
+	};
+
+	for (unsigned s = 0; s < depth; s++)
+		if (auto st = post(s); !st)
+			return fail(st.error());
+	while (inflight) {
+		auto cs = ep.dev->wait(64, kStuck);
+		if (!cs)
+			return fail(cs.error());
+		if (cs->empty())
+			return fail(failure("no write completed for " + std::to_string(kStuck.count()) +
+					    " s (" + std::to_string(inflight) + " in flight)"));
+		const auto now = Clock::now();
+		for (const auto &c : cs.value()) {
+			if (auto st = completion_error(c); !st)
+				return fail(st.error());
+			if (c.type != me::CompletionType::Write || c.cookie == 0 || c.cookie > depth)
+				return fail(failure("unexpected completion: " + c.describe()));
+			const auto s = static_cast<unsigned>(c.cookie - 1);
+			inflight--;
+			bool more = step.completed(now, ns_between(slot_time[s], now), r);
+			if (phase.aborted())
+				return fail(failure("stopped because another thread failed"));
+			if (more)
+				if (auto st = post(s); !st)
+					return fail(st.error());
+		}
+	}
+
+	std::uint64_t cookie = kCheckCookie;
+	for (unsigned s = 0; s < depth; s++)
+		if (slot_seq[s])
+			if (auto st = check_remote(ep, target, s * size, size,
+						   op_seed(spec.salt, thread, slot_seq[s]), cookie);
+			    !st)
+				return fail(st.error());
+	return r;
+}
+
+me::Result<ThreadResult> run_pingpong(Endpoint &ep, const me::RemoteRegion &target,
+				      unsigned thread, const RunSpec &spec, Phase &phase)
+{
+	const std::uint64_t size = spec.size;
+	const std::size_t w = window_len(size);
+	ThreadResult r;
+	r.lat_ns.reserve(4096);
+	Stepper step(spec, phase);
+	unsigned pending = 0;	// our writes not completed yet
+	auto fail = [&](me::Error e) -> me::Result<ThreadResult> {
+		phase.abort();
+		return e;
+	};
+
+	for (std::uint64_t seq = 1;; seq++) {
+		const std::uint64_t seed = op_seed(spec.salt, thread, seq);
+		stamp(ep.src_buf.data(), size, seed);
+		const auto t = Clock::now();
+		if (auto st = ep.conn->write_notify(*ep.src, 0, target, 0,
+						    static_cast<std::uint32_t>(size),
+						    static_cast<std::uint32_t>(seq), seq);
+		    !st)
+			return fail(st.error());
+		pending++;
+		std::optional<Clock::time_point> echoed;
+		while (!echoed) {
+			auto cs = ep.dev->wait(16, kStuck);
+			if (!cs)
+				return fail(cs.error());
+			if (cs->empty())
+				return fail(failure("no echo for " + std::to_string(kStuck.count()) +
+						    " s (operation " + std::to_string(seq) + ")"));
+			const auto now = Clock::now();
+			for (const auto &c : cs.value()) {
+				if (auto st = completion_error(c); !st)
+					return fail(st.error());
+				if (c.type == me::CompletionType::Write && pending) {
+					pending--;
+				} else if (c.type == me::CompletionType::Notify && !echoed &&
+					   c.imm == static_cast<std::uint32_t>(seq) &&
+					   c.region == ep.dst->id() && c.off == 0 && c.len == size) {
+					echoed = now;
+				} else {
+					return fail(failure("unexpected completion while waiting for "
+							    "echo " + std::to_string(seq) + ": " +
+							    c.describe()));
+				}
+			}
+		}
+		std::uint64_t where = 0;
+		const std::byte *d = ep.dst_buf.data();
+		if (!stamp_matches(d, d + size - w, size, seed, where))
+			return fail(failure("DATA MISMATCH: echo " + std::to_string(seq) + " of " +
+					    std::to_string(size) + " bytes differs at byte " +
+					    std::to_string(where) +
+					    "; no result is reported for corrupted transfers"));
+		bool more = step.completed(*echoed, ns_between(t, *echoed), r);
+		if (phase.aborted())
+			return fail(failure("stopped because another thread failed"));
+		if (!more)
+			break;
+	}
+	while (pending) {
+		auto cs = ep.dev->wait(16, kStuck);
+		if (!cs)
+			return fail(cs.error());
+		if (cs->empty())
+			return fail(failure("a write_notify did not complete within " +
+					    std::to_string(kStuck.count()) + " s"));
+		for (const auto &c : cs.value()) {
+			if (auto st = completion_error(c); !st)
+				return fail(st.error());
+			if (c.type != me::CompletionType::Write)
+				return fail(failure("unexpected completion: " + c.describe()));
+			pending--;
+		}
+	}
+	return r;
+}
+
+me::Status run_echo(Endpoint &ep, const me::RemoteRegion &back, const std::atomic<bool> &stop)
+{
+	std::uint64_t cookie = 1, pending = 0;
+	auto handle = [&](const me::Completion &c) -> me::Status {
+		if (auto st = completion_error(c); !st)
+			return st;
+		if (c.type == me::CompletionType::Write) {
+			pending--;
+			return {};
+		}
+		if (c.type != me::CompletionType::Notify || c.region != ep.dst->id())
+			return failure("echo: unexpected completion: " + c.describe());
+		if (auto st = ep.conn->write_notify(*ep.dst, c.off, back, c.off, c.len, c.imm,
+						    cookie++);
+		    !st)
+			return st;
+		pending++;
+		return {};
+	};
+	while (!stop.load(std::memory_order_relaxed)) {
+		auto cs = ep.dev->wait(16, std::chrono::milliseconds(100));
+		if (!cs)
+			return cs.error();
+		for (const auto &c : cs.value())
+			if (auto st = handle(c); !st)
+				return st;
+	}
+	auto deadline = Clock::now() + kStuck;
+	while (pending && Clock::now() < deadline) {
+		auto cs = ep.dev->wait(16, std::chrono::milliseconds(500));
+		if (!cs)
+			return cs.error();
+		for (const auto &c : cs.value())
+			if (auto st = handle(c); !st)
+				return st;
+	}
+	if (pending)
+		return failure("echo: " + std::to_string(pending) + " write(s) back never completed");
+	return {};
+}
+
+} // namespace bench

@@ -1,0 +1,92 @@
+// me_bench: the measuring loops, one thread each — the pipelined writer
+// (oneway, and both sides of twoway), the ping-pong client and the
+// server's echo.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "common.hpp"
+#include "cpu.hpp"
+
+namespace bench {
+
+// What one thread owns: its own open device (so its completions are its
+// own), a connection to the peer, a source buffer, an optional region the
+// peer may read and write, and a small buffer for read-back checks.
+// Declaration order is teardown order reversed: the connection and
+// regions go before the buffers they cover.
+struct Endpoint {
+	Buffer src_buf, dst_buf, chk_buf;
+	std::optional<me::Device> dev;
+	std::optional<me::MemoryRegion> src, dst, chk;
+	std::optional<me::Connection> conn;
+
+	// Opens a device, maps and registers src_len bytes of source and
+	// dst_len bytes (0: none) of remotely writable/readable target, and
+	// connects to `peer`.
+	static me::Result<std::unique_ptr<Endpoint>> create(std::uint32_t peer,
+							    std::size_t src_len,
+							    std::size_t dst_len);
+};
+
+// What a measurement asks of each thread.
+struct RunSpec {
+	std::uint64_t size = 0;		// bytes per operation
+	unsigned depth = 1;		// operations in flight
+	double seconds = 1.0;		// measured time, at least
+	double warmup = 0.1;		// unmeasured time first, at least
+	std::uint64_t min_ops = 1;	// measured operations, at least
+	std::uint64_t salt = 0;		// makes stamps differ between runs and sides
+};
+
+// Shared by the threads of one measurement: all warm up, the last to be
+// warm opens the measured window (CPU snapshot, start time), the last to
+// finish closes it.  `abort` stops everybody after a failure.
+class Phase {
+public:
+	explicit Phase(unsigned threads) : threads_(threads) {}
+
+	void warm();			// this thread has warmed up
+	bool measuring() const noexcept { return measuring_.load(std::memory_order_acquire); }
+	void finished();		// this thread's measured window is over
+	void abort() noexcept { abort_.store(true, std::memory_order_relaxed); }
+	bool aborted() const noexcept { return abort_.load(std::memory_order_relaxed); }
+
+	// Valid after every thread returned.
+	Clock::time_point start, end;
+	CpuTimes cpu_start, cpu_end;
+	bool cpu_ok = true;
+
+private:
+	const unsigned threads_;
+	std::atomic<unsigned> warm_{0}, done_{0};
+	std::atomic<bool> measuring_{false}, abort_{false};
+};
+
+struct ThreadResult {
+	std::uint64_t ops = 0;		// completed in the measured window
+	std::uint64_t bytes = 0;
+	std::vector<std::uint64_t> lat_ns;	// per op: post to completion (pingpong: RTT)
+};
+
+// Back-to-back writes of spec.size bytes, spec.depth in flight, from
+// slot s of ep's source to slot s of `target` (slot = s * size); then
+// reads back the stamp windows of every slot's last write and compares.
+// Fails on any failed completion or a stamp mismatch.
+me::Result<ThreadResult> run_writer(Endpoint &ep, const me::RemoteRegion &target, unsigned thread,
+				    const RunSpec &spec, Phase &phase);
+
+// One write_notify of spec.size bytes at a time into `target`; waits for
+// the peer's echo (a Notify into ep.dst) and checks its stamp windows.
+me::Result<ThreadResult> run_pingpong(Endpoint &ep, const me::RemoteRegion &target,
+				      unsigned thread, const RunSpec &spec, Phase &phase);
+
+// Server side of pingpong: every Notify into ep.dst is written back with
+// write_notify from the same place of ep.dst into `back`, until `stop`.
+me::Status run_echo(Endpoint &ep, const me::RemoteRegion &back, const std::atomic<bool> &stop);
+
+} // namespace bench

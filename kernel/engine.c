@@ -13,6 +13,7 @@
 #include <linux/delay.h>
 #include <linux/hrtimer.h>
 #include <linux/kthread.h>
+#include <linux/log2.h>
 #include <linux/module.h>
 #include <linux/rtnetlink.h>
 #include <linux/sched.h>
@@ -32,18 +33,19 @@ static unsigned int tick_us = 1000;
 module_param(tick_us, uint, 0444);
 MODULE_PARM_DESC(tick_us, "Protocol timer period in microseconds (100..100000, default 1000)");
 
-static unsigned int window = 128;
-module_param(window, uint, 0444);
-MODULE_PARM_DESC(window, "Packets in flight per connection, a power of two (8..4096, default 128)");
+static unsigned int window_kb = 2048;
+module_param(window_kb, uint, 0444);
+MODULE_PARM_DESC(window_kb,
+		 "Data in flight per connection, KiB (64..65536, default 2048): the window is the power of two of packets that fits, 8..4096");
 
 static unsigned int max_conns = 1024;
 module_param(max_conns, uint, 0444);
 MODULE_PARM_DESC(max_conns,
 		 "Connection ids per namespace life (1..65536, default 1024; ids are not reused)");
 
-static unsigned int link_window_kb = 256;
+static unsigned int link_window_kb = 512;
 module_param(link_window_kb, uint, 0444);
-MODULE_PARM_DESC(link_window_kb, "Data in flight per link, KiB (16..65536, default 256)");
+MODULE_PARM_DESC(link_window_kb, "Data in flight per link, KiB (16..65536, default 512)");
 
 /* Engines alive, for the module-wide accounting. */
 static LIST_HEAD(me_engines);
@@ -51,11 +53,10 @@ static DEFINE_MUTEX(me_engines_lock);
 
 int me_engine_init(void)
 {
-	if (tick_us < 100 || tick_us > 100000 || window < 8 || window > 4096 ||
-	    (window & (window - 1)) || !max_conns || max_conns > 65536 ||
-	    link_window_kb < 16 || link_window_kb > 65536) {
-		pr_err("bad parameter: tick_us=%u window=%u max_conns=%u link_window_kb=%u\n",
-		       tick_us, window, max_conns, link_window_kb);
+	if (tick_us < 100 || tick_us > 100000 || window_kb < 64 || window_kb > 65536 ||
+	    !max_conns || max_conns > 65536 || link_window_kb < 16 || link_window_kb > 65536) {
+		pr_err("bad parameter: tick_us=%u window_kb=%u max_conns=%u link_window_kb=%u\n",
+		       tick_us, window_kb, max_conns, link_window_kb);
 		return -EINVAL;
 	}
 	return 0;
@@ -188,8 +189,9 @@ static void fill_cfg(struct me_net *mn, struct me_node_cfg *cfg, unsigned int pa
 	cfg->node_id = mn->node_id;
 	cfg->incarnation = mn->incarnation;
 	cfg->mtu = packet_size;
-	cfg->window = window;
-	cfg->credit = window;
+	/* Each connection holds two rings of this many packets. */
+	cfg->window = clamp_t(u32, rounddown_pow_of_two(window_kb * 1024 / packet_size), 8, 4096);
+	cfg->credit = cfg->window;
 	cfg->ops = 256;
 	cfg->max_conns = max_conns;
 	cfg->ack_every = 16;
@@ -197,6 +199,7 @@ static void fill_cfg(struct me_net *mn, struct me_node_cfg *cfg, unsigned int pa
 	cfg->max_retries = 12;
 	/* Packets sent from different CPUs can pass each other on the way. */
 	cfg->dupthresh = 16;
+	cfg->reorder_ns = 2 * NSEC_PER_MSEC;
 	cfg->tick_ns = (u64)tick_us * NSEC_PER_USEC;
 	cfg->rto_init_ns = 20 * NSEC_PER_MSEC;
 	cfg->rto_min_ns = 5 * NSEC_PER_MSEC;

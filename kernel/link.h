@@ -28,6 +28,7 @@ struct me_link;
 struct me_rx_thread {
 	struct task_struct *task;
 	struct me_link *link;
+	bool sleeping;			/* about to sleep or asleep: wake it */
 	u8 *bounce;			/* for frames not in one linear buffer */
 };
 

@@ -82,14 +82,27 @@ static int rx_thread(void *arg)
 	while (!kthread_should_stop()) {
 		struct sk_buff *skb;
 
-		set_current_state(TASK_INTERRUPTIBLE);
 		skb = ptr_ring_consume(&link->ring);
 		if (!skb) {
-			if (!kthread_should_stop())
-				schedule();
-			continue;
+			/*
+			 * Announce the sleep, then look again: a producer
+			 * stores its frame before it reads "sleeping" (both
+			 * sides have a full barrier in between), so one of
+			 * us sees the other.
+			 */
+			set_current_state(TASK_INTERRUPTIBLE);
+			WRITE_ONCE(t->sleeping, true);
+			smp_mb();
+			skb = ptr_ring_consume(&link->ring);
+			if (!skb) {
+				if (!kthread_should_stop())
+					schedule();
+				WRITE_ONCE(t->sleeping, false);
+				continue;
+			}
+			WRITE_ONCE(t->sleeping, false);
+			__set_current_state(TASK_RUNNING);
 		}
-		__set_current_state(TASK_RUNNING);
 		rx_one(t, skb, bounce_len);
 		if (++done % RX_BATCH == 0)
 			cond_resched();
@@ -109,8 +122,17 @@ void me_rx_queue(struct me_link *link, struct sk_buff *skb)
 		return;
 	}
 	this_cpu_inc(rx_queued);
-	i = link->next_wake++ % link->nthreads;
-	wake_up_process(link->threads[i].task);
+	/* Pairs with rx_thread(): wake a thread only if it may be asleep. */
+	smp_mb();
+	for (i = 0; i < link->nthreads; i++) {
+		struct me_rx_thread *t = &link->threads[(link->next_wake + i) % link->nthreads];
+
+		if (READ_ONCE(t->sleeping)) {
+			link->next_wake += i + 1;
+			wake_up_process(t->task);
+			return;
+		}
+	}
 }
 
 static void drain(struct me_link *link)

@@ -67,6 +67,7 @@ struct me_node_cfg {
 	u32 link_window;	/* data bytes in flight per link */
 	u32 max_retries;	/* per packet, then the peer is declared dead */
 	u32 dupthresh;		/* later packets acked on a link => loss */
+	u64 reorder_ns;		/* ... and sent at least this long ago */
 	u64 tick_ns;		/* how often the host calls me_core_timer */
 	u64 rto_init_ns;
 	u64 rto_min_ns;

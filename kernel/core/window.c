@@ -484,16 +484,22 @@ void me_win_rx_ack(struct me_conn *c, u32 link, const struct me_hdr *h)
 	}
 	/*
 	 * Loss detection: a hole below the highest sacked packet is lost when
-	 * packets sent after it on the same link (links are FIFO) were acked.
+	 * packets sent after it on the same link (links are FIFO) were acked,
+	 * and it was sent at least reorder_ns ago (a link that is FIFO only
+	 * roughly, like packets sent from several CPUs, reorders a little).
 	 * A nack only makes the receiver send this information at once.
 	 */
 	if (sacked || h->type == ME_PT_NACK) {
+		u64 now = me_now(n);
+
 		u = me_atomic_read(&c->snd_una);
 		for (s = me_seq_lt(cum, u) ? u : cum; me_seq_lt(s, highest); s++) {
-			u64 li = me_atomic64_read(&c->tx[s & (c->window - 1)].linfo);
+			struct me_txslot *t = &c->tx[s & (c->window - 1)];
+			u64 li = me_atomic64_read(&t->linfo);
 
 			if (li_seq(li) == s && li_link(li) != ME_LINK_NONE &&
-			    me_path_lost(n, li_link(li), li_txno(li)))
+			    me_path_lost(n, li_link(li), li_txno(li)) &&
+			    now - me_atomic64_read(&t->sent_ns) >= n->cfg.reorder_ns)
 				retransmit(c, s, ME_ST_TX_RTX_LOSS);
 		}
 	}

@@ -3,6 +3,8 @@
 #   make            module, user library, tools, tests
 #   make test       install missing deps, build, host unit tests, guest suite
 #   make demo       boot two guests, two links apart: 64 MiB written and read back
+#   make bench      multiedge against TCP, Soft-RoCE and memcpy in the guests:
+#                   table and plots in build/bench/ (BENCH_ARGS=--quick: short run)
 #   make clean
 #
 # User-space pieces are described by small fragments (*.mk) included below;
@@ -53,7 +55,7 @@ include $(TOP)/tests/vm/vm.mk
 # deleted behind the user's back, and nothing is printed after the summary.
 .SECONDARY:
 
-.PHONY: all module userspace test demo run-tests run-demo clean deps guest-kernel
+.PHONY: all module userspace test demo bench run-tests run-demo run-bench clean deps guest-kernel
 
 all: module userspace
 
@@ -80,6 +82,10 @@ demo:
 	@$(TOP)/scripts/deps
 	@$(MAKE) --no-print-directory -j$$(nproc) run-demo
 
+bench:
+	@$(TOP)/scripts/deps
+	@$(MAKE) --no-print-directory -j$$(nproc) run-bench
+
 run-tests: all
 	@$(TOP)/scripts/guest-kernel $(KVER) >/dev/null
 	@$(TOP)/scripts/run-tests --kver $(KVER) \
@@ -89,6 +95,10 @@ run-tests: all
 run-demo: all
 	@$(TOP)/scripts/guest-kernel $(KVER) >/dev/null
 	@$(TOP)/scripts/vm --kver $(KVER) --nodes 2 --links 2 -- $(TOP)/scripts/demo
+
+run-bench: all
+	@$(TOP)/scripts/guest-kernel $(KVER) >/dev/null
+	@$(TOP)/scripts/bench $(BENCH_ARGS)
 
 clean:
 	-$(MAKE) -C $(KDIR) M=$(TOP)/kernel clean 2>/dev/null

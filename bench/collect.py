@@ -1,0 +1,357 @@
+#!/usr/bin/env python3
+"""Normalise the raw output of `make bench` into one CSV and print the table.
+
+    bench/collect.py [DIR]        (default build/bench)
+
+Reads DIR/raw/ as scripts/bench-guest leaves it:
+  multiedge.csv, memcpy.csv                  me_bench rows (label = phase ...)
+  iperf3-<name>-<size>.json                  iperf3 -J (name: A, C-loss0, ...)
+  qperf-tcp_lat-<size>.txt                   qperf -v tcp_lat
+  perftest-<tool>-<size>.txt                 perftest output (MB/sec = 2^20 B/s)
+and writes
+  DIR/results.csv  system,test,phase,condition,size,links,mbps,lat_us,
+                   lat_p99_us,cpu_util,cpu_us_per_mb,peer_cpu_util,source
+  DIR/table.md     the table printed on stdout (figures, ratios, targets).
+
+mbps is 1e6 payload bytes per second; lat_us is one-way (RTT/2) except for
+test read_lat (a read is a round trip); cpu_util is the % of the measuring
+guest's CPUs busy (node 0: the client / sender).
+"""
+import csv
+import glob
+import json
+import os
+import re
+import sys
+
+FIELDS = ["system", "test", "phase", "condition", "size", "links", "mbps", "lat_us",
+          "lat_p99_us", "cpu_util", "cpu_us_per_mb", "peer_cpu_util", "source"]
+MIB = 1048576
+# vCPUs of the measuring guest per phase (scripts/bench boots them so).
+NCPUS = {"A": 1, "B": 1, "C": 1, "D": 2}
+
+
+def die(msg):
+    sys.exit(f"collect.py: {msg}")
+
+
+def num(s):
+    try:
+        return float(s) if s not in (None, "") else None
+    except ValueError:
+        return None
+
+
+def row(**kw):
+    r = {k: kw.get(k) for k in FIELDS}
+    if r["cpu_us_per_mb"] is None and r["cpu_util"] is not None and r["mbps"]:
+        r["cpu_us_per_mb"] = r["cpu_util"] / 100 * NCPUS.get(r["phase"], 1) * 1e6 / r["mbps"]
+    return r
+
+
+def split_label(label):
+    phase, _, cond = label.partition(" ")
+    return phase, cond
+
+
+def read_me_bench(path, rows):
+    with open(path) as f:
+        for r in csv.DictReader(f):
+            phase, cond = split_label(r["label"])
+            system = "memcpy" if r["test"] == "memcpy" else "multiedge"
+            rows.append(row(system=system, test=r["test"], phase=phase, condition=cond,
+                            size=int(r["size"]), links=int(num(r["links"]) or 0) or None,
+                            mbps=num(r["mbps"]), lat_us=num(r["lat_median_us"]),
+                            lat_p99_us=num(r["lat_p99_us"]), cpu_util=num(r["cpu_util"]),
+                            cpu_us_per_mb=num(r["cpu_us_per_mb"]),
+                            peer_cpu_util=num(r.get("peer_cpu_util")),
+                            source=os.path.basename(path)))
+
+
+def read_iperf3(path, rows):
+    m = re.match(r"iperf3-(.+)-(\d+)\.json$", os.path.basename(path))
+    name, size = m.group(1), int(m.group(2))
+    try:
+        with open(path) as f:
+            j = json.load(f)
+        end = j["end"]
+        bps = end["sum_received"]["bits_per_second"]
+    except (ValueError, KeyError) as e:
+        print(f"collect.py: skipping {path}: no result ({e})", file=sys.stderr)
+        return
+    phase = name[0]
+    cond = {"A": "", "C-loss0": "loss=0%", "C-loss1": "loss=1%"}.get(name)
+    if cond is None:
+        cond = name[2:].replace("rate", "rate=").replace("mbit", "") + (
+            "mbit" if name.startswith("B-rate") else "")
+        cond = cond.replace("mtu", "netns mtu=")
+    cpu = end.get("cpu_utilization_percent", {})
+    rows.append(row(system="tcp", test="oneway", phase=phase, condition=cond, size=size,
+                    links=1, mbps=bps / 8e6, cpu_util=cpu.get("host_total"),
+                    peer_cpu_util=cpu.get("remote_total"), source=os.path.basename(path)))
+
+
+UNITS_T = {"ns": 1e-3, "us": 1.0, "ms": 1e3, "sec": 1e6, "s": 1e6}
+
+
+def read_qperf(path, rows):
+    m = re.match(r"qperf-(\w+)-(\d+)\.txt$", os.path.basename(path))
+    test, size = m.group(1), int(m.group(2))
+    text = open(path).read()
+    lat = re.search(r"latency\s*=\s*([\d.]+)\s*(ns|us|ms|sec)", text)
+    if not lat:
+        print(f"collect.py: skipping {path}: no latency", file=sys.stderr)
+        return
+    loc = re.search(r"loc_cpus_used\s*=\s*([\d.]+)", text)
+    rem = re.search(r"rem_cpus_used\s*=\s*([\d.]+)", text)
+    rows.append(row(system="tcp", test="pingpong", phase="A", condition="qperf " + test,
+                    size=size, links=1, lat_us=float(lat.group(1)) * UNITS_T[lat.group(2)],
+                    cpu_util=float(loc.group(1)) if loc else None,
+                    peer_cpu_util=float(rem.group(1)) if rem else None,
+                    source=os.path.basename(path)))
+
+
+def read_perftest(path, rows):
+    m = re.match(r"perftest-(\w+)-(\d+)\.txt$", os.path.basename(path))
+    tool, size = m.group(1), int(m.group(2))
+    lines = open(path).read().splitlines()
+    data = None
+    for i, line in enumerate(lines):
+        if "#bytes" in line:
+            for nxt in lines[i + 1:]:
+                f = nxt.split()
+                if f and f[0] == str(size):
+                    data = [num(x) for x in f]
+                    break
+    if not data:
+        print(f"collect.py: skipping {path}: no result line", file=sys.stderr)
+        return
+    src = os.path.basename(path)
+    if tool.endswith("_bw"):
+        # bytes iterations peak avg msgrate [cpu%]; MB/sec is 2^20 bytes/s.
+        test = tool[3:]  # write_bw / read_bw
+        rows.append(row(system="softroce", test=test, phase="A", condition="",
+                        size=size, links=1, mbps=data[3] * MIB / 1e6,
+                        cpu_util=data[5] if len(data) > 5 else None, source=src))
+    else:
+        # bytes iterations t_min t_max t_typical t_avg t_stdev p99 p99.9;
+        # write_lat and send_lat report RTT/2, read_lat the read's round trip.
+        test = tool[3:]
+        rows.append(row(system="softroce", test=test, phase="A",
+                        condition="events" if tool == "ib_send_lat" else "",
+                        size=size, links=1, lat_us=data[4], lat_p99_us=data[7], source=src))
+
+
+def collect(d):
+    rawd = os.path.join(d, "raw")
+    if not os.path.isdir(rawd):
+        die(f"{rawd} is missing: run scripts/bench (make bench) first")
+    rows = []
+    for name in ("multiedge.csv", "memcpy.csv"):
+        p = os.path.join(rawd, name)
+        if os.path.exists(p):
+            read_me_bench(p, rows)
+        else:
+            print(f"collect.py: {p} is missing", file=sys.stderr)
+    for p in sorted(glob.glob(os.path.join(rawd, "iperf3-*.json"))):
+        read_iperf3(p, rows)
+    for p in sorted(glob.glob(os.path.join(rawd, "qperf-*.txt"))):
+        read_qperf(p, rows)
+    for p in sorted(glob.glob(os.path.join(rawd, "perftest-*.txt"))):
+        read_perftest(p, rows)
+    if not rows:
+        die(f"no results in {rawd}")
+    with open(os.path.join(d, "results.csv"), "w", newline="") as f:
+        w = csv.DictWriter(f, FIELDS)
+        w.writeheader()
+        for r in rows:
+            w.writerow({k: (f"{v:.6g}" if isinstance(v, float) else ("" if v is None else v))
+                        for k, v in r.items()})
+    return rows
+
+
+# ---------------------------------------------------------------- the table
+
+def pick(rows, **kw):
+    for r in rows:
+        if all(r.get(k) == v for k, v in kw.items()):
+            return r
+    return None
+
+
+def val(r, key):
+    return r[key] if r and r.get(key) is not None else None
+
+
+def fmt(v, nd=1):
+    if v is None:
+        return "-"
+    if abs(v) >= 100:
+        return f"{v:.0f}"
+    return f"{v:.{nd}f}"
+
+
+def ratio(a, b):
+    return a / b if a is not None and b else None
+
+
+def fr(v):
+    return "-" if v is None else f"{v:.2f}x"
+
+
+def size_name(s):
+    if s >= MIB:
+        return f"{s // MIB} MiB"
+    if s >= 1024:
+        return f"{s // 1024} KiB"
+    return f"{s} B"
+
+
+def table(rows, d):
+    out = []
+    p = out.append
+    info = os.path.join(d, "run-info.txt")
+    if os.path.exists(info):
+        p("Run: " + "; ".join(l.strip() for l in open(info) if l.strip()))
+        p("")
+    targets = []
+
+    # 1. one-way throughput by size, 1 link, two guests.
+    p("### One-way throughput, two guests, 1 link (MB/s = 1e6 B/s)")
+    p("")
+    p("| size | multiedge | TCP (iperf3) | Soft-RoCE write | Soft-RoCE read | memcpy | me/TCP | me/RoCE write | me/memcpy |")
+    p("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    sizes = sorted({r["size"] for r in rows if r["phase"] == "A" and r["mbps"] is not None
+                    and r["system"] in ("tcp", "softroce")})
+    big = {"tcp": [], "roce": []}
+    for s in sizes:
+        me = val(pick(rows, system="multiedge", test="oneway", phase="A", size=s), "mbps")
+        tcp = val(pick(rows, system="tcp", test="oneway", phase="A", size=s), "mbps")
+        rw = val(pick(rows, system="softroce", test="write_bw", size=s), "mbps")
+        rr = val(pick(rows, system="softroce", test="read_bw", size=s), "mbps")
+        mc = val(pick(rows, system="memcpy", phase="A", size=s), "mbps")
+        p(f"| {size_name(s)} | {fmt(me)} | {fmt(tcp)} | {fmt(rw)} | {fmt(rr)} | {fmt(mc)} | "
+          f"{fr(ratio(me, tcp))} | {fr(ratio(me, rw))} | {fr(ratio(me, mc))} |")
+        if s >= 65536:
+            big["tcp"].append((s, ratio(me, tcp)))
+            big["roce"].append((s, ratio(me, rw)))
+    p("")
+    for key, goal, name in (("tcp", 1.5, "TCP"), ("roce", 3.0, "Soft-RoCE")):
+        vals = [(s, r) for s, r in big[key] if r is not None]
+        if vals:
+            lo = min(vals, key=lambda x: x[1])
+            targets.append((f"one-way >= 64 KiB: multiedge >= {goal}x {name}",
+                            f"lowest {lo[1]:.2f}x (at {size_name(lo[0])}); "
+                            + ", ".join(f"{size_name(s)} {r:.2f}x" for s, r in vals),
+                            lo[1] >= goal))
+
+    # 2. latency.
+    p("### Ping-pong latency, 8 B (one way = RTT/2, median / typical)")
+    p("")
+    p("| system | latency (us) | p99 (us) | multiedge / it |")
+    p("|---|---:|---:|---:|")
+    me = pick(rows, system="multiedge", test="pingpong", phase="A", size=8)
+    lats = [("multiedge (me_bench pingpong)", me),
+            ("TCP (qperf tcp_lat)", pick(rows, system="tcp", test="pingpong", size=8)),
+            ("Soft-RoCE (ib_write_lat, busy-poll)", pick(rows, system="softroce", test="write_lat", size=8)),
+            ("Soft-RoCE (ib_send_lat -e, events)", pick(rows, system="softroce", test="send_lat", size=8)),
+            ("Soft-RoCE (ib_read_lat: full round trip)", pick(rows, system="softroce", test="read_lat", size=8))]
+    mel = val(me, "lat_us")
+    for name, r in lats:
+        p(f"| {name} | {fmt(val(r, 'lat_us'))} | {fmt(val(r, 'lat_p99_us'))} | "
+          f"{fr(ratio(mel, val(r, 'lat_us'))) if r is not me else ''} |")
+    p("")
+    tl = val(lats[1][1], "lat_us")
+    rl = [val(r, "lat_us") for _, r in lats[2:4] if val(r, "lat_us") is not None]
+    if mel is not None and tl is not None:
+        targets.append(("8 B ping-pong below TCP", f"{mel:.0f} us vs {tl:.0f} us", mel < tl))
+    if mel is not None and rl:
+        best = min(rl)
+        targets.append(("8 B ping-pong below Soft-RoCE (its best one-way figure)",
+                        f"{mel:.0f} us vs {best:.0f} us", mel < best))
+
+    # 3. link aggregation.
+    agg = sorted((r for r in rows if r["system"] == "multiedge" and r["phase"] == "B"),
+                 key=lambda r: (("unlimited" in r["condition"]), r["links"] or 0))
+    if agg:
+        p("### Link aggregation: one-way 1 MiB, each link limited with tbf")
+        p("")
+        p("| links | condition | MB/s | vs 1 link | cpu % (client) | cpu % (server) |")
+        p("|---:|---|---:|---:|---:|---:|")
+        one = next((r["mbps"] for r in agg if r["links"] == 1 and "unlimited" not in r["condition"]), None)
+        for r in agg:
+            p(f"| {r['links']} | {r['condition']} | {fmt(r['mbps'])} | "
+              f"{fr(ratio(r['mbps'], one)) if 'unlimited' not in r['condition'] else '-'} | "
+              f"{fmt(r['cpu_util'], 0)} | {fmt(r['peer_cpu_util'], 0)} |")
+        t = next((r for r in rows if r["system"] == "tcp" and r["phase"] == "B"), None)
+        if t:
+            p(f"| 1 | TCP (iperf3), {t['condition']} | {fmt(t['mbps'])} | | "
+              f"{fmt(t['cpu_util'], 0)} | {fmt(t['peer_cpu_util'], 0)} |")
+        p("")
+        for n, goal in ((2, 1.9), (4, 3.6)):
+            r = next((x for x in agg if x["links"] == n and "unlimited" not in x["condition"]), None)
+            if r and one:
+                targets.append((f"{n} rate-limited links >= {goal}x one link",
+                                f"{r['mbps'] / one:.2f}x ({r['mbps']:.1f} vs {one:.1f} MB/s)",
+                                r["mbps"] / one >= goal))
+
+    # 4. loss.
+    loss = [r for r in rows if r["phase"] == "C" and r["mbps"] is not None]
+    if loss:
+        p("### Loss: one-way throughput at 0% and 1% loss (netem on eth0, both guests)")
+        p("")
+        p("| size | multiedge 0% | multiedge 1% | kept | TCP 0% | TCP 1% | kept |")
+        p("|---:|---:|---:|---:|---:|---:|---:|")
+        for s in sorted({r["size"] for r in loss}):
+            g = {(r["system"], r["condition"]): r["mbps"] for r in loss if r["size"] == s}
+            m0, m1 = g.get(("multiedge", "loss=0%")), g.get(("multiedge", "loss=1%"))
+            t0, t1 = g.get(("tcp", "loss=0%")), g.get(("tcp", "loss=1%"))
+            p(f"| {size_name(s)} | {fmt(m0)} | {fmt(m1)} | {fr(ratio(m1, m0))} | "
+              f"{fmt(t0)} | {fmt(t1)} | {fr(ratio(t1, t0))} |")
+        p("")
+
+    # 5. namespaces: multiedge against memcpy in the same guest.
+    ns = [r for r in rows if r["phase"] == "D"]
+    if ns:
+        p("### Namespace testbed (one guest, 2 vCPUs, veth): one-way against memcpy")
+        p("")
+        conds = sorted({r["condition"] for r in ns if r["system"] == "multiedge"})
+        p("| size | memcpy | " + " | ".join(f"multiedge {c}" for c in conds) + " | "
+          + " | ".join(f"me/memcpy {c.split()[-1]}" for c in conds) + " | TCP veth mtu=1500 |")
+        p("|---:|---:|" + "---:|" * (2 * len(conds) + 1))
+        best = []
+        for s in sorted({r["size"] for r in ns if r["system"] == "multiedge" and r["size"] >= 4096}):
+            mc = val(pick(ns, system="memcpy", size=s), "mbps")
+            mes = [val(pick(ns, system="multiedge", condition=c, size=s), "mbps") for c in conds]
+            tcp = val(pick(ns, system="tcp", condition="netns mtu=1500", size=s), "mbps")
+            rs = [ratio(m, mc) for m in mes]
+            if s >= 65536:
+                best += [(r, s, c) for r, c in zip(rs, conds) if r is not None]
+            p(f"| {size_name(s)} | {fmt(mc)} | " + " | ".join(fmt(m) for m in mes) + " | "
+              + " | ".join(fr(r) for r in rs) + f" | {fmt(tcp)} |")
+        p("")
+        if best:
+            b = max(best)
+            targets.append(("netns one-way >= 0.8x memcpy of the same guest",
+                            f"best {b[0]:.2f}x ({size_name(b[1])}, {b[2]})", b[0] >= 0.8))
+
+    p("### Targets")
+    p("")
+    p("| target | measured | met |")
+    p("|---|---|---|")
+    for name, what, ok in targets:
+        p(f"| {name} | {what} | {'yes' if ok else 'NO'} |")
+    return "\n".join(out) + "\n"
+
+
+def main():
+    d = sys.argv[1] if len(sys.argv) > 1 else "build/bench"
+    rows = collect(d)
+    t = table(rows, d)
+    with open(os.path.join(d, "table.md"), "w") as f:
+        f.write(t)
+    print(t, end="")
+
+
+if __name__ == "__main__":
+    main()

@@ -495,7 +495,18 @@ void me_win_rx_ack(struct me_conn *c, u32 link, const struct me_hdr *h)
 		u = me_atomic_read(&c->snd_una);
 		for (s = me_seq_lt(cum, u) ? u : cum; me_seq_lt(s, highest); s++) {
 			struct me_txslot *t = &c->tx[s & (c->window - 1)];
-			u64 li = me_atomic64_read(&t->linfo);
+			u64 li;
+
+			/*
+			 * An ack with a base says nothing about the packets
+			 * between cum and its bitmap: they may have arrived.
+			 */
+			if (h->a.base && me_seq_lt(cum, s) &&
+			    me_seq_lt(s, cum + 1 + h->a.base)) {
+				s = cum + h->a.base;
+				continue;
+			}
+			li = me_atomic64_read(&t->linfo);
 
 			if (li_seq(li) == s && li_link(li) != ME_LINK_NONE &&
 			    me_path_lost(n, li_link(li), li_txno(li)) &&

@@ -127,6 +127,10 @@ def read_perftest(path, rows):
         print(f"collect.py: skipping {path}: no result line", file=sys.stderr)
         return
     src = os.path.basename(path)
+    if tool.endswith("_bw") and not data[3]:
+        # perftest prints 0.00 when its duration window caught no completion.
+        print(f"collect.py: skipping {path}: perftest reported 0 MB/s", file=sys.stderr)
+        return
     if tool.endswith("_bw"):
         # bytes iterations peak avg msgrate [cpu%]; MB/sec is 2^20 bytes/s.
         test = tool[3:]  # write_bw / read_bw

@@ -342,7 +342,7 @@ void me_conn_timer(struct me_conn *c, u64 now)
 	if (me_path_any(n, c->peer) >= 0)
 		me_atomic64_set(&c->last_rx_ns, now);
 	else if (me_conn_live(c) &&
-		 now - me_atomic64_read(&c->last_rx_ns) > n->cfg.peer_dead_ns)
+		 me_elapsed(now, me_atomic64_read(&c->last_rx_ns)) > n->cfg.peer_dead_ns)
 		me_conn_terminate(c, ME_CS_DEAD, -ETIMEDOUT);
 	me_win_timer(c, now);
 	me_msg_pump(c);

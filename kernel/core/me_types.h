@@ -158,6 +158,13 @@ static inline u64 me_div_u64(u64 a, u32 b) { return a / b; }
 static inline bool me_seq_lt(u32 a, u32 b) { return (s32)(a - b) < 0; }
 static inline bool me_seq_le(u32 a, u32 b) { return (s32)(a - b) <= 0; }
 
+/*
+ * Time from `then` to `now`, 0 if `then` is later: a timestamp another
+ * thread stored after this one read the clock must not wrap into an age
+ * of centuries (which once declared busy links and peers dead).
+ */
+static inline u64 me_elapsed(u64 now, u64 then) { return now > then ? now - then : 0; }
+
 static inline u32 me_min_u32(u32 a, u32 b) { return a < b ? a : b; }
 static inline u32 me_max_u32(u32 a, u32 b) { return a > b ? a : b; }
 static inline u64 me_min_u64(u64 a, u64 b) { return a < b ? a : b; }

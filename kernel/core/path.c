@@ -327,14 +327,14 @@ void me_path_timer(struct me_node *n, u64 now)
 		peer = me_atomic_read(&l->peer_node);
 		if (!peer)
 			continue;
-		if (now - me_atomic64_read(&l->last_rx_ns) >= n->cfg.ka_ns &&
+		if (me_elapsed(now, me_atomic64_read(&l->last_rx_ns)) >= n->cfg.ka_ns &&
 		    now - l->last_ka_ns >= n->cfg.ka_ns) {
 			l->last_ka_ns = now;
 			send_small(n, i, ME_PT_KEEPALIVE, peer,
 				   me_atomic_read(&l->peer_inc), 0);
 		}
 		if (me_atomic_read(&l->alive) &&
-		    now - me_atomic64_read(&l->last_rx_ns) > n->cfg.link_dead_ns)
+		    me_elapsed(now, me_atomic64_read(&l->last_rx_ns)) > n->cfg.link_dead_ns)
 			link_down(n, i);
 		rate_update(n, l, now, max_rate(n, peer));
 	}

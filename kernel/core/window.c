@@ -510,7 +510,7 @@ void me_win_rx_ack(struct me_conn *c, u32 link, const struct me_hdr *h)
 
 			if (li_seq(li) == s && li_link(li) != ME_LINK_NONE &&
 			    me_path_lost(n, li_link(li), li_txno(li)) &&
-			    now - me_atomic64_read(&t->sent_ns) >= n->cfg.reorder_ns)
+			    me_elapsed(now, me_atomic64_read(&t->sent_ns)) >= n->cfg.reorder_ns)
 				retransmit(c, s, ME_ST_TX_RTX_LOSS);
 		}
 	}

@@ -129,6 +129,17 @@ TEST(Wire, parse__bad_fields)
 	EXPECT_EQ(me_wire_parse(cb.data(), (uint32_t)cb.size(), &o), ME_EWIRE_FIELD);
 }
 
+// Receive threads store timestamps after the timer read its clock: ages
+// computed from them must not wrap (busy links and peers were once declared
+// dead that way in the kernel).
+TEST(Types, elapsed__never_wraps)
+{
+	EXPECT_EQ(me_elapsed(1000, 400), 600u);
+	EXPECT_EQ(me_elapsed(1000, 1000), 0u);
+	EXPECT_EQ(me_elapsed(1000, 1001), 0u);
+	EXPECT_EQ(me_elapsed(0, UINT64_MAX), 0u);
+}
+
 TEST(Node, rx__malformed_counted_and_dropped)
 {
 	Sim sim(3);

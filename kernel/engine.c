@@ -207,8 +207,8 @@ static void fill_cfg(struct me_net *mn, struct me_node_cfg *cfg, unsigned int pa
 	cfg->connect_rto_ns = 100 * NSEC_PER_MSEC;
 	cfg->hello_ns = 100 * NSEC_PER_MSEC;
 	cfg->ka_ns = 100 * NSEC_PER_MSEC;
-	cfg->link_dead_ns = 2000 * NSEC_PER_MSEC;
-	cfg->peer_dead_ns = 5000 * NSEC_PER_MSEC;
+	cfg->link_dead_ns = 1000 * NSEC_PER_MSEC;
+	cfg->peer_dead_ns = 3000 * NSEC_PER_MSEC;
 	cfg->rate_ns = 10 * NSEC_PER_MSEC;
 	snprintf(cfg->name, sizeof(cfg->name), "%s", init_utsname()->nodename);
 }

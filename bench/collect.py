@@ -95,8 +95,8 @@ UNITS_T = {"ns": 1e-3, "us": 1.0, "ms": 1e3, "sec": 1e6, "s": 1e6}
 
 
 def read_qperf(path, rows):
-    m = re.match(r"qperf-(\w+)-(\d+)\.txt$", os.path.basename(path))
-    test, size = m.group(1), int(m.group(2))
+    m = re.match(r"qperf-(?:([A-D])-)?(\w+)-(\d+)\.txt$", os.path.basename(path))
+    phase, test, size = m.group(1) or "A", m.group(2), int(m.group(3))
     text = open(path).read()
     lat = re.search(r"latency\s*=\s*([\d.]+)\s*(ns|us|ms|sec)", text)
     if not lat:
@@ -104,7 +104,8 @@ def read_qperf(path, rows):
         return
     loc = re.search(r"loc_cpus_used\s*=\s*([\d.]+)", text)
     rem = re.search(r"rem_cpus_used\s*=\s*([\d.]+)", text)
-    rows.append(row(system="tcp", test="pingpong", phase="A", condition="qperf " + test,
+    rows.append(row(system="tcp", test="pingpong", phase=phase,
+                    condition="netns mtu=1500" if phase == "D" else "qperf " + test,
                     size=size, links=1, lat_us=float(lat.group(1)) * UNITS_T[lat.group(2)],
                     cpu_util=float(loc.group(1)) if loc else None,
                     peer_cpu_util=float(rem.group(1)) if rem else None,
@@ -256,7 +257,7 @@ def table(rows, d):
     p("|---|---:|---:|---:|")
     me = pick(rows, system="multiedge", test="pingpong", phase="A", size=8)
     lats = [("multiedge (me_bench pingpong)", me),
-            ("TCP (qperf tcp_lat)", pick(rows, system="tcp", test="pingpong", size=8)),
+            ("TCP (qperf tcp_lat)", pick(rows, system="tcp", test="pingpong", phase="A", size=8)),
             ("Soft-RoCE (ib_write_lat, busy-poll)", pick(rows, system="softroce", test="write_lat", size=8)),
             ("Soft-RoCE (ib_send_lat -e, events)", pick(rows, system="softroce", test="send_lat", size=8)),
             ("Soft-RoCE (ib_read_lat: full round trip)", pick(rows, system="softroce", test="read_lat", size=8))]
@@ -324,16 +325,24 @@ def table(rows, d):
           + " | ".join(f"me/memcpy {c.split()[-1]}" for c in conds) + " | TCP veth mtu=1500 |")
         p("|---:|---:|" + "---:|" * (2 * len(conds) + 1))
         best = []
-        for s in sorted({r["size"] for r in ns if r["system"] == "multiedge" and r["size"] >= 4096}):
+        for s in sorted({r["size"] for r in ns if r["system"] == "multiedge" and r["test"] == "oneway"
+                         and r["size"] >= 4096}):
             mc = val(pick(ns, system="memcpy", size=s), "mbps")
-            mes = [val(pick(ns, system="multiedge", condition=c, size=s), "mbps") for c in conds]
-            tcp = val(pick(ns, system="tcp", condition="netns mtu=1500", size=s), "mbps")
+            mes = [val(pick(ns, system="multiedge", test="oneway", condition=c, size=s), "mbps")
+                   for c in conds]
+            tcp = val(pick(ns, system="tcp", test="oneway", condition="netns mtu=1500", size=s), "mbps")
             rs = [ratio(m, mc) for m in mes]
             if s >= 65536:
                 best += [(r, s, c) for r, c in zip(rs, conds) if r is not None]
             p(f"| {size_name(s)} | {fmt(mc)} | " + " | ".join(fmt(m) for m in mes) + " | "
               + " | ".join(fr(r) for r in rs) + f" | {fmt(tcp)} |")
         p("")
+        mp = pick(ns, system="multiedge", test="pingpong", size=8)
+        tp = pick(ns, system="tcp", test="pingpong", size=8)
+        if mp or tp:
+            p(f"8 B ping-pong in this guest (RTT/2, median): multiedge {fmt(val(mp, 'lat_us'))} us, "
+              f"TCP (qperf tcp_lat) {fmt(val(tp, 'lat_us'))} us.")
+            p("")
         if best:
             b = max(best)
             targets.append(("netns one-way >= 0.8x memcpy of the same guest",

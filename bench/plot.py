@@ -109,7 +109,7 @@ def fig7(rows, d):
 def fig8(rows, d):
     fig, ax = plt.subplots(figsize=(7, 4.5))
     lines = [("multiedge ping-pong (RTT/2)", dict(system="multiedge", test="pingpong", phase="A"), "o-", True),
-             ("TCP qperf tcp_lat (RTT/2)", dict(system="tcp", test="pingpong"), "s-", True),
+             ("TCP qperf tcp_lat (RTT/2)", dict(system="tcp", test="pingpong", phase="A"), "s-", True),
              ("Soft-RoCE ib_write_lat (RTT/2, busy-poll)", dict(system="softroce", test="write_lat"), "^-", False),
              ("Soft-RoCE ib_send_lat -e (RTT/2, events)", dict(system="softroce", test="send_lat"), "^--", False),
              ("Soft-RoCE ib_read_lat (full RTT)", dict(system="softroce", test="read_lat"), "v:", False)]
@@ -215,14 +215,14 @@ def netns(rows, d):
     need("namespace testbed (phase D)", ns)
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for cond in sorted({r["condition"] for r in ns if r["system"] == "multiedge"}):
-        xs, ys = series(ns, "mbps", system="multiedge", condition=cond)
+        xs, ys = series(ns, "mbps", system="multiedge", test="oneway", condition=cond)
         ax.plot(xs, ys, "o-", label=f"multiedge one-way, {cond}", markersize=4)
     xs, ys = series(ns, "mbps", system="memcpy")
     need("memcpy in the namespace guest", xs)
     ax.plot(xs, ys, "k:", label="memcpy (same guest)")
     ax.plot(xs, [y * 0.8 for y in ys], color="gray", ls="--", lw=0.8, label="0.8 x memcpy")
-    for cond in sorted({r["condition"] for r in ns if r["system"] == "tcp"}):
-        xs, ys = series(ns, "mbps", system="tcp", condition=cond)
+    for cond in sorted({r["condition"] for r in ns if r["system"] == "tcp" and r["mbps"] is not None}):
+        xs, ys = series(ns, "mbps", system="tcp", test="oneway", condition=cond)
         ax.plot(xs, ys, "s", label=f"TCP iperf3, {cond}")
     size_axis(ax)
     ax.set_yscale("log")

@@ -81,6 +81,8 @@ def read_iperf3(path, rows):
         return
     phase = name[0]
     cond = {"A": "", "C-loss0": "loss=0%", "C-loss1": "loss=1%"}.get(name)
+    if phase == "P":
+        cond = "rep=" + name[1:]
     if cond is None:
         cond = name[2:].replace("rate", "rate=").replace("mbit", "") + (
             "mbit" if name.startswith("B-rate") else "")
@@ -95,8 +97,11 @@ UNITS_T = {"ns": 1e-3, "us": 1.0, "ms": 1e3, "sec": 1e6, "s": 1e6}
 
 
 def read_qperf(path, rows):
-    m = re.match(r"qperf-(?:([A-D])-)?(\w+)-(\d+)\.txt$", os.path.basename(path))
+    m = re.match(r"qperf-(?:([A-D]|P\d+)-)?(\w+)-(\d+)\.txt$", os.path.basename(path))
     phase, test, size = m.group(1) or "A", m.group(2), int(m.group(3))
+    cond = "netns mtu=1500" if phase == "D" else "qperf " + test
+    if phase.startswith("P"):
+        phase, cond = "P", "rep=" + phase[1:]
     text = open(path).read()
     lat = re.search(r"latency\s*=\s*([\d.]+)\s*(ns|us|ms|sec)", text)
     if not lat:
@@ -104,8 +109,7 @@ def read_qperf(path, rows):
         return
     loc = re.search(r"loc_cpus_used\s*=\s*([\d.]+)", text)
     rem = re.search(r"rem_cpus_used\s*=\s*([\d.]+)", text)
-    rows.append(row(system="tcp", test="pingpong", phase=phase,
-                    condition="netns mtu=1500" if phase == "D" else "qperf " + test,
+    rows.append(row(system="tcp", test="pingpong", phase=phase, condition=cond,
                     size=size, links=1, lat_us=float(lat.group(1)) * UNITS_T[lat.group(2)],
                     cpu_util=float(loc.group(1)) if loc else None,
                     peer_cpu_util=float(rem.group(1)) if rem else None,
@@ -113,8 +117,9 @@ def read_qperf(path, rows):
 
 
 def read_perftest(path, rows):
-    m = re.match(r"perftest-(\w+)-(\d+)\.txt$", os.path.basename(path))
-    tool, size = m.group(1), int(m.group(2))
+    m = re.match(r"perftest-(?:P(\d+)-)?(\w+)-(\d+)\.txt$", os.path.basename(path))
+    tool, size = m.group(2), int(m.group(3))
+    phase, cond = ("P", "rep=" + m.group(1)) if m.group(1) else ("A", "")
     lines = open(path).read().splitlines()
     data = None
     for i, line in enumerate(lines):
@@ -135,15 +140,15 @@ def read_perftest(path, rows):
     if tool.endswith("_bw"):
         # bytes iterations peak avg msgrate [cpu%]; MB/sec is 2^20 bytes/s.
         test = tool[3:]  # write_bw / read_bw
-        rows.append(row(system="softroce", test=test, phase="A", condition="",
+        rows.append(row(system="softroce", test=test, phase=phase, condition=cond,
                         size=size, links=1, mbps=data[3] * MIB / 1e6,
                         cpu_util=data[5] if len(data) > 5 else None, source=src))
     else:
         # bytes iterations t_min t_max t_typical t_avg t_stdev p99 p99.9;
         # write_lat and send_lat report RTT/2, read_lat the read's round trip.
         test = tool[3:]
-        rows.append(row(system="softroce", test=test, phase="A",
-                        condition="events" if tool == "ib_send_lat" else "",
+        rows.append(row(system="softroce", test=test, phase=phase,
+                        condition=cond or ("events" if tool == "ib_send_lat" else ""),
                         size=size, links=1, lat_us=data[4], lat_p99_us=data[7], source=src))
 
 
@@ -232,8 +237,8 @@ def table(rows, d):
     for s in sizes:
         me = val(pick(rows, system="multiedge", test="oneway", phase="A", size=s), "mbps")
         tcp = val(pick(rows, system="tcp", test="oneway", phase="A", size=s), "mbps")
-        rw = val(pick(rows, system="softroce", test="write_bw", size=s), "mbps")
-        rr = val(pick(rows, system="softroce", test="read_bw", size=s), "mbps")
+        rw = val(pick(rows, system="softroce", test="write_bw", phase="A", size=s), "mbps")
+        rr = val(pick(rows, system="softroce", test="read_bw", phase="A", size=s), "mbps")
         mc = val(pick(rows, system="memcpy", phase="A", size=s), "mbps")
         p(f"| {size_name(s)} | {fmt(me)} | {fmt(tcp)} | {fmt(rw)} | {fmt(rr)} | {fmt(mc)} | "
           f"{fr(ratio(me, tcp))} | {fr(ratio(me, rw))} | {fr(ratio(me, mc))} |")
@@ -245,7 +250,7 @@ def table(rows, d):
         vals = [(s, r) for s, r in big[key] if r is not None]
         if vals:
             lo = min(vals, key=lambda x: x[1])
-            targets.append((f"one-way >= 64 KiB: multiedge >= {goal}x {name}",
+            targets.append((f"one-way >= 64 KiB: multiedge >= {goal}x {name} (sweep, phase A)",
                             f"lowest {lo[1]:.2f}x (at {size_name(lo[0])}); "
                             + ", ".join(f"{size_name(s)} {r:.2f}x" for s, r in vals),
                             lo[1] >= goal))
@@ -258,9 +263,9 @@ def table(rows, d):
     me = pick(rows, system="multiedge", test="pingpong", phase="A", size=8)
     lats = [("multiedge (me_bench pingpong)", me),
             ("TCP (qperf tcp_lat)", pick(rows, system="tcp", test="pingpong", phase="A", size=8)),
-            ("Soft-RoCE (ib_write_lat, busy-poll)", pick(rows, system="softroce", test="write_lat", size=8)),
-            ("Soft-RoCE (ib_send_lat -e, events)", pick(rows, system="softroce", test="send_lat", size=8)),
-            ("Soft-RoCE (ib_read_lat: full round trip)", pick(rows, system="softroce", test="read_lat", size=8))]
+            ("Soft-RoCE (ib_write_lat, busy-poll)", pick(rows, system="softroce", test="write_lat", phase="A", size=8)),
+            ("Soft-RoCE (ib_send_lat -e, events)", pick(rows, system="softroce", test="send_lat", phase="A", size=8)),
+            ("Soft-RoCE (ib_read_lat: full round trip)", pick(rows, system="softroce", test="read_lat", phase="A", size=8))]
     mel = val(me, "lat_us")
     for name, r in lats:
         p(f"| {name} | {fmt(val(r, 'lat_us'))} | {fmt(val(r, 'lat_p99_us'))} | "
@@ -269,11 +274,58 @@ def table(rows, d):
     tl = val(lats[1][1], "lat_us")
     rl = [val(r, "lat_us") for _, r in lats[2:4] if val(r, "lat_us") is not None]
     if mel is not None and tl is not None:
-        targets.append(("8 B ping-pong below TCP", f"{mel:.0f} us vs {tl:.0f} us", mel < tl))
+        targets.append(("8 B ping-pong below TCP (sweep, phase A)", f"{mel:.0f} us vs {tl:.0f} us", mel < tl))
     if mel is not None and rl:
         best = min(rl)
-        targets.append(("8 B ping-pong below Soft-RoCE (its best one-way figure)",
+        targets.append(("8 B ping-pong below Soft-RoCE, its best one-way figure (sweep, phase A)",
                         f"{mel:.0f} us vs {best:.0f} us", mel < best))
+
+    # 2b. the paired, interleaved repetitions (phase P).
+    pr = [r for r in rows if r["phase"] == "P"]
+    if pr:
+        reps = sorted({r["condition"] for r in pr})
+        p(f"### Paired runs: the three systems back to back at each size, {len(reps)} repetitions (median)")
+        p("")
+        p("| size | multiedge | TCP | Soft-RoCE write | me/TCP | me/RoCE | me/TCP per repetition | me/RoCE per repetition |")
+        p("|---:|---:|---:|---:|---:|---:|---|---|")
+
+        def med(xs):
+            xs = sorted(x for x in xs if x is not None)
+            if not xs:
+                return None
+            n = len(xs)
+            return xs[n // 2] if n % 2 else (xs[n // 2 - 1] + xs[n // 2]) / 2
+
+        def per_rep(system, test, size, key):
+            return [val(pick(pr, system=system, test=test, size=size, condition=c), key) for c in reps]
+
+        for s in (65536, MIB):
+            me = per_rep("multiedge", "oneway", s, "mbps")
+            tcp = per_rep("tcp", "oneway", s, "mbps")
+            rw = per_rep("softroce", "write_bw", s, "mbps")
+            rt = [ratio(a, b) for a, b in zip(me, tcp)]
+            rr = [ratio(a, b) for a, b in zip(me, rw)]
+            mt, mr = med(rt), med(rr)
+            p(f"| {size_name(s)} | {fmt(med(me))} | {fmt(med(tcp))} | {fmt(med(rw))} | {fr(mt)} | {fr(mr)} | "
+              + ", ".join(fr(x) for x in rt) + " | " + ", ".join(fr(x) for x in rr) + " |")
+            if mt is not None:
+                targets.append((f"one-way {size_name(s)}: multiedge >= 1.5x TCP (paired, median)",
+                                f"{mt:.2f}x", mt >= 1.5))
+            if mr is not None:
+                targets.append((f"one-way {size_name(s)}: multiedge >= 3x Soft-RoCE (paired, median)",
+                                f"{mr:.2f}x", mr >= 3.0))
+        me = med(per_rep("multiedge", "pingpong", 8, "lat_us"))
+        tcp = med(per_rep("tcp", "pingpong", 8, "lat_us"))
+        rs = med(per_rep("softroce", "send_lat", 8, "lat_us"))
+        p("")
+        p(f"8 B ping-pong, RTT/2, median of the repetitions' medians: multiedge {fmt(me)} us, "
+          f"TCP (qperf tcp_lat) {fmt(tcp)} us, Soft-RoCE (ib_send_lat -e) {fmt(rs)} us.")
+        p("")
+        if me is not None and tcp is not None:
+            targets.append(("8 B ping-pong below TCP (paired, median)", f"{me:.0f} us vs {tcp:.0f} us", me < tcp))
+        if me is not None and rs is not None:
+            targets.append(("8 B ping-pong below Soft-RoCE ib_send_lat -e (paired, median)",
+                            f"{me:.0f} us vs {rs:.0f} us", me < rs))
 
     # 3. link aggregation.
     agg = sorted((r for r in rows if r["system"] == "multiedge" and r["phase"] == "B"),

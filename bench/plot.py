@@ -89,8 +89,8 @@ def fig7(rows, d):
     lines = [("multiedge one-way", dict(system="multiedge", test="oneway", phase="A"), "o-", True),
              ("multiedge two-way (sum)", dict(system="multiedge", test="twoway", phase="A"), "o--", False),
              ("TCP (iperf3 -l)", dict(system="tcp", test="oneway", phase="A"), "s-", True),
-             ("Soft-RoCE ib_write_bw", dict(system="softroce", test="write_bw"), "^-", True),
-             ("Soft-RoCE ib_read_bw", dict(system="softroce", test="read_bw"), "v--", False),
+             ("Soft-RoCE ib_write_bw", dict(system="softroce", test="write_bw", phase="A"), "^-", True),
+             ("Soft-RoCE ib_read_bw", dict(system="softroce", test="read_bw", phase="A"), "v--", False),
              ("memcpy (same guest)", dict(system="memcpy", phase="A"), ":", True)]
     for name, sel, style, required in lines:
         xs, ys = series(rows, "mbps", **sel)
@@ -110,9 +110,9 @@ def fig8(rows, d):
     fig, ax = plt.subplots(figsize=(7, 4.5))
     lines = [("multiedge ping-pong (RTT/2)", dict(system="multiedge", test="pingpong", phase="A"), "o-", True),
              ("TCP qperf tcp_lat (RTT/2)", dict(system="tcp", test="pingpong", phase="A"), "s-", True),
-             ("Soft-RoCE ib_write_lat (RTT/2, busy-poll)", dict(system="softroce", test="write_lat"), "^-", False),
-             ("Soft-RoCE ib_send_lat -e (RTT/2, events)", dict(system="softroce", test="send_lat"), "^--", False),
-             ("Soft-RoCE ib_read_lat (full RTT)", dict(system="softroce", test="read_lat"), "v:", False)]
+             ("Soft-RoCE ib_write_lat (RTT/2, busy-poll)", dict(system="softroce", test="write_lat", phase="A"), "^-", False),
+             ("Soft-RoCE ib_send_lat -e (RTT/2, events)", dict(system="softroce", test="send_lat", phase="A"), "^--", False),
+             ("Soft-RoCE ib_read_lat (full RTT)", dict(system="softroce", test="read_lat", phase="A"), "v:", False)]
     for name, sel, style, required in lines:
         xs, ys = series(rows, "lat_us", **sel)
         if required:
@@ -131,8 +131,8 @@ def cpu(rows, d):
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 4.2))
     lines = [("multiedge one-way", dict(system="multiedge", test="oneway", phase="A"), "o-"),
              ("TCP (iperf3)", dict(system="tcp", test="oneway", phase="A"), "s-"),
-             ("Soft-RoCE ib_write_bw", dict(system="softroce", test="write_bw"), "^-"),
-             ("Soft-RoCE ib_read_bw", dict(system="softroce", test="read_bw"), "v--")]
+             ("Soft-RoCE ib_write_bw", dict(system="softroce", test="write_bw", phase="A"), "^-"),
+             ("Soft-RoCE ib_read_bw", dict(system="softroce", test="read_bw", phase="A"), "v--")]
     for name, sel, style in lines:
         xs, ys = series(rows, "cpu_us_per_mb", **sel)
         if xs:

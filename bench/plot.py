@@ -143,9 +143,6 @@ def cpu(rows, d):
     xs, ys = series(rows, "peer_cpu_util", system="multiedge", test="oneway", phase="A")
     if xs:
         a2.plot(xs, ys, "o:", label="multiedge one-way, receiver", markersize=3)
-    xs, ys = series(rows, "peer_cpu_util", system="tcp", test="oneway", phase="A")
-    if xs:
-        a2.plot(xs, ys, "s:", label="TCP, receiver", markersize=3)
     for a in (a1, a2):
         size_axis(a)
     a1.set_yscale("log")
@@ -167,7 +164,7 @@ def links(rows, d):
     one = next((r["mbps"] for r in agg if r["links"] == 1), None)
     fig, ax = plt.subplots(figsize=(6, 4.2))
     xs = [str(r["links"]) for r in agg]
-    ax.bar(xs, [r["mbps"] for r in agg], color="tab:blue", label="multiedge one-way 1 MiB")
+    ax.bar(xs, [r["mbps"] for r in agg], color="tab:blue", label="multiedge one-way 64 KiB")
     if one:
         ax.plot(xs, [one * r["links"] for r in agg], "k_", markersize=30, mew=2,
                 label="n x one link (ideal)")

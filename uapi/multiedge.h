@@ -103,6 +103,9 @@ struct me_query {
  *   -ENODEV      attach: no such device in the namespace
  *   -EEXIST      attach: already attached
  *   -ENOSPC      attach: ME_MAX_LINKS links already attached
+ *   -EMSGSIZE    attach: the device's MTU is below 1280, or below the
+ *                namespace's packet size (set by the first link attached,
+ *                ME_IOC_QUERY packet_size)
  *   -ENOENT      detach: not attached
  */
 struct me_link_req {

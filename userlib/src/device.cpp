@@ -62,6 +62,10 @@ Status link_request(int fd, unsigned long cmd, const std::string &ifname)
 	case ENOSPC:
 		hint = " (at most " + std::to_string(ME_MAX_LINKS) + " links per namespace)";
 		break;
+	case EMSGSIZE:
+		hint = " (its MTU is below 1280, or below the packet size the namespace's "
+		       "first link fixed: see `mectl info`; raise the MTU)";
+		break;
 	}
 	return Error(e.code(), e.message() + hint);
 }

@@ -195,6 +195,29 @@ TEST_F(LinkTest, RawArgumentChecks)
 	::close(fd);
 }
 
+// The first link fixes the namespace's packet size (its MTU); a device too
+// small for it, or for a whole send (1280), is refused with EMSGSIZE.
+TEST_F(LinkTest, AttachRefusesTooSmallMtu)
+{
+	ASSERT_EQ(sh("ip link set me-a0 mtu 1000 && ip link set me-a1 mtu 9000"), 0);
+	ASSERT_EQ(load_module(), 0);
+	Device dev = open_device();
+	auto st = dev.attach_link("me-a0");
+	ASSERT_FALSE(st);
+	EXPECT_EQ(st.error().code(), std::errc::message_size);
+	EXPECT_NE(st.error().message().find("raise the MTU"), std::string::npos);
+	EXPECT_EQ(dev.query()->packet_size, 0u) << "a refused link starts nothing";
+
+	ASSERT_TRUE(dev.attach_link("me-a1"));
+	EXPECT_EQ(dev.query()->packet_size, 9000u);
+	ASSERT_EQ(sh("ip link set me-a0 mtu 1500"), 0);
+	st = dev.attach_link("me-a0");
+	ASSERT_FALSE(st) << "1500 is below the packet size 9000";
+	EXPECT_EQ(st.error().code(), std::errc::message_size);
+	ASSERT_EQ(sh("ip link set me-a0 mtu 9000"), 0);
+	EXPECT_TRUE(dev.attach_link("me-a0"));
+}
+
 TEST_F(LinkTest, AttachNeedsNetAdmin)
 {
 	ASSERT_EQ(load_module(), 0);

@@ -148,18 +148,27 @@ Status post(const std::shared_ptr<detail::DeviceFile> &file, std::uint32_t conn,
 
 } // namespace
 
-Status Connection::write(const MemoryRegion &local, std::uint64_t local_off,
+// The fields every one-sided operation fills the same way.
+static me_post one_sided(std::uint32_t opcode, std::uint64_t local_off,
 			 const RemoteRegion &remote, std::uint64_t remote_off, std::uint32_t len,
-			 std::uint64_t cookie, Post how)
+			 std::uint64_t cookie)
 {
 	me_post p{};
-	p.opcode = ME_OP_WRITE;
+	p.opcode = opcode;
 	p.cookie = cookie;
 	p.len = len;
 	p.local_off = local_off;
 	p.remote_region = remote.id;
 	p.remote_key = remote.key;
 	p.remote_off = remote_off;
+	return p;
+}
+
+Status Connection::write(const MemoryRegion &local, std::uint64_t local_off,
+			 const RemoteRegion &remote, std::uint64_t remote_off, std::uint32_t len,
+			 std::uint64_t cookie, Post how)
+{
+	me_post p = one_sided(ME_OP_WRITE, local_off, remote, remote_off, len, cookie);
 	return post(file_, id_, p, local.file_, local.id_, how);
 }
 
@@ -168,14 +177,7 @@ Status Connection::write_notify(const MemoryRegion &local, std::uint64_t local_o
 				std::uint32_t len, std::uint32_t imm, std::uint64_t cookie,
 				Post how)
 {
-	me_post p{};
-	p.opcode = ME_OP_NOTIFY;
-	p.cookie = cookie;
-	p.len = len;
-	p.local_off = local_off;
-	p.remote_region = remote.id;
-	p.remote_key = remote.key;
-	p.remote_off = remote_off;
+	me_post p = one_sided(ME_OP_NOTIFY, local_off, remote, remote_off, len, cookie);
 	p.imm = imm;
 	return post(file_, id_, p, local.file_, local.id_, how);
 }
@@ -184,14 +186,7 @@ Status Connection::read(const MemoryRegion &local, std::uint64_t local_off,
 			const RemoteRegion &remote, std::uint64_t remote_off, std::uint32_t len,
 			std::uint64_t cookie, Post how)
 {
-	me_post p{};
-	p.opcode = ME_OP_READ;
-	p.cookie = cookie;
-	p.len = len;
-	p.local_off = local_off;
-	p.remote_region = remote.id;
-	p.remote_key = remote.key;
-	p.remote_off = remote_off;
+	me_post p = one_sided(ME_OP_READ, local_off, remote, remote_off, len, cookie);
 	return post(file_, id_, p, local.file_, local.id_, how);
 }
 

@@ -205,33 +205,24 @@ me::Status session(const Context &cx, Test test)
 
 me::Status client(const Options &o)
 {
-	if (auto st = bind_numa(o); !st)
-		return st;
-	auto dev = me::Device::open();
-	if (!dev)
-		return dev.error();
-	auto info = dev->query();
-	if (!info)
-		return info.error();
-	std::printf("me_bench client: node %u; waiting for the server on every link (up to %llds)\n",
-		    info->node_id, static_cast<long long>(o.discover.count()));
-	std::fflush(stdout);
-	auto server = wait_for_peer(dev.value(), o.discover, o.peer);
-	if (!server)
-		return server.error();
-	auto links = dev->links();
+	auto started = start_role(o, "client", "the server");
+	if (!started)
+		return started.error();
+	me::Device &dev = started->dev;
+	const me::PeerInfo &server = started->peer;
+	auto links = dev.links();
 	if (!links)
 		return links.error();
-	auto chan = Channel::open(dev.value(), server->node_id);
+	auto chan = Channel::open(dev, server.node_id);
 	if (!chan)
 		return chan.error();
 	auto sink = Sink::open(o.csv, o.json);
 	if (!sink)
 		return sink.error();
-	std::printf("me_bench client: server is node %u, %zu link%s\n", server->node_id,
+	std::printf("me_bench client: server is node %u, %zu link%s\n", server.node_id,
 		    links->size(), links->size() == 1 ? "" : "s");
 
-	Context cx{o, dev.value(), server.value(), chan.value(), sink.value(),
+	Context cx{o, dev, server, chan.value(), sink.value(),
 		   static_cast<unsigned>(links->size())};
 	me::Status result;
 	for (Test t : o.tests) {

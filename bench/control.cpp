@@ -1,4 +1,5 @@
 #include "control.hpp"
+#include "options.hpp"
 
 #include <cstdio>
 #include <cstring>
@@ -137,6 +138,25 @@ me::Result<std::optional<Received>> receive(const me::Device &dev, std::uint32_t
 		std::fprintf(stderr, "me_bench: ignoring a %zu-byte message from node %u\n",
 			     m->data.size(), m->peer);
 	}
+}
+
+me::Result<Started> start_role(const Options &o, const char *role, const char *waiting_for)
+{
+	if (auto st = bind_numa(o); !st)
+		return st.error();
+	auto dev = me::Device::open();
+	if (!dev)
+		return dev.error();
+	auto info = dev->query();
+	if (!info)
+		return info.error();
+	std::printf("me_bench %s: node %u; waiting for %s on every link (up to %llds)\n", role,
+		    info->node_id, waiting_for, static_cast<long long>(o.discover.count()));
+	std::fflush(stdout);
+	auto peer = wait_for_peer(dev.value(), o.discover, o.peer);
+	if (!peer)
+		return peer.error();
+	return Started{std::move(dev).value(), peer.value()};
 }
 
 } // namespace bench

@@ -70,6 +70,15 @@ std::string text_of(const Msg &m);
 // sentence after `limit`.
 me::Result<me::PeerInfo> wait_for_peer(const me::Device &dev, std::chrono::seconds limit,
 				       std::uint32_t want_peer);
+// The start both roles share: NUMA binding, the device, a line saying who
+// we are and what we wait for (`waiting_for`), then wait_for_peer().
+struct Options;
+struct Started {
+	me::Device dev;
+	me::PeerInfo peer;
+};
+me::Result<Started> start_role(const Options &o, const char *role, const char *waiting_for);
+
 // Whether `peer` is still alive as the same incarnation.
 bool still_there(const me::Device &dev, const me::PeerInfo &peer);
 

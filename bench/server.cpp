@@ -197,28 +197,18 @@ me::Result<Served> serve(const me::Device &dev, std::optional<Channel> &chan, co
 
 me::Status server(const Options &o)
 {
-	if (auto st = bind_numa(o); !st)
-		return st;
-	auto dev = me::Device::open();
-	if (!dev)
-		return dev.error();
-	auto info = dev->query();
-	if (!info)
-		return info.error();
-	std::printf("me_bench server: node %u; waiting for a peer on every link (up to %llds)\n",
-		    info->node_id, static_cast<long long>(o.discover.count()));
-	std::fflush(stdout);
-	auto peer = wait_for_peer(dev.value(), o.discover, o.peer);
-	if (!peer)
-		return peer.error();
+	auto started = start_role(o, "server", "a peer");
+	if (!started)
+		return started.error();
+	me::Device &dev = started->dev;
 	std::printf("me_bench server: peer %u is alive on every link; serving (idle limit %llds)\n",
-		    peer->node_id, static_cast<long long>(o.idle.count()));
+		    started->peer.node_id, static_cast<long long>(o.idle.count()));
 	std::fflush(stdout);
 
 	std::optional<Channel> chan;
 	auto idle_until = Clock::now() + o.idle;
 	for (;;) {
-		auto r = receive(dev.value(), o.peer, std::chrono::seconds(1));
+		auto r = receive(dev, o.peer, std::chrono::seconds(1));
 		if (!r)
 			return r.error();
 		if (!r->has_value()) {
@@ -236,7 +226,7 @@ me::Status server(const Options &o)
 			std::fprintf(stderr, "me_bench server: ignoring a message outside a session\n");
 			continue;
 		}
-		auto served = serve(dev.value(), chan, got.msg, got.peer);
+		auto served = serve(dev, chan, got.msg, got.peer);
 		if (!served)
 			std::fprintf(stderr, "me_bench server: session failed: %s\n",
 				     served.error().message().c_str());

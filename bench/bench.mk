@@ -15,6 +15,6 @@ $(BUILD)/obj/bench/%.o: $(TOP)/bench/%.cpp
 
 $(ME_BENCH): $(BENCH_OBJS) $(LIBME_A)
 	@mkdir -p $(@D)
-	$(CXX) -pthread -o $@ $(BENCH_OBJS) $(LIBME_A) -lnuma
+	$(CXX) -pthread -o $@ $(BENCH_OBJS) $(LIBME_A) $(LIBME_LIBS) -lnuma
 
 -include $(BENCH_OBJS:.o=.d)

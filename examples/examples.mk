@@ -13,6 +13,6 @@ $(BUILD)/obj/examples/%.o: $(TOP)/examples/%.cpp
 
 $(ME_DEMO): $(BUILD)/obj/examples/me_demo.o $(LIBME_A)
 	@mkdir -p $(@D)
-	$(CXX) -o $@ $^
+	$(CXX) -o $@ $^ $(LIBME_LIBS)
 
 -include $(wildcard $(BUILD)/obj/examples/*.d)

@@ -23,6 +23,7 @@
 #include "link.h"
 #include "mr.h"
 #include "netns.h"
+#include "uring.h"
 #include "uapi/multiedge.h"
 
 long me_copy_arg_in(void *karg, size_t ksize, size_t min, void __user *uarg)
@@ -74,7 +75,7 @@ static long me_ioc_query(struct me_file *f, void __user *uarg)
 	memset(&q, 0, sizeof(q));
 	q.size = usize;
 	q.abi_version = ME_ABI_VERSION;
-	q.features = 0;
+	q.features = me_uring_features();
 	q.ethertype = me_link_ethertype();
 	q.rx_frames = stats.rx_frames;
 	q.rx_dropped = stats.rx_dropped;
@@ -235,6 +236,7 @@ static const struct file_operations me_fops = {
 	.release = me_release,
 	.unlocked_ioctl = me_ioctl,
 	.poll = me_poll,
+	.uring_cmd = me_uring_cmd,
 	.compat_ioctl = compat_ptr_ioctl,
 	.llseek = noop_llseek,
 };

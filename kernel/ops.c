@@ -9,7 +9,8 @@
  * An operation holds a reference on its local region from posting to
  * completion, so deregistering the region (or closing the file) waits for
  * it; its completion queue slot is reserved at posting, so its completion
- * is never dropped.  The engine calls back (me_ops_complete) from receive
+ * is never dropped.  An operation posted through io_uring (uring.c)
+ * completes into its ring's CQE instead, and reserves no slot.  The engine calls back (me_ops_complete) from receive
  * threads, the timer thread or the poster, exactly once per operation.
  */
 #include <linux/rtnetlink.h>
@@ -24,6 +25,7 @@
 #include "mr.h"
 #include "netns.h"
 #include "ops.h"
+#include "uring.h"
 
 #define ME_CONNECT_TIMEOUT_MS	5000
 
@@ -31,7 +33,8 @@
 struct me_kop {
 	struct me_file *file;
 	struct me_mr *mr;		/* local region, referenced */
-	u64 cookie;			/* the user's */
+	struct io_uring_cmd *ucmd;	/* posted through io_uring, or NULL */
+	u64 cookie;			/* the user's (ioctl door) */
 	u32 opcode;			/* ME_OP_* */
 };
 
@@ -100,12 +103,17 @@ static void op_done(struct me_net *mn, const struct me_cqe *cqe)
 		type = ME_CQ_WRITE;
 		break;
 	}
-	fill(&c, cqe, type);
-	c.cookie = kop->cookie;
-	if (kop->opcode != ME_OP_NOTIFY)
-		c.imm = 0;
-	/* The region reference keeps the file (and its queue) alive. */
-	me_cq_push_reserved(&kop->file->cq, &c);
+	if (kop->ucmd) {
+		/* Its ring's CQE; io_uring holds the file meanwhile. */
+		me_uring_complete(kop->ucmd, cqe->status, cqe->status ? 0 : cqe->len);
+	} else {
+		fill(&c, cqe, type);
+		c.cookie = kop->cookie;
+		if (kop->opcode != ME_OP_NOTIFY)
+			c.imm = 0;
+		/* The region reference keeps the file (and its queue) alive. */
+		me_cq_push_reserved(&kop->file->cq, &c);
+	}
 	me_mr_put(kop->mr);
 	kmem_cache_free(kop_cache, kop);
 	atomic64_dec(&ops_inflight);
@@ -460,25 +468,19 @@ static int check_post(const struct me_post *req)
 	return 0;
 }
 
-long me_engine_ioc_post(struct me_file *f, void __user *uarg)
+int me_ops_post(struct me_file *f, const struct me_post *req,
+		struct io_uring_cmd *ucmd, bool may_block)
 {
 	struct me_net *mn = me_net(f->net);
-	bool nonblock;
-	struct me_post req;
 	struct me_kop *kop;
 	struct me_conn *c;
 	struct me_rw rw;
-	long usize;
 	int ret, seen;
 
-	usize = me_copy_arg_in(&req, sizeof(req), ME_POST_SIZE_VER0, uarg);
-	if (usize < 0)
-		return usize;
-	ret = check_post(&req);
+	ret = check_post(req);
 	if (ret)
 		return ret;
-	nonblock = req.flags & ME_POST_F_NONBLOCK;
-	c = me_engine_conn_of(f, req.conn);
+	c = me_engine_conn_of(f, req->conn);
 	if (!c)
 		return -ENOENT;
 
@@ -486,35 +488,39 @@ long me_engine_ioc_post(struct me_file *f, void __user *uarg)
 	if (!kop)
 		return -ENOMEM;
 	kop->file = f;
-	kop->cookie = req.cookie;
-	kop->opcode = req.opcode;
-	kop->mr = me_mr_get_owned(f, req.local_region);
+	kop->ucmd = ucmd;
+	kop->cookie = req->cookie;
+	kop->opcode = req->opcode;
+	kop->mr = me_mr_get_owned(f, req->local_region);
 	if (!kop->mr) {
 		ret = -ENOENT;
 		goto err_kop;
 	}
-	if (req.local_off > kop->mr->length || req.len > kop->mr->length - req.local_off) {
+	if (req->local_off > kop->mr->length || req->len > kop->mr->length - req->local_off) {
 		ret = -ERANGE;
 		goto err_mr;
 	}
-	ret = me_cq_reserve(&f->cq, nonblock);
-	if (ret)
-		goto err_mr;
+	/* An io_uring post completes into its ring: no slot in the file's queue. */
+	if (!ucmd) {
+		ret = me_cq_reserve(&f->cq, !may_block);
+		if (ret)
+			goto err_mr;
+	}
 
 	memset(&rw, 0, sizeof(rw));
 	rw.cookie = (uintptr_t)kop;
-	rw.local_region = req.local_region;
-	rw.local_off = req.local_off;
-	rw.remote_region = req.opcode == ME_OP_SEND ? ME_REGION_MSG : req.remote_region;
-	rw.remote_key = req.remote_key;
-	rw.remote_off = req.remote_off;
-	rw.len = req.len;
-	rw.imm = req.imm;
+	rw.local_region = req->local_region;
+	rw.local_off = req->local_off;
+	rw.remote_region = req->opcode == ME_OP_SEND ? ME_REGION_MSG : req->remote_region;
+	rw.remote_key = req->remote_key;
+	rw.remote_off = req->remote_off;
+	rw.len = req->len;
+	rw.imm = req->imm;
 
 	atomic64_inc(&ops_inflight);
 	for (;;) {
-		ret = submit(c, req.opcode, &rw);
-		if (ret != -EAGAIN || nonblock)
+		ret = submit(c, req->opcode, &rw);
+		if (ret != -EAGAIN || !may_block)
 			break;
 		/* The connection's queue is full: completions free entries. */
 		seen = atomic_read(&mn->events);
@@ -527,16 +533,32 @@ long me_engine_ioc_post(struct me_file *f, void __user *uarg)
 	}
 	if (ret) {
 		atomic64_dec(&ops_inflight);
-		me_cq_unreserve(&f->cq);
+		if (!ucmd)
+			me_cq_unreserve(&f->cq);
 		goto err_mr;
 	}
-	return 0;	/* kop now belongs to the engine until it completes */
+	/*
+	 * kop now belongs to the engine until it completes, which may have
+	 * happened already: touch neither it nor @ucmd any more.
+	 */
+	return 0;
 
 err_mr:
 	me_mr_put(kop->mr);
 err_kop:
 	kmem_cache_free(kop_cache, kop);
 	return ret;
+}
+
+long me_engine_ioc_post(struct me_file *f, void __user *uarg)
+{
+	struct me_post req;
+	long usize;
+
+	usize = me_copy_arg_in(&req, sizeof(req), ME_POST_SIZE_VER0, uarg);
+	if (usize < 0)
+		return usize;
+	return me_ops_post(f, &req, NULL, !(req.flags & ME_POST_F_NONBLOCK));
 }
 
 /* ---- lists and counters ---- */

@@ -4,8 +4,11 @@
 
 #include <linux/types.h>
 
-struct me_net;
+struct io_uring_cmd;
 struct me_cqe;
+struct me_file;
+struct me_net;
+struct me_post;
 
 int me_ops_init(void);
 void me_ops_uninit(void);
@@ -14,5 +17,16 @@ void me_ops_complete(struct me_net *mn, const struct me_cqe *cqe);
 /* A send landed: queue it for ME_IOC_RECV; -ENOBUFS when full. */
 int me_ops_msg_arrived(struct me_net *mn, u32 conn, const void *data, u32 len);
 void me_ops_drop_msgs(struct me_net *mn);
+
+/*
+ * Posts @req (already copied in) on a connection of @f.  @ucmd: the
+ * io_uring command it came through, which then gets the completion
+ * (uring.c), or NULL for the file's completion queue.  @may_block: wait
+ * while a queue is full (interruptibly) rather than fail with -EAGAIN.
+ * 0 once the engine owns the operation: it completes exactly once, later
+ * or already; a negative errno if nothing was posted.
+ */
+int me_ops_post(struct me_file *f, const struct me_post *req,
+		struct io_uring_cmd *ucmd, bool may_block);
 
 #endif /* ME_OPS_H */

@@ -32,7 +32,7 @@
 #define ME_DEVICE_PATH		"/dev/multiedge"
 
 /* Bumped when a command is added; old commands keep working. */
-#define ME_ABI_VERSION		4
+#define ME_ABI_VERSION		5
 
 /* Default ethertype: IEEE 802.1 Local Experimental 1. */
 #define ME_DEFAULT_ETHERTYPE	0x88B5
@@ -61,7 +61,7 @@
 struct me_query {
 	__u32 size;
 	__u32 abi_version;	/* ME_ABI_VERSION of the module */
-	__u32 features;		/* ME_FEATURE_* bits; none defined yet */
+	__u32 features;		/* ME_FEATURE_* bits */
 	__u16 ethertype;	/* host byte order */
 	__u16 __reserved;	/* out: zero */
 	__aligned_u64 rx_frames;
@@ -77,6 +77,9 @@ struct me_query {
 	__aligned_u64 conns;		/* engine connections, all namespaces */
 	__aligned_u64 ops_inflight;	/* operations posted, not completed */
 };
+
+/* ABI 5: posts through io_uring (IORING_OP_URING_CMD, see the end). */
+#define ME_FEATURE_URING_CMD	(1U << 0)
 
 #define ME_QUERY_SIZE_VER0	32	/* first published size */
 #define ME_QUERY_SIZE_VER1	48	/* + pinned_pages, regions */
@@ -550,5 +553,49 @@ struct me_stats {
 #define ME_STATS_SIZE_VER0	16
 
 #define ME_IOC_STATS		_IO(ME_IOC_MAGIC, 0x46)
+
+/*
+ * io_uring (ABI 5, ME_FEATURE_URING_CMD): the second door to ME_IOC_POST.
+ *
+ * An IORING_OP_URING_CMD submission on an open /dev/multiedge with
+ * sqe->cmd_op = ME_IOC_POST posts one operation, exactly as the ioctl
+ * does, with the same struct me_post and the same checks; only its
+ * completion differs: it is the ring's CQE, not an entry of the file's
+ * completion queue.  The CQE is posted when the operation has completed
+ * (a write at the target, a read in local memory), carrying the SQE's
+ * user_data; res is 0 or a negative errno: any error at posting or in the
+ * completion's status listed under ME_IOC_POST.  On a ring with
+ * IORING_SETUP_CQE32, big_cqe[0] holds the bytes moved.  me_post.cookie is
+ * not used on this door (user_data identifies the operation).
+ *
+ * Where the struct me_post is:
+ *   - ring with IORING_SETUP_SQE128: in sqe->cmd itself (80 bytes), its
+ *     size field first, as for the ioctl; bytes past size are ignored.
+ *   - ring with 64-byte SQEs: sqe->cmd (16 bytes) holds struct
+ *     me_uring_ptr, the address of the struct in the submitter's memory.
+ *     It is read when the SQE is issued, which may happen again later from
+ *     an io_uring worker (see below): keep it unchanged until the CQE.
+ *
+ * A post that would block (the connection's operation queue is full) is
+ * handed by io_uring to one of its workers, which waits for room; with
+ * ME_POST_F_NONBLOCK it completes with -EAGAIN instead.  Operations
+ * deferred that way may reach the wire after later submissions (link SQEs
+ * with IOSQE_IO_LINK where order matters).  An unknown cmd_op completes
+ * with -ENOTTY; a struct me_uring_ptr with a nonzero __reserved with
+ * -EINVAL; a ring set up with IORING_SETUP_IOPOLL is refused by io_uring
+ * (-EOPNOTSUPP).
+ *
+ * Operations in flight keep the file open: closing the file descriptor,
+ * tearing the ring down or exiting does not cancel them; each still
+ * completes (a dead peer within its timeout) and io_uring then releases
+ * the file.
+ */
+struct me_uring_ptr {
+	__aligned_u64 arg;	/* user pointer to the command's struct */
+	__aligned_u64 __reserved;	/* must be 0 */
+};
+
+#define ME_URING_CMD_SIZE	16	/* sqe->cmd without IORING_SETUP_SQE128 */
+#define ME_URING_CMD_SIZE_SQE128	80
 
 #endif /* _UAPI_LINUX_MULTIEDGE_H */

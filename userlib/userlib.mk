@@ -10,6 +10,8 @@ LIBME_SO   := $(BUILD)/lib/libmultiedge.so.$(LIBME_VERSION)
 LIBME_PC   := $(BUILD)/lib/pkgconfig/multiedge.pc
 LIBME_CXXFLAGS := $(CXXFLAGS_COMMON) -fPIC -I$(TOP)/userlib/include $(INCLUDES)
 MECTL := $(BUILD)/bin/mectl
+# What a program linked with the static library links too.
+LIBME_LIBS := -luring
 
 LIBRARIES += $(LIBME_A) $(LIBME_SO) $(LIBME_PC)
 PROGRAMS  += $(MECTL)
@@ -25,7 +27,7 @@ $(LIBME_A): $(LIBME_OBJS)
 $(LIBME_SO): $(LIBME_OBJS) $(TOP)/userlib/libmultiedge.map
 	@mkdir -p $(@D)
 	$(CXX) -shared -Wl,-soname,$(LIBME_SONAME) \
-		-Wl,--version-script=$(TOP)/userlib/libmultiedge.map -o $@ $(LIBME_OBJS)
+		-Wl,--version-script=$(TOP)/userlib/libmultiedge.map -o $@ $(LIBME_OBJS) $(LIBME_LIBS)
 	ln -sf $(notdir $@) $(BUILD)/lib/$(LIBME_SONAME)
 	ln -sf $(LIBME_SONAME) $(BUILD)/lib/libmultiedge.so
 
@@ -39,6 +41,6 @@ $(BUILD)/obj/userlib/mectl.o: $(TOP)/userlib/mectl.cpp
 
 $(MECTL): $(BUILD)/obj/userlib/mectl.o $(LIBME_A)
 	@mkdir -p $(@D)
-	$(CXX) -o $@ $^
+	$(CXX) -o $@ $^ $(LIBME_LIBS)
 
 -include $(LIBME_OBJS:.o=.d) $(BUILD)/obj/userlib/mectl.d

@@ -20,11 +20,11 @@ $(BUILD)/obj/vm/%.o: $(TOP)/tests/vm/%.cpp
 
 $(GUEST_BIN)/%: $(BUILD)/obj/vm/%.o $(GUEST_COMMON_OBJS) $(LIBME_A)
 	@mkdir -p $(@D)
-	$(CXX) -o $@ $^ $(GTEST_LIBS)
+	$(CXX) -o $@ $^ $(LIBME_LIBS) $(GTEST_LIBS)
 
 $(GUEST_CLUSTER_TESTS): $(GUEST_BIN)/%: $(BUILD)/obj/vm/%.o $(BUILD)/obj/vm/cluster.o \
 		$(GUEST_COMMON_OBJS) $(LIBME_A)
 	@mkdir -p $(@D)
-	$(CXX) -o $@ $^ $(GTEST_LIBS)
+	$(CXX) -o $@ $^ $(LIBME_LIBS) $(GTEST_LIBS)
 
 -include $(wildcard $(BUILD)/obj/vm/*.d)

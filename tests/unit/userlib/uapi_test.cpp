@@ -7,9 +7,20 @@
 #include "multiedge/multiedge.hpp"
 #include "uapi/multiedge.h"
 
-TEST(Uapi, AbiVersionIs4)
+TEST(Uapi, AbiVersionIs5)
 {
-	EXPECT_EQ(ME_ABI_VERSION, 4);
+	EXPECT_EQ(ME_ABI_VERSION, 5);
+	EXPECT_EQ(ME_FEATURE_URING_CMD, 1u);
+}
+
+// The io_uring door: the pointer form fills a 64-byte SQE's 16-byte cmd
+// area exactly, and the inline form fits a 128-byte SQE's 80 bytes.
+TEST(Uapi, UringCommandLayouts)
+{
+	EXPECT_EQ(sizeof(me_uring_ptr), static_cast<size_t>(ME_URING_CMD_SIZE));
+	EXPECT_EQ(offsetof(me_uring_ptr, arg), 0u);
+	EXPECT_EQ(offsetof(me_uring_ptr, __reserved), 8u);
+	EXPECT_LE(sizeof(me_post), static_cast<size_t>(ME_URING_CMD_SIZE_SQE128));
 }
 
 TEST(Uapi, QueryLayoutExtendsThePublishedOnes)

@@ -17,6 +17,6 @@ $(BUILD)/obj/san/%.o: $(TOP)/%.cpp
 
 $(USERLIB_TEST): $(USERLIB_TEST_OBJS)
 	@mkdir -p $(@D)
-	$(CXX) $(SAN_FLAGS) -o $@ $^ -lgtest_main $(GTEST_LIBS)
+	$(CXX) $(SAN_FLAGS) -o $@ $^ -lgtest_main $(GTEST_LIBS) $(LIBME_LIBS)
 
 -include $(USERLIB_TEST_OBJS:.o=.d)

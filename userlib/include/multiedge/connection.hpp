@@ -135,6 +135,7 @@ public:
 
 private:
 	friend class Device;
+	friend class UringQueue;
 	Connection(std::shared_ptr<detail::DeviceFile> file, std::uint32_t id, std::uint32_t peer)
 		: file_(std::move(file)), id_(id), peer_(peer) {}
 

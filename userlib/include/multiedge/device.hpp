@@ -173,6 +173,7 @@ public:
 	static std::string default_path();
 
 private:
+	friend class UringQueue;	// posts on the same open file
 	Device(int fd, std::string path)
 		: file_(std::make_shared<detail::DeviceFile>(fd)), path_(std::move(path)) {}
 
@@ -204,6 +205,7 @@ public:
 private:
 	friend class Device;
 	friend class Connection;	// checks that a region is of its own file
+	friend class UringQueue;
 	MemoryRegion(std::shared_ptr<detail::DeviceFile> file, std::uint32_t id, std::uint32_t key,
 		     void *addr, std::size_t length, Access access)
 		: file_(std::move(file)), id_(id), key_(key), addr_(addr), length_(length),

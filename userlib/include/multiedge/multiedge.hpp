@@ -3,4 +3,5 @@
 
 #include "multiedge/device.hpp"
 #include "multiedge/error.hpp"
+#include "multiedge/uring.hpp"
 #include "multiedge/version.hpp"

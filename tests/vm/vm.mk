@@ -11,7 +11,7 @@ GUEST_CXXFLAGS := $(CXXFLAGS_COMMON) -I$(TOP)/userlib/include $(INCLUDES) \
 GUEST_TESTS += $(GUEST_BIN)/module_test $(GUEST_BIN)/link_test $(GUEST_BIN)/mr_test
 
 # The data path suites drive several nodes (namespaces) through cluster.cpp.
-GUEST_CLUSTER_TESTS := $(addprefix $(GUEST_BIN)/,data_test fault_test ops_ioctl_test)
+GUEST_CLUSTER_TESTS := $(addprefix $(GUEST_BIN)/,data_test fault_test ops_ioctl_test uring_test)
 GUEST_TESTS += $(GUEST_CLUSTER_TESTS)
 
 $(BUILD)/obj/vm/%.o: $(TOP)/tests/vm/%.cpp

@@ -6,12 +6,14 @@ GUEST_COMMON_SRCS := $(TOP)/tests/vm/guest_main.cpp $(TOP)/tests/vm/kmsg.cpp \
 		     $(TOP)/tests/vm/module_util.cpp
 GUEST_COMMON_OBJS := $(patsubst $(TOP)/tests/vm/%.cpp,$(BUILD)/obj/vm/%.o,$(GUEST_COMMON_SRCS))
 GUEST_CXXFLAGS := $(CXXFLAGS_COMMON) -I$(TOP)/userlib/include $(INCLUDES) \
-		  -DME_KO_DEFAULT='"$(TOP)/kernel/multiedge.ko"'
+		  -DME_KO_DEFAULT='"$(TOP)/kernel/multiedge.ko"' \
+		  -DME_BIN_DIR='"$(BUILD)/bin"'
 
 GUEST_TESTS += $(GUEST_BIN)/module_test $(GUEST_BIN)/link_test $(GUEST_BIN)/mr_test
 
 # The data path suites drive several nodes (namespaces) through cluster.cpp.
-GUEST_CLUSTER_TESTS := $(addprefix $(GUEST_BIN)/,data_test fault_test ops_ioctl_test uring_test)
+GUEST_CLUSTER_TESTS := $(addprefix $(GUEST_BIN)/,data_test fault_test ops_ioctl_test uring_test \
+					       examples_test)
 GUEST_TESTS += $(GUEST_CLUSTER_TESTS)
 
 $(BUILD)/obj/vm/%.o: $(TOP)/tests/vm/%.cpp

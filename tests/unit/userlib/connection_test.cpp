@@ -140,7 +140,8 @@ TEST_F(Fake, QueryFillsTheAbi4Fields)
 	Device dev = open();
 	auto info = dev.query();
 	ASSERT_TRUE(info);
-	EXPECT_EQ(info->abi_version, 4u);
+	EXPECT_EQ(info->abi_version, static_cast<unsigned>(ME_ABI_VERSION));
+	EXPECT_EQ(info->features, static_cast<unsigned>(ME_FEATURE_URING_CMD));
 	EXPECT_EQ(info->node_id, 0x0a000001u);
 	EXPECT_EQ(info->incarnation, 0x5eedu);
 	EXPECT_EQ(info->packet_size, 1486u);

@@ -52,6 +52,7 @@ FakeModule::FakeModule()
 	ino_ = st.st_ino;
 
 	query.abi_version = ME_ABI_VERSION;
+	query.features = ME_FEATURE_URING_CMD;
 	query.ethertype = ME_DEFAULT_ETHERTYPE;
 	query.rx_frames = 11;
 	query.rx_dropped = 2;

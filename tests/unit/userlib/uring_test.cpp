@@ -1,0 +1,273 @@
+// libmultiedge's UringQueue on the host, against the stand-in module of
+// fake_module.hpp: the host cannot load multiedge.ko, so the fake file's
+// io_uring commands complete with -EOPNOTSUPP (a regular file has no
+// uring_cmd); everything the library does around them — checks, slots,
+// user_data, submit, reap, take() on a shared ring, the refusals — is real.
+#include <gtest/gtest.h>
+
+#include <cerrno>
+#include <liburing.h>
+#include <set>
+#include <vector>
+
+#include "fake_module.hpp"
+#include "multiedge/multiedge.hpp"
+
+using namespace std::chrono_literals;
+using multiedge::Completion;
+using multiedge::CompletionType;
+using multiedge::Device;
+using multiedge::UringQueue;
+
+namespace {
+
+bool contains(const std::string &s, const std::string &part)
+{
+	return s.find(part) != std::string::npos;
+}
+
+// io_uring may be forbidden where the tests run (a seccomp profile): then
+// the library must say so, which is checked instead.
+bool uring_usable(const multiedge::Result<UringQueue> &q)
+{
+	if (q)
+		return true;
+	int err = q.error().code().value();
+	EXPECT_TRUE(err == ENOSYS || err == EPERM || err == EACCES) << q.error().message();
+	EXPECT_TRUE(contains(q.error().message(), "ioctl path")) << q.error().message();
+	return false;
+}
+
+class UringFake : public ::testing::Test {
+protected:
+	fake::FakeModule mod;
+	std::optional<Device> dev;
+	std::vector<char> buf = std::vector<char>(1 << 16);
+	std::optional<multiedge::MemoryRegion> mr;
+	std::optional<multiedge::Connection> conn;
+	multiedge::RemoteRegion remote{21, 0xfeed, 1 << 20};
+
+	void SetUp() override
+	{
+		auto d = Device::open(mod.path());
+		ASSERT_TRUE(d) << d.error().message();
+		dev.emplace(std::move(d).value());
+		auto m = dev->register_memory(buf.data(), buf.size(), multiedge::Access::None);
+		ASSERT_TRUE(m) << m.error().message();
+		mr.emplace(std::move(m).value());
+		auto c = dev->connect(2);
+		ASSERT_TRUE(c) << c.error().message();
+		conn.emplace(std::move(c).value());
+	}
+};
+
+class UringFakeSqe : public UringFake, public ::testing::WithParamInterface<bool> {};
+
+} // namespace
+
+TEST_F(UringFake, RefusesAModuleWithoutTheDoor)
+{
+	mod.query.abi_version = 4;
+	mod.query.features = 0;
+	auto q = UringQueue::create(*dev);
+	ASSERT_FALSE(q);
+	EXPECT_EQ(q.error().code(), std::errc::not_supported);
+	EXPECT_TRUE(contains(q.error().message(), "ABI 4")) << q.error().message();
+	EXPECT_TRUE(contains(q.error().message(), "Connection::write")) << q.error().message();
+}
+
+TEST_F(UringFake, RejectsBadOptions)
+{
+	UringQueue::Options o;
+	o.sq_entries = 0;
+	auto q = UringQueue::create(*dev, o);
+	ASSERT_FALSE(q);
+	EXPECT_EQ(q.error().code(), std::errc::invalid_argument);
+	o = {};
+	o.max_inflight = 0;
+	q = UringQueue::create(*dev, o);
+	ASSERT_FALSE(q);
+	EXPECT_TRUE(contains(q.error().message(), "max_inflight")) << q.error().message();
+}
+
+TEST_P(UringFakeSqe, EveryPreparedOperationCompletesOnceWithItsUserData)
+{
+	UringQueue::Options o;
+	o.sqe128 = GetParam();
+	auto q = UringQueue::create(*dev, o);
+	if (!uring_usable(q))
+		return;
+	ASSERT_TRUE(q->write(*conn, *mr, 0, remote, 0, 100, 1));
+	ASSERT_TRUE(q->write_notify(*conn, *mr, 100, remote, 4096, 200, 77, 2));
+	ASSERT_TRUE(q->read(*conn, *mr, 300, remote, 8192, 300, 3));
+	ASSERT_TRUE(q->send(*conn, *mr, 600, 16, 4));
+	EXPECT_EQ(q->inflight(), 4u);
+	auto n = q->submit();
+	ASSERT_TRUE(n) << n.error().message();
+	EXPECT_EQ(n.value(), 4u);
+	auto done = q->reap(16, 4, 10s);
+	ASSERT_TRUE(done) << done.error().message();
+	ASSERT_EQ(done->size(), 4u);
+	EXPECT_EQ(q->inflight(), 0u);
+	std::set<std::uint64_t> cookies;
+	for (const Completion &c : done.value()) {
+		cookies.insert(c.cookie);
+		// A regular file has no uring_cmd: the host kernel refuses each.
+		EXPECT_EQ(c.status, EOPNOTSUPP) << c.describe();
+		EXPECT_EQ(c.len, 0u);
+		EXPECT_EQ(c.conn, conn->id());
+		EXPECT_EQ(c.peer, 2u);
+		switch (c.cookie) {
+		case 1:
+		case 2:
+			EXPECT_EQ(c.type, CompletionType::Write);
+			EXPECT_EQ(c.imm, c.cookie == 2 ? 77u : 0u);
+			break;
+		case 3:
+			EXPECT_EQ(c.type, CompletionType::Read);
+			break;
+		case 4:
+			EXPECT_EQ(c.type, CompletionType::Send);
+			break;
+		}
+	}
+	EXPECT_EQ(cookies, (std::set<std::uint64_t>{1, 2, 3, 4}));
+	// Nothing left: a reap without a minimum returns at once, empty.
+	auto none = q->reap(16, 0, 10s);
+	ASSERT_TRUE(none);
+	EXPECT_TRUE(none->empty());
+}
+
+INSTANTIATE_TEST_SUITE_P(SqeSize, UringFakeSqe, ::testing::Values(false, true),
+			 [](const auto &info) { return info.param ? "Sqe128" : "Sqe64"; });
+
+TEST_F(UringFake, MaxInflightIsEnforcedAndFreedByReaping)
+{
+	UringQueue::Options o;
+	o.max_inflight = 3;
+	auto q = UringQueue::create(*dev, o);
+	if (!uring_usable(q))
+		return;
+	for (std::uint64_t i = 0; i < 3; i++)
+		ASSERT_TRUE(q->write(*conn, *mr, 0, remote, 0, 8, i));
+	auto st = q->write(*conn, *mr, 0, remote, 0, 8, 9);
+	ASSERT_FALSE(st);
+	EXPECT_EQ(st.error().code(), std::errc::device_or_resource_busy);
+	EXPECT_TRUE(contains(st.error().message(), "reap")) << st.error().message();
+	auto done = q->reap(8, 3, 10s);
+	ASSERT_TRUE(done);
+	EXPECT_EQ(done->size(), 3u);
+	EXPECT_TRUE(q->write(*conn, *mr, 0, remote, 0, 8, 9));
+}
+
+TEST_F(UringFake, AFullSubmissionRingIsSubmittedToMakeRoom)
+{
+	UringQueue::Options o;
+	o.sq_entries = 2;
+	auto q = UringQueue::create(*dev, o);
+	if (!uring_usable(q))
+		return;
+	for (std::uint64_t i = 0; i < 7; i++)
+		ASSERT_TRUE(q->write(*conn, *mr, 0, remote, 0, 8, i));
+	auto done = q->reap(16, 7, 10s);
+	ASSERT_TRUE(done);
+	EXPECT_EQ(done->size(), 7u);
+}
+
+TEST_F(UringFake, ObjectsOfAnotherDeviceAreRefused)
+{
+	auto q = UringQueue::create(*dev);
+	if (!uring_usable(q))
+		return;
+	auto other = Device::open(mod.path());
+	ASSERT_TRUE(other);
+	auto omr = other->register_memory(buf.data(), 64, multiedge::Access::None);
+	ASSERT_TRUE(omr);
+	auto st = q->write(*conn, omr.value(), 0, remote, 0, 8, 1);
+	ASSERT_FALSE(st);
+	EXPECT_EQ(st.error().code(), std::errc::invalid_argument);
+	EXPECT_TRUE(contains(st.error().message(), "another Device")) << st.error().message();
+	auto oconn = other->connect(2);
+	ASSERT_TRUE(oconn);
+	st = q->write(oconn.value(), *mr, 0, remote, 0, 8, 1);
+	ASSERT_FALSE(st);
+	EXPECT_TRUE(contains(st.error().message(), "another Device")) << st.error().message();
+	multiedge::MemoryRegion moved = std::move(*mr);
+	st = q->write(*conn, *mr, 0, remote, 0, 8, 1);
+	ASSERT_FALSE(st);
+	EXPECT_TRUE(contains(st.error().message(), "empty")) << st.error().message();
+	EXPECT_EQ(q->inflight(), 0u);
+}
+
+// The application's ring: its own CQEs are not the queue's; reap() is
+// refused; a polled ring cannot carry remote operations.
+TEST_F(UringFake, AttachedQueueSharesTheApplicationsRing)
+{
+	io_uring ring{};
+	int r = io_uring_queue_init(8, &ring, 0);
+	if (r < 0) {
+		EXPECT_TRUE(r == -ENOSYS || r == -EPERM) << r;
+		return;
+	}
+	{
+		auto q = UringQueue::attach(*dev, &ring, 16);
+		ASSERT_TRUE(q) << q.error().message();
+		ASSERT_TRUE(q->write(*conn, *mr, 0, remote, 0, 8, 41));
+		io_uring_sqe *sqe = io_uring_get_sqe(&ring);
+		ASSERT_NE(sqe, nullptr);
+		io_uring_prep_nop(sqe);
+		io_uring_sqe_set_data64(sqe, 5);
+		ASSERT_TRUE(q->write(*conn, *mr, 0, remote, 0, 8, 42));
+		EXPECT_EQ(io_uring_submit(&ring), 3);
+		auto reaped = q->reap();
+		ASSERT_FALSE(reaped);
+		EXPECT_TRUE(contains(reaped.error().message(), "take()")) << reaped.error().message();
+
+		std::set<std::uint64_t> ours;
+		int foreign = 0;
+		for (int i = 0; i < 3; i++) {
+			io_uring_cqe *cqe = nullptr;
+			ASSERT_EQ(io_uring_wait_cqe(&ring, &cqe), 0);
+			if (auto c = q->take(cqe)) {
+				ours.insert(c->cookie);
+			} else {
+				EXPECT_EQ(io_uring_cqe_get_data64(cqe), 5u);
+				foreign++;
+			}
+			io_uring_cqe_seen(&ring, cqe);
+		}
+		EXPECT_EQ(ours, (std::set<std::uint64_t>{41, 42}));
+		EXPECT_EQ(foreign, 1);
+		EXPECT_EQ(q->inflight(), 0u);
+	}
+	io_uring_queue_exit(&ring);
+
+	io_uring polled{};
+	if (io_uring_queue_init(8, &polled, IORING_SETUP_IOPOLL) == 0) {
+		auto q = UringQueue::attach(*dev, &polled);
+		ASSERT_FALSE(q);
+		EXPECT_TRUE(contains(q.error().message(), "IOPOLL")) << q.error().message();
+		io_uring_queue_exit(&polled);
+	}
+}
+
+// Destroying a queue on the application's ring while its CQEs are still to
+// be taken is a programming error: the kernel may still read the slots.
+TEST_F(UringFake, AttachedQueueDestroyedWithOperationsInFlightAborts)
+{
+	io_uring probe{};
+	if (io_uring_queue_init(8, &probe, 0) < 0)
+		return;	// no io_uring here: nothing to attach to
+	io_uring_queue_exit(&probe);
+	GTEST_FLAG_SET(death_test_style, "threadsafe");
+	EXPECT_DEATH(
+		{
+			io_uring ring{};
+			if (io_uring_queue_init(8, &ring, 0) == 0) {
+				auto q = UringQueue::attach(*dev, &ring);
+				if (q)
+					(void)q->write(*conn, *mr, 0, remote, 0, 8, 1);
+			}
+		},
+		"destroyed with 1 operations in flight");
+}

@@ -104,9 +104,13 @@ me::Status measure(const Context &cx, Test test, std::uint64_t session, unsigned
 		std::vector<std::jthread> threads;
 		for (unsigned t = 0; t < n; t++)
 			threads.emplace_back([&, t] {
-				results[t] = test == Test::PingPong
-						     ? run_pingpong(*eps[t], targets[t], t, spec, phase)
-						     : run_writer(*eps[t], targets[t], t, spec, phase);
+				if (test == Test::PingPong)
+					results[t] = run_pingpong(*eps[t], targets[t], t, spec, phase);
+				else if (test == Test::OpRate)
+					results[t] = run_oprate(*eps[t], targets[t], t, spec, phase,
+								o.door, o.batch);
+				else
+					results[t] = run_writer(*eps[t], targets[t], t, spec, phase);
 			});
 	}
 	if (auto e = first_error(results)) {
@@ -129,9 +133,11 @@ me::Status measure(const Context &cx, Test test, std::uint64_t session, unsigned
 	row.depth = depth;
 	row.links = cx.links;
 	std::vector<std::uint64_t> lat;
+	std::uint64_t calls = 0;
 	for (auto &r : results) {
 		row.ops += r->value().ops;
 		row.bytes += r->value().bytes;
+		calls += r->value().calls;
 		lat.insert(lat.end(), r->value().lat_ns.begin(), r->value().lat_ns.end());
 	}
 	row.seconds = seconds_between(phase.start, phase.end);
@@ -154,13 +160,27 @@ me::Status measure(const Context &cx, Test test, std::uint64_t session, unsigned
 		row.lat_median_us = l.median_us;
 		row.lat_p99_us = l.p99_us;
 	}
+	row.ops_per_s = static_cast<double>(row.ops) / row.seconds;
+	if (test == Test::OpRate) {
+		row.door = door_name(o.door);
+		row.batch = o.door == Door::Uring ? o.batch : 0;
+		if (row.ops)
+			row.calls_per_op = static_cast<double>(calls) / static_cast<double>(row.ops);
+	}
 	if (phase.cpu_ok) {
 		row.cpu_util = cpu_util(phase.cpu_start, phase.cpu_end);
 		row.cpu_us_per_mb = cpu_us_per_mb(phase.cpu_start, phase.cpu_end, row.bytes);
+		row.cpu_us_per_op = cpu_us_per_op(phase.cpu_start, phase.cpu_end, row.ops);
 	}
 	if (peer->cpu_total)
 		row.peer_cpu_util = 100.0 * static_cast<double>(peer->cpu_busy) /
 				    static_cast<double>(peer->cpu_total);
+	// The server's busy time over Begin..End, scaled to the measured
+	// window (its busy share is taken to be the same in both).
+	if (peer->cpu_total && peer->window_ns && row.ops)
+		row.peer_cpu_us_per_op = ticks_to_us(peer->cpu_busy) /
+					 (static_cast<double>(peer->window_ns) / 1e9) * row.seconds /
+					 static_cast<double>(row.ops);
 	return cx.sink.write(row);
 }
 
@@ -170,7 +190,7 @@ me::Status session(const Context &cx, Test test)
 	const std::uint64_t session = random64();
 	const unsigned depth = test == Test::PingPong ? 1 : o.depth;
 	const std::size_t slots = static_cast<std::size_t>(depth) * o.max_size;
-	const std::size_t dst_len = test == Test::OneWay ? 0 : slots;
+	const std::size_t dst_len = test == Test::OneWay || test == Test::OpRate ? 0 : slots;
 
 	std::vector<std::unique_ptr<Endpoint>> eps;
 	Msg hello = make_msg(Kind::Hello, session);

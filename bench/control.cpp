@@ -20,6 +20,19 @@ const char *test_name(Test t)
 		return "twoway";
 	case Test::PingPong:
 		return "pingpong";
+	case Test::OpRate:
+		return "oprate";
+	}
+	return "?";
+}
+
+const char *door_name(Door d)
+{
+	switch (d) {
+	case Door::Ioctl:
+		return "ioctl";
+	case Door::Uring:
+		return "uring";
 	}
 	return "?";
 }

@@ -10,8 +10,9 @@
 //     client -> server  Begin  size, seconds, operations (twoway: the
 //                              server starts its writers)
 //     client -> server  End    the client's threads are done
-//     server -> client  Result the server's CPU use over Begin..End and,
-//                              for twoway, what its writers moved
+//     server -> client  Result the server's CPU use over Begin..End (and
+//                              how long that was) and, for twoway, what
+//                              its writers moved
 //   client -> server  Bye     session over; finished=1: the server exits
 // Every message carries the client's random session number; a message of
 // another session is ignored.
@@ -25,8 +26,14 @@
 
 namespace bench {
 
-enum class Test : std::uint32_t { OneWay = 1, TwoWay = 2, PingPong = 3 };
+enum class Test : std::uint32_t { OneWay = 1, TwoWay = 2, PingPong = 3, OpRate = 4 };
 const char *test_name(Test t);
+
+// How the oprate test posts: one ME_IOC_POST ioctl per operation
+// (Connection::write, completions harvested by Device::wait), or
+// IORING_OP_URING_CMD submissions in batches (UringQueue).
+enum class Door : std::uint32_t { Ioctl = 1, Uring = 2 };
+const char *door_name(Door d);
 
 enum class Kind : std::uint32_t { Hello = 1, Ready = 2, Begin = 3, End = 4, Result = 5, Bye = 6 };
 
@@ -56,6 +63,7 @@ struct Msg {
 	std::uint64_t cpu_total;	// Result
 	std::uint64_t lat_median_ns;	// Result (twoway)
 	std::uint64_t lat_p99_ns;	// Result (twoway)
+	std::uint64_t window_ns;	// Result: Begin..End at the server
 	RegionRef regions[kMaxThreads];	// Hello: client's; Ready: server's
 	char text[256];			// failure text
 };

@@ -34,13 +34,24 @@ double cpu_util(const CpuTimes &a, const CpuTimes &b)
 	return 100.0 * static_cast<double>(b.busy - a.busy) / static_cast<double>(b.total - a.total);
 }
 
+double ticks_to_us(std::uint64_t ticks)
+{
+	static const double tick = static_cast<double>(::sysconf(_SC_CLK_TCK));
+	return static_cast<double>(ticks) * 1e6 / tick;
+}
+
 double cpu_us_per_mb(const CpuTimes &a, const CpuTimes &b, std::uint64_t bytes)
 {
 	if (bytes == 0 || b.total < a.total)
 		return NAN;
-	static const double tick = static_cast<double>(::sysconf(_SC_CLK_TCK));
-	double busy_us = static_cast<double>(b.busy - a.busy) * 1e6 / tick;
-	return busy_us / (static_cast<double>(bytes) / 1e6);
+	return ticks_to_us(b.busy - a.busy) / (static_cast<double>(bytes) / 1e6);
+}
+
+double cpu_us_per_op(const CpuTimes &a, const CpuTimes &b, std::uint64_t ops)
+{
+	if (ops == 0 || b.total < a.total)
+		return NAN;
+	return ticks_to_us(b.busy - a.busy) / static_cast<double>(ops);
 }
 
 } // namespace bench

@@ -20,5 +20,9 @@ me::Result<CpuTimes> read_cpu_times();
 double cpu_util(const CpuTimes &a, const CpuTimes &b);
 // Busy CPU-microseconds per MB (1e6 bytes) moved between a and b.
 double cpu_us_per_mb(const CpuTimes &a, const CpuTimes &b, std::uint64_t bytes);
+// Busy CPU-microseconds per operation between a and b.
+double cpu_us_per_op(const CpuTimes &a, const CpuTimes &b, std::uint64_t ops);
+// Microseconds in `ticks` clock ticks of /proc/stat.
+double ticks_to_us(std::uint64_t ticks);
 
 } // namespace bench

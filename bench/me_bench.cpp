@@ -4,10 +4,11 @@
 // the command line; the parts are
 //   client.cpp   sessions and measurements, rows
 //   server.cpp   serving sessions
-//   workers.cpp  the measuring loops (writer, ping-pong, echo)
+//   workers.cpp  the measuring loops (writer, ping-pong, echo, op rate)
 //   control.cpp  discovery and control messages
 //   memcpy.cpp   the memory-copy reference
 //   report.cpp   CSV / JSON Lines / progress lines;  cpu.cpp  /proc/stat
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -22,6 +23,8 @@ namespace bench {
 
 std::vector<std::uint64_t> sweep_sizes(const Options &o)
 {
+	if (!o.size_list.empty())
+		return o.size_list;
 	std::vector<std::uint64_t> out;
 	for (std::uint64_t s = o.min_size; s <= o.max_size; s *= 2)
 		out.push_back(s);
@@ -39,7 +42,7 @@ void usage(FILE *out)
 {
 	std::fputs(
 		"usage: me_bench server [--discover S] [--idle S] [--peer NODE] [--numa NODE]\n"
-		"       me_bench client --test oneway|twoway|pingpong[,...] [options]\n"
+		"       me_bench client --test oneway|twoway|pingpong|oprate[,...] [options]\n"
 		"       me_bench memcpy [options]\n"
 		"\n"
 		"Micro-benchmarks of multiedge between two nodes (multiedge.ko loaded, the same\n"
@@ -52,6 +55,13 @@ void usage(FILE *out)
 		"            directions, latencies are the client's\n"
 		"  pingpong  the client writes SIZE bytes with write_notify, the server writes\n"
 		"            them back with write_notify on the notification; latency = RTT/2\n"
+		"  oprate    back-to-back remote writes client -> server, as oneway, posted\n"
+		"            through --door: ioctl (one ME_IOC_POST ioctl per write,\n"
+		"            completions harvested in batches by Device::wait) or uring\n"
+		"            (IORING_OP_URING_CMD: --batch writes prepared, one submit, then\n"
+		"            at least --batch completions reaped before the freed slots are\n"
+		"            refilled); --depth writes in flight either way.  Rows carry\n"
+		"            ops/s and CPU-us per operation\n"
 		"  memcpy    memory-copy bandwidth of this machine (no module needed): chunks\n"
 		"            of SIZE copied between two 64 MiB rings per thread\n"
 		"\n"
@@ -64,12 +74,16 @@ void usage(FILE *out)
 		"A mismatch ends the run with status 1 and no row.\n"
 		"\n"
 		"options:\n"
-		"  --test T[,T...]   client: oneway, twoway, pingpong (or all): one session each\n"
+		"  --test T[,T...]   client: oneway, twoway, pingpong, oprate (all: the first\n"
+		"                    three): one session each\n"
 		"  --sizes MIN:MAX   bytes per operation, powers of two, K/M/G suffixes allowed;\n"
-		"                    a single SIZE runs just that (default 8:4194304)\n"
+		"                    a single SIZE runs just that, S1,S2,... just those, in\n"
+		"                    that order (default 8:4194304)\n"
 		"  --threads N       threads, each with its own connection and region slice\n"
 		"                    (default 1, at most 32); the server mirrors them for twoway\n"
 		"  --depth D         operations in flight per thread (default 8; pingpong 1)\n"
+		"  --door ioctl|uring  oprate: how writes are posted (default ioctl)\n"
+		"  --batch B         oprate --door uring: SQEs per submit, 1..depth (default 1)\n"
 		"  --seconds S       measured time per size (default 1.0)\n"
 		"  --warmup S        unmeasured time before it (default 0.1)\n"
 		"  --min-iters N     at least N operations per size, over all threads (default 20)\n"
@@ -83,7 +97,8 @@ void usage(FILE *out)
 		"  --idle S          server: give up after S seconds without a client (default 600)\n"
 		"\n"
 		"Columns: label,test,size,threads,depth,ops,bytes,seconds,mbps,lat_median_us,\n"
-		"lat_p99_us,cpu_util,cpu_us_per_mb,links,rtt_median_us,rtt_p99_us,peer_cpu_util\n"
+		"lat_p99_us,cpu_util,cpu_us_per_mb,links,rtt_median_us,rtt_p99_us,peer_cpu_util,\n"
+		"door,batch,ops_per_s,cpu_us_per_op,peer_cpu_us_per_op,calls_per_op\n"
 		"  mbps           payload, 1e6 bytes/s (twoway: both directions summed)\n"
 		"  lat_*_us       per operation, post to completion; pingpong: RTT/2\n"
 		"  cpu_util       % of all CPUs of this machine busy during the measurement\n"
@@ -92,6 +107,13 @@ void usage(FILE *out)
 		"  links          links attached on this node\n"
 		"  rtt_*_us       pingpong: the round trip itself\n"
 		"  peer_cpu_util  cpu_util of the server's machine over the same size\n"
+		"  door, batch    oprate: ioctl or uring, SQEs per submit (empty otherwise)\n"
+		"  ops_per_s      operations completed per second (twoway: both directions)\n"
+		"  cpu_us_per_op  busy CPU-microseconds of this machine per operation\n"
+		"  peer_cpu_us_per_op  the same for the server's machine (its busy share\n"
+		"                 over Begin..End applied to the measured time)\n"
+		"  calls_per_op   oprate: the door's calls per operation (ioctl: posts plus\n"
+		"                 Device::wait calls; uring: submit() plus reap() calls)\n"
 		"Unknown values are empty in CSV and null in JSON.\n"
 		"\n"
 		"Exit status: 0 on success, 1 on any failure (including a data mismatch),\n"
@@ -169,11 +191,13 @@ std::vector<Test> parse_tests(std::string_view s)
 			out.push_back(Test::TwoWay);
 		else if (name == "pingpong")
 			out.push_back(Test::PingPong);
+		else if (name == "oprate")
+			out.push_back(Test::OpRate);
 		else if (name == "all")
 			out.insert(out.end(), {Test::OneWay, Test::TwoWay, Test::PingPong});
 		else
 			bad_usage("unknown test '" + std::string(name) +
-				  "' (oneway, twoway, pingpong or all)");
+				  "' (oneway, twoway, pingpong, oprate or all)");
 		if (comma == std::string_view::npos)
 			break;
 		s.remove_prefix(comma + 1);
@@ -224,6 +248,26 @@ int main(int argc, char **argv)
 			o.tests = parse_tests(takes(client));
 		} else if (a == "--sizes") {
 			std::string_view v = takes(client || copy);
+			if (v.find(',') != std::string_view::npos) {
+				o.size_list.clear();
+				o.min_size = UINT64_MAX;
+				o.max_size = 0;
+				while (true) {
+					auto comma = v.find(',');
+					std::uint64_t one = 0;
+					if (!parse_bytes(v.substr(0, comma), one) || !one ||
+					    one > (256u << 20))
+						bad_usage("--sizes S1,S2,... needs sizes from 1 to 256M");
+					o.size_list.push_back(one);
+					o.min_size = std::min(o.min_size, one);
+					o.max_size = std::max(o.max_size, one);
+					if (comma == std::string_view::npos)
+						break;
+					v.remove_prefix(comma + 1);
+				}
+				continue;
+			}
+			o.size_list.clear();
 			auto colon = v.find(':');
 			auto lo = v.substr(0, colon);
 			auto hi = colon == std::string_view::npos ? lo : v.substr(colon + 1);
@@ -236,6 +280,16 @@ int main(int argc, char **argv)
 				parse_uint(argv[i], takes(client || copy), 1, bench::kMaxThreads));
 		} else if (a == "--depth") {
 			o.depth = static_cast<unsigned>(parse_uint(argv[i], takes(client), 1, 1024));
+		} else if (a == "--door") {
+			std::string_view v = takes(client);
+			if (v == "ioctl")
+				o.door = bench::Door::Ioctl;
+			else if (v == "uring")
+				o.door = bench::Door::Uring;
+			else
+				bad_usage("--door needs ioctl or uring");
+		} else if (a == "--batch") {
+			o.batch = static_cast<unsigned>(parse_uint(argv[i], takes(client), 1, 1024));
 		} else if (a == "--seconds") {
 			o.seconds = parse_seconds(argv[i], takes(client || copy), 1e-3);
 		} else if (a == "--warmup") {
@@ -262,7 +316,11 @@ int main(int argc, char **argv)
 		}
 	}
 	if (client && o.tests.empty())
-		bad_usage("the client needs --test oneway|twoway|pingpong");
+		bad_usage("the client needs --test oneway|twoway|pingpong|oprate");
+	if (client && o.batch > o.depth)
+		bad_usage("--batch must not exceed --depth (the writes in flight)");
+	if (client && o.batch > 1 && o.door != bench::Door::Uring)
+		bad_usage("--batch applies to --door uring (the ioctl door posts one write per call)");
 	if (client && o.max_size * o.depth > (1ull << 30))
 		bad_usage("--depth x the largest size must not exceed 1 GiB (one region per thread)");
 	std::setvbuf(stdout, nullptr, _IOLBF, 0);

@@ -15,6 +15,7 @@ struct Options {
 	// All modes
 	std::uint64_t min_size = 8;
 	std::uint64_t max_size = 4u << 20;
+	std::vector<std::uint64_t> size_list;	// --sizes A,B,...: these instead of a sweep
 	unsigned threads = 1;
 	double seconds = 1.0;
 	std::string csv, json, label;
@@ -30,6 +31,9 @@ struct Options {
 	std::uint64_t min_iters = 20;
 	double warmup = 0.1;
 	bool keep_server = false;
+	// oprate: how operations are posted
+	Door door = Door::Ioctl;
+	unsigned batch = 1;		// uring: SQEs prepared per submit
 
 	// server
 	std::chrono::seconds idle{600};
@@ -39,7 +43,8 @@ struct Options {
 // NUMA node opts.numa, when one was asked for.
 me::Status bind_numa(const Options &opts);
 
-// The sizes of a sweep: powers of two from min_size to max_size.
+// The sizes to measure: size_list when given, else powers of two from
+// min_size to max_size.
 std::vector<std::uint64_t> sweep_sizes(const Options &opts);
 
 int run_client(const Options &opts);

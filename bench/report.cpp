@@ -12,7 +12,8 @@ namespace {
 
 constexpr const char *kCsvHeader =
 	"label,test,size,threads,depth,ops,bytes,seconds,mbps,lat_median_us,lat_p99_us,"
-	"cpu_util,cpu_us_per_mb,links,rtt_median_us,rtt_p99_us,peer_cpu_util\n";
+	"cpu_util,cpu_us_per_mb,links,rtt_median_us,rtt_p99_us,peer_cpu_util,door,batch,ops_per_s,"
+	"cpu_us_per_op,peer_cpu_us_per_op,calls_per_op\n";
 
 std::string csv_text(const std::string &s)
 {
@@ -110,14 +111,19 @@ me::Status Sink::write(const Row &r)
 	std::fflush(stdout);
 	if (csv_) {
 		std::fprintf(csv_,
-			     "%s,%s,%" PRIu64 ",%u,%u,%" PRIu64 ",%" PRIu64 ",%s,%s,%s,%s,%s,%s,%u,%s,%s,%s\n",
+			     "%s,%s,%" PRIu64 ",%u,%u,%" PRIu64 ",%" PRIu64
+			     ",%s,%s,%s,%s,%s,%s,%u,%s,%s,%s,%s,%s,%s,%s,%s,%s\n",
 			     csv_text(r.label).c_str(), csv_text(r.test).c_str(), r.size, r.threads,
 			     r.depth, r.ops, r.bytes, num(r.seconds, false).c_str(),
 			     num(r.mbps, false).c_str(), num(r.lat_median_us, false).c_str(),
 			     num(r.lat_p99_us, false).c_str(), num(r.cpu_util, false).c_str(),
 			     num(r.cpu_us_per_mb, false).c_str(), r.links,
 			     num(r.rtt_median_us, false).c_str(), num(r.rtt_p99_us, false).c_str(),
-			     num(r.peer_cpu_util, false).c_str());
+			     num(r.peer_cpu_util, false).c_str(), csv_text(r.door).c_str(),
+			     r.batch ? std::to_string(r.batch).c_str() : "",
+			     num(r.ops_per_s, false).c_str(), num(r.cpu_us_per_op, false).c_str(),
+			     num(r.peer_cpu_us_per_op, false).c_str(),
+			     num(r.calls_per_op, false).c_str());
 		if (std::fflush(csv_) != 0 || std::ferror(csv_))
 			return me::Error::from_errno(errno, "cannot write to " + csv_path_);
 	}
@@ -127,14 +133,21 @@ me::Status Sink::write(const Row &r)
 			     "\"depth\":%u,\"ops\":%" PRIu64 ",\"bytes\":%" PRIu64 ",\"seconds\":%s,"
 			     "\"mbps\":%s,\"lat_median_us\":%s,\"lat_p99_us\":%s,\"cpu_util\":%s,"
 			     "\"cpu_us_per_mb\":%s,\"links\":%u,\"rtt_median_us\":%s,"
-			     "\"rtt_p99_us\":%s,\"peer_cpu_util\":%s}\n",
+			     "\"rtt_p99_us\":%s,\"peer_cpu_util\":%s,\"door\":%s,\"batch\":%s,"
+			     "\"ops_per_s\":%s,\"cpu_us_per_op\":%s,\"peer_cpu_us_per_op\":%s,"
+			     "\"calls_per_op\":%s}\n",
 			     json_text(r.label).c_str(), json_text(r.test).c_str(), r.size, r.threads,
 			     r.depth, r.ops, r.bytes, num(r.seconds, true).c_str(),
 			     num(r.mbps, true).c_str(), num(r.lat_median_us, true).c_str(),
 			     num(r.lat_p99_us, true).c_str(), num(r.cpu_util, true).c_str(),
 			     num(r.cpu_us_per_mb, true).c_str(), r.links,
 			     num(r.rtt_median_us, true).c_str(), num(r.rtt_p99_us, true).c_str(),
-			     num(r.peer_cpu_util, true).c_str());
+			     num(r.peer_cpu_util, true).c_str(),
+			     r.door.empty() ? "null" : json_text(r.door).c_str(),
+			     r.batch ? std::to_string(r.batch).c_str() : "null",
+			     num(r.ops_per_s, true).c_str(), num(r.cpu_us_per_op, true).c_str(),
+			     num(r.peer_cpu_us_per_op, true).c_str(),
+			     num(r.calls_per_op, true).c_str());
 		if (std::fflush(json_) != 0 || std::ferror(json_))
 			return me::Error::from_errno(errno, "cannot write to " + json_path_);
 	}
@@ -151,10 +164,29 @@ std::string progress_line(const Row &r)
 		return std::string(s);
 	};
 	char s[256];
+	std::string out;
+	if (!r.door.empty()) {
+		std::string variant = r.test + " " + r.door;
+		if (r.batch)
+			variant += " b=" + std::to_string(r.batch);
+		int n = std::snprintf(s, sizeof(s),
+				      "%-18s %7s  x%u: %.0f ops/s  %.2f MB/s  %s cpu-us/op  "
+				      "%.2f calls/op  median %s us  cpu %.0f%%",
+				      variant.c_str(), human_size(r.size).c_str(), r.threads,
+				      r.ops_per_s, r.mbps, us(r.cpu_us_per_op).c_str(), r.calls_per_op,
+				      us(r.lat_median_us).c_str(), r.cpu_util);
+		out.assign(s, static_cast<std::size_t>(std::max(0, std::min<int>(n, sizeof(s) - 1))));
+		if (std::isfinite(r.peer_cpu_util)) {
+			std::snprintf(s, sizeof(s), "  server cpu %.0f%% (%s us/op)", r.peer_cpu_util,
+				      us(r.peer_cpu_us_per_op).c_str());
+			out += s;
+		}
+		return out;
+	}
 	int n = std::snprintf(s, sizeof(s), "%-8s %7s  x%u: %.1f MB/s  median %s us  p99 %s us  cpu %.0f%%",
 			      r.test.c_str(), human_size(r.size).c_str(), r.threads, r.mbps,
 			      us(r.lat_median_us).c_str(), us(r.lat_p99_us).c_str(), r.cpu_util);
-	std::string out(s, static_cast<std::size_t>(std::max(0, std::min<int>(n, sizeof(s) - 1))));
+	out.assign(s, static_cast<std::size_t>(std::max(0, std::min<int>(n, sizeof(s) - 1))));
 	if (std::isfinite(r.rtt_median_us))
 		out += "  (rtt median " + us(r.rtt_median_us) + " us, p99 " + us(r.rtt_p99_us) + " us)";
 	if (std::isfinite(r.peer_cpu_util)) {

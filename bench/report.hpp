@@ -13,7 +13,7 @@ namespace bench {
 
 struct Row {
 	std::string label;
-	std::string test;		// oneway, twoway, pingpong, memcpy
+	std::string test;		// oneway, twoway, pingpong, oprate, memcpy
 	std::uint64_t size = 0;		// bytes per operation
 	unsigned threads = 1;
 	unsigned depth = 1;
@@ -30,6 +30,12 @@ struct Row {
 	double rtt_median_us = NAN;	// pingpong: the round trip itself
 	double rtt_p99_us = NAN;
 	double peer_cpu_util = NAN;	// the server machine's CPUs (client runs only)
+	std::string door;		// oprate: ioctl or uring
+	unsigned batch = 0;		// oprate uring: SQEs per submit (0: not applicable)
+	double ops_per_s = NAN;		// operations completed per second
+	double cpu_us_per_op = NAN;	// busy CPU-us of this machine per operation
+	double peer_cpu_us_per_op = NAN;	// the same, server machine
+	double calls_per_op = NAN;	// oprate: door calls (post/wait, submit/reap) per op
 };
 
 // Where rows go.  Both files are opened in append mode; the CSV header is
@@ -56,7 +62,8 @@ private:
 	std::string csv_path_, json_path_;
 };
 
-// "oneway     64 KiB  x1: 15.2 MB/s  median 410 us  p99 900 us  cpu 93%"
+// "oneway     64 KiB  x1: 15.2 MB/s  median 410 us  p99 900 us  cpu 93%";
+// oprate: "oprate uring b=16   8 B  x1: 5321 ops/s  0.0 MB/s  188 cpu-us/op ..."
 std::string progress_line(const Row &row);
 
 } // namespace bench

@@ -21,7 +21,8 @@ struct Served {
 
 me::Status check_hello(const Msg &h)
 {
-	if (h.test != Test::OneWay && h.test != Test::TwoWay && h.test != Test::PingPong)
+	if (h.test != Test::OneWay && h.test != Test::TwoWay && h.test != Test::PingPong &&
+	    h.test != Test::OpRate)
 		return failure("unknown test " + std::to_string(static_cast<unsigned>(h.test)));
 	if (h.threads < 1 || h.threads > kMaxThreads)
 		return failure("threads must be 1-" + std::to_string(kMaxThreads));
@@ -106,6 +107,7 @@ me::Result<Served> serve(const me::Device &dev, std::optional<Channel> &chan, co
 	std::optional<Writers> writers;
 	CpuTimes cpu0;
 	bool cpu0_ok = false;
+	Clock::time_point begun = Clock::now();
 	std::uint64_t sizes = 0;
 	for (;;) {
 		auto r = receive(dev, client, std::chrono::seconds(1));
@@ -135,6 +137,7 @@ me::Result<Served> serve(const me::Device &dev, std::optional<Channel> &chan, co
 		}
 		if (m.kind == Kind::Begin) {
 			sizes++;
+			begun = Clock::now();
 			auto c = read_cpu_times();
 			cpu0_ok = c.ok();
 			if (c)
@@ -186,6 +189,7 @@ me::Result<Served> serve(const me::Device &dev, std::optional<Channel> &chan, co
 			if (c && cpu0_ok) {
 				res.cpu_busy = c->busy - cpu0.busy;
 				res.cpu_total = c->total - cpu0.total;
+				res.window_ns = ns_between(begun, Clock::now());
 			}
 			if (auto st = chan->send(res); !st)
 				return st.error();

@@ -1,5 +1,6 @@
 #include "workers.hpp"
 
+#include <atomic>
 #include <chrono>
 #include <cinttypes>
 #include <cstdio>
@@ -67,6 +68,8 @@ public:
 		return state_ != State::Drain;
 	}
 
+	bool measuring() const noexcept { return state_ == State::Measure; }
+
 private:
 	const RunSpec &spec_;
 	Phase &phase_;
@@ -74,6 +77,17 @@ private:
 	State state_ = State::Warm;
 	bool said_warm_ = false;
 };
+
+// Says once per process that a wait was interrupted without a signal.
+void note_eintr()
+{
+	static std::atomic<bool> said{false};
+	if (!said.exchange(true))
+		std::fprintf(stderr,
+			     "me_bench: note: Device::wait_for failed with EINTR although no signal "
+			     "was sent (io_uring task work interrupts the module's wait); waiting "
+			     "again\n");
+}
 
 // Reads the two stamp windows of [off, off + size) of `target` into ep.chk
 // (at 0 and at kWindow) and checks them against `seed`.
@@ -88,6 +102,16 @@ me::Status check_remote(Endpoint &ep, const me::RemoteRegion &target, std::uint6
 		return st;
 	for (auto c : {c1, c2}) {
 		auto done = ep.dev->wait_for(c, kStuck);
+		// EINTR with no signal: the module's ME_IOC_POLL_CQ wait returns
+		// -EINTR, not -ERESTARTSYS, when io_uring task work (TWA_SIGNAL,
+		// e.g. from tearing down the oprate test's ring) interrupts it.
+		// The completions stay queued: wait again, a few times.
+		for (int retry = 0; !done && retry < 8 &&
+				    done.error().code() == std::errc::interrupted;
+		     retry++) {
+			note_eintr();
+			done = ep.dev->wait_for(c, kStuck);
+		}
 		if (!done)
 			return done.error();
 		if (!done->ok())
@@ -219,6 +243,157 @@ me::Result<ThreadResult> run_writer(Endpoint &ep, const me::RemoteRegion &target
 			if (more)
 				if (auto st = post(s); !st)
 					return fail(st.error());
+		}
+	}
+
+	std::uint64_t cookie = kCheckCookie;
+	for (unsigned s = 0; s < depth; s++)
+		if (slot_seq[s])
+			if (auto st = check_remote(ep, target, s * size, size,
+						   op_seed(spec.salt, thread, slot_seq[s]), cookie);
+			    !st)
+				return fail(st.error());
+	return r;
+}
+
+me::Result<ThreadResult> run_oprate(Endpoint &ep, const me::RemoteRegion &target, unsigned thread,
+				    const RunSpec &spec, Phase &phase, Door door, unsigned batch)
+{
+	const std::uint64_t size = spec.size;
+	const unsigned depth = spec.depth;
+	const auto len = static_cast<std::uint32_t>(size);
+	std::vector<std::uint64_t> slot_seq(depth, 0);
+	std::vector<Clock::time_point> slot_time(depth);
+	std::uint64_t seq = 0;
+	unsigned inflight = 0;
+	ThreadResult r;
+	r.lat_ns.reserve(1u << 16);
+	Stepper step(spec, phase);
+
+	auto fail = [&](me::Error e) -> me::Result<ThreadResult> {
+		phase.abort();
+		return e;
+	};
+	// The slot's next operation: a fresh stamp in its source range.
+	auto next = [&](unsigned s) {
+		seq++;
+		stamp(ep.src_buf.data() + s * size, size, op_seed(spec.salt, thread, seq));
+		slot_seq[s] = seq;
+		slot_time[s] = Clock::now();
+	};
+	// Checks one completion and accounts it; returns whether its slot
+	// may be posted again.
+	auto completed = [&](const me::Completion &c, Clock::time_point now,
+			     unsigned &slot) -> me::Result<bool> {
+		if (auto st = completion_error(c); !st)
+			return st.error();
+		if (c.type != me::CompletionType::Write || c.cookie == 0 || c.cookie > depth ||
+		    c.len != len)
+			return failure("unexpected completion: " + c.describe());
+		slot = static_cast<unsigned>(c.cookie - 1);
+		inflight--;
+		return step.completed(now, ns_between(slot_time[slot], now), r);
+	};
+
+	if (door == Door::Ioctl) {
+		auto post = [&](unsigned s) -> me::Status {
+			next(s);
+			auto st = ep.conn->write(*ep.src, s * size, target, s * size, len, s + 1);
+			if (st) {
+				inflight++;
+				if (step.measuring())
+					r.calls++;
+			}
+			return st;
+		};
+		for (unsigned s = 0; s < depth; s++)
+			if (auto st = post(s); !st)
+				return fail(st.error());
+		while (inflight) {
+			const bool counted = step.measuring();
+			auto cs = ep.dev->wait(depth, kStuck);
+			if (!cs)
+				return fail(cs.error());
+			if (counted)
+				r.calls++;
+			if (cs->empty())
+				return fail(failure("no write completed for " +
+						    std::to_string(kStuck.count()) + " s (" +
+						    std::to_string(inflight) + " in flight)"));
+			const auto now = Clock::now();
+			for (const auto &c : cs.value()) {
+				unsigned s = 0;
+				auto more = completed(c, now, s);
+				if (!more)
+					return fail(more.error());
+				if (phase.aborted())
+					return fail(failure("stopped because another thread failed"));
+				if (more.value())
+					if (auto st = post(s); !st)
+						return fail(st.error());
+			}
+		}
+	} else {
+		me::UringQueue::Options qo;
+		qo.sq_entries = depth;
+		qo.max_inflight = depth;
+		qo.sqe128 = true;
+		auto q = me::UringQueue::create(*ep.dev, qo);
+		if (!q)
+			return fail(q.error());
+		std::vector<unsigned> idle;	// slots free to post, refilled by completions
+		for (unsigned s = depth; s-- > 0;)
+			idle.push_back(s);
+		bool posting = true;
+		// Whole batches only: `batch` SQEs, then one submit.
+		auto post_batches = [&]() -> me::Status {
+			while (posting && idle.size() >= batch) {
+				for (unsigned i = 0; i < batch; i++) {
+					const unsigned s = idle.back();
+					next(s);
+					if (auto st = q->write(*ep.conn, *ep.src, s * size, target, s * size,
+							       len, s + 1);
+					    !st)
+						return st;
+					idle.pop_back();
+					inflight++;
+				}
+				auto n = q->submit();
+				if (!n)
+					return n.error();
+				if (step.measuring())
+					r.calls++;
+			}
+			return {};
+		};
+		if (auto st = post_batches(); !st)
+			return fail(st.error());
+		while (inflight) {
+			const bool counted = step.measuring();
+			auto cs = q->reap(depth, std::min<std::size_t>(batch, inflight), kStuck);
+			if (!cs)
+				return fail(cs.error());
+			if (counted)
+				r.calls++;
+			if (cs->empty())
+				return fail(failure("no write completed for " +
+						    std::to_string(kStuck.count()) + " s (" +
+						    std::to_string(inflight) + " in flight)"));
+			const auto now = Clock::now();
+			for (const auto &c : cs.value()) {
+				unsigned s = 0;
+				auto more = completed(c, now, s);
+				if (!more)
+					return fail(more.error());
+				if (phase.aborted())
+					return fail(failure("stopped because another thread failed"));
+				if (more.value())
+					idle.push_back(s);
+				else
+					posting = false;
+			}
+			if (auto st = post_batches(); !st)
+				return fail(st.error());
 		}
 	}
 

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "common.hpp"
+#include "control.hpp"
 #include "cpu.hpp"
 
 namespace bench {
@@ -71,6 +72,9 @@ struct ThreadResult {
 	std::uint64_t ops = 0;		// completed in the measured window
 	std::uint64_t bytes = 0;
 	std::vector<std::uint64_t> lat_ns;	// per op: post to completion (pingpong: RTT)
+	// oprate: calls into the door during the measured window (ioctl:
+	// posts and Device::wait calls; uring: submit() and reap() calls).
+	std::uint64_t calls = 0;
 };
 
 // Back-to-back writes of spec.size bytes, spec.depth in flight, from
@@ -79,6 +83,18 @@ struct ThreadResult {
 // Fails on any failed completion or a stamp mismatch.
 me::Result<ThreadResult> run_writer(Endpoint &ep, const me::RemoteRegion &target, unsigned thread,
 				    const RunSpec &spec, Phase &phase);
+
+// The op-rate loop: spec.size-byte writes, spec.depth in flight, from
+// slot s of ep's source to slot s of `target`, as run_writer, posted
+// through `door`.  Ioctl: one Connection::write per operation, completions
+// harvested by Device::wait (up to depth per call), each freed slot posted
+// again at once.  Uring: a UringQueue of its own (128-byte SQEs); `batch`
+// writes prepared, one submit(), and reap() waits for at least `batch`
+// completions before the freed slots are refilled, `batch` at a time.
+// Every completion must be a successful write of spec.size bytes; the
+// stamp windows of every slot's last write are read back at the end.
+me::Result<ThreadResult> run_oprate(Endpoint &ep, const me::RemoteRegion &target, unsigned thread,
+				    const RunSpec &spec, Phase &phase, Door door, unsigned batch);
 
 // One write_notify of spec.size bytes at a time into `target`; waits for
 // the peer's echo (a Notify into ep.dst) and checks its stamp windows.

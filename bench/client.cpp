@@ -134,10 +134,12 @@ me::Status measure(const Context &cx, Test test, std::uint64_t session, unsigned
 	row.links = cx.links;
 	std::vector<std::uint64_t> lat;
 	std::uint64_t calls = 0;
+	double syscall_us = 0;
 	for (auto &r : results) {
 		row.ops += r->value().ops;
 		row.bytes += r->value().bytes;
 		calls += r->value().calls;
+		syscall_us += r->value().syscall_us / n;
 		lat.insert(lat.end(), r->value().lat_ns.begin(), r->value().lat_ns.end());
 	}
 	row.seconds = seconds_between(phase.start, phase.end);
@@ -166,6 +168,7 @@ me::Status measure(const Context &cx, Test test, std::uint64_t session, unsigned
 		row.batch = o.door == Door::Uring ? o.batch : 0;
 		if (row.ops)
 			row.calls_per_op = static_cast<double>(calls) / static_cast<double>(row.ops);
+		row.post_syscall_us = syscall_us;
 	}
 	if (phase.cpu_ok) {
 		row.cpu_util = cpu_util(phase.cpu_start, phase.cpu_end);

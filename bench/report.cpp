@@ -13,7 +13,7 @@ namespace {
 constexpr const char *kCsvHeader =
 	"label,test,size,threads,depth,ops,bytes,seconds,mbps,lat_median_us,lat_p99_us,"
 	"cpu_util,cpu_us_per_mb,links,rtt_median_us,rtt_p99_us,peer_cpu_util,door,batch,ops_per_s,"
-	"cpu_us_per_op,peer_cpu_us_per_op,calls_per_op\n";
+	"cpu_us_per_op,peer_cpu_us_per_op,calls_per_op,post_syscall_us\n";
 
 std::string csv_text(const std::string &s)
 {
@@ -112,7 +112,7 @@ me::Status Sink::write(const Row &r)
 	if (csv_) {
 		std::fprintf(csv_,
 			     "%s,%s,%" PRIu64 ",%u,%u,%" PRIu64 ",%" PRIu64
-			     ",%s,%s,%s,%s,%s,%s,%u,%s,%s,%s,%s,%s,%s,%s,%s,%s\n",
+			     ",%s,%s,%s,%s,%s,%s,%u,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s\n",
 			     csv_text(r.label).c_str(), csv_text(r.test).c_str(), r.size, r.threads,
 			     r.depth, r.ops, r.bytes, num(r.seconds, false).c_str(),
 			     num(r.mbps, false).c_str(), num(r.lat_median_us, false).c_str(),
@@ -123,7 +123,8 @@ me::Status Sink::write(const Row &r)
 			     r.batch ? std::to_string(r.batch).c_str() : "",
 			     num(r.ops_per_s, false).c_str(), num(r.cpu_us_per_op, false).c_str(),
 			     num(r.peer_cpu_us_per_op, false).c_str(),
-			     num(r.calls_per_op, false).c_str());
+			     num(r.calls_per_op, false).c_str(),
+			     num(r.post_syscall_us, false).c_str());
 		if (std::fflush(csv_) != 0 || std::ferror(csv_))
 			return me::Error::from_errno(errno, "cannot write to " + csv_path_);
 	}
@@ -135,7 +136,7 @@ me::Status Sink::write(const Row &r)
 			     "\"cpu_us_per_mb\":%s,\"links\":%u,\"rtt_median_us\":%s,"
 			     "\"rtt_p99_us\":%s,\"peer_cpu_util\":%s,\"door\":%s,\"batch\":%s,"
 			     "\"ops_per_s\":%s,\"cpu_us_per_op\":%s,\"peer_cpu_us_per_op\":%s,"
-			     "\"calls_per_op\":%s}\n",
+			     "\"calls_per_op\":%s,\"post_syscall_us\":%s}\n",
 			     json_text(r.label).c_str(), json_text(r.test).c_str(), r.size, r.threads,
 			     r.depth, r.ops, r.bytes, num(r.seconds, true).c_str(),
 			     num(r.mbps, true).c_str(), num(r.lat_median_us, true).c_str(),
@@ -147,7 +148,8 @@ me::Status Sink::write(const Row &r)
 			     r.batch ? std::to_string(r.batch).c_str() : "null",
 			     num(r.ops_per_s, true).c_str(), num(r.cpu_us_per_op, true).c_str(),
 			     num(r.peer_cpu_us_per_op, true).c_str(),
-			     num(r.calls_per_op, true).c_str());
+			     num(r.calls_per_op, true).c_str(),
+			     num(r.post_syscall_us, true).c_str());
 		if (std::fflush(json_) != 0 || std::ferror(json_))
 			return me::Error::from_errno(errno, "cannot write to " + json_path_);
 	}
@@ -181,6 +183,8 @@ std::string progress_line(const Row &r)
 				      us(r.peer_cpu_us_per_op).c_str());
 			out += s;
 		}
+		if (std::isfinite(r.post_syscall_us))
+			out += "  (a refused ioctl: " + us(r.post_syscall_us) + " us)";
 		return out;
 	}
 	int n = std::snprintf(s, sizeof(s), "%-8s %7s  x%u: %.1f MB/s  median %s us  p99 %s us  cpu %.0f%%",

@@ -36,6 +36,7 @@ struct Row {
 	double cpu_us_per_op = NAN;	// busy CPU-us of this machine per operation
 	double peer_cpu_us_per_op = NAN;	// the same, server machine
 	double calls_per_op = NAN;	// oprate: door calls (post/wait, submit/reap) per op
+	double post_syscall_us = NAN;	// oprate: one refused ME_IOC_POST ioctl, wall-clock us
 };
 
 // Where rows go.  Both files are opened in append mode; the CSV header is

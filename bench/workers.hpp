@@ -4,6 +4,7 @@
 #pragma once
 
 #include <atomic>
+#include <cmath>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -75,6 +76,9 @@ struct ThreadResult {
 	// oprate: calls into the door during the measured window (ioctl:
 	// posts and Device::wait calls; uring: submit() and reap() calls).
 	std::uint64_t calls = 0;
+	// oprate: microseconds of one ME_IOC_POST the module refuses at once
+	// (the ioctl door's fixed cost), measured before the run.
+	double syscall_us = NAN;
 };
 
 // Back-to-back writes of spec.size bytes, spec.depth in flight, from

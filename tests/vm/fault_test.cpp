@@ -297,6 +297,12 @@ TEST_F(FaultTest, LinkDownMidTransferCompletesOnTheOther)
 TEST_F(FaultTest, PeerNamespaceDeletedMidTransfer)
 {
 	ASSERT_NO_FATAL_FAILURE(make_pair(2));
+	// Links held to 40 Mbit/s: the 64 MiB take several seconds, so the
+	// namespace is surely gone mid-transfer even when its teardown (a
+	// kernel workqueue after `ip netns del`) lags on a loaded host; at
+	// full speed the whole transfer once finished before it took effect.
+	for (int l = 0; l < 2; l++)
+		ASSERT_TRUE(c_->netem(l, "rate 40mbit limit 10000"));
 	Device &a = c_->dev(0);
 	constexpr size_t kLen = 64u << 20;
 	constexpr uint32_t kOp = 4u << 20;

@@ -99,7 +99,8 @@ TEST_F(ModuleTest, LoadRegistersDeviceAndHandler)
 	EXPECT_EQ(st.st_mode & 0777, 0666u);
 	EXPECT_TRUE(handler_registered(ME_DEFAULT_ETHERTYPE));
 	EXPECT_TRUE(any_contains(log.read_new(),
-				 "multiedge: registered /dev/multiedge, ethertype 0x88b5, abi 4"));
+				 "multiedge: registered /dev/multiedge, ethertype 0x88b5, abi " +
+					 std::to_string(ME_ABI_VERSION)));
 
 	ASSERT_EQ(unload_module(), 0);
 	EXPECT_FALSE(device_exists());

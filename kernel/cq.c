@@ -13,6 +13,7 @@
 
 #include "chardev.h"
 #include "cq.h"
+#include "wait.h"
 
 /* Entries copied out per pass; the caller's array may be larger. */
 #define ME_CQ_BATCH	32
@@ -58,8 +59,8 @@ int me_cq_reserve(struct me_cq *cq, bool nonblock)
 		return 0;
 	if (nonblock)
 		return -EAGAIN;
-	if (wait_event_interruptible(cq->room, try_reserve(cq)))
-		return -EINTR;
+	if (me_wait_event_timeout(cq->room, try_reserve(cq), MAX_SCHEDULE_TIMEOUT) < 0)
+		return -ERESTARTSYS;
 	return 0;
 }
 
@@ -156,9 +157,9 @@ long me_cq_ioc_poll(struct me_cq *cq, void __user *uarg)
 		long t = req.timeout_ms ? msecs_to_jiffies(req.timeout_ms) :
 					  MAX_SCHEDULE_TIMEOUT;
 
-		t = wait_event_interruptible_timeout(cq->readable, cq_nonempty(cq), t);
+		t = me_wait_event_timeout(cq->readable, cq_nonempty(cq), t);
 		if (t < 0)
-			return -EINTR;
+			return -ERESTARTSYS;
 	}
 
 	batch = kmalloc_array(ME_CQ_BATCH, sizeof(*batch), GFP_KERNEL);

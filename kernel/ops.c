@@ -26,6 +26,7 @@
 #include "netns.h"
 #include "ops.h"
 #include "uring.h"
+#include "wait.h"
 
 #define ME_CONNECT_TIMEOUT_MS	5000
 
@@ -262,10 +263,10 @@ long me_engine_ioc_recv(struct me_file *f, void __user *uarg)
 		long t = req.timeout_ms ? msecs_to_jiffies(req.timeout_ms) :
 					  MAX_SCHEDULE_TIMEOUT;
 
-		t = wait_event_interruptible_timeout(mn->msg_wait,
-						     (m = take_msg(mn, req.peer)) != NULL, t);
+		t = me_wait_event_timeout(mn->msg_wait,
+					  (m = take_msg(mn, req.peer)) != NULL, t);
 		if (t < 0)
-			return -EINTR;
+			return -ERESTARTSYS;	/* nothing taken: restart is safe */
 		if (!m)
 			return -ETIMEDOUT;
 	} else {
@@ -399,7 +400,7 @@ long me_engine_ioc_connect(struct me_file *f, void __user *uarg)
 	spin_unlock_bh(&mn->owner_lock);
 
 	t = msecs_to_jiffies(req.timeout_ms ? req.timeout_ms : ME_CONNECT_TIMEOUT_MS);
-	t = wait_event_interruptible_timeout(mn->waitq, connect_settled(c), t);
+	t = me_wait_event_timeout(mn->waitq, connect_settled(c), t);
 	st = me_conn_state(c);
 	if (st == ME_CS_ESTABLISHED) {
 		req.conn = me_conn_id(c);
@@ -476,6 +477,7 @@ int me_ops_post(struct me_file *f, const struct me_post *req,
 	struct me_conn *c;
 	struct me_rw rw;
 	int ret, seen;
+	long t;
 
 	ret = check_post(req);
 	if (ret)
@@ -522,12 +524,22 @@ int me_ops_post(struct me_file *f, const struct me_post *req,
 		ret = submit(c, req->opcode, &rw);
 		if (ret != -EAGAIN || !may_block)
 			break;
-		/* The connection's queue is full: completions free entries. */
+		/*
+		 * The connection's queue is full: completions free entries.
+		 * An io_uring worker is woken like this to be cancelled (ring
+		 * teardown), so it takes any wake-up as one; anyone else
+		 * sleeps through io_uring's task work (wait.h).
+		 */
 		seen = atomic_read(&mn->events);
-		if (wait_event_interruptible_timeout(mn->waitq,
-						     atomic_read(&mn->events) != seen,
-						     HZ / 10) < 0) {
-			ret = -EINTR;
+		if (current->flags & PF_IO_WORKER)
+			t = wait_event_interruptible_timeout(mn->waitq,
+							     atomic_read(&mn->events) != seen,
+							     HZ / 10);
+		else
+			t = me_wait_event_timeout(mn->waitq, atomic_read(&mn->events) != seen,
+						  HZ / 10);
+		if (t < 0) {
+			ret = -ERESTARTSYS;	/* nothing posted: restart is safe */
 			break;
 		}
 	}

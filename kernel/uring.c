@@ -122,6 +122,9 @@ int me_uring_cmd(struct io_uring_cmd *ucmd, unsigned int issue_flags)
 	 */
 	ret = me_ops_post(f, &req, ucmd,
 			  !nonblock_issue && !(req.flags & ME_POST_F_NONBLOCK));
+	/* A worker cancelled while it waited: no restart through io_uring. */
+	if (ret == -ERESTARTSYS)
+		ret = -EINTR;
 	if (ret == -EAGAIN && (req.flags & ME_POST_F_NONBLOCK)) {
 		/* The caller asked for -EAGAIN, not a worker: a CQE says so. */
 		me_uring_complete(ucmd, -EAGAIN, 0);

@@ -22,6 +22,11 @@
  *
  * State is per network namespace: a command acts in the namespace of the
  * process that opened the device.
+ *
+ * Blocking commands are interrupted only by signals: a signal whose
+ * handler has SA_RESTART restarts them (with their timeout counted anew),
+ * any other fails them with -EINTR, except where noted.  The completions
+ * of the caller's own io_uring (task work) do not interrupt them.
  */
 #ifndef _UAPI_LINUX_MULTIEDGE_H
 #define _UAPI_LINUX_MULTIEDGE_H
@@ -277,7 +282,8 @@ struct me_peer_list {
  *   -ENOSPC       ME_CONN_MAX_PER_FILE connections on this file, or the
  *                 namespace used up its connection ids (module parameter
  *                 max_conns; ids are not reused within a namespace's life)
- *   -EINTR        a signal arrived (the connection is abandoned)
+ *   -EINTR        a signal arrived (the connection is abandoned; never
+ *                 restarted, whatever SA_RESTART says)
  */
 struct me_connect {
 	__u32 size;

@@ -1,0 +1,40 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+#ifndef ME_WAIT_H
+#define ME_WAIT_H
+
+#include <linux/jiffies.h>
+#include <linux/sched/signal.h>
+#include <linux/wait.h>
+
+/*
+ * wait_event_interruptible_timeout() that io_uring does not cut short.
+ *
+ * A ring's completions reach its task as task work, announced like a
+ * signal (TIF_NOTIFY_SIGNAL), which ends interruptible sleeps although no
+ * signal is pending; the work itself runs only when the task returns to
+ * user space.  Such a wake-up must not fail a blocking command with EINTR
+ * (a thread may well wait in an ioctl while its own ring completes), nor
+ * restart it with its timeout counted again.  So the wait goes on, now
+ * killable only, for what is left of @timeout.
+ *
+ * Returns as wait_event_interruptible_timeout(): the jiffies left (at
+ * least 1) once @cond holds, 0 on timeout, -ERESTARTSYS for a real signal
+ * (restarted, or EINTR, as the signal's SA_RESTART says) or a fatal one.
+ * @timeout may be MAX_SCHEDULE_TIMEOUT.
+ */
+#define me_wait_event_timeout(wq, cond, timeout)				\
+({										\
+	long __to = (timeout);							\
+	unsigned long __end = jiffies + __to;					\
+	long __t = wait_event_interruptible_timeout(wq, cond, __to);		\
+										\
+	if (__t == -ERESTARTSYS && !task_sigpending(current)) {			\
+		long __left = __to == MAX_SCHEDULE_TIMEOUT ? __to :		\
+			      max_t(long, (long)(__end - jiffies), 0);		\
+										\
+		__t = wait_event_killable_timeout(wq, cond, __left);		\
+	}									\
+	__t;									\
+})
+
+#endif /* ME_WAIT_H */

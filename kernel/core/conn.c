@@ -295,6 +295,9 @@ void me_conn_terminate(struct me_conn *c, u32 state, s32 status)
 		st = old;
 	}
 	me_msg_fail_all(c, status);
+	/* Zero-copy references: entries' now, unsent ops' in the pump. */
+	me_win_zc_release_all(c);
+	me_msg_pump(c);
 	event(c, state == ME_CS_DEAD ? ME_CQE_CONN_DEAD : ME_CQE_CONN_CLOSED,
 	      state == ME_CS_DEAD ? status : 0);
 }

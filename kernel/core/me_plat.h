@@ -92,6 +92,32 @@ struct me_plat_ops {
 	 */
 	void *(*alloc)(void *ctx, size_t size);
 	void (*free)(void *ctx, void *p);
+
+	/*
+	 * Zero-copy transmit (optional: NULL zc_tx, or cfg.zc_min 0, and the
+	 * payload of every packet is copied into the window with mr_read and
+	 * sent with tx).  A packet of a write or notify (or send) carrying at
+	 * least cfg.zc_min payload bytes keeps only its header in the window;
+	 * zc_tx sends the header followed by [off, off + len) of the local
+	 * region, taking whatever references the platform needs on that
+	 * memory until the frame is gone (it may return before).  cookie is
+	 * the operation's (me_rw.cookie).
+	 *
+	 * The core holds references on an operation's payload through zc_hold
+	 * and zc_put, so a platform can complete the operation to its user
+	 * only when nothing may read the payload any more (Table 1 state 1):
+	 *   - one from its submission until it has been packetized, or
+	 *     dropped unsent (the "pack" reference);
+	 *   - one per window entry carrying its payload, from packetizing
+	 *     until the entry is acknowledged or its connection ends.
+	 * zc_tx is only called while such a reference is held.  Each
+	 * zc_hold is matched by exactly one zc_put, at the latest when the
+	 * node is destroyed.  Any context the core runs in; none may sleep.
+	 */
+	int (*zc_tx)(void *ctx, u32 link, const void *hdr, u32 hdr_len,
+		     u32 region, u64 off, u32 len, u64 cookie);
+	void (*zc_hold)(void *ctx, u64 cookie);
+	void (*zc_put)(void *ctx, u64 cookie);
 };
 
 #endif /* ME_PLAT_H */

@@ -36,6 +36,7 @@ static inline void me_lock_init(me_lock_t *l) { spin_lock_init(l); }
 static inline bool me_trylock(me_lock_t *l) { return spin_trylock_bh(l); }
 static inline void me_lock(me_lock_t *l) { spin_lock_bh(l); }
 static inline void me_unlock(me_lock_t *l) { spin_unlock_bh(l); }
+static inline void me_smp_mb(void) { smp_mb(); }
 
 static inline u32 me_atomic_read(me_atomic_t *a) { return (u32)atomic_read_acquire(a); }
 /* A full barrier, like the userspace seq_cst store: see window.c. */
@@ -112,6 +113,18 @@ static inline void me_lock(me_lock_t *l)
 static inline void me_unlock(me_lock_t *l)
 {
 	atomic_store_explicit(&l->v, 0, memory_order_release);
+}
+/*
+ * A full barrier between a store and a later load (the store-buffer
+ * pattern).  An RMW on one shared variable rather than a fence: TSan
+ * models no fences, and two such RMWs are ordered, so whichever comes
+ * second sees everything before the first.
+ */
+static inline void me_smp_mb(void)
+{
+	static _Atomic u32 me_mb_var;
+
+	atomic_fetch_add_explicit(&me_mb_var, 0, memory_order_seq_cst);
 }
 
 static inline u32 me_atomic_read(me_atomic_t *a) { return atomic_load(&a->v); }

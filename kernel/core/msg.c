@@ -50,10 +50,19 @@ int me_msg_alloc(struct me_conn *c)
 	return 0;
 }
 
+static void pack_put(struct me_conn *c, u32 id);
+
 void me_msg_free(struct me_conn *c)
 {
 	struct me_node *n = c->node;
 
+	/* Nothing runs any more: drop what the queue still holds. */
+	if (c->ops) {
+		while (c->op_pack != me_atomic_read(&c->op_head)) {
+			pack_put(c, c->op_pack);
+			c->op_pack++;
+		}
+	}
 	if (c->ops)
 		n->ops->free(n->ctx, c->ops);
 	if (c->resp)
@@ -136,6 +145,16 @@ int me_msg_submit(struct me_conn *c, u32 type, const struct me_rw *rw)
 	}
 
 	me_lock(&c->sub_lock);
+	/*
+	 * Again under the lock: me_conn_terminate() sets the state before
+	 * me_msg_fail_all() takes it, so an op queued here is failed there,
+	 * and none is queued after.
+	 */
+	st = me_atomic_read(&c->state);
+	if (type != ME_PT_CLOSE && st != ME_CS_CONNECTING && st != ME_CS_ESTABLISHED) {
+		me_unlock(&c->sub_lock);
+		return -ENOTCONN;
+	}
 	reclaim(c);
 	head = me_atomic_read(&c->op_head);
 	if (head - c->op_tail >= c->nops) {
@@ -167,6 +186,9 @@ int me_msg_submit(struct me_conn *c, u32 type, const struct me_rw *rw)
 	me_atomic_set(&op->done_bytes, 0);
 	me_atomic_set(&op->err, 0);
 	me_atomic_set(&op->id, head);
+	/* The pack reference (me_plat.h), dropped by pack_put(). */
+	if (me_zc_on(n) && me_zc_type(type))
+		n->ops->zc_hold(n->ctx, op->cookie);
 	me_atomic_set(&op->state, OPST(head, ME_OP_QUEUED));	/* publish */
 	me_atomic_set(&c->op_head, head + 1);
 	me_unlock(&c->sub_lock);
@@ -428,6 +450,7 @@ static bool all_prior_done(struct me_conn *c)
 struct job {
 	u32 type;
 	u32 op_id;
+	u64 cookie;		/* an op's (zero-copy references) */
 	u32 len;
 	u32 region;		/* header region/key/addr */
 	u32 key;
@@ -446,6 +469,7 @@ static void job_from_op(struct job *j, const struct me_op *op, u32 id)
 	j->op_id = id;
 	if (op->type == ME_PT_CLOSE)
 		return;
+	j->cookie = op->cookie;
 	j->len = op->len;
 	j->region = op->rregion;
 	j->key = op->rkey;
@@ -473,6 +497,16 @@ static void job_from_resp(struct job *j, const struct me_resp *r)
 	j->src_off = r->addr;
 }
 
+/* Drops the pack reference of op @id (me_plat.h), with pump_lock held. */
+static void pack_put(struct me_conn *c, u32 id)
+{
+	struct me_node *n = c->node;
+	struct me_op *op = &c->ops[id & (c->nops - 1)];
+
+	if (me_zc_on(n) && me_zc_type(op->type))
+		n->ops->zc_put(n->ctx, op->cookie);
+}
+
 /* Choose the next job; false if there is none ready. */
 static bool next_job(struct me_conn *c, struct job *j)
 {
@@ -489,6 +523,7 @@ static bool next_job(struct me_conn *c, struct job *j)
 		if (c->cur_kind == 0 &&
 		    me_atomic_read(&op->state) != OPST(c->op_pack, ME_OP_QUEUED)) {
 			/* Failed before it was sent: skip it. */
+			pack_put(c, c->op_pack);
 			c->op_pack++;
 			me_atomic_set(&c->op_packed, c->op_pack);
 			continue;
@@ -508,6 +543,7 @@ static void job_done(struct me_conn *c)
 		c->resp_tail++;
 		resp_unreserve(c);
 	} else {
+		pack_put(c, c->op_pack);
 		c->op_pack++;
 		me_atomic_set(&c->op_packed, c->op_pack);
 	}
@@ -562,6 +598,7 @@ static bool pump_one(struct me_conn *c)
 	t = me_win_tx_reserve(c, &seq);
 	if (!t)
 		return false;
+	t->zc = 0;
 
 	if (c->cur_off == 0)
 		c->cur_msg = c->msg_nxt++;
@@ -588,6 +625,15 @@ static bool pump_one(struct me_conn *c)
 		me_put_be32(p, j.lregion);
 		me_put_be32(p + 4, 0);
 		me_put_be64(p + 8, j.laddr);
+	} else if (chunk && c->cur_kind == 1 && me_zc_on(n) && me_zc_type(j.type) &&
+		   chunk >= n->cfg.zc_min) {
+		/* By reference: the entry holds the op's payload (me_plat.h). */
+		n->ops->zc_hold(n->ctx, j.cookie);
+		t->zc = 1;
+		t->zc_cookie = j.cookie;
+		t->zc_region = j.src_region;
+		t->zc_off = j.src_off + c->cur_off;
+		me_atomic_set(&t->zc_held, 1);
 	} else if (chunk) {
 		int err = n->ops->mr_read(n->ctx, j.src_region,
 					  j.src_off + c->cur_off,
@@ -599,7 +645,7 @@ static bool pump_one(struct me_conn *c)
 			 * sent: the message can never complete, so neither
 			 * can the connection.
 			 */
-			me_win_tx_abort(t);
+			me_win_tx_abort(c, t);
 			me_conn_terminate(c, ME_CS_DEAD, err);
 			return false;
 		}
@@ -623,6 +669,29 @@ static bool pump_one(struct me_conn *c)
  * pump_again first; the holder loops while it is set and re-checks after
  * unlocking, so a request racing with the unlock is never lost.
  */
+/*
+ * A closed or dead connection packetizes nothing more: drop the pack
+ * references of the ops it will never send (they were failed, or are
+ * done).  With pump_lock held.
+ */
+static void drain_packs(struct me_conn *c)
+{
+	u32 st = me_atomic_read(&c->state);
+	u32 head = me_atomic_read(&c->op_head);
+
+	if (st != ME_CS_CLOSED && st != ME_CS_DEAD)
+		return;
+	while (c->op_pack != head) {
+		pack_put(c, c->op_pack);
+		c->op_pack++;
+	}
+	me_atomic_set(&c->op_packed, c->op_pack);
+	if (c->cur_kind == 1) {
+		c->cur_kind = 0;
+		c->cur_off = 0;
+	}
+}
+
 void me_msg_pump(struct me_conn *c)
 {
 again:
@@ -632,6 +701,7 @@ again:
 	while (me_atomic_xchg(&c->pump_again, 0))
 		while (pump_one(c))
 			;
+	drain_packs(c);
 	me_unlock(&c->pump_lock);
 	if (me_atomic_read(&c->pump_again))
 		goto again;

@@ -57,7 +57,8 @@ struct me_node *me_node_create(const struct me_node_cfg *cfg,
 	    !cfg->credit || cfg->credit > cfg->window || !is_pow2(cfg->ops) ||
 	    cfg->ops > ME_OPS_MAX || !cfg->max_conns || !cfg->ack_every ||
 	    cfg->link_window < cfg->mtu || !cfg->rto_min_ns ||
-	    cfg->rto_max_ns < cfg->rto_min_ns)
+	    cfg->rto_max_ns < cfg->rto_min_ns ||
+	    (ops->zc_tx && (!ops->zc_hold || !ops->zc_put)))
 		return NULL;
 	n = ops->alloc(ctx, sizeof(*n));
 	if (!n)

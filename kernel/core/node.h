@@ -37,6 +37,18 @@ static inline u64 me_now(struct me_node *n)
 	return n->ops->now_ns(n->ctx);
 }
 
+/* Whether payload may go by reference (me_plat_ops.zc_tx). */
+static inline bool me_zc_on(const struct me_node *n)
+{
+	return n->ops->zc_tx && n->cfg.zc_min;
+}
+
+/* Operations whose payload the core holds references on (me_plat.h). */
+static inline bool me_zc_type(u32 type)
+{
+	return type == ME_PT_WRITE || type == ME_PT_NOTIFY;
+}
+
 /* Transmit a packet on a link; a platform failure counts as a loss. */
 void me_node_tx(struct me_node *n, u32 link, const void *buf, u32 len);
 /* Fill the common header of a packet from this node. */

@@ -72,7 +72,15 @@ int me_win_alloc(struct me_conn *c)
 void me_win_free(struct me_conn *c)
 {
 	struct me_node *n = c->node;
+	u32 i;
 
+	/* Nothing runs any more: drop what the entries still hold. */
+	for (i = 0; c->tx && i < c->window; i++) {
+		if (me_atomic_read(&c->tx[i].zc_held)) {
+			me_atomic_set(&c->tx[i].zc_held, 0);
+			n->ops->zc_put(n->ctx, c->tx[i].zc_cookie);
+		}
+	}
 	if (c->tx)
 		n->ops->free(n->ctx, c->tx);
 	if (c->txbuf)
@@ -370,6 +378,82 @@ static u64 rto_ns(struct me_conn *c)
  * the packetizer refill the entry, so len/sent_ns read before the swap
  * belong to s.
  */
+/*
+ * Zero-copy references of transmit entries (Table 1 state 1).  An entry
+ * carrying payload by reference holds a reference on its operation's
+ * payload until it is acknowledged (account() marks it) or the connection
+ * has ended.  Only the holder of the entry's lock may drop it, because a
+ * retransmission under the lock may be passing it to zc_tx; so whoever
+ * makes it droppable tries the lock, and every holder checks again after
+ * unlocking (the store-buffer pattern: each side writes, then a full
+ * barrier, then reads what the other wrote).
+ */
+static bool zc_droppable(struct me_conn *c, struct me_txslot *t)
+{
+	u32 st;
+
+	if (!me_atomic_read(&t->zc_held))
+		return false;
+	st = me_atomic_read(&c->state);
+	return li_link(me_atomic64_read(&t->linfo)) == ME_LINK_NONE ||
+	       st == ME_CS_CLOSED || st == ME_CS_DEAD;
+}
+
+/* With t->lock held. */
+static void zc_drop_locked(struct me_conn *c, struct me_txslot *t)
+{
+	struct me_node *n = c->node;
+
+	if (zc_droppable(c, t)) {
+		me_atomic_set(&t->zc_held, 0);
+		n->ops->zc_put(n->ctx, t->zc_cookie);
+	}
+}
+
+/* Releases t->lock, dropping the entry's reference if it is droppable. */
+static void slot_unlock(struct me_conn *c, struct me_txslot *t)
+{
+	for (;;) {
+		zc_drop_locked(c, t);
+		me_unlock(&t->lock);
+		me_smp_mb();
+		if (!zc_droppable(c, t) || !me_trylock(&t->lock))
+			return;
+	}
+}
+
+/* The entry may have become droppable: drop now unless a holder will. */
+static void zc_settle(struct me_conn *c, struct me_txslot *t)
+{
+	me_smp_mb();
+	if (zc_droppable(c, t) && me_trylock(&t->lock))
+		slot_unlock(c, t);
+}
+
+void me_win_zc_release_all(struct me_conn *c)
+{
+	u32 i;
+
+	for (i = 0; i < c->window; i++)
+		zc_settle(c, &c->tx[i]);
+}
+
+/* Sends entry t (under its lock) on link; the payload by reference or not. */
+static void slot_tx(struct me_conn *c, struct me_txslot *t, u32 link, u32 len)
+{
+	struct me_node *n = c->node;
+
+	if (!t->zc) {
+		me_node_tx(n, link, t->buf, len);
+		return;
+	}
+	/* The reference went with the connection: nothing may be read. */
+	if (!me_atomic_read(&t->zc_held) ||
+	    n->ops->zc_tx(n->ctx, link, t->buf, ME_HDR_SEQ, t->zc_region, t->zc_off,
+			  len - ME_HDR_SEQ, t->zc_cookie))
+		me_stat_inc(n, ME_ST_TX_FAIL);
+}
+
 static void account(struct me_conn *c, u32 s)
 {
 	struct me_txslot *t = &c->tx[s & (c->window - 1)];
@@ -393,6 +477,7 @@ static void account(struct me_conn *c, u32 s)
 		if (now > sent)
 			rtt_sample(c, now - sent);
 	}
+	zc_settle(c, t);
 }
 
 /*
@@ -432,14 +517,14 @@ static bool retransmit(struct me_conn *c, u32 s, enum me_stat why)
 	me_atomic_add_return(&n->links[li_link(li)].inflight, -len);
 	me_atomic64_set(&t->sent_ns, me_now(n));
 	t->buf[3] |= ME_F_RTX | ME_F_ACKREQ;
-	me_node_tx(n, nl, t->buf, len);
+	slot_tx(c, t, nl, len);
 	me_stat_inc(n, why);
 	me_cstat_add(c, ME_CST_RTX, 1);
 	t->retries++;
-	me_unlock(&t->lock);
+	slot_unlock(c, t);
 	return true;
 out:
-	me_unlock(&t->lock);
+	slot_unlock(c, t);
 	if (dead)
 		me_conn_terminate(c, ME_CS_DEAD, -ETIMEDOUT);
 	return false;
@@ -539,18 +624,23 @@ struct me_txslot *me_win_tx_reserve(struct me_conn *c, u32 *seq)
 	if (!me_trylock(&t->lock))
 		return NULL;
 	li = me_atomic64_read(&t->linfo);
-	/* The previous lap must be fully accounted (see account()). */
-	if (li_seq(li) != s - c->window || li_link(li) != ME_LINK_NONE) {
-		me_unlock(&t->lock);
+	/*
+	 * The previous lap must be fully accounted (see account()), its
+	 * payload reference dropped.
+	 */
+	zc_drop_locked(c, t);
+	if (li_seq(li) != s - c->window || li_link(li) != ME_LINK_NONE ||
+	    me_atomic_read(&t->zc_held)) {
+		slot_unlock(c, t);
 		return NULL;
 	}
 	*seq = s;
 	return t;
 }
 
-void me_win_tx_abort(struct me_txslot *t)
+void me_win_tx_abort(struct me_conn *c, struct me_txslot *t)
 {
-	me_unlock(&t->lock);
+	slot_unlock(c, t);
 }
 
 /* Table 1 state 1: the entry lock is held until the platform is done. */
@@ -566,11 +656,11 @@ void me_win_tx_commit(struct me_conn *c, struct me_txslot *t, u32 seq,
 	me_atomic_add_return(&n->links[link].inflight, len);
 	me_atomic64_set(&t->linfo, LI(seq, txno, 0, link));
 	me_atomic_set(&c->snd_max, seq + 1);
-	me_node_tx(n, link, t->buf, len);
+	slot_tx(c, t, link, len);
 	me_stat_inc(n, ME_ST_TX_DATA);
 	me_cstat_add(c, ME_CST_TX_PKTS, 1);
 	me_cstat_add(c, ME_CST_TX_BYTES, len - ME_HDR_SEQ);
-	me_unlock(&t->lock);
+	slot_unlock(c, t);
 }
 
 bool me_win_tx_idle(struct me_conn *c)

@@ -26,9 +26,22 @@ struct me_txslot {
 				 * entry's buffer is filled or transmitted */
 	me_atomic64_t linfo;
 	me_atomic64_t sent_ns;	/* last transmission */
-	me_atomic_t len;	/* frame bytes in buf */
+	me_atomic_t len;	/* frame bytes (header + payload) */
 	u32 retries;		/* under lock */
 	u8 *buf;
+	/*
+	 * Payload by reference (me_plat_ops.zc_tx): buf holds the header
+	 * only, the payload is [zc_off, + len - header) of zc_region, and
+	 * zc_held says the entry holds a reference on operation zc_cookie's
+	 * payload.  Written under lock; zc_held is dropped (zc_put) by
+	 * whoever holds the lock once the entry is acknowledged or the
+	 * connection has ended (zc_settle() in window.c).
+	 */
+	u8 zc;
+	me_atomic_t zc_held;
+	u32 zc_region;
+	u64 zc_off;
+	u64 zc_cookie;
 };
 
 /*
@@ -57,6 +70,8 @@ void me_win_start_rx(struct me_conn *c, u32 peer_isn);
 void me_win_rx_data(struct me_conn *c, u32 link, const struct me_hdr *h,
 		    const u8 *pkt, u32 len);
 void me_win_rx_ack(struct me_conn *c, u32 link, const struct me_hdr *h);
+/* The connection ended: drop every payload reference entries hold. */
+void me_win_zc_release_all(struct me_conn *c);
 /* Send an ack now if nobody else is (trylock); link -1 picks one. */
 void me_win_send_ack(struct me_conn *c, int link, bool nack);
 
@@ -68,7 +83,7 @@ void me_win_send_ack(struct me_conn *c, int link, bool nack);
 struct me_txslot *me_win_tx_reserve(struct me_conn *c, u32 *seq);
 void me_win_tx_commit(struct me_conn *c, struct me_txslot *t, u32 seq,
 		      u32 len, u32 link);
-void me_win_tx_abort(struct me_txslot *t);
+void me_win_tx_abort(struct me_conn *c, struct me_txslot *t);
 bool me_win_tx_idle(struct me_conn *c);
 
 void me_win_timer(struct me_conn *c, u64 now);

@@ -23,6 +23,7 @@ namespace {
 constexpr int kLinks = 3;
 constexpr int kRxThreads = 4;
 constexpr size_t kMem = 4 << 20;
+constexpr int kMaxOps = 128;
 
 struct MtNode;
 
@@ -42,6 +43,11 @@ struct MtNode {
 	std::mutex cq_mu;
 	std::vector<me_cqe> cqes;
 	std::atomic<uint64_t> rng{1};
+	// Zero-copy references per op cookie (1..kMaxOps), and misuses: a
+	// put below zero, or a transmission with no reference held.
+	std::atomic<int> zc_refs[kMaxOps + 1] = {};
+	std::atomic<int> zc_bad{0};
+	std::atomic<int> zc_tx_pkts{0};
 };
 
 uint64_t now_ns(void *)
@@ -112,8 +118,46 @@ void complete(void *ctx, const me_cqe *q)
 void *alloc(void *, size_t s) { return malloc(s); }
 void pfree(void *, void *p) { free(p); }
 
+std::atomic<int> *zc_ref(void *ctx, uint64_t cookie)
+{
+	MtNode &n = M(ctx);
+	if (cookie == 0 || cookie > kMaxOps) {
+		n.zc_bad++;
+		return nullptr;
+	}
+	return &n.zc_refs[cookie];
+}
+
+void zc_hold(void *ctx, uint64_t cookie)
+{
+	if (auto *r = zc_ref(ctx, cookie))
+		r->fetch_add(1);
+}
+
+void zc_put(void *ctx, uint64_t cookie)
+{
+	if (auto *r = zc_ref(ctx, cookie); r && r->fetch_sub(1) <= 0)
+		M(ctx).zc_bad++;
+}
+
+int zc_tx(void *ctx, uint32_t link, const void *hdr, uint32_t hdr_len, uint32_t region,
+	  uint64_t off, uint32_t len, uint64_t cookie)
+{
+	MtNode &n = M(ctx);
+	auto *r = zc_ref(ctx, cookie);
+	if (!r || r->load() <= 0 || region != 1 || off + len > kMem) {
+		n.zc_bad++;
+		return -EINVAL;
+	}
+	std::vector<uint8_t> pkt(hdr_len + len);
+	memcpy(pkt.data(), hdr, hdr_len);
+	memcpy(pkt.data() + hdr_len, n.src.data() + off, len);
+	n.zc_tx_pkts++;
+	return tx(ctx, link, pkt.data(), (uint32_t)pkt.size());
+}
+
 const me_plat_ops ops = {now_ns, tx, mr_check, mr_write, mr_local, mr_read,
-			 complete, alloc, pfree};
+			 complete, alloc, pfree, zc_tx, zc_hold, zc_put};
 
 TEST(MultiThread, concurrent_rx__exactly_once)
 {
@@ -143,6 +187,7 @@ TEST(MultiThread, concurrent_rx__exactly_once)
 		cfg.peer_dead_ns = 20000000000ull;
 		cfg.ka_ns = 100000000;
 		cfg.max_retries = 50;
+		cfg.zc_min = 1024;
 		n.node = me_node_create(&cfg, &ops, &n);
 		ASSERT_NE(n.node, nullptr);
 		for (int l = 0; l < kLinks; l++)
@@ -190,6 +235,7 @@ TEST(MultiThread, concurrent_rx__exactly_once)
 	// 120 ops: writes and notifies into ascending chunks of b.dst, reads
 	// of b.src into ascending chunks of a.dst (second half).
 	const int nops = 120;
+	static_assert(nops <= kMaxOps);
 	uint64_t woff = 0, roff = kMem / 2;
 	struct Rec { int kind; me_rw rw; };
 	std::vector<Rec> recs;
@@ -267,6 +313,12 @@ TEST(MultiThread, concurrent_rx__exactly_once)
 	}
 	me_node_destroy(a.node);
 	me_node_destroy(b.node);
+	// Every payload reference was dropped, none misused.
+	EXPECT_GT(a.zc_tx_pkts.load(), 0);
+	EXPECT_EQ(a.zc_bad.load(), 0);
+	EXPECT_EQ(b.zc_bad.load(), 0);
+	for (int i = 0; i <= kMaxOps; i++)
+		EXPECT_EQ(a.zc_refs[i].load(), 0) << "cookie " << i;
 }
 
 }  // namespace

@@ -65,6 +65,23 @@ struct Node {
 	std::vector<Place> places;
 	std::vector<int> link_wire;	// local link index -> wire id
 	bool ticking = true;
+
+	// Zero-copy references (me_plat.h), modelled as the module keeps
+	// them: an operation's payload is alive while the engine has not
+	// completed it or a reference is held.
+	std::map<uint64_t, int64_t> zc_refs;	// cookie -> references held
+	std::map<uint64_t, bool> zc_engine_done;	// cookie -> completed
+	uint64_t zc_bad = 0;		// put below zero, or tx without a reference
+	uint64_t zc_revived = 0;	// hold on a completed op with none held:
+					// a use after free unless the cookie was reused
+	uint64_t zc_tx_pkts = 0;
+	int64_t zc_outstanding() const
+	{
+		int64_t s = 0;
+		for (const auto &[c, r] : zc_refs)
+			s += r;
+		return s;
+	}
 };
 
 struct Wire {
@@ -119,6 +136,9 @@ public:
 
 	// platform
 	int tx(Node &n, uint32_t link, const void *buf, uint32_t len);
+	// Zero-copy references still held on any node, and misuses seen.
+	int64_t zc_outstanding() const;
+	uint64_t zc_bad() const;
 
 private:
 	struct Ev {

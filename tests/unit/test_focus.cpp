@@ -436,3 +436,88 @@ TEST(Conn, peer_death__pending_ops_fail)
 	EXPECT_GT(failed, 0);
 	P.w->check(false);
 }
+
+// ---- zero copy (me_plat_ops.zc_*): references on an op's payload ----------
+
+// Payload of writes and notifies at least zc_min long goes by reference,
+// across loss, duplication and reordering; every reference is dropped once
+// acknowledged, and none is used after its operation is gone.
+TEST(ZeroCopy, writes_by_reference__references_dropped_after_acks)
+{
+	LinkParams lp;
+	lp.loss = 0.02;
+	lp.dup = 0.01;
+	lp.reorder = 0.05;
+	Pair P(31, 2, lp);
+	ASSERT_NE(P.c, nullptr);
+	for (int i = 0; i < 10; i++)
+		ASSERT_EQ(P.w->submit(P.c, 0, i % 3 ? Op::WRITE : Op::NOTIFY, 100000 + i * 777), 0);
+	ASSERT_EQ(P.w->submit(P.c, 0, Op::WRITE, 700), 0);	// below zc_min: copied
+	ASSERT_TRUE(P.sim.run([&] { return P.w->all_done(); }, P.sim.now + 2000000000ull));
+	P.w->check();
+	Node &a = *P.sim.nodes[0];
+	EXPECT_GT(a.zc_tx_pkts, 100u);
+	EXPECT_GT(me_node_stat(a.node, ME_ST_TX_RTX_LOSS) + me_node_stat(a.node, ME_ST_TX_RTX_RTO),
+		  0u) << "no retransmission exercised the reference path";
+	ASSERT_TRUE(P.sim.run([&] { return P.sim.zc_outstanding() == 0; }, P.sim.now + 100000000));
+	EXPECT_EQ(P.sim.zc_bad(), 0u);
+	EXPECT_EQ(a.zc_revived, 0u);
+}
+
+// An op completes (status from the target) before every one of its
+// packets is acknowledged when acks are lost: its entries keep their
+// references until the acks come, and retransmissions meanwhile never use
+// a reference that is gone.
+TEST(ZeroCopy, lost_acks__entries_hold_references_past_completion)
+{
+	Pair P(32, 1);
+	ASSERT_NE(P.c, nullptr);
+	uint64_t dropped = 0;
+	P.sim.drop_hook = [&](const TxEvent &e) {
+		// Node 1's pure acks, every other one, while the writes run.
+		return e.parsed && e.node == 1 && e.h.type == ME_PT_ACK && (dropped++ % 2) == 0;
+	};
+	for (int i = 0; i < 6; i++)
+		ASSERT_EQ(P.w->submit(P.c, 0, Op::WRITE, 200000), 0);
+	ASSERT_TRUE(P.sim.run([&] { return P.w->all_done(); }, P.sim.now + 2000000000ull));
+	P.w->check();
+	P.sim.drop_hook = nullptr;
+	ASSERT_TRUE(P.sim.run([&] { return P.sim.zc_outstanding() == 0; }, P.sim.now + 500000000));
+	EXPECT_GT(dropped, 0u);
+	EXPECT_EQ(P.sim.zc_bad(), 0u);
+	EXPECT_EQ(P.sim.nodes[0]->zc_revived, 0u);
+}
+
+// The peer dies with writes in flight: ops fail, the entries' and the
+// unsent ops' references are all dropped with the connection.
+TEST(ZeroCopy, peer_death__every_reference_dropped)
+{
+	Pair P(33, 2);
+	ASSERT_NE(P.c, nullptr);
+	for (int i = 0; i < 8; i++)	// more than the window: some never packed
+		ASSERT_EQ(P.w->submit(P.c, 0, Op::WRITE, 400000), 0);
+	P.sim.run_for(200000);
+	EXPECT_GT(P.sim.zc_outstanding(), 0);
+	P.sim.nodes[1]->ticking = false;
+	P.sim.set_wire_up(0, false);
+	P.sim.set_wire_up(1, false);
+	ASSERT_TRUE(P.sim.run([&] { return P.w->all_done(); }, P.sim.now + 2000000000ull));
+	EXPECT_EQ(me_conn_state(P.c), ME_CS_DEAD);
+	EXPECT_EQ(P.sim.zc_outstanding(), 0);
+	EXPECT_EQ(P.sim.zc_bad(), 0u);
+	P.w->check(false);
+}
+
+// zc_min 0: nothing goes by reference, and no reference is taken.
+TEST(ZeroCopy, off__payload_copied)
+{
+	me_node_cfg ca = default_cfg(1), cb = default_cfg(2);
+	ca.zc_min = cb.zc_min = 0;
+	Pair P(34, 1, {}, ca, cb);
+	ASSERT_NE(P.c, nullptr);
+	ASSERT_EQ(P.w->submit(P.c, 0, Op::WRITE, 300000), 0);
+	ASSERT_TRUE(P.sim.run([&] { return P.w->all_done(); }, P.sim.now + 1000000000ull));
+	P.w->check();
+	EXPECT_EQ(P.sim.nodes[0]->zc_tx_pkts, 0u);
+	EXPECT_TRUE(P.sim.nodes[0]->zc_refs.empty());
+}

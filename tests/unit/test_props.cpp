@@ -74,6 +74,12 @@ void run_seed(uint64_t seed, uint32_t mode)
 	EXPECT_EQ(sim.nodes[0]->writes_after_close, 0u);
 	EXPECT_EQ(sim.nodes[1]->writes_after_close, 0u);
 	w.check();
+	// Zero copy: every payload reference dropped once the connections
+	// closed, none used after its operation was gone (cookies are unique
+	// here, so a revived one would be a use after free).
+	EXPECT_EQ(sim.zc_outstanding(), 0) << "seed " << seed;
+	EXPECT_EQ(sim.zc_bad(), 0u) << "seed " << seed;
+	EXPECT_EQ(sim.nodes[0]->zc_revived + sim.nodes[1]->zc_revived, 0u) << "seed " << seed;
 }
 
 }  // namespace

@@ -30,6 +30,7 @@
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <pthread.h>
 #include <thread>
 #include <unistd.h>
 
@@ -1861,6 +1862,59 @@ TEST_F(UringTest, RingCompletionsDoNotInterruptBlockingCalls)
 			EXPECT_TRUE(c->ok()) << c->describe();
 		}
 	}
+}
+
+namespace {
+
+std::atomic<int> usr1_seen{0};
+void on_usr1(int)
+{
+	usr1_seen++;
+}
+
+} // namespace
+
+// ... while a real signal still interrupts them: a thread blocked in
+// Device::wait while its ring completes gets EINTR promptly when a signal
+// whose handler lacks SA_RESTART arrives (uapi: "Blocking commands are
+// interrupted only by signals").
+TEST_F(UringTest, SignalsStillInterruptBlockingCallsWhileTheRingCompletes)
+{
+	constexpr uint32_t kN = 256, kSz = 64 * 1024;
+	ASSERT_NO_FATAL_FAILURE(SetUpPair(1, size_t{kN} * kSz));
+	auto q = UringQueue::create(c_->dev(0));
+	ME_ASSERT_OK(q);
+	struct sigaction sa{}, old{};
+	sa.sa_handler = on_usr1;
+	sigemptyset(&sa.sa_mask);
+	sa.sa_flags = 0; // no SA_RESTART: the call must fail with EINTR
+	ASSERT_EQ(::sigaction(SIGUSR1, &sa, &old), 0);
+	usr1_seen = 0;
+
+	for (uint32_t i = 0; i < kN; i++)
+		ME_ASSERT_OK(q->write(*conn_, *mr_local_, uint64_t{i} * kSz, remote_, uint64_t{i} * kSz,
+				      kSz, i));
+	ME_ASSERT_OK(q->submit());
+	const pthread_t self = ::pthread_self();
+	const auto t0 = std::chrono::steady_clock::now();
+	constexpr auto kSignalAt = 1500ms;
+	std::thread killer([&] {
+		std::this_thread::sleep_for(kSignalAt);
+		::pthread_kill(self, SIGUSR1);
+	});
+	auto w = c_->dev(0).wait(8, 6s);
+	const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(
+		std::chrono::steady_clock::now() - t0);
+	killer.join();
+	::sigaction(SIGUSR1, &old, nullptr);
+	EXPECT_EQ(usr1_seen.load(), 1);
+	ASSERT_FALSE(w.ok()) << "Device::wait returned " << w->size() << " completions after "
+			     << took.count() << " ms: the signal did not interrupt it";
+	EXPECT_EQ(w.error().code().value(), EINTR) << w.error().message();
+	EXPECT_GE(took, kSignalAt) << "interrupted before the signal: " << w.error().message();
+	EXPECT_LT(took, kSignalAt + 1000ms) << "the signal took effect late";
+	for (auto &c : reap_all(q.value(), kN))
+		EXPECT_TRUE(c.ok()) << c.describe();
 }
 
 #if defined(__x86_64__)

@@ -10,12 +10,16 @@ Reads DIR/raw/ as scripts/bench-guest leaves it:
   perftest-<tool>-<size>.txt                 perftest output (MB/sec = 2^20 B/s)
 and writes
   DIR/results.csv  system,test,phase,condition,size,links,mbps,lat_us,
-                   lat_p99_us,cpu_util,cpu_us_per_mb,peer_cpu_util,source
+                   lat_p99_us,cpu_util,cpu_us_per_mb,peer_cpu_util,ops_per_s,
+                   cpu_us_per_op,peer_cpu_us_per_op,calls_per_op,pkts_per_op,
+                   rtx_pct,post_syscall_us,source
   DIR/table.md     the table printed on stdout (figures, ratios, targets).
 
 mbps is 1e6 payload bytes per second; lat_us is one-way (RTT/2) except for
 test read_lat (a read is a round trip); cpu_util is the % of the measuring
-guest's CPUs busy (node 0: the client / sender).
+guest's CPUs busy (node 0: the client / sender).  The columns after
+peer_cpu_util come from me_bench only (phase U's op-rate test sets all of
+them; condition "ioctl rep=N" or "uring batch=B rep=N").
 """
 import csv
 import glob
@@ -25,10 +29,15 @@ import re
 import sys
 
 FIELDS = ["system", "test", "phase", "condition", "size", "links", "mbps", "lat_us",
-          "lat_p99_us", "cpu_util", "cpu_us_per_mb", "peer_cpu_util", "source"]
+          "lat_p99_us", "cpu_util", "cpu_us_per_mb", "peer_cpu_util", "ops_per_s",
+          "cpu_us_per_op", "peer_cpu_us_per_op", "calls_per_op", "pkts_per_op", "rtx_pct",
+          "post_syscall_us", "source"]
+# me_bench columns copied as they are (absent in older CSVs: empty).
+ME_EXTRA = ["ops_per_s", "cpu_us_per_op", "peer_cpu_us_per_op", "calls_per_op", "pkts_per_op",
+            "rtx_pct", "post_syscall_us"]
 MIB = 1048576
 # vCPUs of the measuring guest per phase (scripts/bench boots them so).
-NCPUS = {"A": 1, "B": 1, "C": 1, "D": 2}
+NCPUS = {"A": 1, "B": 1, "C": 1, "D": 2, "U": 1}
 
 
 def die(msg):
@@ -59,13 +68,18 @@ def read_me_bench(path, rows):
         for r in csv.DictReader(f):
             phase, cond = split_label(r["label"])
             system = "memcpy" if r["test"] == "memcpy" else "multiedge"
+            if r.get("door"):
+                door = r["door"] + (f" batch={r['batch']}" if r.get("batch") else "")
+                door += f" depth={r['depth']}"
+                cond = f"{door} {cond}" if cond else door
+            extra = {k: num(r.get(k)) for k in ME_EXTRA}
             rows.append(row(system=system, test=r["test"], phase=phase, condition=cond,
                             size=int(r["size"]), links=int(num(r["links"]) or 0) or None,
                             mbps=num(r["mbps"]), lat_us=num(r["lat_median_us"]),
                             lat_p99_us=num(r["lat_p99_us"]), cpu_util=num(r["cpu_util"]),
                             cpu_us_per_mb=num(r["cpu_us_per_mb"]),
                             peer_cpu_util=num(r.get("peer_cpu_util")),
-                            source=os.path.basename(path)))
+                            source=os.path.basename(path), **extra))
 
 
 def read_iperf3(path, rows):
@@ -215,6 +229,14 @@ def fr(v):
     return "-" if v is None else f"{v:.2f}x"
 
 
+def med(xs):
+    xs = sorted(x for x in xs if x is not None)
+    if not xs:
+        return None
+    n = len(xs)
+    return xs[n // 2] if n % 2 else (xs[n // 2 - 1] + xs[n // 2]) / 2
+
+
 def size_name(s):
     if s >= MIB:
         return f"{s // MIB} MiB"
@@ -295,13 +317,6 @@ def table(rows, d):
         p("| size | multiedge | TCP | Soft-RoCE write | me/TCP | me/RoCE | me/TCP per repetition | me/RoCE per repetition |")
         p("|---:|---:|---:|---:|---:|---:|---|---|")
 
-        def med(xs):
-            xs = sorted(x for x in xs if x is not None)
-            if not xs:
-                return None
-            n = len(xs)
-            return xs[n // 2] if n % 2 else (xs[n // 2 - 1] + xs[n // 2]) / 2
-
         def per_rep(system, test, size, key):
             return [val(pick(pr, system=system, test=test, size=size, condition=c), key) for c in reps]
 
@@ -337,7 +352,7 @@ def table(rows, d):
     agg = sorted((r for r in rows if r["system"] == "multiedge" and r["phase"] == "B"),
                  key=lambda r: (("unlimited" in r["condition"]), r["links"] or 0))
     if agg:
-        p("### Link aggregation: one-way 64 KiB writes, 8 in flight, each link limited with tbf")
+        p("### Link aggregation: one-way 64 KiB writes, 32 in flight, each link limited with tbf")
         p("")
         p("| links | condition | MB/s | vs 1 link | cpu % (client) | cpu % (server) |")
         p("|---:|---|---:|---:|---:|---:|")
@@ -405,6 +420,58 @@ def table(rows, d):
             b = max(best)
             targets.append(("netns one-way >= 0.8x memcpy of the same guest",
                             f"best {b[0]:.2f}x ({size_name(b[1])}, {b[2]})", b[0] >= 0.8))
+
+    # 6. operation rate: the ioctl door against io_uring (phase U).
+    ur = [r for r in rows if r["phase"] == "U" and r["test"] == "oprate" and r["ops_per_s"]]
+    if ur:
+        def variant(r):  # "ioctl", "uring batch=16"
+            return re.sub(r" (depth|rep)=\S+", "", r["condition"])
+
+        def rep_of(r):
+            m = re.search(r"rep=(\d+)", r["condition"])
+            return int(m.group(1)) if m else 0
+
+        names = [("ioctl", "ioctl (1 ioctl per write)"), ("uring batch=1", "io_uring, batch 1"),
+                 ("uring batch=16", "io_uring, batch 16"), ("uring batch=64", "io_uring, batch 64")]
+        names += [(v, v) for v in sorted({variant(r) for r in ur}) if v not in dict(names)]
+        reps = sorted({rep_of(r) for r in ur})
+        depth = "/".join(sorted({m.group(1) for r in ur
+                                 for m in [re.search(r"depth=(\d+)", r["condition"])] if m}))
+        p(f"### Operation rate: ioctl vs io_uring (1 link, {depth} writes in flight, "
+          f"{len(reps)} repetitions, medians)")
+        p("")
+        p("| size | door | ops/s | MB/s | CPU us/op (client) | CPU us/op (server) | door calls/op "
+          "| frames/op | rtx % | ops/s vs ioctl | vs ioctl per repetition |")
+        p("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+        for s in sorted({r["size"] for r in ur}):
+            base = {rep_of(r): r["ops_per_s"] for r in ur if r["size"] == s and variant(r) == "ioctl"}
+            for key, name in names:
+                vr = [r for r in ur if r["size"] == s and variant(r) == key]
+                if not vr:
+                    continue
+                rs = [ratio(r["ops_per_s"], base.get(rep_of(r))) for r in sorted(vr, key=rep_of)]
+                mr = med(rs)
+                p(f"| {size_name(s)} | {name} | {fmt(med([r['ops_per_s'] for r in vr]), 0)} | "
+                  f"{fmt(med([r['mbps'] for r in vr]), 2)} | {fmt(med([r['cpu_us_per_op'] for r in vr]))} | "
+                  f"{fmt(med([r['peer_cpu_us_per_op'] for r in vr]))} | "
+                  f"{fmt(med([r['calls_per_op'] for r in vr]), 2)} | "
+                  f"{fmt(med([r['pkts_per_op'] for r in vr]), 2)} | "
+                  f"{fmt(med([r['rtx_pct'] for r in vr]))} | "
+                  f"{fr(mr) if key != 'ioctl' else ''} | "
+                  + (", ".join(fr(x) for x in rs) if key != "ioctl" else "") + " |")
+                if s == 8 and key == "uring batch=64" and mr is not None:
+                    targets.append(("8 B writes: io_uring batch 64 >= 3x the ioctl door's op rate "
+                                    "(paired, median)",
+                                    f"{mr:.2f}x ({med([r['ops_per_s'] for r in vr]):.0f} vs "
+                                    f"{med(list(base.values())):.0f} ops/s)", mr >= 3.0))
+        p("")
+        sc = med([r["post_syscall_us"] for r in ur])
+        io8 = med([r["cpu_us_per_op"] for r in ur if r["size"] == 8 and variant(r) == "ioctl"])
+        if sc is not None and io8:
+            p(f"The ioctl door's fixed cost (one ME_IOC_POST ioctl refused at its first check, "
+              f"median): {sc:.2f} us, {100 * sc / io8:.1f}% of the client's "
+              f"{io8:.0f} CPU-us per 8 B write through that door.")
+            p("")
 
     p("### Targets")
     p("")

@@ -11,6 +11,8 @@ Writes into DIR:
   fig9-links.png        1/2/4 tbf-limited links against n x one link
   loss.png              0% against 1% loss, multiedge and TCP
   netns.png             namespace testbed: multiedge against memcpy, TCP
+  oprate.png            operation rate and CPU per operation, 8 B and 4 KiB
+                        writes: the ioctl door against io_uring batches
 Fails with a message naming what is missing when an input is absent.
 """
 import csv
@@ -41,8 +43,9 @@ def load(d):
         for r in csv.DictReader(f):
             for k in ("size", "links"):
                 r[k] = int(r[k]) if r[k] else None
-            for k in ("mbps", "lat_us", "lat_p99_us", "cpu_util", "cpu_us_per_mb", "peer_cpu_util"):
-                r[k] = float(r[k]) if r[k] else None
+            for k in ("mbps", "lat_us", "lat_p99_us", "cpu_util", "cpu_us_per_mb", "peer_cpu_util",
+                      "ops_per_s", "cpu_us_per_op", "peer_cpu_us_per_op"):
+                r[k] = float(r[k]) if r.get(k) else None
             rows.append(r)
     if not rows:
         die(f"{p} has no rows")
@@ -229,11 +232,76 @@ def netns(rows, d):
     save(fig, d, "netns.png")
 
 
+def oprate(rows, d):
+    u = [r for r in rows if r["phase"] == "U" and r["test"] == "oprate" and r["ops_per_s"]]
+    need("operation rate (phase U)", u)
+
+    def variant(r):
+        return " ".join(w for w in r["condition"].split() if not w.startswith(("depth=", "rep=")))
+
+    def rep_of(r):
+        return next((w for w in r["condition"].split() if w.startswith("rep=")), "")
+
+    def name(s):
+        return f"{s // 1024} KiB" if s >= 1024 else f"{s} B"
+
+    def med(xs):
+        xs = sorted(x for x in xs if x is not None)
+        if not xs:
+            return None
+        n = len(xs)
+        return xs[n // 2] if n % 2 else (xs[n // 2 - 1] + xs[n // 2]) / 2
+
+    order = ["ioctl", "uring batch=1", "uring batch=16", "uring batch=64"]
+    order += sorted({variant(r) for r in u} - set(order))
+    labels = {"ioctl": "ioctl", "uring batch=1": "uring\nb=1", "uring batch=16": "uring\nb=16",
+              "uring batch=64": "uring\nb=64"}
+    sizes = sorted({r["size"] for r in u})
+    fig, axes = plt.subplots(2, len(sizes), figsize=(5 * len(sizes), 7), squeeze=False)
+    for col, s in enumerate(sizes):
+        vs = [v for v in order if any(variant(r) == v and r["size"] == s for r in u)]
+        xs = list(range(len(vs)))
+        a1, a2 = axes[0][col], axes[1][col]
+        ops = [med([r["ops_per_s"] for r in u if r["size"] == s and variant(r) == v]) for v in vs]
+        a1.bar(xs, ops, color=["tab:gray"] + ["tab:blue"] * (len(vs) - 1))
+        for x, v in zip(xs, vs):
+            pts = [r["ops_per_s"] for r in u if r["size"] == s and variant(r) == v]
+            a1.plot([x] * len(pts), pts, "k.", markersize=4)
+        # Each bar's label: the median over repetitions of its ratio to the
+        # ioctl door of the same repetition (as bench/collect.py's table).
+        base = {rep_of(r): r["ops_per_s"] for r in u if r["size"] == s and variant(r) == "ioctl"}
+        for x, v, o in zip(xs, vs, ops):
+            rs = [r["ops_per_s"] / base[rep_of(r)] for r in u if r["size"] == s and variant(r) == v
+                  and base.get(rep_of(r))]
+            if o and rs:
+                a1.text(x, o, f"{med(rs):.2f}x", ha="center", va="bottom", fontsize=8)
+        if s == 8 and base:
+            a1.axhline(3 * med(list(base.values())), color="tab:red", ls="--", lw=1,
+                       label="3 x ioctl (the target)")
+            a1.legend(fontsize=8)
+        a1.set_title(f"{name(s)} writes: operations per second\n(bars: median; dots: repetitions; "
+                     "labels: paired ratio to ioctl)", fontsize=9)
+        a1.set_ylabel("ops/s")
+        cli = [med([r["cpu_us_per_op"] for r in u if r["size"] == s and variant(r) == v]) for v in vs]
+        srv = [med([r["peer_cpu_us_per_op"] for r in u if r["size"] == s and variant(r) == v]) for v in vs]
+        a2.bar([x - 0.2 for x in xs], [c or 0 for c in cli], 0.4, label="client guest")
+        a2.bar([x + 0.2 for x in xs], [c or 0 for c in srv], 0.4, label="server guest")
+        a2.set_title(f"{name(s)} writes: busy CPU-us per operation (median, whole guest)",
+                     fontsize=9)
+        a2.set_ylabel("CPU-us / op")
+        a2.legend(fontsize=8)
+        for a in (a1, a2):
+            a.set_xticks(xs)
+            a.set_xticklabels([labels.get(v, v) for v in vs], fontsize=8)
+    fig.suptitle("ioctl door vs io_uring, two guests, 1 link (TCG emulation)", fontsize=10)
+    save(fig, d, "oprate.png")
+
+
 def main():
     d = sys.argv[1] if len(sys.argv) > 1 else "build/bench"
     rows = load(d)
     fails = []
-    for f in (fig7, fig8, cpu, links, loss, netns):
+    for f in (fig7, fig8, cpu, links, loss, netns, oprate):
         try:
             f(rows, d)
         except SystemExit as e:

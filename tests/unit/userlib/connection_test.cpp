@@ -148,6 +148,7 @@ TEST_F(Fake, QueryFillsTheAbi4Fields)
 	EXPECT_EQ(info->rx_queued, 4u);
 	EXPECT_EQ(info->conns, 5u);
 	EXPECT_EQ(info->ops_inflight, 6u);
+	EXPECT_EQ(info->zc_skbs, 7u);
 	EXPECT_EQ(info->regions, 1u);
 }
 
@@ -163,6 +164,7 @@ TEST_F(Fake, QueryOfAnOlderModuleLeavesTheNewFieldsZero)
 	EXPECT_EQ(info->node_id, 0u);
 	EXPECT_EQ(info->packet_size, 0u);
 	EXPECT_EQ(info->ops_inflight, 0u);
+	EXPECT_EQ(info->zc_skbs, 0u);
 }
 
 TEST_F(Fake, NewCommandsOnAnOlderModuleSayWhy)

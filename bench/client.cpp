@@ -99,6 +99,7 @@ me::Status measure(const Context &cx, Test test, std::uint64_t session, unsigned
 		return st;
 
 	Phase phase(n);
+	phase.stats_dev = &cx.dev;
 	std::vector<std::optional<me::Result<ThreadResult>>> results(n);
 	{
 		std::vector<std::jthread> threads;
@@ -174,6 +175,26 @@ me::Status measure(const Context &cx, Test test, std::uint64_t session, unsigned
 		row.cpu_util = cpu_util(phase.cpu_start, phase.cpu_end);
 		row.cpu_us_per_mb = cpu_us_per_mb(phase.cpu_start, phase.cpu_end, row.bytes);
 		row.cpu_us_per_op = cpu_us_per_op(phase.cpu_start, phase.cpu_end, row.ops);
+	}
+	if (!phase.stats_start.empty() && !phase.stats_end.empty() && row.ops) {
+		auto delta = [&](const char *name) -> std::uint64_t {
+			std::uint64_t a = 0, b = 0;
+			for (const auto &[k, v] : phase.stats_start)
+				if (k == name)
+					a = v;
+			for (const auto &[k, v] : phase.stats_end)
+				if (k == name)
+					b = v;
+			return b >= a ? b - a : 0;
+		};
+		const std::uint64_t data = delta("tx_data");
+		const std::uint64_t rtx = delta("tx_rtx_loss") + delta("tx_rtx_rto") +
+					  delta("tx_rtx_fail");
+		const std::uint64_t acks = delta("tx_ack") + delta("tx_nack");
+		row.pkts_per_op = static_cast<double>(data + rtx + acks) / static_cast<double>(row.ops);
+		if (data)
+			row.rtx_pct = 100.0 * static_cast<double>(rtx) / static_cast<double>(data);
+		row.rto_per_s = static_cast<double>(delta("rto_fired")) / row.seconds;
 	}
 	if (peer->cpu_total)
 		row.peer_cpu_util = 100.0 * static_cast<double>(peer->cpu_busy) /

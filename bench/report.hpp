@@ -37,6 +37,10 @@ struct Row {
 	double peer_cpu_us_per_op = NAN;	// the same, server machine
 	double calls_per_op = NAN;	// oprate: door calls (post/wait, submit/reap) per op
 	double post_syscall_us = NAN;	// oprate: one refused ME_IOC_POST ioctl, wall-clock us
+	// This node's engine over the measured window (Device::stats):
+	double pkts_per_op = NAN;	// frames sent (data, retransmissions, acks) per op
+	double rtx_pct = NAN;		// retransmissions per 100 data packets sent
+	double rto_per_s = NAN;		// retransmission timeouts per second
 };
 
 // Where rows go.  Both files are opened in append mode; the CSV header is

@@ -201,6 +201,9 @@ me::Result<std::unique_ptr<Endpoint>> Endpoint::create(std::uint32_t peer, std::
 void Phase::warm()
 {
 	if (warm_.fetch_add(1) + 1 == threads_) {
+		if (stats_dev)
+			if (auto st = stats_dev->stats())
+				stats_start = std::move(st).value();
 		auto c = read_cpu_times();
 		cpu_ok = c.ok();
 		if (c)
@@ -218,6 +221,9 @@ void Phase::finished()
 		cpu_ok = cpu_ok && c.ok();
 		if (c)
 			cpu_end = c.value();
+		if (stats_dev)
+			if (auto st = stats_dev->stats())
+				stats_end = std::move(st).value();
 	}
 }
 

@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "common.hpp"
@@ -58,10 +60,17 @@ public:
 	void abort() noexcept { abort_.store(true, std::memory_order_relaxed); }
 	bool aborted() const noexcept { return abort_.load(std::memory_order_relaxed); }
 
+	// Set before the threads start: the device whose engine counters
+	// (Device::stats, this namespace's) are read when the window opens
+	// and closes; nullptr: none.
+	const me::Device *stats_dev = nullptr;
+
 	// Valid after every thread returned.
 	Clock::time_point start, end;
 	CpuTimes cpu_start, cpu_end;
 	bool cpu_ok = true;
+	using Counters = std::vector<std::pair<std::string, std::uint64_t>>;
+	Counters stats_start, stats_end;	// empty when not read
 
 private:
 	const unsigned threads_;

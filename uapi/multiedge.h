@@ -602,10 +602,13 @@ struct me_stats {
  * -EINVAL; a ring set up with IORING_SETUP_IOPOLL is refused by io_uring
  * (-EOPNOTSUPP).
  *
- * Operations in flight keep the file open: closing the file descriptor,
- * tearing the ring down or exiting does not cancel them; each still
- * completes (a dead peer within its timeout) and io_uring then releases
- * the file.
+ * An operation the module has accepted holds the file: closing the file
+ * descriptor, tearing the ring down or the submitter's exit cancels none
+ * of them; each completes (a dead peer fails it within its timeout) and
+ * io_uring then releases the file.  Submissions the module has not
+ * accepted yet (not issued, or waiting in an io_uring worker for room) are
+ * io_uring's to cancel at teardown or exit: they post nothing, and a
+ * worker's waiting one completes with -EINTR if its CQE can still be seen.
  */
 struct me_uring_ptr {
 	__aligned_u64 arg;	/* user pointer to the command's struct */

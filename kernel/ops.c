@@ -99,20 +99,25 @@ static void fill(struct me_completion *out, const struct me_cqe *cqe, u32 type)
 	out->off = cqe->off;
 }
 
-/* The last reference is gone: the user learns the operation's end. */
+/*
+ * The last reference is gone: the user learns the operation's end.  The
+ * region goes last: its reference keeps the file (and its queue) alive,
+ * and once it is dropped the file may be released and the module unloaded.
+ */
 static void kop_finish(struct me_kop *kop)
 {
+	struct me_mr *mr = kop->mr;
+
 	if (kop->ucmd) {
 		/* Its ring's CQE; io_uring holds the file meanwhile. */
 		me_uring_complete(kop->ucmd, kop->done.status,
 				  kop->done.status ? 0 : kop->done.len);
 	} else {
-		/* The region reference keeps the file (and its queue) alive. */
 		me_cq_push_reserved(&kop->file->cq, &kop->done);
 	}
-	me_mr_put(kop->mr);
 	kmem_cache_free(kop_cache, kop);
 	atomic64_dec(&ops_inflight);
+	me_mr_put(mr);
 }
 
 static void kop_put(struct me_kop *kop)

@@ -23,6 +23,7 @@
 #include "link.h"
 #include "mr.h"
 #include "netns.h"
+#include "ops.h"
 #include "uring.h"
 #include "uapi/multiedge.h"
 
@@ -87,6 +88,7 @@ static long me_ioc_query(struct me_file *f, void __user *uarg)
 	q.rx_queued = me_rx_queued();
 	q.conns = me_engine_conns();
 	q.ops_inflight = me_engine_ops_inflight();
+	q.zc_skbs = me_link_zc_skbs();
 
 	if (copy_to_user(uarg, &q, min_t(size_t, usize, sizeof(q))))
 		return -EFAULT;

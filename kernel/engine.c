@@ -43,6 +43,11 @@ module_param(max_conns, uint, 0444);
 MODULE_PARM_DESC(max_conns,
 		 "Connection ids per namespace life (1..65536, default 1024; ids are not reused)");
 
+static unsigned int tx_zc_min = 1024;
+module_param(tx_zc_min, uint, 0444);
+MODULE_PARM_DESC(tx_zc_min,
+		 "Payload bytes per packet from which writes are sent straight from the pinned pages (zero-copy transmit; default 1024, 0: always copy)");
+
 static unsigned int link_window_kb = 512;
 module_param(link_window_kb, uint, 0444);
 MODULE_PARM_DESC(link_window_kb, "Data in flight per link, KiB (16..65536, default 512)");
@@ -150,6 +155,22 @@ static void plat_free(void *ctx, void *p)
 	kvfree(p);
 }
 
+static int plat_zc_tx(void *ctx, u32 link, const void *hdr, u32 hdr_len, u32 region,
+		      u64 off, u32 len, u64 cookie)
+{
+	return me_ops_zc_tx(ctx, link, hdr, hdr_len, off, len, cookie);
+}
+
+static void plat_zc_hold(void *ctx, u64 cookie)
+{
+	me_ops_zc_hold(cookie);
+}
+
+static void plat_zc_put(void *ctx, u64 cookie)
+{
+	me_ops_zc_put(cookie);
+}
+
 static const struct me_plat_ops me_plat = {
 	.now_ns = plat_now_ns,
 	.tx = plat_tx,
@@ -160,6 +181,9 @@ static const struct me_plat_ops me_plat = {
 	.complete = plat_complete,
 	.alloc = plat_alloc,
 	.free = plat_free,
+	.zc_tx = plat_zc_tx,
+	.zc_hold = plat_zc_hold,
+	.zc_put = plat_zc_put,
 };
 
 /* ---- lifecycle ---- */
@@ -210,6 +234,7 @@ static void fill_cfg(struct me_net *mn, struct me_node_cfg *cfg, unsigned int pa
 	cfg->link_dead_ns = 1000 * NSEC_PER_MSEC;
 	cfg->peer_dead_ns = 3000 * NSEC_PER_MSEC;
 	cfg->rate_ns = 10 * NSEC_PER_MSEC;
+	cfg->zc_min = tx_zc_min;
 	snprintf(cfg->name, sizeof(cfg->name), "%s", init_utsname()->nodename);
 }
 

@@ -31,6 +31,7 @@
 #include "core/me_core.h"
 #include "engine.h"
 #include "link.h"
+#include "mr.h"
 #include "netns.h"
 #include "uapi/multiedge.h"
 
@@ -101,7 +102,45 @@ static struct packet_type me_packet_type __read_mostly = {
 	.ignore_outgoing = true,
 };
 
-int me_link_xmit(struct me_net *mn, u32 idx, const void *buf, u32 len)
+/* Frames sent by reference whose data the stack has not released yet. */
+static atomic64_t zc_skbs = ATOMIC64_INIT(0);
+
+/*
+ * Adds [off, off + len) of @mr's pinned pages to @skb as fragments, each
+ * page with a reference of its own (dropped when the skb's data go).
+ */
+static int add_page_frags(struct sk_buff *skb, const struct me_mr *mr, u64 off, u32 len)
+{
+	u64 pos = (mr->addr & ~PAGE_MASK) + off;
+	int i = skb_shinfo(skb)->nr_frags;
+
+	if (off > mr->length || len > mr->length - off)
+		return -ERANGE;
+	while (len) {
+		unsigned long pg = pos >> PAGE_SHIFT;
+		u32 poff = pos & ~PAGE_MASK;
+		u32 n = min_t(u32, len, PAGE_SIZE - poff);
+
+		if (pg >= mr->npages || i >= MAX_SKB_FRAGS)
+			return -ERANGE;
+		get_page(mr->pages[pg]);
+		skb_fill_page_desc(skb, i++, mr->pages[pg], poff, n);
+		skb->len += n;
+		skb->data_len += n;
+		skb->truesize += n;
+		pos += n;
+		len -= n;
+	}
+	return 0;
+}
+
+/*
+ * Sends @hdr (and, with @mr, [off, off + plen) of its pages by reference,
+ * tracked by @uarg: its callback runs once the skb's data are released)
+ * on link @idx.
+ */
+static int link_xmit(struct me_net *mn, u32 idx, const void *hdr, u32 hlen,
+		     const struct me_mr *mr, u64 off, u32 plen, struct ubuf_info *uarg)
 {
 	u8 dst[ETH_ALEN];
 	struct net_device *dev;
@@ -110,7 +149,7 @@ int me_link_xmit(struct me_net *mn, u32 idx, const void *buf, u32 len)
 	int ret = -ENETDOWN;
 	u64 mac;
 
-	if (idx >= ME_MAX_LINKS || len < 16)
+	if (idx >= ME_MAX_LINKS || hlen < 16)
 		return -EINVAL;
 	rcu_read_lock();
 	link = rcu_dereference(mn->slots[idx]);
@@ -120,17 +159,29 @@ int me_link_xmit(struct me_net *mn, u32 idx, const void *buf, u32 len)
 	if (!READ_ONCE(link->up))
 		goto err;
 	ret = -ENOMEM;
-	skb = alloc_skb(LL_RESERVED_SPACE(dev) + len + dev->needed_tailroom, GFP_ATOMIC);
+	skb = alloc_skb(LL_RESERVED_SPACE(dev) + hlen + dev->needed_tailroom, GFP_ATOMIC);
 	if (!skb)
 		goto err;
 	skb_reserve(skb, LL_RESERVED_SPACE(dev));
 	skb_reset_network_header(skb);
-	skb_put_data(skb, buf, len);
+	skb_put_data(skb, hdr, hlen);
+	if (mr) {
+		ret = add_page_frags(skb, mr, off, plen);
+		if (ret) {
+			kfree_skb(skb);
+			goto err;
+		}
+		/* From here the skb's release drops the reference it takes. */
+		refcount_inc(&uarg->refcnt);
+		atomic64_inc(&zc_skbs);
+		skb_zcopy_init(skb, uarg);
+		this_cpu_inc(link->stats->tx_zc_frames);
+	}
 	skb->dev = dev;
 	skb->protocol = htons(ethertype);
 	/* Broadcast until the peer's address is known, and for HELLO (dst_node at 12). */
 	mac = atomic64_read(&link->peer_mac);
-	if (!mac || get_unaligned_be32((const u8 *)buf + 12) == U32_MAX)
+	if (!mac || get_unaligned_be32((const u8 *)hdr + 12) == U32_MAX)
 		eth_broadcast_addr(dst);
 	else
 		u64_to_ether_addr(mac, dst);
@@ -145,7 +196,7 @@ int me_link_xmit(struct me_net *mn, u32 idx, const void *buf, u32 len)
 		goto err;
 	}
 	this_cpu_inc(link->stats->tx_frames);
-	this_cpu_add(link->stats->tx_bytes, len);
+	this_cpu_add(link->stats->tx_bytes, hlen + plen);
 	rcu_read_unlock();
 	return 0;
 err:
@@ -153,6 +204,27 @@ err:
 out:
 	rcu_read_unlock();
 	return ret;
+}
+
+u64 me_link_zc_skbs(void)
+{
+	return atomic64_read(&zc_skbs);
+}
+
+void me_link_zc_released(void)
+{
+	atomic64_dec(&zc_skbs);
+}
+
+int me_link_xmit(struct me_net *mn, u32 idx, const void *buf, u32 len)
+{
+	return link_xmit(mn, idx, buf, len, NULL, 0, 0, NULL);
+}
+
+int me_link_xmit_zc(struct me_net *mn, u32 idx, const void *hdr, u32 hlen,
+		    const struct me_mr *mr, u64 off, u32 plen, struct ubuf_info *uarg)
+{
+	return link_xmit(mn, idx, hdr, hlen, mr, off, plen, uarg);
 }
 
 static unsigned int link_speed(struct net_device *dev)
@@ -305,6 +377,7 @@ static void sum_stats(struct me_link *link, struct me_link_pcpu *sum)
 		sum->tx_frames += p->tx_frames;
 		sum->tx_bytes += p->tx_bytes;
 		sum->tx_errors += p->tx_errors;
+		sum->tx_zc_frames += p->tx_zc_frames;
 	}
 }
 
@@ -337,6 +410,7 @@ unsigned int me_link_list(struct net *net, struct me_link_info *out, unsigned in
 			li->rx_dropped = s.rx_dropped;
 			li->tx_errors = s.tx_errors;
 			li->rx_copied = s.rx_copied;
+			li->tx_zc_frames = s.tx_zc_frames;
 		}
 		n++;
 	}

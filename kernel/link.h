@@ -20,9 +20,12 @@ struct me_link_pcpu {
 	u64 tx_frames;
 	u64 tx_bytes;
 	u64 tx_errors;
+	u64 tx_zc_frames;	/* payload sent from pinned pages */
 };
 
 struct me_link;
+struct me_mr;
+struct ubuf_info;
 
 /* A receive thread of a link. */
 struct me_rx_thread {
@@ -75,6 +78,17 @@ bool me_link_slot_used(struct me_net *mn, unsigned int idx);
 
 /* Transmit one packet (bytes after the Ethernet header); any context. */
 int me_link_xmit(struct me_net *mn, u32 idx, const void *buf, u32 len);
+/*
+ * Sends @hdr followed by [off, off + plen) of @mr's pinned pages as skb
+ * fragments, without copying: the skb takes a reference on @uarg
+ * (refcnt) and its release calls @uarg->callback.  Any context but hard
+ * IRQ.
+ */
+int me_link_xmit_zc(struct me_net *mn, u32 idx, const void *hdr, u32 hlen,
+		    const struct me_mr *mr, u64 off, u32 plen, struct ubuf_info *uarg);
+/* Frames sent by reference not released yet; the release's bookkeeping. */
+u64 me_link_zc_skbs(void);
+void me_link_zc_released(void);
 
 /* Receive threads (rx.c). */
 int me_rx_start(struct me_link *link, unsigned int packet_size);

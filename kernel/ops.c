@@ -30,13 +30,24 @@
 
 #define ME_CONNECT_TIMEOUT_MS	5000
 
-/* A posted operation, from ME_IOC_POST to its completion. */
+/*
+ * A posted operation, from ME_IOC_POST to its completion.
+ *
+ * ubuf.refcnt counts the references on it: one from posting until the
+ * engine completes it (op_done), the engine's on its payload (zc_hold,
+ * core/me_plat.h), and one per skb carrying its pages (ubuf's callback
+ * when the skb's data are released).  The completion reaches the user
+ * only at the last put (Table 1 state 1): until then something may still
+ * read the local region.
+ */
 struct me_kop {
+	struct ubuf_info ubuf;		/* zero-copy skbs point here */
 	struct me_file *file;
 	struct me_mr *mr;		/* local region, referenced */
 	struct io_uring_cmd *ucmd;	/* posted through io_uring, or NULL */
 	u64 cookie;			/* the user's (ioctl door) */
 	u32 opcode;			/* ME_OP_* */
+	struct me_completion done;	/* set by op_done, delivered at the last put */
 };
 
 /* A message sent to this node (ME_OP_SEND), waiting for ME_IOC_RECV. */
@@ -67,6 +78,7 @@ u64 me_engine_ops_inflight(void)
 	return atomic64_read(&ops_inflight);
 }
 
+
 static struct me_node *core_of(struct me_net *mn)
 {
 	return smp_load_acquire(&mn->core);	/* see me_engine_start() */
@@ -87,10 +99,64 @@ static void fill(struct me_completion *out, const struct me_cqe *cqe, u32 type)
 	out->off = cqe->off;
 }
 
+/*
+ * The last reference is gone: the user learns the operation's end.  The
+ * region goes last: its reference keeps the file (and its queue) alive,
+ * and once it is dropped the file may be released and the module unloaded.
+ */
+static void kop_finish(struct me_kop *kop)
+{
+	struct me_mr *mr = kop->mr;
+
+	if (kop->ucmd) {
+		/* Its ring's CQE; io_uring holds the file meanwhile. */
+		me_uring_complete(kop->ucmd, kop->done.status,
+				  kop->done.status ? 0 : kop->done.len);
+	} else {
+		me_cq_push_reserved(&kop->file->cq, &kop->done);
+	}
+	kmem_cache_free(kop_cache, kop);
+	atomic64_dec(&ops_inflight);
+	me_mr_put(mr);
+}
+
+static void kop_put(struct me_kop *kop)
+{
+	if (refcount_dec_and_test(&kop->ubuf.refcnt))
+		kop_finish(kop);
+}
+
+/* ubuf_info callback: an skb carrying the kop's pages released its data. */
+static void kop_skb_released(struct sk_buff *skb, struct ubuf_info *uarg, bool zerocopy)
+{
+	me_link_zc_released();
+	kop_put(container_of(uarg, struct me_kop, ubuf));
+}
+
+void me_ops_zc_hold(u64 cookie)
+{
+	struct me_kop *kop = (struct me_kop *)(uintptr_t)cookie;
+
+	refcount_inc(&kop->ubuf.refcnt);
+}
+
+void me_ops_zc_put(u64 cookie)
+{
+	kop_put((struct me_kop *)(uintptr_t)cookie);
+}
+
+int me_ops_zc_tx(struct me_net *mn, u32 link, const void *hdr, u32 hlen, u64 off,
+		 u32 len, u64 cookie)
+{
+	struct me_kop *kop = (struct me_kop *)(uintptr_t)cookie;
+
+	/* The engine holds a reference: kop and its region are alive. */
+	return me_link_xmit_zc(mn, link, hdr, hlen, kop->mr, off, len, &kop->ubuf);
+}
+
 static void op_done(struct me_net *mn, const struct me_cqe *cqe)
 {
 	struct me_kop *kop = (struct me_kop *)(uintptr_t)cqe->cookie;
-	struct me_completion c;
 	u32 type;
 
 	switch (kop->opcode) {
@@ -104,20 +170,11 @@ static void op_done(struct me_net *mn, const struct me_cqe *cqe)
 		type = ME_CQ_WRITE;
 		break;
 	}
-	if (kop->ucmd) {
-		/* Its ring's CQE; io_uring holds the file meanwhile. */
-		me_uring_complete(kop->ucmd, cqe->status, cqe->status ? 0 : cqe->len);
-	} else {
-		fill(&c, cqe, type);
-		c.cookie = kop->cookie;
-		if (kop->opcode != ME_OP_NOTIFY)
-			c.imm = 0;
-		/* The region reference keeps the file (and its queue) alive. */
-		me_cq_push_reserved(&kop->file->cq, &c);
-	}
-	me_mr_put(kop->mr);
-	kmem_cache_free(kop_cache, kop);
-	atomic64_dec(&ops_inflight);
+	fill(&kop->done, cqe, type);
+	kop->done.cookie = kop->cookie;
+	if (kop->opcode != ME_OP_NOTIFY)
+		kop->done.imm = 0;
+	kop_put(kop);
 }
 
 static void notify_landed(struct me_net *mn, const struct me_cqe *cqe)
@@ -489,6 +546,9 @@ int me_ops_post(struct me_file *f, const struct me_post *req,
 	kop = kmem_cache_alloc(kop_cache, GFP_KERNEL);
 	if (!kop)
 		return -ENOMEM;
+	refcount_set(&kop->ubuf.refcnt, 1);
+	kop->ubuf.callback = kop_skb_released;
+	kop->ubuf.flags = SKBFL_ZEROCOPY_FRAG;
 	kop->file = f;
 	kop->ucmd = ucmd;
 	kop->cookie = req->cookie;

@@ -29,4 +29,13 @@ void me_ops_drop_msgs(struct me_net *mn);
 int me_ops_post(struct me_file *f, const struct me_post *req,
 		struct io_uring_cmd *ucmd, bool may_block);
 
+/*
+ * Zero-copy transmit for the engine (core/me_plat.h): @cookie is an
+ * operation posted here (its struct me_kop), referenced by the engine.
+ */
+void me_ops_zc_hold(u64 cookie);
+void me_ops_zc_put(u64 cookie);
+int me_ops_zc_tx(struct me_net *mn, u32 link, const void *hdr, u32 hlen, u64 off,
+		 u32 len, u64 cookie);
+
 #endif /* ME_OPS_H */

@@ -62,6 +62,9 @@
  * and the module-wide accounting of what the data path holds: skbs queued
  * to receive threads, connections alive in the engines, operations posted
  * and not yet completed.  All three are zero once every namespace is idle.
+ * ABI 5 adds zc_skbs: frames whose payload was sent straight from pinned
+ * pages (zero-copy transmit) and that the network stack still holds; an
+ * operation completes only after every such frame of it is released.
  */
 struct me_query {
 	__u32 size;
@@ -81,6 +84,10 @@ struct me_query {
 	__aligned_u64 rx_queued;	/* skbs queued to receive threads */
 	__aligned_u64 conns;		/* engine connections, all namespaces */
 	__aligned_u64 ops_inflight;	/* operations posted, not completed */
+	/* ABI 5 */
+	__aligned_u64 zc_skbs;		/* frames sent by reference, not yet
+					 * released by the network stack */
+	__aligned_u64 __reserved3;	/* out: zero */
 };
 
 /* ABI 5: posts through io_uring (IORING_OP_URING_CMD, see the end). */
@@ -89,6 +96,7 @@ struct me_query {
 #define ME_QUERY_SIZE_VER0	32	/* first published size */
 #define ME_QUERY_SIZE_VER1	48	/* + pinned_pages, regions */
 #define ME_QUERY_SIZE_VER2	88	/* + node, data path accounting */
+#define ME_QUERY_SIZE_VER3	104	/* + zc_skbs */
 
 #define ME_IOC_QUERY		_IO(ME_IOC_MAGIC, 0x40)
 
@@ -144,6 +152,8 @@ struct me_link_info {
 	__aligned_u64 rx_dropped;	/* receive ring full, or link detaching */
 	__aligned_u64 tx_errors;	/* not sent: device down, no memory, queue full */
 	__aligned_u64 rx_copied;	/* non-linear frames copied to process */
+	/* ABI 5 */
+	__aligned_u64 tx_zc_frames;	/* frames whose payload went by reference */
 };
 
 #define ME_LINK_F_UP		(1U << 0)	/* device up with carrier */
@@ -151,6 +161,7 @@ struct me_link_info {
 
 #define ME_LINK_INFO_SIZE_VER0	48
 #define ME_LINK_INFO_SIZE_VER1	96
+#define ME_LINK_INFO_SIZE_VER2	104	/* + tx_zc_frames */
 
 /*
  * ME_IOC_LINK_LIST: the links attached in the opener's namespace, in the

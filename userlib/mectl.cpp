@@ -67,6 +67,8 @@ int cmd_info(multiedge::Device &dev)
 	std::printf("rx_queued     %llu\n", static_cast<ull>(info->rx_queued));
 	std::printf("conns         %llu\n", static_cast<ull>(info->conns));
 	std::printf("ops_inflight  %llu\n", static_cast<ull>(info->ops_inflight));
+	if (info->abi_version >= 5)
+		std::printf("zc_skbs       %llu\n", static_cast<ull>(info->zc_skbs));
 	return 0;
 }
 
@@ -175,16 +177,18 @@ int cmd_counters(multiedge::Device &dev)
 		return fail(stats.error());
 
 	std::printf("links\n");
-	std::printf("%5s %-16s %-5s %10s %12s %14s %12s %14s %9s %9s %9s\n", "index", "link",
-		    "alive", "peer", "tx_frames", "tx_bytes", "rx_frames", "rx_bytes", "rx_drop",
-		    "tx_err", "rx_copy");
+	std::printf("%5s %-16s %-5s %10s %12s %14s %12s %14s %9s %9s %9s %12s\n", "index",
+		    "link", "alive", "peer", "tx_frames", "tx_bytes", "rx_frames", "rx_bytes",
+		    "rx_drop", "tx_err", "rx_copy", "tx_zc");
 	for (const auto &l : links.value())
-		std::printf("%5u %-16s %-5s %10s %12llu %14llu %12llu %14llu %9llu %9llu %9llu\n",
+		std::printf("%5u %-16s %-5s %10s %12llu %14llu %12llu %14llu %9llu %9llu %9llu "
+			    "%12llu\n",
 			    l.index, l.ifname.c_str(), l.alive ? "yes" : "no",
 			    node_or_dash(l.peer_node).c_str(), static_cast<ull>(l.tx_frames),
 			    static_cast<ull>(l.tx_bytes), static_cast<ull>(l.rx_frames),
 			    static_cast<ull>(l.rx_bytes), static_cast<ull>(l.rx_dropped),
-			    static_cast<ull>(l.tx_errors), static_cast<ull>(l.rx_copied));
+			    static_cast<ull>(l.tx_errors), static_cast<ull>(l.rx_copied),
+			    static_cast<ull>(l.tx_zc_frames));
 	if (links->empty())
 		std::printf("(no link attached)\n");
 	std::printf("\nconnections\n");

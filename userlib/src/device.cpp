@@ -126,6 +126,7 @@ Result<DeviceInfo> Device::query() const
 	info.rx_queued = q.rx_queued;
 	info.conns = q.conns;
 	info.ops_inflight = q.ops_inflight;
+	info.zc_skbs = q.zc_skbs;
 	return info;
 }
 
@@ -173,6 +174,7 @@ Result<std::vector<LinkInfo>> Device::links() const
 		li.rx_dropped = r.rx_dropped;
 		li.tx_errors = r.tx_errors;
 		li.rx_copied = r.rx_copied;
+		li.tx_zc_frames = r.tx_zc_frames;
 		out.push_back(std::move(li));
 	}
 	return out;

@@ -148,6 +148,7 @@ TEST_F(Fake, QueryFillsTheAbi4Fields)
 	EXPECT_EQ(info->rx_queued, 4u);
 	EXPECT_EQ(info->conns, 5u);
 	EXPECT_EQ(info->ops_inflight, 6u);
+	EXPECT_EQ(info->zc_skbs, 7u);
 	EXPECT_EQ(info->regions, 1u);
 }
 
@@ -163,6 +164,7 @@ TEST_F(Fake, QueryOfAnOlderModuleLeavesTheNewFieldsZero)
 	EXPECT_EQ(info->node_id, 0u);
 	EXPECT_EQ(info->packet_size, 0u);
 	EXPECT_EQ(info->ops_inflight, 0u);
+	EXPECT_EQ(info->zc_skbs, 0u);
 }
 
 TEST_F(Fake, NewCommandsOnAnOlderModuleSayWhy)
@@ -180,7 +182,7 @@ TEST_F(Fake, NewCommandsOnAnOlderModuleSayWhy)
 	EXPECT_TRUE(contains(conn.error().message(), "older than 4")) << conn.error().message();
 }
 
-TEST_F(Fake, LinksAskForTheAbi4EntryAndFillIt)
+TEST_F(Fake, LinksAskForTheAbi5EntryAndFillIt)
 {
 	me_link_info l{};
 	std::strcpy(l.ifname, "eth1");
@@ -195,13 +197,14 @@ TEST_F(Fake, LinksAskForTheAbi4EntryAndFillIt)
 	l.rx_dropped = 12;
 	l.tx_errors = 13;
 	l.rx_copied = 14;
+	l.tx_zc_frames = 15;
 	mod.links = {l};
 	Device dev = open();
 	auto links = dev.links();
 	ASSERT_TRUE(links) << links.error().message();
 	ASSERT_EQ(links->size(), 1u);
 	ASSERT_FALSE(mod.link_calls.empty());
-	EXPECT_EQ(mod.link_calls.back().info_size, 96u);
+	EXPECT_EQ(mod.link_calls.back().info_size, static_cast<unsigned>(ME_LINK_INFO_SIZE_VER2));
 	const auto &li = links->front();
 	EXPECT_EQ(li.ifname, "eth1");
 	EXPECT_TRUE(li.up);
@@ -214,6 +217,7 @@ TEST_F(Fake, LinksAskForTheAbi4EntryAndFillIt)
 	EXPECT_EQ(li.rx_dropped, 12u);
 	EXPECT_EQ(li.tx_errors, 13u);
 	EXPECT_EQ(li.rx_copied, 14u);
+	EXPECT_EQ(li.tx_zc_frames, 15u);
 
 	mod.links[0].flags = ME_LINK_F_UP;
 	links = dev.links();

@@ -64,6 +64,7 @@ FakeModule::FakeModule()
 	query.rx_queued = 4;
 	query.conns = 5;
 	query.ops_inflight = 6;
+	query.zc_skbs = 7;
 
 	FakeModule *none = nullptr;
 	if (!installed.compare_exchange_strong(none, this))
@@ -187,7 +188,8 @@ int FakeModule::handle(unsigned long cmd, void *arg)
 			return -EINVAL;
 		me_query answer = query;
 		answer.size = q->size;
-		std::size_t known = abi >= 4 ? ME_QUERY_SIZE_VER2 : ME_QUERY_SIZE_VER1;
+		std::size_t known = abi >= 5 ? ME_QUERY_SIZE_VER3 :
+				    abi >= 4 ? ME_QUERY_SIZE_VER2 : ME_QUERY_SIZE_VER1;
 		std::memcpy(q, &answer, std::min<std::size_t>(q->size, known));
 		return 0;
 	}

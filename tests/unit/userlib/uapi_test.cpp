@@ -25,8 +25,10 @@ TEST(Uapi, UringCommandLayouts)
 
 TEST(Uapi, QueryLayoutExtendsThePublishedOnes)
 {
-	EXPECT_EQ(sizeof(me_query), 88u);
-	EXPECT_EQ(sizeof(me_query), static_cast<size_t>(ME_QUERY_SIZE_VER2));
+	EXPECT_EQ(sizeof(me_query), 104u);
+	EXPECT_EQ(sizeof(me_query), static_cast<size_t>(ME_QUERY_SIZE_VER3));
+	EXPECT_EQ(offsetof(me_query, zc_skbs), static_cast<size_t>(ME_QUERY_SIZE_VER2));
+	EXPECT_EQ(offsetof(me_query, __reserved3), 96u);
 	EXPECT_EQ(offsetof(me_query, size), 0u);
 	EXPECT_EQ(offsetof(me_query, abi_version), 4u);
 	EXPECT_EQ(offsetof(me_query, features), 8u);
@@ -50,8 +52,9 @@ TEST(Uapi, LinkStructLayouts)
 {
 	EXPECT_EQ(sizeof(me_link_req), static_cast<size_t>(ME_LINK_REQ_SIZE_VER0));
 	EXPECT_EQ(offsetof(me_link_req, ifname), 8u);
-	EXPECT_EQ(sizeof(me_link_info), 96u);
-	EXPECT_EQ(sizeof(me_link_info), static_cast<size_t>(ME_LINK_INFO_SIZE_VER1));
+	EXPECT_EQ(sizeof(me_link_info), 104u);
+	EXPECT_EQ(sizeof(me_link_info), static_cast<size_t>(ME_LINK_INFO_SIZE_VER2));
+	EXPECT_EQ(offsetof(me_link_info, tx_zc_frames), static_cast<size_t>(ME_LINK_INFO_SIZE_VER1));
 	EXPECT_EQ(offsetof(me_link_info, ifindex), 16u);
 	EXPECT_EQ(offsetof(me_link_info, mtu), 20u);
 	EXPECT_EQ(offsetof(me_link_info, flags), 24u);

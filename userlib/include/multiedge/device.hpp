@@ -33,6 +33,8 @@ struct DeviceInfo {
 	std::uint64_t rx_queued = 0;	// skbs queued to receive threads
 	std::uint64_t conns = 0;	// engine connections, all namespaces
 	std::uint64_t ops_inflight = 0;	// operations posted, not completed
+	// ABI 5
+	std::uint64_t zc_skbs = 0;	// frames sent from pinned pages, not yet released
 };
 
 // What peers may do with a registered region (bit set).
@@ -94,6 +96,8 @@ struct LinkInfo {
 	std::uint64_t rx_dropped = 0;
 	std::uint64_t tx_errors = 0;
 	std::uint64_t rx_copied = 0;
+	// ABI 5
+	std::uint64_t tx_zc_frames = 0;	// frames whose payload went by reference
 };
 
 // An open handle on /dev/multiedge.  It acts in the network namespace of

@@ -109,10 +109,10 @@ me::Status check_remote(Endpoint &ep, const me::RemoteRegion &target, std::uint6
 		return st;
 	for (auto c : {c1, c2}) {
 		auto done = ep.dev->wait_for(c, kStuck);
-		// EINTR with no signal: the module's ME_IOC_POLL_CQ wait returns
-		// -EINTR, not -ERESTARTSYS, when io_uring task work (TWA_SIGNAL,
-		// e.g. from tearing down the oprate test's ring) interrupts it.
-		// The completions stay queued: wait again, a few times.
+		// EINTR with no signal: modules before dce7e0b ended the
+		// ME_IOC_POLL_CQ wait with -EINTR when io_uring task work
+		// (TWA_SIGNAL, e.g. from tearing down the oprate test's ring)
+		// woke it.  The completions stay queued: wait again, a few times.
 		for (int retry = 0; !done && retry < 8 &&
 				    done.error().code() == std::errc::interrupted;
 		     retry++) {

@@ -43,10 +43,15 @@ module_param(max_conns, uint, 0444);
 MODULE_PARM_DESC(max_conns,
 		 "Connection ids per namespace life (1..65536, default 1024; ids are not reused)");
 
-static unsigned int tx_zc_min = 1024;
+/*
+ * Off by default: a zero-copy operation completes when its last frame is
+ * released, so completions of an ordered connection can pass each other,
+ * and a connection's CLOSED event can come before them.
+ */
+static unsigned int tx_zc_min;
 module_param(tx_zc_min, uint, 0444);
 MODULE_PARM_DESC(tx_zc_min,
-		 "Payload bytes per packet from which writes are sent straight from the pinned pages (zero-copy transmit; default 1024, 0: always copy)");
+		 "Payload bytes per packet from which writes are sent straight from the pinned pages (zero-copy transmit, e.g. 1024; default 0: always copy; completions may then leave posting order)");
 
 static unsigned int link_window_kb = 512;
 module_param(link_window_kb, uint, 0444);

@@ -10,8 +10,9 @@
  * completion, so deregistering the region (or closing the file) waits for
  * it; its completion queue slot is reserved at posting, so its completion
  * is never dropped.  An operation posted through io_uring (uring.c)
- * completes into its ring's CQE instead, and reserves no slot.  The engine calls back (me_ops_complete) from receive
- * threads, the timer thread or the poster, exactly once per operation.
+ * completes into its ring's CQE instead, and reserves no slot.  The engine
+ * calls back (me_ops_complete) from receive threads, the timer thread or
+ * the poster, exactly once per operation.
  */
 #include <linux/rtnetlink.h>
 #include <linux/sched/signal.h>
@@ -77,7 +78,6 @@ u64 me_engine_ops_inflight(void)
 {
 	return atomic64_read(&ops_inflight);
 }
-
 
 static struct me_node *core_of(struct me_net *mn)
 {

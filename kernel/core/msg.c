@@ -56,15 +56,14 @@ void me_msg_free(struct me_conn *c)
 {
 	struct me_node *n = c->node;
 
-	/* Nothing runs any more: drop what the queue still holds. */
 	if (c->ops) {
+		/* Nothing runs any more: drop what the queue still holds. */
 		while (c->op_pack != me_atomic_read(&c->op_head)) {
 			pack_put(c, c->op_pack);
 			c->op_pack++;
 		}
-	}
-	if (c->ops)
 		n->ops->free(n->ctx, c->ops);
+	}
 	if (c->resp)
 		n->ops->free(n->ctx, c->resp);
 	if (c->rmsg)
@@ -665,11 +664,6 @@ static bool pump_one(struct me_conn *c)
 }
 
 /*
- * One packetizer at a time (trylock).  Whoever wants packets sent sets
- * pump_again first; the holder loops while it is set and re-checks after
- * unlocking, so a request racing with the unlock is never lost.
- */
-/*
  * A closed or dead connection packetizes nothing more: drop the pack
  * references of the ops it will never send (they were failed, or are
  * done).  With pump_lock held.
@@ -692,6 +686,11 @@ static void drain_packs(struct me_conn *c)
 	}
 }
 
+/*
+ * One packetizer at a time (trylock).  Whoever wants packets sent sets
+ * pump_again first; the holder loops while it is set and re-checks after
+ * unlocking, so a request racing with the unlock is never lost.
+ */
 void me_msg_pump(struct me_conn *c)
 {
 again:

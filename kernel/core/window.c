@@ -373,12 +373,6 @@ static u64 rto_ns(struct me_conn *c)
 }
 
 /*
- * Account the acknowledgement of sequence number s once: the thread that
- * swaps linfo from in-flight to NONE owns it.  Only after that swap may
- * the packetizer refill the entry, so len/sent_ns read before the swap
- * belong to s.
- */
-/*
  * Zero-copy references of transmit entries (Table 1 state 1).  An entry
  * carrying payload by reference holds a reference on its operation's
  * payload until it is acknowledged (account() marks it) or the connection
@@ -454,6 +448,12 @@ static void slot_tx(struct me_conn *c, struct me_txslot *t, u32 link, u32 len)
 		me_stat_inc(n, ME_ST_TX_FAIL);
 }
 
+/*
+ * Account the acknowledgement of sequence number s once: the thread that
+ * swaps linfo from in-flight to NONE owns it.  Only after that swap may
+ * the packetizer refill the entry, so len/sent_ns read before the swap
+ * belong to s.
+ */
 static void account(struct me_conn *c, u32 s)
 {
 	struct me_txslot *t = &c->tx[s & (c->window - 1)];

@@ -43,15 +43,11 @@ module_param(max_conns, uint, 0444);
 MODULE_PARM_DESC(max_conns,
 		 "Connection ids per namespace life (1..65536, default 1024; ids are not reused)");
 
-/*
- * Off by default: a zero-copy operation completes when its last frame is
- * released, so completions of an ordered connection can pass each other,
- * and a connection's CLOSED event can come before them.
- */
+/* Off by default until it has run more than one session's tests. */
 static unsigned int tx_zc_min;
 module_param(tx_zc_min, uint, 0444);
 MODULE_PARM_DESC(tx_zc_min,
-		 "Payload bytes per packet from which writes are sent straight from the pinned pages (zero-copy transmit, e.g. 1024; default 0: always copy; completions may then leave posting order)");
+		 "Payload bytes per packet from which writes are sent straight from the pinned pages (zero-copy transmit, e.g. 1024; default 0: always copy)");
 
 static unsigned int link_window_kb = 512;
 module_param(link_window_kb, uint, 0444);
@@ -85,6 +81,7 @@ void me_engine_net_init(struct me_net *mn)
 	spin_lock_init(&mn->owner_lock);
 	mn->owners = NULL;
 	mn->conn_copies = NULL;
+	mn->conn_done = NULL;
 	init_waitqueue_head(&mn->waitq);
 	atomic_set(&mn->events, 0);
 	spin_lock_init(&mn->msg_lock);
@@ -255,7 +252,7 @@ int me_engine_start(struct me_net *mn, unsigned int packet_size)
 		return 0;
 	mn->owners = kvcalloc(max_conns, sizeof(*mn->owners), GFP_KERNEL);
 	mn->conn_copies = kvcalloc(max_conns, sizeof(*mn->conn_copies), GFP_KERNEL);
-	if (!mn->owners || !mn->conn_copies)
+	if (!mn->owners || !mn->conn_copies || me_ops_net_start(mn, max_conns))
 		goto err_mem;
 	for (i = 0; i < max_conns; i++)
 		atomic64_set(&mn->conn_copies[i], 0);
@@ -266,6 +263,7 @@ int me_engine_start(struct me_net *mn, unsigned int packet_size)
 	t = kthread_create(timer_thread, mn, "me-timer/%08x", mn->node_id);
 	if (IS_ERR(t)) {
 		me_node_destroy(core);
+		me_ops_net_stop(mn);
 		kvfree(mn->owners);
 		kvfree(mn->conn_copies);
 		mn->owners = NULL;
@@ -284,6 +282,7 @@ int me_engine_start(struct me_net *mn, unsigned int packet_size)
 	return 0;
 
 err_mem:
+	me_ops_net_stop(mn);
 	kvfree(mn->owners);
 	kvfree(mn->conn_copies);
 	mn->owners = NULL;
@@ -304,6 +303,7 @@ void me_engine_stop(struct me_net *mn)
 	mutex_unlock(&me_engines_lock);
 	me_node_destroy(core);
 	WRITE_ONCE(mn->core, NULL);
+	me_ops_net_stop(mn);
 	kvfree(mn->owners);
 	kvfree(mn->conn_copies);
 	mn->owners = NULL;

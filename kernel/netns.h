@@ -12,6 +12,7 @@
 #include "uapi/multiedge.h"
 
 struct me_link;
+struct me_conn_done;
 struct me_node;
 struct me_file;
 struct task_struct;
@@ -48,6 +49,7 @@ struct me_net {
 	spinlock_t owner_lock;
 	struct me_file **owners;
 	atomic64_t *conn_copies;	/* payload copies into regions, by id - 1 */
+	struct me_conn_done *conn_done;	/* completion order, by id - 1 (ops.c) */
 	/* Woken by every completion (events counts them): connect and post. */
 	wait_queue_head_t waitq;
 	atomic_t events;

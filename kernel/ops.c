@@ -43,12 +43,32 @@
  */
 struct me_kop {
 	struct ubuf_info ubuf;		/* zero-copy skbs point here */
+	struct list_head node;		/* in its connection's me_conn_done */
+	u32 conn;
+	bool finished;			/* last reference gone (under cd->lock) */
 	struct me_file *file;
 	struct me_mr *mr;		/* local region, referenced */
 	struct io_uring_cmd *ucmd;	/* posted through io_uring, or NULL */
 	u64 cookie;			/* the user's (ioctl door) */
 	u32 opcode;			/* ME_OP_* */
 	struct me_completion done;	/* set by op_done, delivered at the last put */
+};
+
+/*
+ * The order a connection's completions reach the user in.  An operation
+ * completes to its user when its last reference goes, and zero-copy
+ * frames are released in any order; so on an ordered connection a
+ * finished operation waits for those posted before it, and on any
+ * connection the CLOSED/DEAD event waits for all of them (uapi: it
+ * follows them).
+ */
+struct me_conn_done {
+	spinlock_t lock;
+	struct list_head kops;		/* posted, not yet delivered, oldest first */
+	bool ordered;
+	bool ev_pending;		/* ev held back until kops is empty */
+	struct me_completion ev;
+	struct me_file *ev_file;
 };
 
 /* A message sent to this node (ME_OP_SEND), waiting for ME_IOC_RECV. */
@@ -79,6 +99,27 @@ u64 me_engine_ops_inflight(void)
 	return atomic64_read(&ops_inflight);
 }
 
+int me_ops_net_start(struct me_net *mn, unsigned int nconns)
+{
+	unsigned int i;
+
+	mn->conn_done = kvcalloc(nconns, sizeof(*mn->conn_done), GFP_KERNEL);
+	if (!mn->conn_done)
+		return -ENOMEM;
+	for (i = 0; i < nconns; i++) {
+		spin_lock_init(&mn->conn_done[i].lock);
+		INIT_LIST_HEAD(&mn->conn_done[i].kops);
+	}
+	return 0;
+}
+
+/* Every file of the namespace is gone: so are their operations. */
+void me_ops_net_stop(struct me_net *mn)
+{
+	kvfree(mn->conn_done);
+	mn->conn_done = NULL;
+}
+
 static struct me_node *core_of(struct me_net *mn)
 {
 	return smp_load_acquire(&mn->core);	/* see me_engine_start() */
@@ -99,15 +140,13 @@ static void fill(struct me_completion *out, const struct me_cqe *cqe, u32 type)
 	out->off = cqe->off;
 }
 
-/*
- * The last reference is gone: the user learns the operation's end.  The
- * region goes last: its reference keeps the file (and its queue) alive,
- * and once it is dropped the file may be released and the module unloaded.
- */
-static void kop_finish(struct me_kop *kop)
+static struct me_conn_done *conn_done_of(struct me_file *f, u32 conn)
 {
-	struct me_mr *mr = kop->mr;
+	return &me_net(f->net)->conn_done[conn - 1];
+}
 
+static void deliver(struct me_kop *kop)
+{
 	if (kop->ucmd) {
 		/* Its ring's CQE; io_uring holds the file meanwhile. */
 		me_uring_complete(kop->ucmd, kop->done.status,
@@ -115,9 +154,47 @@ static void kop_finish(struct me_kop *kop)
 	} else {
 		me_cq_push_reserved(&kop->file->cq, &kop->done);
 	}
-	kmem_cache_free(kop_cache, kop);
-	atomic64_dec(&ops_inflight);
-	me_mr_put(mr);
+}
+
+/*
+ * The last reference is gone: the user learns the operation's end, in
+ * its connection's order (me_conn_done), delivered under that lock so
+ * that two finishing at once cannot pass each other.  Regions go last:
+ * a region's reference keeps the file (and its queue) alive, and once it
+ * is dropped the file may be released and the module unloaded.
+ */
+static void kop_finish(struct me_kop *kop)
+{
+	struct me_conn_done *cd = conn_done_of(kop->file, kop->conn);
+	struct me_kop *k, *tmp;
+	LIST_HEAD(done);
+
+	spin_lock_bh(&cd->lock);
+	kop->finished = true;
+	if (cd->ordered) {
+		list_for_each_entry_safe(k, tmp, &cd->kops, node) {
+			if (!k->finished)
+				break;
+			list_move_tail(&k->node, &done);
+		}
+	} else {
+		list_move_tail(&kop->node, &done);
+	}
+	list_for_each_entry(k, &done, node)
+		deliver(k);
+	if (cd->ev_pending && list_empty(&cd->kops)) {
+		me_cq_push_event(&cd->ev_file->cq, &cd->ev);
+		cd->ev_pending = false;
+	}
+	spin_unlock_bh(&cd->lock);
+
+	list_for_each_entry_safe(k, tmp, &done, node) {
+		struct me_mr *mr = k->mr;
+
+		kmem_cache_free(kop_cache, k);
+		atomic64_dec(&ops_inflight);
+		me_mr_put(mr);
+	}
 }
 
 static void kop_put(struct me_kop *kop)
@@ -205,8 +282,20 @@ static void conn_event(struct me_net *mn, const struct me_cqe *cqe, u32 type)
 	/* Under owner_lock: release clears the owner before the queue dies. */
 	spin_lock_bh(&mn->owner_lock);
 	f = mn->owners[cqe->conn - 1];
-	if (f)
-		me_cq_push_event(&f->cq, &c);
+	if (f) {
+		struct me_conn_done *cd = &mn->conn_done[cqe->conn - 1];
+
+		/* After the connection's operations (uapi). */
+		spin_lock_bh(&cd->lock);
+		if (list_empty(&cd->kops)) {
+			me_cq_push_event(&f->cq, &c);
+		} else {
+			cd->ev = c;
+			cd->ev_file = f;
+			cd->ev_pending = true;
+		}
+		spin_unlock_bh(&cd->lock);
+	}
 	spin_unlock_bh(&mn->owner_lock);
 }
 
@@ -530,6 +619,7 @@ int me_ops_post(struct me_file *f, const struct me_post *req,
 		struct io_uring_cmd *ucmd, bool may_block)
 {
 	struct me_net *mn = me_net(f->net);
+	struct me_conn_done *cd;
 	struct me_kop *kop;
 	struct me_conn *c;
 	struct me_rw rw;
@@ -549,6 +639,8 @@ int me_ops_post(struct me_file *f, const struct me_post *req,
 	refcount_set(&kop->ubuf.refcnt, 1);
 	kop->ubuf.callback = kop_skb_released;
 	kop->ubuf.flags = SKBFL_ZEROCOPY_FRAG;
+	kop->conn = req->conn;
+	kop->finished = false;
 	kop->file = f;
 	kop->ucmd = ucmd;
 	kop->cookie = req->cookie;
@@ -579,6 +671,13 @@ int me_ops_post(struct me_file *f, const struct me_post *req,
 	rw.len = req->len;
 	rw.imm = req->imm;
 
+	/* In its connection's delivery order before the engine may complete it. */
+	cd = conn_done_of(f, req->conn);
+	spin_lock_bh(&cd->lock);
+	cd->ordered = me_conn_mode(c) == ME_MODE_ORDERED;
+	list_add_tail(&kop->node, &cd->kops);
+	spin_unlock_bh(&cd->lock);
+
 	atomic64_inc(&ops_inflight);
 	for (;;) {
 		ret = submit(c, req->opcode, &rw);
@@ -605,6 +704,9 @@ int me_ops_post(struct me_file *f, const struct me_post *req,
 	}
 	if (ret) {
 		atomic64_dec(&ops_inflight);
+		spin_lock_bh(&cd->lock);
+		list_del(&kop->node);
+		spin_unlock_bh(&cd->lock);
 		if (!ucmd)
 			me_cq_unreserve(&f->cq);
 		goto err_mr;

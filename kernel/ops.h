@@ -12,6 +12,9 @@ struct me_post;
 
 int me_ops_init(void);
 void me_ops_uninit(void);
+/* Per-namespace state for @nconns connection ids (engine start, stop). */
+int me_ops_net_start(struct me_net *mn, unsigned int nconns);
+void me_ops_net_stop(struct me_net *mn);
 /* The engine's completions and events (any context but hard IRQ). */
 void me_ops_complete(struct me_net *mn, const struct me_cqe *cqe);
 /* A send landed: queue it for ME_IOC_RECV; -ENOBUFS when full. */

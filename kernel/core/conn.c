@@ -399,6 +399,11 @@ u32 me_conn_peer(struct me_conn *c)
 	return c->peer;
 }
 
+u32 me_conn_mode(struct me_conn *c)
+{
+	return c->mode;
+}
+
 int me_conn_state(struct me_conn *c)
 {
 	return (int)me_atomic_read(&c->state);

@@ -158,6 +158,7 @@ int me_conn_read(struct me_conn *conn, const struct me_rw *rw);
 int me_conn_close(struct me_conn *conn);
 u32 me_conn_id(struct me_conn *conn);
 u32 me_conn_peer(struct me_conn *conn);
+u32 me_conn_mode(struct me_conn *conn);	/* ME_MODE_* */
 int me_conn_state(struct me_conn *conn);
 struct me_conn *me_conn_get(struct me_node *node, u32 id);
 /* Connection ids handed out so far (ids are 1..this). */

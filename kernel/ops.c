@@ -163,38 +163,57 @@ static void deliver(struct me_kop *kop)
  * a region's reference keeps the file (and its queue) alive, and once it
  * is dropped the file may be released and the module unloaded.
  */
-static void kop_finish(struct me_kop *kop)
+/*
+ * With cd->lock held: delivers what may go now (an ordered connection's
+ * finished operations at the head of its queue; @kop on an unordered
+ * one), moving them to @done, then the held-back event once none is left.
+ */
+static void deliver_ready(struct me_conn_done *cd, struct me_kop *kop,
+			  struct list_head *done)
 {
-	struct me_conn_done *cd = conn_done_of(kop->file, kop->conn);
 	struct me_kop *k, *tmp;
-	LIST_HEAD(done);
 
-	spin_lock_bh(&cd->lock);
-	kop->finished = true;
 	if (cd->ordered) {
 		list_for_each_entry_safe(k, tmp, &cd->kops, node) {
 			if (!k->finished)
 				break;
-			list_move_tail(&k->node, &done);
+			list_move_tail(&k->node, done);
 		}
-	} else {
-		list_move_tail(&kop->node, &done);
+	} else if (kop) {
+		list_move_tail(&kop->node, done);
 	}
-	list_for_each_entry(k, &done, node)
+	list_for_each_entry(k, done, node)
 		deliver(k);
 	if (cd->ev_pending && list_empty(&cd->kops)) {
 		me_cq_push_event(&cd->ev_file->cq, &cd->ev);
 		cd->ev_pending = false;
 	}
-	spin_unlock_bh(&cd->lock);
+}
 
-	list_for_each_entry_safe(k, tmp, &done, node) {
+/* Frees delivered operations, outside cd->lock; their regions last. */
+static void release_delivered(struct list_head *done)
+{
+	struct me_kop *k, *tmp;
+
+	list_for_each_entry_safe(k, tmp, done, node) {
 		struct me_mr *mr = k->mr;
 
 		kmem_cache_free(kop_cache, k);
 		atomic64_dec(&ops_inflight);
 		me_mr_put(mr);
 	}
+}
+
+static void kop_finish(struct me_kop *kop)
+{
+	struct me_conn_done *cd = conn_done_of(kop->file, kop->conn);
+	LIST_HEAD(done);
+
+	spin_lock_bh(&cd->lock);
+	kop->finished = true;
+	deliver_ready(cd, kop, &done);
+	spin_unlock_bh(&cd->lock);
+	release_delivered(&done);
 }
 
 static void kop_put(struct me_kop *kop)
@@ -621,6 +640,7 @@ int me_ops_post(struct me_file *f, const struct me_post *req,
 	struct me_net *mn = me_net(f->net);
 	struct me_conn_done *cd;
 	struct me_kop *kop;
+	LIST_HEAD(done);
 	struct me_conn *c;
 	struct me_rw rw;
 	int ret, seen;
@@ -704,9 +724,15 @@ int me_ops_post(struct me_file *f, const struct me_post *req,
 	}
 	if (ret) {
 		atomic64_dec(&ops_inflight);
+		/*
+		 * Not posted: out of the queue, and what finished behind it
+		 * goes now (nothing else may come to deliver it).
+		 */
 		spin_lock_bh(&cd->lock);
 		list_del(&kop->node);
+		deliver_ready(cd, NULL, &done);
 		spin_unlock_bh(&cd->lock);
+		release_delivered(&done);
 		if (!ucmd)
 			me_cq_unreserve(&f->cq);
 		goto err_mr;

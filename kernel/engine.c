@@ -119,7 +119,8 @@ static int plat_mr_check(void *ctx, u32 region, u32 key, u64 off, u64 len, u32 a
 	return me_mr_check_remote(ctx, region, key, off, len, to_access(access));
 }
 
-static int plat_mr_write(void *ctx, u32 conn, u32 region, u64 off, const void *src, u32 len)
+static int plat_mr_write(void *ctx, u32 conn, u32 region, u64 off, const void *src, u32 len,
+			 void *rx)
 {
 	struct me_net *mn = ctx;
 	int ret;

@@ -136,6 +136,9 @@ u32 me_link_peer_inc(struct me_node *node, u32 link);
 u32 me_link_rate(struct me_node *node, u32 link);
 
 int me_core_rx(struct me_node *node, u32 link, const void *buf, u32 len);
+/* The same, passing the host's frame on to mr_write/rx_fill (me_plat.h). */
+int me_core_rx_frame(struct me_node *node, u32 link, const void *buf, u32 len,
+		     void *rx);
 void me_core_timer(struct me_node *node);
 
 /* A one-sided operation. */

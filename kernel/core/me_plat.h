@@ -71,10 +71,15 @@ struct me_plat_ops {
 	 * Deliver payload into local region memory (already checked).  conn
 	 * identifies the connection for the platform's bookkeeping.  The
 	 * per-page synchronization of Table 1 state 9 lives here (see
-	 * Documentation/protocol.md).  0 or a negative errno (-> message error).
+	 * Documentation/protocol.md).  rx is what the host passed to
+	 * me_core_rx_frame() with the packet (NULL when the core delivers
+	 * from its own copy): a host may place whole pages from its frame
+	 * by page flip instead of copying src.  0 or a negative errno (->
+	 * message error).  Called from receive contexts only, so it may
+	 * sleep if the host's receive contexts may.
 	 */
 	int (*mr_write)(void *ctx, u32 conn, u32 region, u64 off,
-			const void *src, u32 len);
+			const void *src, u32 len, void *rx);
 	/*
 	 * May the local user access [off, off + len) of its own region for
 	 * `access` (ME_ACC_READ: source of a write; ME_ACC_WRITE: destination
@@ -118,6 +123,20 @@ struct me_plat_ops {
 		     u32 region, u64 off, u32 len, u64 cookie);
 	void (*zc_hold)(void *ctx, u64 cookie);
 	void (*zc_put)(void *ctx, u64 cookie);
+
+	/*
+	 * Receive placement (both optional).  rx_fill: the core is about to
+	 * copy the packet it got with rx whole (an ordered connection keeps
+	 * it until its turn); the host must make every byte at buf valid
+	 * (a host may leave whole pages it intends to flip out of buf).
+	 * mr_done: every byte of a message for [off, off + len) of local
+	 * region `region` has been through mr_write (successfully or not);
+	 * called once per message, before its completion or status is
+	 * produced, so a host can finish batched work (page table updates)
+	 * that must be visible before the data are announced.
+	 */
+	void (*rx_fill)(void *ctx, void *rx);
+	void (*mr_done)(void *ctx, u32 region, u64 off, u64 len);
 };
 
 #endif /* ME_PLAT_H */

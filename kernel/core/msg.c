@@ -312,11 +312,14 @@ static int rx_write(struct me_conn *c, const struct me_hdr *h)
 			       h->d.msg_len, ME_ACC_WRITE);
 	if (!err && pay)
 		err = n->ops->mr_write(n->ctx, c->id, h->d.region,
-				       h->d.addr + h->d.msg_off, h->payload, pay);
+				       h->d.addr + h->d.msg_off, h->payload, pay,
+				       h->rx);
 	if (!rmsg_account(c, h, pay, err != 0, &any_err)) {
 		resp_unreserve(c);
 		return 0;
 	}
+	if (n->ops->mr_done)
+		n->ops->mr_done(n->ctx, h->d.region, h->d.addr, h->d.msg_len);
 	if (!err && any_err)
 		err = -EIO;
 	if (h->type == ME_PT_NOTIFY) {
@@ -392,12 +395,15 @@ static void rx_read_resp(struct me_conn *c, const struct me_hdr *h)
 		return;
 	}
 	err = n->ops->mr_write(n->ctx, c->id, lregion, loff + h->d.msg_off,
-			       h->payload, pay);
+			       h->payload, pay, h->rx);
 	if (err)
 		me_atomic_cmpxchg(&op->err, 0, (u32)-err);
 	done = me_atomic_add_return(&op->done_bytes, pay);
-	if (done == len)
-		complete_op(c, op, h->d.op_id, -(s32)me_atomic_read(&op->err));
+	if (done != len)
+		return;
+	if (n->ops->mr_done)
+		n->ops->mr_done(n->ctx, lregion, loff, len);
+	complete_op(c, op, h->d.op_id, -(s32)me_atomic_read(&op->err));
 }
 
 static void rx_status(struct me_conn *c, const struct me_hdr *h)

@@ -119,6 +119,12 @@ static const enum me_stat parse_stat[] = {
 
 int me_core_rx(struct me_node *n, u32 link, const void *buf, u32 len)
 {
+	return me_core_rx_frame(n, link, buf, len, NULL);
+}
+
+int me_core_rx_frame(struct me_node *n, u32 link, const void *buf, u32 len,
+		     void *rx)
+{
 	struct me_conn *c;
 	struct me_hdr h;
 	int ret;
@@ -133,6 +139,7 @@ int me_core_rx(struct me_node *n, u32 link, const void *buf, u32 len)
 					   ret == ME_EWIRE_TYPE ? 2 : 3]);
 		return ret;
 	}
+	h.rx = rx;
 	if ((u32)h.hdr_len + h.payload_len > n->cfg.mtu) {
 		me_stat_inc(n, ME_ST_RX_FIELD);
 		return ME_EWIRE_FIELD;

@@ -251,6 +251,8 @@ void me_win_rx_data(struct me_conn *c, u32 link, const struct me_hdr *h,
 	me_cstat_add(c, ME_CST_RX_BYTES, h->payload_len);
 
 	if (c->mode == ME_MODE_ORDERED) {
+		if (h->rx && n->ops->rx_fill)
+			n->ops->rx_fill(n->ctx, h->rx);
 		memcpy(r->buf, pkt, len);
 		me_atomic_set(&r->len, len);
 		me_atomic64_set(&r->state, RXS(s, ME_RXS_READY));

@@ -134,6 +134,7 @@ int me_wire_parse(const void *buf, u32 len, struct me_hdr *h)
 	h->src_conn = me_get_be32(p + 24);
 	h->dst_conn = me_get_be32(p + 28);
 	h->payload = p + want;
+	h->rx = NULL;
 	if (!h->src_node || h->src_node == ME_NODE_BCAST || !h->src_inc ||
 	    !h->dst_node)
 		return ME_EWIRE_FIELD;

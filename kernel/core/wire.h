@@ -98,6 +98,7 @@ struct me_hdr {
 		} h;
 	};
 	const u8 *payload;	/* points into the parsed buffer */
+	void *rx;		/* the host's frame (me_core_rx_frame), or NULL */
 };
 
 /* Parse results other than 0 (also used as statistics buckets). */

@@ -90,7 +90,7 @@ int mr_local(void *, uint32_t region, uint64_t off, uint64_t len, uint32_t)
 }
 
 int mr_write(void *ctx, uint32_t, uint32_t region, uint64_t off, const void *src,
-	     uint32_t len)
+	     uint32_t len, void *)
 {
 	MtNode &n = M(ctx);
 	if (region != 2)
@@ -157,7 +157,7 @@ int zc_tx(void *ctx, uint32_t link, const void *hdr, uint32_t hdr_len, uint32_t 
 }
 
 const me_plat_ops ops = {now_ns, tx, mr_check, mr_write, mr_local, mr_read,
-			 complete, alloc, pfree, zc_tx, zc_hold, zc_put};
+			 complete, alloc, pfree, zc_tx, zc_hold, zc_put, nullptr, nullptr};
 
 TEST(MultiThread, concurrent_rx__exactly_once)
 {

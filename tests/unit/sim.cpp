@@ -43,7 +43,7 @@ static int p_mr_local(void *ctx, uint32_t region, uint64_t off, uint64_t len,
 }
 
 static int p_mr_write(void *ctx, uint32_t conn, uint32_t region, uint64_t off,
-		      const void *src, uint32_t len)
+		      const void *src, uint32_t len, void *rx)
 {
 	Node &n = N(ctx);
 	auto it = n.regions.find(region);
@@ -51,7 +51,19 @@ static int p_mr_write(void *ctx, uint32_t conn, uint32_t region, uint64_t off,
 		return -ERANGE;	// the core must never get here
 	if (n.conn_over[conn])
 		n.writes_after_close++;
+	if (rx) {
+		// As a host flipping pages: the payload comes from the frame's
+		// own bytes, not from what is in the buffer at src.
+		auto *f = static_cast<RxFrame *>(rx);
+		auto *s = static_cast<const uint8_t *>(src);
+		if (s < f->buf || s + len > f->buf + f->saved.size()) {
+			n.rx_bad++;
+			return -EFAULT;
+		}
+		src = f->saved.data() + (s - f->buf);
+	}
 	memcpy(it->second.mem.data() + off, src, len);
+	n.undone[region].push_back({off, len});
 	for (uint32_t i = 0; i < len; i++)
 		it->second.wcount[off + i]++;
 	n.places.push_back({conn, region, off, len});
@@ -69,9 +81,31 @@ static int p_mr_read(void *ctx, uint32_t region, uint64_t off, void *dst,
 	return 0;
 }
 
+static void p_rx_fill(void *, void *rx)
+{
+	auto *f = static_cast<RxFrame *>(rx);
+	memcpy(f->buf, f->saved.data(), f->saved.size());
+}
+
+// Every placed range must be announced done before its message completes.
+static void p_mr_done(void *ctx, uint32_t region, uint64_t off, uint64_t len)
+{
+	Node &n = N(ctx);
+	auto &u = n.undone[region];
+	std::erase_if(u, [&](const std::pair<uint64_t, uint32_t> &p) {
+		return p.first >= off && p.first + p.second <= off + len;
+	});
+	n.mr_dones++;
+}
+
 static void p_complete(void *ctx, const me_cqe *q)
 {
 	Node &n = N(ctx);
+	if (q->type == ME_CQE_NOTIFY && !q->status) {
+		for (const auto &[o, l] : n.undone[q->region])
+			if (o >= q->off && o + l <= q->off + q->len)
+				n.rx_bad++;
+	}
 	if (q->type == ME_CQE_WRITE)
 		n.zc_engine_done[q->cookie] = true;
 	n.cqes.push_back(*q);
@@ -126,6 +160,7 @@ static int p_zc_tx(void *ctx, uint32_t link, const void *hdr, uint32_t hdr_len,
 static const me_plat_ops plat = {
 	p_now, p_tx, p_mr_check, p_mr_write, p_mr_local, p_mr_read,
 	p_complete, p_alloc, p_free, p_zc_tx, p_zc_hold, p_zc_put,
+	p_rx_fill, p_mr_done,
 };
 
 int64_t Sim::zc_outstanding() const
@@ -165,6 +200,12 @@ Sim::~Sim()
 			me_node_destroy(n->node);
 	// Every zero-copy reference is dropped at the latest when its node
 	// is destroyed (me_plat.h): anything else is a leak in the core.
+	for (auto &n : nodes)
+		if (n->rx_bad) {
+			fprintf(stderr, "sim: node %d: %llu payload bytes read outside the host's frame or announced before mr_done\n",
+				n->idx, (unsigned long long)n->rx_bad);
+			abort();
+		}
 	if (zc_outstanding() || zc_bad()) {
 		fprintf(stderr, "sim: %lld zero-copy references leaked, %llu misused\n",
 			(long long)zc_outstanding(), (unsigned long long)zc_bad());
@@ -349,11 +390,30 @@ int Sim::tx(Node &n, uint32_t link, const void *buf, uint32_t len)
 		at(arr, [this, to, tolink, wid, pkt] {
 			if (!wires[wid].up)
 				return;
-			me_core_rx(nodes[to]->node, tolink, pkt.data(),
-				   (uint32_t)pkt.size());
+			deliver(*nodes[to], tolink, pkt);
 		});
 	}
 	return 0;
+}
+
+// Data frames go in as a flipping host hands them over: the payload is
+// scribbled in the buffer and only reachable through mr_write's rx (or
+// after rx_fill), so a core reading payload any other way reads garbage.
+void Sim::deliver(Node &n, uint32_t link, std::vector<uint8_t> pkt)
+{
+	uint8_t t = pkt.size() > 1 ? pkt[1] : 0;
+	if (!frame_payload || pkt.size() < ME_HDR_COMMON ||
+	    (t != ME_PT_WRITE && t != ME_PT_NOTIFY && t != ME_PT_READ_RESP)) {
+		me_core_rx(n.node, link, pkt.data(), (uint32_t)pkt.size());
+		return;
+	}
+	RxFrame f;
+	f.buf = pkt.data();
+	f.saved = pkt;
+	uint32_t hdr = (uint32_t)pkt[4] << 8 | pkt[5];
+	if (hdr < pkt.size())
+		memset(pkt.data() + hdr, 0xEE, pkt.size() - hdr);
+	me_core_rx_frame(n.node, link, pkt.data(), (uint32_t)pkt.size(), &f);
 }
 
 me_conn *Sim::connect(int a, int b, uint32_t mode, uint32_t *peer_id)

@@ -43,6 +43,12 @@ struct LinkParams {
 // Ethernet header + FCS + preamble + inter-frame gap, counted on the wire.
 constexpr uint32_t kEthOverhead = 14 + 4 + 8 + 12;
 
+// A received frame as a host that flips pages passes it (me_core_rx_frame).
+struct RxFrame {
+	uint8_t *buf = nullptr;		// what the core parses
+	std::vector<uint8_t> saved;	// the frame's real bytes
+};
+
 struct Region {
 	std::vector<uint8_t> mem;
 	std::vector<uint8_t> wcount;	// times each byte was written remotely
@@ -63,6 +69,10 @@ struct Node {
 	uint64_t writes_after_close = 0;
 	struct Place { uint32_t conn, region; uint64_t off; uint32_t len; };
 	std::vector<Place> places;
+	// Placed ranges per region not yet covered by mr_done.
+	std::map<uint32_t, std::vector<std::pair<uint64_t, uint32_t>>> undone;
+	uint64_t mr_dones = 0;
+	uint64_t rx_bad = 0;	// payload read outside the frame, or early notify
 	std::vector<int> link_wire;	// local link index -> wire id
 	bool ticking = true;
 
@@ -105,6 +115,7 @@ class Sim {
 public:
 	explicit Sim(uint64_t seed);
 	~Sim();
+	void deliver(Node &n, uint32_t link, std::vector<uint8_t> pkt);
 
 	Node &add_node(const me_node_cfg &cfg);
 	int add_link(int a, int b, const LinkParams &pa, const LinkParams &pb);
@@ -133,6 +144,9 @@ public:
 	std::function<bool(const TxEvent &)> drop_hook;	// true = drop
 	std::function<void(const TxEvent &)> tx_hook;
 	std::function<void(Node &, const me_cqe &)> cqe_hook;
+	// Hand data frames over with their payload only reachable through
+	// mr_write's rx (as a flipping host does); false: plain buffers.
+	bool frame_payload = true;
 
 	// platform
 	int tx(Node &n, uint32_t link, const void *buf, uint32_t len);

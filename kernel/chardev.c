@@ -18,6 +18,7 @@
 #include <linux/uaccess.h>
 #include <net/net_namespace.h>
 
+#include "area.h"
 #include "chardev.h"
 #include "engine.h"
 #include "link.h"
@@ -64,6 +65,7 @@ int me_copy_array_out(u64 uptr, u32 stride, const void *src, size_t ksize,
 static long me_ioc_query(struct me_file *f, void __user *uarg)
 {
 	struct me_net *mn = me_net(f->net);
+	struct me_area_stats as;
 	struct me_link_stats stats;
 	struct me_query q;
 	long usize;
@@ -76,7 +78,7 @@ static long me_ioc_query(struct me_file *f, void __user *uarg)
 	memset(&q, 0, sizeof(q));
 	q.size = usize;
 	q.abi_version = ME_ABI_VERSION;
-	q.features = me_uring_features();
+	q.features = me_uring_features() | ME_FEATURE_RX_AREA;
 	q.ethertype = me_link_ethertype();
 	q.rx_frames = stats.rx_frames;
 	q.rx_dropped = stats.rx_dropped;
@@ -89,6 +91,12 @@ static long me_ioc_query(struct me_file *f, void __user *uarg)
 	q.conns = me_engine_conns();
 	q.ops_inflight = me_engine_ops_inflight();
 	q.zc_skbs = me_link_zc_skbs();
+	me_area_stats(&as);
+	q.area_pages = as.area_pages;
+	q.pool_pages = as.pool_pages;
+	q.rx_flipped = as.flipped;
+	q.rx_flip_copied = as.flip_copied;
+	q.tlb_flushes = as.tlb_flushes;
 
 	if (copy_to_user(uarg, &q, min_t(size_t, usize, sizeof(q))))
 		return -EFAULT;
@@ -239,6 +247,7 @@ static const struct file_operations me_fops = {
 	.unlocked_ioctl = me_ioctl,
 	.poll = me_poll,
 	.uring_cmd = me_uring_cmd,
+	.mmap = me_area_mmap,
 	.compat_ioctl = compat_ptr_ioctl,
 	.llseek = noop_llseek,
 };

@@ -28,6 +28,7 @@
 #include "mr.h"
 #include "netns.h"
 #include "ops.h"
+#include "rxframe.h"
 
 static unsigned int tick_us = 1000;
 module_param(tick_us, uint, 0444);
@@ -125,9 +126,12 @@ static int plat_mr_write(void *ctx, u32 conn, u32 region, u64 off, const void *s
 	struct me_net *mn = ctx;
 	int ret;
 
-	if (region == ME_REGION_MSG)
+	if (region == ME_REGION_MSG) {
+		if (rx)
+			me_frame_fill(rx);
 		return me_ops_msg_arrived(mn, conn, src, len);
-	ret = me_mr_copy_to(mn, region, off, src, len);
+	}
+	ret = me_mr_place(mn, region, off, src, len, rx);
 	if (!ret && conn && conn <= max_conns)
 		atomic64_inc(&mn->conn_copies[conn - 1]);
 	return ret;
@@ -141,6 +145,17 @@ static int plat_mr_local(void *ctx, u32 region, u64 off, u64 len, u32 access)
 static int plat_mr_read(void *ctx, u32 region, u64 off, void *dst, u32 len)
 {
 	return me_mr_copy_from(ctx, region, off, dst, len);
+}
+
+static void plat_rx_fill(void *ctx, void *rx)
+{
+	me_frame_fill(rx);
+}
+
+static void plat_mr_done(void *ctx, u32 region, u64 off, u64 len)
+{
+	if (region != ME_REGION_MSG)
+		me_mr_done(ctx, region, off, len);
 }
 
 static void plat_complete(void *ctx, const struct me_cqe *cqe)
@@ -187,6 +202,8 @@ static const struct me_plat_ops me_plat = {
 	.zc_tx = plat_zc_tx,
 	.zc_hold = plat_zc_hold,
 	.zc_put = plat_zc_put,
+	.rx_fill = plat_rx_fill,
+	.mr_done = plat_mr_done,
 };
 
 /* ---- lifecycle ---- */
@@ -332,6 +349,11 @@ void me_engine_link_admin(struct me_net *mn, unsigned int idx, bool up)
 void me_engine_rx(struct me_net *mn, unsigned int idx, const void *buf, u32 len)
 {
 	me_core_rx(mn->core, idx, buf, len);
+}
+
+void me_engine_rx_frame(struct me_net *mn, unsigned int idx, struct me_rx_frame *fr)
+{
+	me_core_rx_frame(mn->core, idx, fr->buf, fr->len, fr);
 }
 
 u64 me_engine_conns(void)

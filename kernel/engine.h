@@ -5,6 +5,7 @@
 #include <linux/types.h>
 
 struct me_net;
+struct me_rx_frame;
 struct me_file;
 struct me_conn;
 
@@ -26,6 +27,8 @@ void me_engine_link_del(struct me_net *mn, unsigned int idx);
 void me_engine_link_admin(struct me_net *mn, unsigned int idx, bool up);
 /* A received packet (after the Ethernet header), from a receive thread. */
 void me_engine_rx(struct me_net *mn, unsigned int idx, const void *buf, u32 len);
+/* A frame with holes (rxframe.h): placement may flip its pages. */
+void me_engine_rx_frame(struct me_net *mn, unsigned int idx, struct me_rx_frame *fr);
 
 /* The file's connection @id, or NULL if it is not the file's. */
 struct me_conn *me_engine_conn_of(struct me_file *f, u32 id);

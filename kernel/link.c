@@ -28,7 +28,9 @@
 #include <linux/string.h>
 #include <asm/unaligned.h>
 
+#include "area.h"
 #include "core/me_core.h"
+#include "core/wire.h"
 #include "engine.h"
 #include "link.h"
 #include "mr.h"
@@ -123,8 +125,7 @@ static int add_page_frags(struct sk_buff *skb, const struct me_mr *mr, u64 off, 
 
 		if (pg >= mr->npages || i >= MAX_SKB_FRAGS)
 			return -ERANGE;
-		get_page(mr->pages[pg]);
-		skb_fill_page_desc(skb, i++, mr->pages[pg], poff, n);
+		skb_fill_page_desc(skb, i++, me_mr_page_get(mr, pg), poff, n);
 		skb->len += n;
 		skb->data_len += n;
 		skb->truesize += n;
@@ -139,6 +140,49 @@ static int add_page_frags(struct sk_buff *skb, const struct me_mr *mr, u64 off, 
  * tracked by @uarg: its callback runs once the skb's data are released)
  * on link @idx.
  */
+/*
+ * Bytes of a copied frame to keep in the skb's linear part: a data
+ * packet carrying a page or more keeps only its header there and its
+ * payload goes into page fragments, so a receiver that gets the skb itself
+ * (veth) finds whole payload pages it can flip (paper Fig. 4: header and
+ * payload apart, the payload page-aligned).
+ */
+static u32 linear_len(const u8 *buf, u32 len)
+{
+	u32 hl;
+
+	if (len < ME_HDR_COMMON || (buf[1] != ME_PT_WRITE && buf[1] != ME_PT_NOTIFY &&
+				    buf[1] != ME_PT_READ_RESP))
+		return len;
+	hl = get_unaligned_be16(buf + 4);
+	return hl < len && len - hl >= PAGE_SIZE ? hl : len;
+}
+
+/* Copies @len bytes into fresh page fragments, PAGE_SIZE each. */
+static int add_copied_frags(struct sk_buff *skb, const u8 *src, u32 len)
+{
+	int i = 0;
+
+	while (len) {
+		u32 n = min_t(u32, len, PAGE_SIZE);
+		struct page *page;
+
+		if (i >= MAX_SKB_FRAGS)
+			return -EMSGSIZE;
+		page = me_pool_get(GFP_ATOMIC);
+		if (!page)
+			return -ENOMEM;
+		memcpy(page_address(page), src, n);
+		skb_fill_page_desc(skb, i++, page, 0, n);
+		skb->len += n;
+		skb->data_len += n;
+		skb->truesize += PAGE_SIZE;
+		src += n;
+		len -= n;
+	}
+	return 0;
+}
+
 static int link_xmit(struct me_net *mn, u32 idx, const void *hdr, u32 hlen,
 		     const struct me_mr *mr, u64 off, u32 plen, struct ubuf_info *uarg)
 {
@@ -147,6 +191,7 @@ static int link_xmit(struct me_net *mn, u32 idx, const void *hdr, u32 hlen,
 	struct me_link *link;
 	struct sk_buff *skb;
 	int ret = -ENETDOWN;
+	u32 lin;
 	u64 mac;
 
 	if (idx >= ME_MAX_LINKS || hlen < 16)
@@ -159,12 +204,20 @@ static int link_xmit(struct me_net *mn, u32 idx, const void *hdr, u32 hlen,
 	if (!READ_ONCE(link->up))
 		goto err;
 	ret = -ENOMEM;
-	skb = alloc_skb(LL_RESERVED_SPACE(dev) + hlen + dev->needed_tailroom, GFP_ATOMIC);
+	lin = mr ? hlen : linear_len(hdr, hlen);
+	skb = alloc_skb(LL_RESERVED_SPACE(dev) + lin + dev->needed_tailroom, GFP_ATOMIC);
 	if (!skb)
 		goto err;
 	skb_reserve(skb, LL_RESERVED_SPACE(dev));
 	skb_reset_network_header(skb);
-	skb_put_data(skb, hdr, hlen);
+	skb_put_data(skb, hdr, lin);
+	if (lin < hlen) {
+		ret = add_copied_frags(skb, (const u8 *)hdr + lin, hlen - lin);
+		if (ret) {
+			kfree_skb(skb);
+			goto err;
+		}
+	}
 	if (mr) {
 		ret = add_page_frags(skb, mr, off, plen);
 		if (ret) {

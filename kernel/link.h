@@ -6,6 +6,8 @@
 #include <linux/ptr_ring.h>
 #include <linux/types.h>
 
+#include "rxframe.h"
+
 struct me_net;
 struct me_link_info;
 
@@ -33,6 +35,7 @@ struct me_rx_thread {
 	struct me_link *link;
 	bool sleeping;			/* about to sleep or asleep: wake it */
 	u8 *bounce;			/* for frames not in one linear buffer */
+	struct me_rx_frame frame;	/* the frame being handled (rxframe.h) */
 };
 
 /*

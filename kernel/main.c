@@ -8,6 +8,7 @@
  */
 #include <linux/module.h>
 
+#include "area.h"
 #include "chardev.h"
 #include "engine.h"
 #include "link.h"
@@ -19,6 +20,12 @@ static int __init me_init(void)
 {
 	int ret;
 
+	ret = me_mr_init();
+	if (ret)
+		return ret;
+	ret = me_area_init();
+	if (ret)
+		return ret;
 	ret = me_engine_init();
 	if (ret)
 		return ret;
@@ -50,6 +57,7 @@ static void __exit me_exit(void)
 	me_link_uninit();
 	me_engine_check_unload();
 	me_mr_check_unload();
+	me_area_exit();
 	me_ops_uninit();
 	pr_info("unloaded\n");
 }

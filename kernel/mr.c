@@ -22,13 +22,24 @@
 #include <linux/uaccess.h>
 #include <linux/xarray.h>
 
+#include "area.h"
 #include "chardev.h"
 #include "mr.h"
+#include "rxframe.h"
 #include "netns.h"
 #include "uapi/multiedge.h"
 
 /* Pages pinned per pin_user_pages_fast() call: bounds the latency of one. */
 #define PIN_CHUNK	512
+
+static bool rx_flip = true;
+module_param(rx_flip, bool, 0444);
+MODULE_PARM_DESC(rx_flip, "Place whole payload pages into receive areas by page flip (default Y; N: always copy)");
+
+static char *flip_tlb = "lazy";
+module_param(flip_tlb, charp, 0444);
+MODULE_PARM_DESC(flip_tlb, "TLB invalidation after page flips unless a region chooses: lazy (once per message, default) or eager (per page)");
+static bool flip_eager;
 
 struct me_mr_full {
 	struct me_mr mr;
@@ -45,7 +56,7 @@ static struct me_mr_full *full(struct me_mr *mr)
 }
 
 /* Charges @npages to @mm's pinned_vm unless that exceeds RLIMIT_MEMLOCK. */
-static int charge_pinned(struct mm_struct *mm, unsigned long npages)
+int me_charge_pinned(struct mm_struct *mm, unsigned long npages)
 {
 	unsigned long limit = rlimit(RLIMIT_MEMLOCK) >> PAGE_SHIFT;
 	u64 pinned = atomic64_add_return(npages, &mm->pinned_vm);
@@ -53,6 +64,27 @@ static int charge_pinned(struct mm_struct *mm, unsigned long npages)
 	if (pinned > limit && !capable(CAP_IPC_LOCK)) {
 		atomic64_sub(npages, &mm->pinned_vm);
 		return -ENOMEM;
+	}
+	return 0;
+}
+
+void me_uncharge_pinned(struct mm_struct *mm, unsigned long npages)
+{
+	atomic64_sub(npages, &mm->pinned_vm);
+}
+
+bool me_mr_flip_enabled(void)
+{
+	return rx_flip;
+}
+
+int me_mr_init(void)
+{
+	if (!strcmp(flip_tlb, "eager")) {
+		flip_eager = true;
+	} else if (strcmp(flip_tlb, "lazy")) {
+		pr_err("bad parameter: flip_tlb=%s (lazy or eager)\n", flip_tlb);
+		return -EINVAL;
 	}
 	return 0;
 }
@@ -85,10 +117,14 @@ static int pin_range(struct me_mr *mr)
 /* Frees a region nobody can reach any more. */
 static void mr_destroy(struct me_mr *mr)
 {
-	/* Peers may have written into them: let the mm know. */
-	unpin_user_pages_dirty_lock(mr->pages, mr->npages, true);
-	atomic64_sub(mr->npages, &mr->mm->pinned_vm);
-	atomic64_sub(mr->npages, &pinned_pages);
+	if (mr->area) {
+		me_area_put(mr->area);
+	} else {
+		/* Peers may have written into them: let the mm know. */
+		unpin_user_pages_dirty_lock(mr->pages, mr->npages, true);
+		me_uncharge_pinned(mr->mm, mr->npages);
+		atomic64_sub(mr->npages, &pinned_pages);
+	}
 	atomic64_dec(&nr_regions);
 	mmdrop(mr->mm);
 	kvfree(mr->pages);
@@ -118,8 +154,10 @@ long me_mr_reg(struct me_file *f, void __user *uarg)
 	usize = me_copy_arg_in(&req, sizeof(req), ME_MR_REG_SIZE_VER0, uarg);
 	if (usize < 0)
 		return usize;
-	if (req.access & ~ME_ACCESS_ALL)
+	if (req.access & ~ME_ACCESS_ALL || req.flags & ~ME_MR_FLAGS_ALL)
 		return -EOPNOTSUPP;
+	if ((req.flags & ME_MR_TLB_EAGER) && (req.flags & ME_MR_TLB_LAZY))
+		return -EINVAL;
 	if (!req.length || req.length > ME_MR_MAX_LENGTH || req.addr + req.length < req.addr)
 		return -EINVAL;
 	if (!current->mm)
@@ -146,19 +184,28 @@ long me_mr_reg(struct me_file *f, void __user *uarg)
 	first = req.addr >> PAGE_SHIFT;
 	last = (req.addr + req.length - 1) >> PAGE_SHIFT;
 	mr->npages = last - first + 1;
-	mr->pages = kvmalloc_array(mr->npages, sizeof(*mr->pages), GFP_KERNEL);
-	if (!mr->pages)
+	mr->flags = req.flags;
+	mr->area = me_area_find(current->mm, f, req.addr, req.length, &mr->area_first, &ret);
+	if (ret)
 		goto err_free;
 	mr->mm = current->mm;
 	mmgrab(mr->mm);
-
-	ret = charge_pinned(mr->mm, mr->npages);
-	if (ret)
-		goto err_mm;
-	ret = pin_range(mr);
-	if (ret)
-		goto err_charge;
-	atomic64_add(mr->npages, &pinned_pages);
+	if (mr->area) {
+		req.info = ME_MR_INFO_AREA;
+	} else {
+		req.info = 0;
+		ret = -ENOMEM;
+		mr->pages = kvmalloc_array(mr->npages, sizeof(*mr->pages), GFP_KERNEL);
+		if (!mr->pages)
+			goto err_mm;
+		ret = me_charge_pinned(mr->mm, mr->npages);
+		if (ret)
+			goto err_mm;
+		ret = pin_range(mr);
+		if (ret)
+			goto err_charge;
+		atomic64_add(mr->npages, &pinned_pages);
+	}
 	atomic64_inc(&nr_regions);
 
 	mr->key = get_random_u32();
@@ -191,12 +238,16 @@ long me_mr_reg(struct me_file *f, void __user *uarg)
 	return 0;
 
 err_counted:
-	atomic64_sub(mr->npages, &pinned_pages);
 	atomic64_dec(&nr_regions);
+	if (mr->area)
+		goto err_mm;
+	atomic64_sub(mr->npages, &pinned_pages);
 	unpin_user_pages(mr->pages, mr->npages);
 err_charge:
-	atomic64_sub(mr->npages, &mr->mm->pinned_vm);
+	me_uncharge_pinned(mr->mm, mr->npages);
 err_mm:
+	if (mr->area)
+		me_area_put(mr->area);
 	mmdrop(mr->mm);
 	kvfree(mr->pages);
 err_free:
@@ -334,12 +385,37 @@ int me_mr_check_local(struct me_net *mn, u32 id, u64 off, u64 len)
 	return ret;
 }
 
-/*
- * Copies between a kernel buffer and [off, off + len) of a region, page by
- * page through short-lived local mappings: valid in any context, whatever
- * process (if any) is current.
- */
-static int mr_copy(struct me_net *mn, u32 id, u64 off, void *buf, u32 len, bool to_region)
+struct page *me_mr_page_get(const struct me_mr *mr, unsigned long pg)
+{
+	if (mr->area)
+		return me_area_page_get(mr->area, mr->area_first + pg);
+	get_page(mr->pages[pg]);
+	return mr->pages[pg];
+}
+
+/* Copies within page @pg of the region (pinned: no lock needed). */
+static void page_copy(struct me_mr *mr, unsigned long pg, u32 in_page, void *buf, u32 n,
+		      bool to_region)
+{
+	struct page *page;
+	u8 *va;
+
+	if (mr->area) {
+		me_area_copy(mr->area, mr->area_first + pg, in_page, buf, n, to_region);
+		return;
+	}
+	page = mr->pages[pg];
+	va = kmap_local_page(page);
+	if (to_region) {
+		memcpy(va + in_page, buf, n);
+		flush_dcache_page(page);
+	} else {
+		memcpy(buf, va + in_page, n);
+	}
+	kunmap_local(va);
+}
+
+int me_mr_copy_from(struct me_net *mn, u32 id, u64 off, void *dst, u32 len)
 {
 	struct me_mr *mr = me_mr_get_any(mn, id);
 	u64 pos;
@@ -350,21 +426,17 @@ static int mr_copy(struct me_net *mn, u32 id, u64 off, void *buf, u32 len, bool 
 		me_mr_put(mr);
 		return -ERANGE;
 	}
+	/*
+	 * Page by page through short-lived local mappings: valid in any
+	 * context, whatever process (if any) is current.
+	 */
 	pos = (mr->addr & ~PAGE_MASK) + off;
 	while (len) {
-		struct page *page = mr->pages[pos >> PAGE_SHIFT];
 		u32 in_page = pos & ~PAGE_MASK;
 		u32 n = min_t(u32, len, PAGE_SIZE - in_page);
-		u8 *va = kmap_local_page(page);
 
-		if (to_region) {
-			memcpy(va + in_page, buf, n);
-			flush_dcache_page(page);
-		} else {
-			memcpy(buf, va + in_page, n);
-		}
-		kunmap_local(va);
-		buf += n;
+		page_copy(mr, pos >> PAGE_SHIFT, in_page, dst, n, false);
+		dst += n;
 		pos += n;
 		len -= n;
 	}
@@ -372,14 +444,92 @@ static int mr_copy(struct me_net *mn, u32 id, u64 off, void *buf, u32 len, bool 
 	return 0;
 }
 
-int me_mr_copy_to(struct me_net *mn, u32 id, u64 off, const void *src, u32 len)
+static bool may_flip(const struct me_mr *mr)
 {
-	return mr_copy(mn, id, off, (void *)src, len, true);
+	return mr->area && rx_flip && !(mr->flags & ME_MR_RX_COPY);
 }
 
-int me_mr_copy_from(struct me_net *mn, u32 id, u64 off, void *dst, u32 len)
+static bool flip_is_eager(const struct me_mr *mr)
 {
-	return mr_copy(mn, id, off, dst, len, false);
+	if (mr->flags & (ME_MR_TLB_EAGER | ME_MR_TLB_LAZY))
+		return mr->flags & ME_MR_TLB_EAGER;
+	return flip_eager;
+}
+
+int me_mr_place(struct me_net *mn, u32 id, u64 off, const void *src, u32 len,
+		struct me_rx_frame *fr)
+{
+	struct me_mr *mr = me_mr_get_any(mn, id);
+	u32 fo = 0;
+	u64 pos;
+
+	if (!mr)
+		return -ENOENT;
+	if (!mr_in_range(mr, off, len)) {
+		me_mr_put(mr);
+		return -ERANGE;
+	}
+	if (fr) {
+		/* The engine passes payload out of the frame it was given. */
+		if ((const u8 *)src < fr->buf || (const u8 *)src + len > fr->buf + fr->len) {
+			me_mr_put(mr);
+			return -EFAULT;
+		}
+		fo = (const u8 *)src - fr->buf;
+	}
+	pos = (mr->addr & ~PAGE_MASK) + off;
+	while (len) {
+		unsigned long pg = pos >> PAGE_SHIFT;
+		u32 in_page = pos & ~PAGE_MASK;
+		u32 n = min_t(u32, len, PAGE_SIZE - in_page);
+		struct page *page = NULL;
+
+		if (fr && n == PAGE_SIZE)
+			page = me_frame_hole_at(fr, fo);
+		if (page && may_flip(mr)) {
+			get_page(page);
+			me_area_flip(mr->area, mr->area_first + pg, page, flip_is_eager(mr));
+		} else if (fr && fr->nholes) {
+			u8 bounce[256];
+			u32 done = 0;
+
+			if (n == PAGE_SIZE && may_flip(mr))
+				me_area_count_copied();
+			/* Through a small buffer: a hole is read from its page. */
+			while (done < n) {
+				u32 k = min_t(u32, n - done, sizeof(bounce));
+
+				me_frame_copy(fr, fo + done, bounce, k);
+				page_copy(mr, pg, in_page + done, bounce, k, true);
+				done += k;
+			}
+		} else {
+			if (n == PAGE_SIZE && may_flip(mr))
+				me_area_count_copied();
+			page_copy(mr, pg, in_page, (void *)src, n, true);
+		}
+		src += n;
+		fo += n;
+		pos += n;
+		len -= n;
+	}
+	me_mr_put(mr);
+	return 0;
+}
+
+void me_mr_done(struct me_net *mn, u32 id, u64 off, u64 len)
+{
+	struct me_mr *mr = me_mr_get_any(mn, id);
+	u64 pos;
+
+	if (!mr)
+		return;
+	if (mr->area && len && mr_in_range(mr, off, len)) {
+		pos = (mr->addr & ~PAGE_MASK) + off;
+		me_area_done(mr->area, mr->area_first + (pos >> PAGE_SHIFT),
+			     mr->area_first + ((pos + len - 1) >> PAGE_SHIFT));
+	}
+	me_mr_put(mr);
 }
 
 void me_mr_put(struct me_mr *mr)

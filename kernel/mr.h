@@ -7,8 +7,10 @@
 #include <linux/refcount.h>
 #include <linux/types.h>
 
+struct me_area;
 struct me_file;
 struct me_net;
+struct me_rx_frame;
 struct mm_struct;
 struct page;
 
@@ -28,7 +30,10 @@ struct me_mr {
 	u64 addr;
 	u64 length;
 	unsigned long npages;
-	struct page **pages;
+	struct page **pages;		/* pinned; NULL for an area */
+	struct me_area *area;		/* a receive area's pages instead */
+	unsigned long area_first;	/* area page index of addr's page */
+	u32 flags;			/* ME_MR_* */
 	struct mm_struct *mm;		/* mmgrab()ed: pinned_vm is charged to it */
 	struct me_net *mn;
 	struct list_head file_node;	/* in me_file.mrs, under me_file.lock */
@@ -64,8 +69,26 @@ struct me_file *me_mr_owner(struct me_mr *mr);
  */
 int me_mr_check_remote(struct me_net *mn, u32 id, u32 key, u64 off, u64 len, u32 access);
 int me_mr_check_local(struct me_net *mn, u32 id, u64 off, u64 len);
-int me_mr_copy_to(struct me_net *mn, u32 id, u64 off, const void *src, u32 len);
 int me_mr_copy_from(struct me_net *mn, u32 id, u64 off, void *dst, u32 len);
+/*
+ * Places payload: from src, or where @fr (may be NULL) left a whole page
+ * out of its buffer, from that page, flipped into a receive area when the
+ * destination is a whole page of one.  May sleep (a flip).
+ */
+int me_mr_place(struct me_net *mn, u32 id, u64 off, const void *src, u32 len,
+		struct me_rx_frame *fr);
+/* A message for [off, off + len) is placed (lazy flips finish). */
+void me_mr_done(struct me_net *mn, u32 id, u64 off, u64 len);
+/* Page @pg of the region (0: the page holding addr), with a reference. */
+struct page *me_mr_page_get(const struct me_mr *mr, unsigned long pg);
+
+/* Page flipping on (module parameter rx_flip)? */
+bool me_mr_flip_enabled(void);
+int me_mr_init(void);
+
+/* RLIMIT_MEMLOCK accounting of pages held for @mm (regions and areas). */
+int me_charge_pinned(struct mm_struct *mm, unsigned long npages);
+void me_uncharge_pinned(struct mm_struct *mm, unsigned long npages);
 
 /* Module-wide accounting, for ME_IOC_QUERY and the unload check. */
 u64 me_mr_pinned_pages(void);

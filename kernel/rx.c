@@ -8,8 +8,13 @@
  *
  * The threads of a link are created on the NIC's NUMA node and may only run
  * on its CPUs, so payload is copied by a CPU near the NIC.
+ *
+ * A frame's fragments that are whole pages owned by nobody but the skb are
+ * not copied into the thread's buffer: they stay "holes" the engine's
+ * placement reads from the page, or flips into a receive area (rxframe.h).
  */
 #include <linux/etherdevice.h>
+#include <linux/highmem.h>
 #include <linux/kthread.h>
 #include <linux/module.h>
 #include <linux/percpu.h>
@@ -18,8 +23,10 @@
 #include <linux/slab.h>
 #include <linux/topology.h>
 
+#include "core/wire.h"
 #include "engine.h"
 #include "link.h"
+#include "mr.h"
 #include "netns.h"
 
 static unsigned int rx_threads = 1;
@@ -46,6 +53,107 @@ u64 me_rx_queued(void)
 	return sum > 0 ? sum : 0;
 }
 
+struct page *me_frame_hole_at(const struct me_rx_frame *fr, u32 off)
+{
+	unsigned int i;
+
+	for (i = 0; i < fr->nholes && fr->holes[i].off <= off; i++)
+		if (fr->holes[i].off == off)
+			return fr->holes[i].page;
+	return NULL;
+}
+
+void me_frame_copy(const struct me_rx_frame *fr, u32 off, void *dst, u32 len)
+{
+	unsigned int i;
+
+	while (len) {
+		u32 n = len;
+
+		for (i = 0; i < fr->nholes; i++) {
+			u32 h = fr->holes[i].off;
+
+			if (off >= h && off < h + PAGE_SIZE) {
+				n = min_t(u32, len, h + PAGE_SIZE - off);
+				memcpy_from_page(dst, fr->holes[i].page, off - h, n);
+				break;
+			}
+			if (h > off) {
+				n = min_t(u32, len, h - off);
+				break;
+			}
+		}
+		if (i == fr->nholes || fr->holes[i].off > off)
+			memcpy(dst, fr->buf + off, n);
+		dst += n;
+		off += n;
+		len -= n;
+	}
+}
+
+void me_frame_fill(struct me_rx_frame *fr)
+{
+	unsigned int i;
+
+	for (i = 0; i < fr->nholes; i++)
+		memcpy_from_page(fr->buf + fr->holes[i].off, fr->holes[i].page, 0, PAGE_SIZE);
+	fr->nholes = 0;
+}
+
+/*
+ * May fragment @f (frame offset @off, the frame @len long) stay a hole?
+ * Only a whole order-0 page nobody else references: then the flip that
+ * takes it leaves nothing the stack or a driver still uses.
+ */
+static bool frag_is_hole(const skb_frag_t *f, u32 off, u32 len)
+{
+	struct page *page = skb_frag_page(f);
+
+	return skb_frag_off(f) == 0 && skb_frag_size(f) == PAGE_SIZE &&
+	       off + PAGE_SIZE <= len && !PageCompound(page) && !PageSlab(page) &&
+	       !PageAnon(page) && !page_mapped(page) && page_ref_count(page) == 1;
+}
+
+/*
+ * Linearizes a non-linear frame into the bounce buffer, leaving whole
+ * exclusively owned pages of data frames out as holes.  false: no holes.
+ */
+static bool frame_build(struct me_rx_thread *t, struct sk_buff *skb, u32 len)
+{
+	struct me_rx_frame *fr = &t->frame;
+	struct skb_shared_info *sh = skb_shinfo(skb);
+	u32 head = skb_headlen(skb), off = head;
+	unsigned int i;
+	u8 type;
+
+	fr->buf = t->bounce;
+	fr->len = len;
+	fr->nholes = 0;
+	if (skb_cloned(skb) || skb->pp_recycle || skb_zcopy(skb) || skb_has_frag_list(skb) ||
+	    head < 2 || head >= len)
+		return false;
+	type = skb->data[1];
+	if (type != ME_PT_WRITE && type != ME_PT_NOTIFY && type != ME_PT_READ_RESP)
+		return false;
+	memcpy(fr->buf, skb->data, head);
+	for (i = 0; i < sh->nr_frags && off < len; i++) {
+		const skb_frag_t *f = &sh->frags[i];
+		u32 n = min_t(u32, skb_frag_size(f), len - off);
+
+		if (fr->nholes < ME_RX_HOLES && frag_is_hole(f, off, len)) {
+			fr->holes[fr->nholes].off = off;
+			fr->holes[fr->nholes].page = skb_frag_page(f);
+			fr->nholes++;
+		} else {
+			memcpy_from_page(fr->buf + off, skb_frag_page(f), skb_frag_off(f), n);
+		}
+		off += n;
+	}
+	if (off < len)		/* cannot be: skb->len covers the frags */
+		fr->len = off;
+	return fr->nholes;
+}
+
 static void rx_one(struct me_rx_thread *t, struct sk_buff *skb, unsigned int bounce_len)
 {
 	struct me_link *link = t->link;
@@ -61,10 +169,14 @@ static void rx_one(struct me_rx_thread *t, struct sk_buff *skb, unsigned int bou
 	if (skb_headlen(skb) < len) {
 		/* Only the engine's own bytes matter; the rest is padding. */
 		len = min(len, bounce_len);
+		this_cpu_inc(link->stats->rx_copied);
+		if (me_mr_flip_enabled() && frame_build(t, skb, len)) {
+			me_engine_rx_frame(link->mn, link->idx, &t->frame);
+			goto out;
+		}
 		if (skb_copy_bits(skb, 0, t->bounce, len))
 			goto out;
 		buf = t->bounce;
-		this_cpu_inc(link->stats->rx_copied);
 	}
 	me_engine_rx(link->mn, link->idx, buf, len);
 out:

@@ -37,7 +37,7 @@
 #define ME_DEVICE_PATH		"/dev/multiedge"
 
 /* Bumped when a command is added; old commands keep working. */
-#define ME_ABI_VERSION		5
+#define ME_ABI_VERSION		6
 
 /* Default ethertype: IEEE 802.1 Local Experimental 1. */
 #define ME_DEFAULT_ETHERTYPE	0x88B5
@@ -88,15 +88,25 @@ struct me_query {
 	__aligned_u64 zc_skbs;		/* frames sent by reference, not yet
 					 * released by the network stack */
 	__aligned_u64 __reserved3;	/* out: zero */
+	/* ABI 6 */
+	__aligned_u64 area_pages;	/* pages backing receive areas */
+	__aligned_u64 pool_pages;	/* free pages kept for frames */
+	__aligned_u64 rx_flipped;	/* payload pages placed by page flip */
+	__aligned_u64 rx_flip_copied;	/* whole aligned area pages copied
+					 * (the frame had no page to give) */
+	__aligned_u64 tlb_flushes;	/* page table invalidations by flips */
 };
 
 /* ABI 5: posts through io_uring (IORING_OP_URING_CMD, see the end). */
 #define ME_FEATURE_URING_CMD	(1U << 0)
+/* ABI 6: receive areas (mmap) with page flipping, see struct me_mr_reg. */
+#define ME_FEATURE_RX_AREA	(1U << 1)
 
 #define ME_QUERY_SIZE_VER0	32	/* first published size */
 #define ME_QUERY_SIZE_VER1	48	/* + pinned_pages, regions */
 #define ME_QUERY_SIZE_VER2	88	/* + node, data path accounting */
 #define ME_QUERY_SIZE_VER3	104	/* + zc_skbs */
+#define ME_QUERY_SIZE_VER4	144	/* + receive areas, flips */
 
 #define ME_IOC_QUERY		_IO(ME_IOC_MAGIC, 0x40)
 
@@ -214,7 +224,23 @@ struct me_mr_reg {
 	__aligned_u64 length;
 	__u32 region;
 	__u32 key;
+	/* ABI 6 */
+	__u32 flags;		/* in: ME_MR_* */
+	__u32 info;		/* out: ME_MR_INFO_* */
 };
+
+/*
+ * ABI 6 (ME_FEATURE_RX_AREA): a range inside memory mapped from
+ * /dev/multiedge (mmap, MAP_SHARED, offset 0: a "receive area") registers
+ * the area's own pages, nothing is pinned; whole pages of payload for it
+ * are placed by page flip where the frame allows, the rest by copy.  The
+ * flags choose per region; they mean nothing for other memory.
+ */
+#define ME_MR_RX_COPY		(1U << 0)	/* never flip: always copy */
+#define ME_MR_TLB_EAGER		(1U << 1)	/* invalidate per flipped page */
+#define ME_MR_TLB_LAZY		(1U << 2)	/* invalidate once per message */
+#define ME_MR_FLAGS_ALL		(ME_MR_RX_COPY | ME_MR_TLB_EAGER | ME_MR_TLB_LAZY)
+#define ME_MR_INFO_AREA		(1U << 0)	/* the region is a receive area */
 
 #define ME_ACCESS_REMOTE_READ	(1U << 0)	/* peers may read it */
 #define ME_ACCESS_REMOTE_WRITE	(1U << 1)	/* peers may write it */
@@ -223,6 +249,7 @@ struct me_mr_reg {
 #define ME_MR_MAX_LENGTH	(1ULL << 30)
 #define ME_MR_MAX_PER_FILE	4096
 #define ME_MR_REG_SIZE_VER0	32
+#define ME_MR_REG_SIZE_VER1	40	/* + flags, info */
 
 #define ME_IOC_MR_REG		_IO(ME_IOC_MAGIC, 0x50)
 

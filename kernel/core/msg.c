@@ -563,13 +563,15 @@ static u32 chunk_len(struct me_conn *c, const struct job *j)
 	u32 mis = (u32)((j->addr + c->cur_off) & (PAGE_SZ - 1));
 
 	/*
-	 * Paper §3.3: a multi-packet transfer is cut at the receiver's page
-	 * boundaries, so full pages land page-aligned (flippable).
+	 * Paper §3.3: a transfer holding a whole page of the receiver is cut
+	 * at the receiver's page boundaries, so whole pages land
+	 * page-aligned (flippable): first up to the first boundary, then
+	 * whole pages, then the rest.
 	 */
-	if (rem > chunk && c->maxpay >= PAGE_SZ) {
-		if (mis)
+	if (c->maxpay >= PAGE_SZ) {
+		if (mis && rem >= 2 * PAGE_SZ - mis)
 			chunk = me_min_u32(chunk, PAGE_SZ - mis);
-		else
+		else if (!mis && rem > chunk)
 			chunk &= ~(PAGE_SZ - 1);
 	}
 	return chunk;

@@ -6,6 +6,7 @@
 #include <iterator>
 #include <fcntl.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "internal.hpp"
@@ -127,6 +128,11 @@ Result<DeviceInfo> Device::query() const
 	info.conns = q.conns;
 	info.ops_inflight = q.ops_inflight;
 	info.zc_skbs = q.zc_skbs;
+	info.area_pages = q.area_pages;
+	info.pool_pages = q.pool_pages;
+	info.rx_flipped = q.rx_flipped;
+	info.rx_flip_copied = q.rx_flip_copied;
+	info.tlb_flushes = q.tlb_flushes;
 	return info;
 }
 
@@ -354,6 +360,12 @@ Result<Connection> Device::connect(std::uint32_t peer, Ordering ordering,
 }
 Result<MemoryRegion> Device::register_memory(void *addr, std::size_t length, Access access) const
 {
+	return register_memory(addr, length, access, Placement::Default);
+}
+
+Result<MemoryRegion> Device::register_memory(void *addr, std::size_t length, Access access,
+					     Placement placement) const
+{
 	if (!file_)
 		return detail::empty_error("cannot register memory", "Device");
 	me_mr_reg req{};
@@ -361,6 +373,7 @@ Result<MemoryRegion> Device::register_memory(void *addr, std::size_t length, Acc
 	req.access = static_cast<std::uint32_t>(access);
 	req.addr = reinterpret_cast<std::uintptr_t>(addr);
 	req.length = length;
+	req.flags = static_cast<std::uint32_t>(placement);
 	if (::ioctl(fd(), ME_IOC_MR_REG, &req) < 0) {
 		int err = errno;
 		Error e = Error::from_errno(err, "cannot register " + std::to_string(length) +
@@ -371,15 +384,76 @@ Result<MemoryRegion> Device::register_memory(void *addr, std::size_t length, Acc
 		else if (err == EFAULT)
 			hint = " (the range must be mapped and writable)";
 		else if (err == EINVAL)
-			hint = " (length must be 1 byte to 1 GiB)";
+			hint = " (length must be 1 byte to 1 GiB, and a range touching a receive "
+			       "area must lie within one area of this device)";
+		else if (err == EOPNOTSUPP && placement != Placement::Default)
+			hint = " (placement needs a module with ABI 6)";
 		return Error(e.code(), e.message() + hint);
 	}
-	return MemoryRegion(file_, req.region, req.key, addr, length, access);
+	return MemoryRegion(file_, req.region, req.key, addr, length, access,
+			    req.info & ME_MR_INFO_AREA);
+}
+
+Result<ReceiveArea> Device::map_area(std::size_t length) const
+{
+	if (!file_)
+		return detail::empty_error("cannot map a receive area", "Device");
+	if (!length || length > ME_MR_MAX_LENGTH)
+		return Error(std::make_error_code(std::errc::invalid_argument),
+			     "cannot map a receive area of " + std::to_string(length) +
+					     " bytes (1 byte to 1 GiB)");
+	long page = ::sysconf(_SC_PAGESIZE);
+	std::size_t len = (length + page - 1) / page * page;
+	void *p = ::mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd(), 0);
+	if (p == MAP_FAILED) {
+		int err = errno;
+		std::string hint;
+		if (err == ENOMEM || err == EAGAIN)
+			hint = " (over RLIMIT_MEMLOCK? see ulimit -l)";
+		else if (err == ENODEV)
+			hint = " (the loaded module predates receive areas, ABI 6)";
+		return Error::from_errno(err, "cannot map a receive area of " +
+						      std::to_string(len) + " bytes from " + path_ +
+						      hint);
+	}
+	return ReceiveArea(p, len);
+}
+
+ReceiveArea::ReceiveArea(ReceiveArea &&other) noexcept
+	: addr_(other.addr_), length_(other.length_)
+{
+	other.addr_ = nullptr;
+	other.length_ = 0;
+}
+
+ReceiveArea &ReceiveArea::operator=(ReceiveArea &&other) noexcept
+{
+	if (this != &other) {
+		reset();
+		addr_ = other.addr_;
+		length_ = other.length_;
+		other.addr_ = nullptr;
+		other.length_ = 0;
+	}
+	return *this;
+}
+
+ReceiveArea::~ReceiveArea()
+{
+	reset();
+}
+
+void ReceiveArea::reset() noexcept
+{
+	if (addr_)
+		::munmap(addr_, length_);
+	addr_ = nullptr;
+	length_ = 0;
 }
 
 MemoryRegion::MemoryRegion(MemoryRegion &&other) noexcept
 	: file_(std::move(other.file_)), id_(other.id_), key_(other.key_), addr_(other.addr_),
-	  length_(other.length_), access_(other.access_)
+	  length_(other.length_), access_(other.access_), area_(other.area_)
 {
 	other.id_ = 0;
 }
@@ -394,6 +468,7 @@ MemoryRegion &MemoryRegion::operator=(MemoryRegion &&other) noexcept
 		addr_ = other.addr_;
 		length_ = other.length_;
 		access_ = other.access_;
+		area_ = other.area_;
 		other.id_ = 0;
 	}
 	return *this;

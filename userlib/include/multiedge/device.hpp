@@ -35,6 +35,21 @@ struct DeviceInfo {
 	std::uint64_t ops_inflight = 0;	// operations posted, not completed
 	// ABI 5
 	std::uint64_t zc_skbs = 0;	// frames sent from pinned pages, not yet released
+	// ABI 6: receive areas and page flipping, all users.
+	std::uint64_t area_pages = 0;	// pages backing receive areas
+	std::uint64_t pool_pages = 0;	// free pages the module keeps for frames
+	std::uint64_t rx_flipped = 0;	// payload pages placed by page flip
+	std::uint64_t rx_flip_copied = 0;	// whole area pages copied: no page to flip
+	std::uint64_t tlb_flushes = 0;	// page table invalidations by flips
+};
+
+// How payload is placed into a region of a ReceiveArea (other memory is
+// always copied into).
+enum class Placement : std::uint32_t {
+	Default = 0,		// flip, invalidating as the module parameter flip_tlb says
+	Copy = 1u << 0,		// never flip
+	FlipEager = 1u << 1,	// flip; invalidate the TLB per page
+	FlipLazy = 1u << 2,	// flip; invalidate once per message
 };
 
 // What peers may do with a registered region (bit set).
@@ -77,6 +92,7 @@ public:
 } // namespace detail
 
 class MemoryRegion;
+class ReceiveArea;
 
 // An Ethernet device attached as a multiedge link (ME_IOC_LINK_LIST).
 struct LinkInfo {
@@ -137,6 +153,21 @@ public:
 	// device).
 	Result<MemoryRegion> register_memory(void *addr, std::size_t length,
 					     Access access) const;
+	// The same with a placement for a range of a ReceiveArea of this
+	// device (then nothing is pinned: the area's pages are the module's).
+	// EINVAL also if the range is only partly an area, or another
+	// device's.
+	Result<MemoryRegion> register_memory(void *addr, std::size_t length, Access access,
+					     Placement placement) const;
+
+	// Maps `length` bytes (rounded up to pages) of zeroed module memory
+	// a peer's writes can be placed into by page flip: whole pages that
+	// arrive as whole pages replace the area's pages in this process's
+	// page table instead of being copied (Documentation/api.md).  Not
+	// inherited by fork(); cannot be moved by mremap().  Charged to
+	// RLIMIT_MEMLOCK.  Fails with EINVAL (length 0 or over 1 GiB),
+	// ENOMEM, ENODEV (the module predates ABI 6).
+	Result<ReceiveArea> map_area(std::size_t length) const;
 
 	// Nodes found by discovery on this namespace's links.
 	Result<std::vector<PeerInfo>> peers() const;
@@ -201,6 +232,8 @@ public:
 	void *addr() const noexcept { return addr_; }
 	std::size_t length() const noexcept { return length_; }
 	Access access() const noexcept { return access_; }
+	// Whether it is a range of a ReceiveArea (payload may be flipped in).
+	bool is_area() const noexcept { return area_; }
 
 	// Deregisters now; the object is empty afterwards.  Fails only if
 	// the region is no longer registered (ENOENT).
@@ -211,9 +244,9 @@ private:
 	friend class Connection;	// checks that a region is of its own file
 	friend class UringQueue;
 	MemoryRegion(std::shared_ptr<detail::DeviceFile> file, std::uint32_t id, std::uint32_t key,
-		     void *addr, std::size_t length, Access access)
+		     void *addr, std::size_t length, Access access, bool area)
 		: file_(std::move(file)), id_(id), key_(key), addr_(addr), length_(length),
-		  access_(access) {}
+		  access_(access), area_(area) {}
 
 	std::shared_ptr<detail::DeviceFile> file_;
 	std::uint32_t id_ = 0;
@@ -221,6 +254,31 @@ private:
 	void *addr_ = nullptr;
 	std::size_t length_ = 0;
 	Access access_ = Access::None;
+	bool area_ = false;
+};
+
+// Memory mapped from /dev/multiedge (Device::map_area).  Owns the mapping:
+// movable, not copyable, unmapped on destruction.  Regions registered on
+// it keep the pages alive; a peer's writes into them after the unmap land
+// in memory nobody sees.
+class ReceiveArea {
+public:
+	ReceiveArea(ReceiveArea &&other) noexcept;
+	ReceiveArea &operator=(ReceiveArea &&other) noexcept;
+	ReceiveArea(const ReceiveArea &) = delete;
+	ReceiveArea &operator=(const ReceiveArea &) = delete;
+	~ReceiveArea();
+
+	std::uint8_t *data() const noexcept { return static_cast<std::uint8_t *>(addr_); }
+	std::size_t size() const noexcept { return length_; }
+
+private:
+	friend class Device;
+	ReceiveArea(void *addr, std::size_t length) : addr_(addr), length_(length) {}
+	void reset() noexcept;
+
+	void *addr_ = nullptr;
+	std::size_t length_ = 0;
 };
 
 } // namespace multiedge

@@ -1,0 +1,305 @@
+// Guest tests of receive areas and page flipping: memory mapped from
+// /dev/multiedge whose pages the receive threads replace by pages that
+// arrived whole in a frame (paper §3.2).  Over veth the receiver gets the
+// sender's skb, whose payload the module puts in whole pages, so with
+// packets of 8 KiB (MTU 9000) every whole destination page can be flipped;
+// at MTU 1500 no packet carries a page and everything is copied.
+//
+// Every test checks the bytes, the module's flip counters, and that the
+// pages come back (area_pages 0 in the teardown's accounting check).
+#include <gtest/gtest.h>
+
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <thread>
+
+#include "cluster.hpp"
+
+using namespace metest;
+using multiedge::Access;
+using multiedge::MemoryRegion;
+using multiedge::Placement;
+using multiedge::ReceiveArea;
+using multiedge::RemoteRegion;
+using namespace std::chrono_literals;
+
+namespace {
+
+constexpr size_t kPage = 4096;
+constexpr size_t kLen = 1 << 20;
+constexpr size_t kPages = kLen / kPage;
+
+struct Flips {
+	uint64_t flipped = 0, copied = 0, tlb = 0;
+};
+
+Flips flips()
+{
+	auto i = accounting();
+	return {i.rx_flipped, i.rx_flip_copied, i.tlb_flushes};
+}
+
+Flips operator-(const Flips &a, const Flips &b)
+{
+	return {a.flipped - b.flipped, a.copied - b.copied, a.tlb - b.tlb};
+}
+
+// Node 0 writes from pinned memory into an area of node 1.
+class AreaTest : public ClusterTest {
+protected:
+	void SetUpPair(unsigned mtu, Placement placement = Placement::Default, unsigned links = 1)
+	{
+		ASSERT_NO_FATAL_FAILURE(make_pair(links, mtu));
+		src_.emplace(kLen);
+		fill_random(src_->data(), kLen, test_seed(77));
+		auto s = c_->dev(0).register_memory(src_->data(), kLen, Access::RemoteRead);
+		ME_ASSERT_OK(s);
+		mr_src_.emplace(std::move(s).value());
+		auto a = c_->dev(1).map_area(kLen);
+		ME_ASSERT_OK(a);
+		area_.emplace(std::move(a).value());
+		auto d = c_->dev(1).register_memory(area_->data(), kLen, Access::RemoteReadWrite,
+						    placement);
+		ME_ASSERT_OK(d);
+		ASSERT_TRUE(d->is_area());
+		mr_dst_.emplace(std::move(d).value());
+		auto cn = c_->dev(0).connect(c_->id(1));
+		ME_ASSERT_OK(cn);
+		conn_.emplace(std::move(cn).value());
+	}
+
+	void TearDown() override
+	{
+		conn_.reset();
+		mr_src_.reset();
+		mr_dst_.reset();
+		area_.reset();
+		ClusterTest::TearDown();
+	}
+
+	// Writes src[off, off + len) to the area at the same offset, waits.
+	void write(uint64_t off, uint64_t len, uint64_t cookie)
+	{
+		ME_ASSERT_OK(conn_->write(*mr_src_, off, multiedge::remote_of(*mr_dst_), off, len,
+					  cookie));
+		auto c = c_->dev(0).wait_for(cookie, 30s);
+		ME_ASSERT_OK(c);
+		ASSERT_TRUE(c->ok()) << c->describe();
+	}
+
+	void expect_same(uint64_t off, uint64_t len)
+	{
+		EXPECT_EQ(first_difference(src_->data() + off, area_->data() + off, len), -1)
+			<< "at " << off << " +" << len;
+	}
+
+	std::optional<Buffer> src_;
+	std::optional<ReceiveArea> area_;
+	std::optional<MemoryRegion> mr_src_, mr_dst_;
+	std::optional<multiedge::Connection> conn_;
+};
+
+class AreaZcTest : public AreaTest {
+protected:
+	std::string module_params() const override { return "tx_zc_min=1024"; }
+};
+
+class AreaEagerParamTest : public AreaTest {
+protected:
+	std::string module_params() const override { return "flip_tlb=eager"; }
+};
+
+class AreaNoFlipParamTest : public AreaTest {
+protected:
+	std::string module_params() const override { return "rx_flip=0"; }
+};
+
+} // namespace
+
+// A page-aligned 1 MiB write in 8 KiB packets: every page is flipped, the
+// process sees every byte, and the module's page count returns to zero.
+TEST_F(AreaTest, AlignedWriteIsPlacedByFlip)
+{
+	ASSERT_NO_FATAL_FAILURE(SetUpPair(9000));
+	EXPECT_EQ(accounting().area_pages, kPages);
+	Flips before = flips();
+	ASSERT_NO_FATAL_FAILURE(write(0, kLen, 1));
+	expect_same(0, kLen);
+	Flips d = flips() - before;
+	EXPECT_EQ(d.flipped, kPages);
+	EXPECT_EQ(d.copied, 0u);
+	EXPECT_GT(d.tlb, 0u);
+	// Replaced pages left the area: it still has exactly its own.
+	EXPECT_EQ(accounting().area_pages, kPages);
+}
+
+// Unaligned offsets and lengths: the partial pages at either end are
+// copied, the whole pages in between flipped, every byte right; later
+// writes over flipped pages land too.
+TEST_F(AreaTest, UnalignedAndMixedWritesAreIntact)
+{
+	ASSERT_NO_FATAL_FAILURE(SetUpPair(9000));
+	const std::pair<uint64_t, uint32_t> cases[] = {
+		{100, 300000}, {kLen / 2 + 4095, 70001}, {3 * kPage, kPage}, {5 * kPage + 1, 1},
+		{7 * kPage - 10, 2 * kPage + 20}, {kLen - 12345, 12345}};
+	uint64_t cookie = 1, flipped = 0;
+	for (auto [off, len] : cases) {
+		Flips before = flips();
+		ASSERT_NO_FATAL_FAILURE(write(off, len, cookie++));
+		Flips d = flips() - before;
+		// Every whole page of the range, and only those, was flipped.
+		uint64_t first = (off + kPage - 1) / kPage, end = (off + len) / kPage;
+		EXPECT_EQ(d.flipped, end > first ? end - first : 0) << "at " << off << " +" << len;
+		EXPECT_EQ(d.copied, 0u) << "at " << off << " +" << len;
+		flipped += d.flipped;
+	}
+	for (auto [off, len] : cases)
+		expect_same(off, len);
+	EXPECT_GT(flipped, 60u);
+	// The whole area once more, after the mix.
+	ASSERT_NO_FATAL_FAILURE(write(0, kLen, cookie++));
+	expect_same(0, kLen);
+}
+
+// The same data copied: the region asked for copies, or the module was
+// loaded with rx_flip=0, or the packets are too small to carry a page.
+TEST_F(AreaTest, CopyPlacementNeverFlips)
+{
+	ASSERT_NO_FATAL_FAILURE(SetUpPair(9000, Placement::Copy));
+	Flips before = flips();
+	ASSERT_NO_FATAL_FAILURE(write(0, kLen, 1));
+	expect_same(0, kLen);
+	Flips d = flips() - before;
+	EXPECT_EQ(d.flipped, 0u);
+	EXPECT_EQ(d.tlb, 0u);
+}
+
+TEST_F(AreaNoFlipParamTest, ModuleParameterTurnsFlippingOff)
+{
+	ASSERT_NO_FATAL_FAILURE(SetUpPair(9000));
+	Flips before = flips();
+	ASSERT_NO_FATAL_FAILURE(write(0, kLen, 1));
+	expect_same(0, kLen);
+	Flips d = flips() - before;
+	EXPECT_EQ(d.flipped, 0u);
+	EXPECT_EQ(d.tlb, 0u);
+}
+
+TEST_F(AreaTest, SmallPacketsAreCopied)
+{
+	ASSERT_NO_FATAL_FAILURE(SetUpPair(1500));
+	Flips before = flips();
+	ASSERT_NO_FATAL_FAILURE(write(0, kLen, 1));
+	expect_same(0, kLen);
+	EXPECT_EQ((flips() - before).flipped, 0u);
+}
+
+// Eager invalidation costs one page table update per page, lazy one per
+// message; both place the same bytes.
+TEST_F(AreaTest, EagerInvalidatesPerPageLazyPerMessage)
+{
+	ASSERT_NO_FATAL_FAILURE(SetUpPair(9000, Placement::FlipEager));
+	Flips before = flips();
+	ASSERT_NO_FATAL_FAILURE(write(0, kLen, 1));
+	expect_same(0, kLen);
+	Flips eager = flips() - before;
+	EXPECT_EQ(eager.flipped, kPages);
+	EXPECT_EQ(eager.tlb, kPages);
+
+	auto d = c_->dev(1).register_memory(area_->data(), kLen, Access::RemoteReadWrite,
+					    Placement::FlipLazy);
+	ME_ASSERT_OK(d);
+	fill_random(src_->data(), kLen, 78);
+	before = flips();
+	ME_ASSERT_OK(conn_->write(*mr_src_, 0, multiedge::remote_of(d.value()), 0, kLen, 2));
+	auto c = c_->dev(0).wait_for(2, 30s);
+	ME_ASSERT_OK(c);
+	ASSERT_TRUE(c->ok()) << c->describe();
+	expect_same(0, kLen);
+	Flips lazy = flips() - before;
+	EXPECT_EQ(lazy.flipped, kPages);
+	EXPECT_EQ(lazy.tlb, 1u);
+}
+
+TEST_F(AreaEagerParamTest, ModuleParameterChoosesEager)
+{
+	ASSERT_NO_FATAL_FAILURE(SetUpPair(9000));
+	Flips before = flips();
+	ASSERT_NO_FATAL_FAILURE(write(0, 64 * kPage, 1));
+	expect_same(0, 64 * kPage);
+	EXPECT_EQ((flips() - before).tlb, 64u);
+}
+
+// Read responses flip too: node 1 reads node 0's memory into its area.
+TEST_F(AreaTest, ReadResponsesAreFlipped)
+{
+	ASSERT_NO_FATAL_FAILURE(SetUpPair(9000));
+	auto back = c_->dev(1).connect(c_->id(0));
+	ME_ASSERT_OK(back);
+	Flips before = flips();
+	ME_ASSERT_OK(back->read(*mr_dst_, 0, multiedge::remote_of(*mr_src_), 0, kLen, 9));
+	auto c = c_->dev(1).wait_for(9, 30s);
+	ME_ASSERT_OK(c);
+	ASSERT_TRUE(c->ok()) << c->describe();
+	expect_same(0, kLen);
+	EXPECT_EQ((flips() - before).flipped, kPages);
+}
+
+// Zero-copy transmit: veth copies the sender's pinned pages into fresh
+// pages when it forwards, and those are flipped.
+TEST_F(AreaZcTest, ZeroCopyFramesAreFlipped)
+{
+	ASSERT_NO_FATAL_FAILURE(SetUpPair(9000));
+	Flips before = flips();
+	ASSERT_NO_FATAL_FAILURE(write(0, kLen, 1));
+	expect_same(0, kLen);
+	EXPECT_EQ((flips() - before).flipped, kPages);
+}
+
+// Notifications announce the data: when the target sees the event, the
+// flipped pages are already what its page table maps.
+TEST_F(AreaTest, NotifySeesFlippedData)
+{
+	ASSERT_NO_FATAL_FAILURE(SetUpPair(9000));
+	for (uint64_t k = 1; k <= 8; k++) {
+		fill_random(src_->data(), kLen, 100 + k);
+		ME_ASSERT_OK(conn_->write_notify(*mr_src_, 0, multiedge::remote_of(*mr_dst_), 0,
+						 kLen, static_cast<uint32_t>(k), k));
+		bool seen = false;
+		for (int i = 0; i < 100 && !seen; i++) {
+			auto ev = c_->dev(1).wait(16, 1s);
+			ME_ASSERT_OK(ev);
+			for (const auto &e : ev.value())
+				if (e.type == multiedge::CompletionType::Notify && e.imm == k) {
+					seen = true;
+					expect_same(0, kLen);
+				}
+		}
+		ASSERT_TRUE(seen) << "notification " << k << " never came";
+		auto c = c_->dev(0).wait_for(k, 30s);
+		ME_ASSERT_OK(c);
+	}
+}
+
+// An ordered connection keeps early packets in its ring: those are copied
+// whole (the frame's pages filled in first), and the data are right.
+TEST_F(AreaTest, OrderedConnectionsAreIntact)
+{
+	ASSERT_NO_FATAL_FAILURE(SetUpPair(9000, Placement::Default, 2));
+	auto oc = c_->dev(0).connect(c_->id(1), multiedge::Ordering::Ordered);
+	ME_ASSERT_OK(oc);
+	for (uint64_t k = 1; k <= 4; k++) {
+		fill_random(src_->data(), kLen, 200 + k);
+		ME_ASSERT_OK(oc->write(*mr_src_, 0, multiedge::remote_of(*mr_dst_), 0, kLen, k));
+		auto c = c_->dev(0).wait_for(k, 30s);
+		ME_ASSERT_OK(c);
+		ASSERT_TRUE(c->ok()) << c->describe();
+		expect_same(0, kLen);
+	}
+}

@@ -444,6 +444,35 @@ int me_mr_copy_from(struct me_net *mn, u32 id, u64 off, void *dst, u32 len)
 	return 0;
 }
 
+/*
+ * Copies payload at frame offset @fo (src) into page @pg of the region:
+ * from the frame's buffer, or straight from a page it left out.
+ */
+static void place_copy(struct me_mr *mr, unsigned long pg, u32 in_page, const void *src,
+		       u32 n, const struct me_rx_frame *fr, u32 fo)
+{
+	u32 done = 0;
+
+	if (!fr || !fr->nholes) {
+		page_copy(mr, pg, in_page, (void *)src, n, true);
+		return;
+	}
+	while (done < n) {
+		struct page *hole;
+		u32 poff, k = me_frame_segment(fr, fo + done, n - done, &hole, &poff);
+		u8 *va;
+
+		if (!hole) {
+			page_copy(mr, pg, in_page + done, (void *)src + done, k, true);
+		} else {
+			va = kmap_local_page(hole);
+			page_copy(mr, pg, in_page + done, va + poff, k, true);
+			kunmap_local(va);
+		}
+		done += k;
+	}
+}
+
 static bool may_flip(const struct me_mr *mr)
 {
 	return mr->area && rx_flip && !(mr->flags & ME_MR_RX_COPY);
@@ -489,24 +518,10 @@ int me_mr_place(struct me_net *mn, u32 id, u64 off, const void *src, u32 len,
 		if (page && may_flip(mr)) {
 			get_page(page);
 			me_area_flip(mr->area, mr->area_first + pg, page, flip_is_eager(mr));
-		} else if (fr && fr->nholes) {
-			u8 bounce[256];
-			u32 done = 0;
-
-			if (n == PAGE_SIZE && may_flip(mr))
-				me_area_count_copied();
-			/* Through a small buffer: a hole is read from its page. */
-			while (done < n) {
-				u32 k = min_t(u32, n - done, sizeof(bounce));
-
-				me_frame_copy(fr, fo + done, bounce, k);
-				page_copy(mr, pg, in_page + done, bounce, k, true);
-				done += k;
-			}
 		} else {
 			if (n == PAGE_SIZE && may_flip(mr))
 				me_area_count_copied();
-			page_copy(mr, pg, in_page, (void *)src, n, true);
+			place_copy(mr, pg, in_page, src, n, fr, fo);
 		}
 		src += n;
 		fo += n;

@@ -63,32 +63,24 @@ struct page *me_frame_hole_at(const struct me_rx_frame *fr, u32 off)
 	return NULL;
 }
 
-void me_frame_copy(const struct me_rx_frame *fr, u32 off, void *dst, u32 len)
+u32 me_frame_segment(const struct me_rx_frame *fr, u32 off, u32 len, struct page **page,
+		     u32 *poff)
 {
 	unsigned int i;
 
-	while (len) {
-		u32 n = len;
+	*page = NULL;
+	for (i = 0; i < fr->nholes; i++) {
+		u32 h = fr->holes[i].off;
 
-		for (i = 0; i < fr->nholes; i++) {
-			u32 h = fr->holes[i].off;
-
-			if (off >= h && off < h + PAGE_SIZE) {
-				n = min_t(u32, len, h + PAGE_SIZE - off);
-				memcpy_from_page(dst, fr->holes[i].page, off - h, n);
-				break;
-			}
-			if (h > off) {
-				n = min_t(u32, len, h - off);
-				break;
-			}
+		if (off >= h && off < h + PAGE_SIZE) {
+			*page = fr->holes[i].page;
+			*poff = off - h;
+			return min_t(u32, len, h + PAGE_SIZE - off);
 		}
-		if (i == fr->nholes || fr->holes[i].off > off)
-			memcpy(dst, fr->buf + off, n);
-		dst += n;
-		off += n;
-		len -= n;
+		if (h > off)
+			return min_t(u32, len, h - off);
 	}
+	return len;
 }
 
 void me_frame_fill(struct me_rx_frame *fr)

@@ -29,8 +29,13 @@ struct me_rx_frame {
 
 /* The page whose bytes start exactly at frame offset @off, or NULL. */
 struct page *me_frame_hole_at(const struct me_rx_frame *fr, u32 off);
-/* Copies [off, off + len) of the frame out, from buf or the holes. */
-void me_frame_copy(const struct me_rx_frame *fr, u32 off, void *dst, u32 len);
+/*
+ * Where the bytes from frame offset @off are: returns how many of the next
+ * @len lie in one place, and sets *page (a hole, from byte *poff) or NULL
+ * (in buf).
+ */
+u32 me_frame_segment(const struct me_rx_frame *fr, u32 off, u32 len, struct page **page,
+		     u32 *poff);
 /* Fills the holes into buf (the engine copies the frame whole). */
 void me_frame_fill(struct me_rx_frame *fr);
 

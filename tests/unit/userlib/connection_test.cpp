@@ -483,6 +483,39 @@ TEST_F(Fake, RemoteOfGivesIdKeyAndLength)
 	EXPECT_EQ(r.length, 777u);
 }
 
+// The placement travels as the registration's flags; the module's answer
+// says whether the range is a receive area.
+TEST_F(Fake, PlacementIsPassedAndAreaReported)
+{
+	Device dev = open();
+	std::vector<char> buf(4096);
+	auto plain = dev.register_memory(buf.data(), buf.size(), multiedge::Access::RemoteWrite);
+	ASSERT_TRUE(plain);
+	EXPECT_FALSE(plain->is_area());
+	mod.mr_info = ME_MR_INFO_AREA;
+	auto area = dev.register_memory(buf.data(), buf.size(), multiedge::Access::RemoteWrite,
+					multiedge::Placement::FlipEager);
+	ASSERT_TRUE(area);
+	EXPECT_TRUE(area->is_area());
+	ASSERT_EQ(mod.mr_regs.size(), 2u);
+	EXPECT_EQ(mod.mr_regs[0].flags, 0u);
+	EXPECT_EQ(mod.mr_regs[1].flags, static_cast<std::uint32_t>(ME_MR_TLB_EAGER));
+	EXPECT_EQ(mod.mr_regs[1].size, sizeof(me_mr_reg));
+	multiedge::MemoryRegion moved = std::move(area).value();
+	EXPECT_TRUE(moved.is_area());
+}
+
+TEST_F(Fake, MapAreaRefusesBadLengths)
+{
+	Device dev = open();
+	auto zero = dev.map_area(0);
+	ASSERT_FALSE(zero);
+	EXPECT_EQ(zero.error().code(), std::errc::invalid_argument);
+	auto huge = dev.map_area((1ull << 30) + 1);
+	ASSERT_FALSE(huge);
+	EXPECT_EQ(huge.error().code(), std::errc::invalid_argument);
+}
+
 // ---- closing and moving -----------------------------------------------------
 
 TEST_F(Fake, DestructorDisconnects)

@@ -249,6 +249,8 @@ int FakeModule::handle(unsigned long cmd, void *arg)
 	}
 	case ME_IOC_MR_REG: {
 		auto *req = static_cast<me_mr_reg *>(arg);
+		mr_regs.push_back(*req);
+		req->info = mr_info;
 		req->region = next_region++;
 		req->key = 0xabc00000u + req->region;
 		regions.push_back(req->region);

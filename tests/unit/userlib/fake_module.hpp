@@ -73,6 +73,8 @@ public:
 
 	std::uint32_t next_region = 1;
 	std::vector<std::uint32_t> regions;
+	std::vector<me_mr_reg> mr_regs;	// as received
+	std::uint32_t mr_info = 0;		// info the module reports back
 
 private:
 	int poll_cq(me_poll_cq &req);

@@ -7,10 +7,11 @@
 #include "multiedge/multiedge.hpp"
 #include "uapi/multiedge.h"
 
-TEST(Uapi, AbiVersionIs5)
+TEST(Uapi, AbiVersionIs6)
 {
-	EXPECT_EQ(ME_ABI_VERSION, 5);
+	EXPECT_EQ(ME_ABI_VERSION, 6);
 	EXPECT_EQ(ME_FEATURE_URING_CMD, 1u);
+	EXPECT_EQ(ME_FEATURE_RX_AREA, 2u);
 }
 
 // The io_uring door: the pointer form fills a 64-byte SQE's 16-byte cmd
@@ -25,8 +26,13 @@ TEST(Uapi, UringCommandLayouts)
 
 TEST(Uapi, QueryLayoutExtendsThePublishedOnes)
 {
-	EXPECT_EQ(sizeof(me_query), 104u);
-	EXPECT_EQ(sizeof(me_query), static_cast<size_t>(ME_QUERY_SIZE_VER3));
+	EXPECT_EQ(sizeof(me_query), 144u);
+	EXPECT_EQ(sizeof(me_query), static_cast<size_t>(ME_QUERY_SIZE_VER4));
+	EXPECT_EQ(offsetof(me_query, area_pages), static_cast<size_t>(ME_QUERY_SIZE_VER3));
+	EXPECT_EQ(offsetof(me_query, pool_pages), 112u);
+	EXPECT_EQ(offsetof(me_query, rx_flipped), 120u);
+	EXPECT_EQ(offsetof(me_query, rx_flip_copied), 128u);
+	EXPECT_EQ(offsetof(me_query, tlb_flushes), 136u);
 	EXPECT_EQ(offsetof(me_query, zc_skbs), static_cast<size_t>(ME_QUERY_SIZE_VER2));
 	EXPECT_EQ(offsetof(me_query, __reserved3), 96u);
 	EXPECT_EQ(offsetof(me_query, size), 0u);
@@ -75,7 +81,10 @@ TEST(Uapi, LinkStructLayouts)
 
 TEST(Uapi, MemoryRegionStructLayouts)
 {
-	EXPECT_EQ(sizeof(me_mr_reg), static_cast<size_t>(ME_MR_REG_SIZE_VER0));
+	EXPECT_EQ(sizeof(me_mr_reg), static_cast<size_t>(ME_MR_REG_SIZE_VER1));
+	EXPECT_EQ(offsetof(me_mr_reg, flags), static_cast<size_t>(ME_MR_REG_SIZE_VER0));
+	EXPECT_EQ(offsetof(me_mr_reg, info), 36u);
+	EXPECT_EQ(ME_MR_FLAGS_ALL, ME_MR_RX_COPY | ME_MR_TLB_EAGER | ME_MR_TLB_LAZY);
 	EXPECT_EQ(offsetof(me_mr_reg, addr), 8u);
 	EXPECT_EQ(offsetof(me_mr_reg, length), 16u);
 	EXPECT_EQ(offsetof(me_mr_reg, region), 24u);

@@ -89,6 +89,7 @@ me::Status measure(const Context &cx, Test test, std::uint64_t session, unsigned
 	spec.warmup = o.warmup;
 	spec.min_ops = (o.min_iters + n - 1) / n;
 	spec.salt = random64();
+	spec.misalign = cx.opts.misalign;
 
 	Msg begin = make_msg(Kind::Begin, session);
 	begin.size = size;
@@ -223,7 +224,7 @@ me::Status session(const Context &cx, Test test)
 	hello.depth = depth;
 	hello.max_size = o.max_size;
 	for (unsigned t = 0; t < o.threads; t++) {
-		auto ep = Endpoint::create(cx.server.node_id, slots, dst_len);
+		auto ep = Endpoint::create(cx.server.node_id, slots + o.misalign, dst_len);
 		if (!ep)
 			return ep.error();
 		if (dst_len)

@@ -37,6 +37,21 @@ const char *door_name(Door d)
 	return "?";
 }
 
+const char *target_name(Target t)
+{
+	switch (t) {
+	case Target::Pinned:
+		return "pinned";
+	case Target::AreaCopy:
+		return "area-copy";
+	case Target::AreaLazy:
+		return "area-lazy";
+	case Target::AreaEager:
+		return "area-eager";
+	}
+	return "?";
+}
+
 Msg make_msg(Kind kind, std::uint64_t session)
 {
 	Msg m;

@@ -35,6 +35,11 @@ const char *test_name(Test t);
 enum class Door : std::uint32_t { Ioctl = 1, Uring = 2 };
 const char *door_name(Door d);
 
+// The server's target memory: pinned pages, or a receive area placed by
+// copy or page flip (lazy or eager TLB invalidation).
+enum class Target : std::uint32_t { Pinned = 0, AreaCopy, AreaLazy, AreaEager };
+const char *target_name(Target t);
+
 enum class Kind : std::uint32_t { Hello = 1, Ready = 2, Begin = 3, End = 4, Result = 5, Bye = 6 };
 
 struct RegionRef {

@@ -41,7 +41,7 @@ using bench::Test;
 void usage(FILE *out)
 {
 	std::fputs(
-		"usage: me_bench server [--discover S] [--idle S] [--peer NODE] [--numa NODE]\n"
+		"usage: me_bench server [--discover S] [--idle S] [--peer NODE] [--numa NODE] [--target T]\n"
 		"       me_bench client --test oneway|twoway|pingpong|oprate[,...] [options]\n"
 		"       me_bench memcpy [options]\n"
 		"\n"
@@ -95,6 +95,12 @@ void usage(FILE *out)
 		"  --peer NODE       the other side's node id (default: the one discovery finds)\n"
 		"  --keep-server     client: leave the server running for another client\n"
 		"  --idle S          server: give up after S seconds without a client (default 600)\n"
+		"  --target T        server: what oneway writes land in: pinned (registered\n"
+		"                    ordinary memory, default), area-copy, area-lazy, area-eager\n"
+		"                    (a receive area placed by copy, or by page flip with lazy\n"
+		"                    or eager TLB invalidation)\n"
+		"  --misalign N      client, oneway: write N bytes (0..4095) past each slot's\n"
+		"                    start, on both sides (unaligned transfers)\n"
 		"\n"
 		"Columns: label,test,size,threads,depth,ops,bytes,seconds,mbps,lat_median_us,\n"
 		"lat_p99_us,cpu_util,cpu_us_per_mb,links,rtt_median_us,rtt_p99_us,peer_cpu_util,\n"
@@ -317,6 +323,20 @@ int main(int argc, char **argv)
 		} else if (a == "--peer") {
 			o.peer = static_cast<std::uint32_t>(
 				parse_uint(argv[i], takes(!copy), 1, UINT32_MAX));
+		} else if (a == "--target") {
+			std::string_view v = takes(server);
+			if (v == "pinned")
+				o.target = bench::Target::Pinned;
+			else if (v == "area-copy")
+				o.target = bench::Target::AreaCopy;
+			else if (v == "area-lazy")
+				o.target = bench::Target::AreaLazy;
+			else if (v == "area-eager")
+				o.target = bench::Target::AreaEager;
+			else
+				bad_usage("--target needs pinned, area-copy, area-lazy or area-eager");
+		} else if (a == "--misalign") {
+			o.misalign = parse_uint(argv[i], takes(client), 0, 4095);
 		} else if (a == "--idle") {
 			o.idle = std::chrono::seconds(parse_uint(argv[i], takes(server), 1, 86400 * 7));
 		} else {
@@ -329,6 +349,9 @@ int main(int argc, char **argv)
 		bad_usage("--batch must not exceed --depth (the writes in flight)");
 	if (client && o.batch > 1 && o.door != bench::Door::Uring)
 		bad_usage("--batch applies to --door uring (the ioctl door posts one write per call)");
+	if (client && o.misalign &&
+	    (o.tests.size() != 1 || o.tests[0] != bench::Test::OneWay))
+		bad_usage("--misalign applies to --test oneway alone");
 	if (client && o.max_size * o.depth > (1ull << 30))
 		bad_usage("--depth x the largest size must not exceed 1 GiB (one region per thread)");
 	std::setvbuf(stdout, nullptr, _IOLBF, 0);

@@ -34,9 +34,11 @@ struct Options {
 	// oprate: how operations are posted
 	Door door = Door::Ioctl;
 	unsigned batch = 1;		// uring: SQEs prepared per submit
+	std::uint64_t misalign = 0;	// oneway: bytes past each slot's page start
 
 	// server
 	std::chrono::seconds idle{600};
+	Target target = Target::Pinned;	// what the client writes into
 };
 
 // Binds this thread (and the threads and memory it creates later) to

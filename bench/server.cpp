@@ -41,7 +41,7 @@ struct Writers {
 };
 
 me::Result<Served> serve(const me::Device &dev, std::optional<Channel> &chan, const Msg &hello,
-			 std::uint32_t client)
+			 std::uint32_t client, Target target)
 {
 	const std::uint64_t session = hello.session;
 	me::PeerInfo peer{};
@@ -75,7 +75,9 @@ me::Result<Served> serve(const me::Device &dev, std::optional<Channel> &chan, co
 	std::vector<me::RemoteRegion> back;
 	Msg ready = make_msg(Kind::Ready, session);
 	for (unsigned t = 0; t < n; t++) {
-		auto ep = Endpoint::create(client, test == Test::TwoWay ? slots : 4096, slots);
+		// A page more than the slots: room for the client's --misalign.
+		auto ep = Endpoint::create(client, test == Test::TwoWay ? slots : 4096, slots + 4096,
+					   test == Test::OneWay ? target : Target::Pinned);
 		if (!ep)
 			return refuse(ep.error());
 		ready.regions[t] = {ep.value()->dst->id(), ep.value()->dst->key()};
@@ -230,7 +232,7 @@ me::Status server(const Options &o)
 			std::fprintf(stderr, "me_bench server: ignoring a message outside a session\n");
 			continue;
 		}
-		auto served = serve(dev, chan, got.msg, got.peer);
+		auto served = serve(dev, chan, got.msg, got.peer, o.target);
 		if (!served)
 			std::fprintf(stderr, "me_bench server: session failed: %s\n",
 				     served.error().message().c_str());

@@ -161,7 +161,7 @@ double post_syscall_us(const Endpoint &ep)
 } // namespace
 
 me::Result<std::unique_ptr<Endpoint>> Endpoint::create(std::uint32_t peer, std::size_t src_len,
-						       std::size_t dst_len)
+						       std::size_t dst_len, Target target)
 {
 	auto ep = std::make_unique<Endpoint>();
 	auto dev = me::Device::open();
@@ -183,11 +183,25 @@ me::Result<std::unique_ptr<Endpoint>> Endpoint::create(std::uint32_t peer, std::
 	};
 	if (auto st = reg(ep->src_buf, ep->src, src_len, me::Access::None, "a source buffer"); !st)
 		return st.error();
-	if (dst_len)
+	if (dst_len && target == Target::Pinned) {
 		if (auto st = reg(ep->dst_buf, ep->dst, dst_len, me::Access::RemoteReadWrite,
 				  "a target region");
 		    !st)
 			return st.error();
+	} else if (dst_len) {
+		auto a = ep->dev->map_area(dst_len);
+		if (!a)
+			return a.error();
+		ep->dst_area.emplace(std::move(a).value());
+		const me::Placement pl = target == Target::AreaCopy  ? me::Placement::Copy
+					 : target == Target::AreaLazy ? me::Placement::FlipLazy
+								      : me::Placement::FlipEager;
+		auto r = ep->dev->register_memory(ep->dst_area->data(), ep->dst_area->size(),
+						  me::Access::RemoteReadWrite, pl);
+		if (!r)
+			return r.error();
+		ep->dst.emplace(std::move(r).value());
+	}
 	if (auto st = reg(ep->chk_buf, ep->chk, 4096, me::Access::None, "a check buffer"); !st)
 		return st.error();
 
@@ -232,6 +246,8 @@ me::Result<ThreadResult> run_writer(Endpoint &ep, const me::RemoteRegion &target
 {
 	const std::uint64_t size = spec.size;
 	const unsigned depth = spec.depth;
+	// Slot s at the same offset on both sides, spec.misalign past s * size.
+	auto at = [&](unsigned s) { return s * size + spec.misalign; };
 	std::vector<std::uint64_t> slot_seq(depth, 0);
 	std::vector<Clock::time_point> slot_time(depth);
 	std::uint64_t seq = 0;
@@ -246,10 +262,10 @@ me::Result<ThreadResult> run_writer(Endpoint &ep, const me::RemoteRegion &target
 	};
 	auto post = [&](unsigned s) -> me::Status {
 		seq++;
-		stamp(ep.src_buf.data() + s * size, size, op_seed(spec.salt, thread, seq));
+		stamp(ep.src_buf.data() + at(s), size, op_seed(spec.salt, thread, seq));
 		slot_seq[s] = seq;
 		slot_time[s] = Clock::now();
-		auto st = ep.conn->write(*ep.src, s * size, target, s * size,
+		auto st = ep.conn->write(*ep.src, at(s), target, at(s),
 					 static_cast<std::uint32_t>(size), s + 1);
 		if (st)
 			inflight++;
@@ -286,7 +302,7 @@ me::Result<ThreadResult> run_writer(Endpoint &ep, const me::RemoteRegion &target
 	std::uint64_t cookie = kCheckCookie;
 	for (unsigned s = 0; s < depth; s++)
 		if (slot_seq[s])
-			if (auto st = check_remote(ep, target, s * size, size,
+			if (auto st = check_remote(ep, target, at(s), size,
 						   op_seed(spec.salt, thread, slot_seq[s]), cookie);
 			    !st)
 				return fail(st.error());
@@ -495,7 +511,7 @@ me::Result<ThreadResult> run_pingpong(Endpoint &ep, const me::RemoteRegion &targ
 			}
 		}
 		std::uint64_t where = 0;
-		const std::byte *d = ep.dst_buf.data();
+		const std::byte *d = ep.dst_data();
 		if (!stamp_matches(d, d + size - w, size, seed, where))
 			return fail(failure("DATA MISMATCH: echo " + std::to_string(seq) + " of " +
 					    std::to_string(size) + " bytes differs at byte " +

@@ -25,6 +25,7 @@ namespace bench {
 // regions go before the buffers they cover.
 struct Endpoint {
 	Buffer src_buf, dst_buf, chk_buf;
+	std::optional<me::ReceiveArea> dst_area;	// the target, for Target::Area*
 	std::optional<me::Device> dev;
 	std::optional<me::MemoryRegion> src, dst, chk;
 	std::optional<me::Connection> conn;
@@ -34,7 +35,13 @@ struct Endpoint {
 	// connects to `peer`.
 	static me::Result<std::unique_ptr<Endpoint>> create(std::uint32_t peer,
 							    std::size_t src_len,
-							    std::size_t dst_len);
+							    std::size_t dst_len,
+							    Target target = Target::Pinned);
+	const std::byte *dst_data() const
+	{
+		return dst_area ? reinterpret_cast<const std::byte *>(dst_area->data())
+				: dst_buf.data();
+	}
 };
 
 // What a measurement asks of each thread.
@@ -45,6 +52,7 @@ struct RunSpec {
 	double warmup = 0.1;		// unmeasured time first, at least
 	std::uint64_t min_ops = 1;	// measured operations, at least
 	std::uint64_t salt = 0;		// makes stamps differ between runs and sides
+	std::uint64_t misalign = 0;	// writer: bytes past each slot's start
 };
 
 // Shared by the threads of one measurement: all warm up, the last to be

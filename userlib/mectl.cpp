@@ -69,6 +69,13 @@ int cmd_info(multiedge::Device &dev)
 	std::printf("ops_inflight  %llu\n", static_cast<ull>(info->ops_inflight));
 	if (info->abi_version >= 5)
 		std::printf("zc_skbs       %llu\n", static_cast<ull>(info->zc_skbs));
+	if (info->abi_version >= 6) {
+		std::printf("area_pages    %llu\n", static_cast<ull>(info->area_pages));
+		std::printf("pool_pages    %llu\n", static_cast<ull>(info->pool_pages));
+		std::printf("rx_flipped    %llu\n", static_cast<ull>(info->rx_flipped));
+		std::printf("rx_flip_copied %llu\n", static_cast<ull>(info->rx_flip_copied));
+		std::printf("tlb_flushes   %llu\n", static_cast<ull>(info->tlb_flushes));
+	}
 	return 0;
 }
 

@@ -8,6 +8,8 @@ Reads DIR/raw/ as scripts/bench-guest leaves it:
   iperf3-<name>-<size>.json                  iperf3 -J (name: A, C-loss0, ...)
   qperf-tcp_lat-<size>.txt                   qperf -v tcp_lat
   perftest-<tool>-<size>.txt                 perftest output (MB/sec = 2^20 B/s)
+  mectl-F-<target>-<misalign>-rep<N>-{before,after}.txt
+                                             `mectl info` around phase F runs
 and writes
   DIR/results.csv  system,test,phase,condition,size,links,mbps,lat_us,
                    lat_p99_us,cpu_util,cpu_us_per_mb,peer_cpu_util,ops_per_s,
@@ -37,7 +39,7 @@ ME_EXTRA = ["ops_per_s", "cpu_us_per_op", "peer_cpu_us_per_op", "calls_per_op", 
             "rtx_pct", "post_syscall_us"]
 MIB = 1048576
 # vCPUs of the measuring guest per phase (scripts/bench boots them so).
-NCPUS = {"A": 1, "B": 1, "C": 1, "D": 2, "U": 1}
+NCPUS = {"A": 1, "B": 1, "C": 1, "D": 2, "F": 2, "U": 1}
 
 
 def die(msg):
@@ -473,6 +475,8 @@ def table(rows, d):
               f"{io8:.0f} CPU-us per 8 B write through that door.")
             p("")
 
+    flip_section(rows, d, p, targets)
+
     p("### Targets")
     p("")
     p("| target | measured | met |")
@@ -480,6 +484,78 @@ def table(rows, d):
     for name, what, ok in targets:
         p(f"| {name} | {what} | {'yes' if ok else 'NO'} |")
     return "\n".join(out) + "\n"
+
+
+FLIP_TARGETS = [("pinned", "pinned, copy"), ("area-copy", "area, copy"),
+                ("area-lazy", "area, flip lazy"), ("area-eager", "area, flip eager")]
+
+
+def mectl_counters(path):
+    out = {}
+    if os.path.exists(path):
+        for line in open(path):
+            k, _, v = line.strip().partition(" ")
+            try:
+                out[k] = int(v.strip())
+            except ValueError:
+                pass
+    return out
+
+
+def flip_counts(d, target, mis):
+    """Pages flipped/copied and TLB invalidations over phase F's runs."""
+    tot = {"rx_flipped": 0, "rx_flip_copied": 0, "tlb_flushes": 0}
+    for b in glob.glob(os.path.join(d, "raw", f"mectl-F-{target}-{mis}-rep*-before.txt")):
+        a = mectl_counters(b.replace("-before.txt", "-after.txt"))
+        bc = mectl_counters(b)
+        for k in tot:
+            if k in a and k in bc:
+                tot[k] += a[k] - bc[k]
+    return tot
+
+
+def flip_section(rows, d, p, targets):
+    """Phase F: copy against page flip by size, aligned and unaligned."""
+    fl = [r for r in rows if r["phase"] == "F" and r["test"] == "oneway"]
+    if not fl:
+        return
+
+    def key(r):  # ("area-lazy", "0")
+        m = re.match(r"(\S+) misalign=(\d+)", r["condition"])
+        return (m.group(1), m.group(2)) if m else (None, None)
+
+    for mis in sorted({key(r)[1] for r in fl if key(r)[1] is not None}, key=int):
+        what = "page-aligned" if mis == "0" else f"{mis} bytes past page starts"
+        p(f"### Receive placement: copy vs page flip (one guest, veth MTU 9000, {what}; "
+          "medians of the repetitions)")
+        p("")
+        p("| size | " + " | ".join(f"{n} MB/s" for _, n in FLIP_TARGETS)
+          + " | lazy/area copy | eager/area copy | "
+          + " | ".join(f"{n} CPU-us/MB" for _, n in FLIP_TARGETS) + " |")
+        p("|---:|" + "---:|" * (2 * len(FLIP_TARGETS) + 2))
+        cross = None
+        for s in sorted({r["size"] for r in fl}):
+            by = {t: [r for r in fl if r["size"] == s and key(r) == (t, mis)] for t, _ in FLIP_TARGETS}
+            mb = {t: med([r["mbps"] for r in v]) for t, v in by.items()}
+            cpu = {t: med([r["cpu_us_per_mb"] for r in v]) for t, v in by.items()}
+            lz, eg = ratio(mb["area-lazy"], mb["area-copy"]), ratio(mb["area-eager"], mb["area-copy"])
+            if cross is None and lz is not None and lz >= 1.0 and \
+                    cpu["area-lazy"] is not None and cpu["area-copy"] is not None and \
+                    cpu["area-lazy"] <= cpu["area-copy"]:
+                cross = s
+            p(f"| {size_name(s)} | " + " | ".join(fmt(mb[t]) for t, _ in FLIP_TARGETS)
+              + f" | {fr(lz)} | {fr(eg)} | " + " | ".join(fmt(cpu[t]) for t, _ in FLIP_TARGETS) + " |")
+        p("")
+        counts = []
+        for t, n in FLIP_TARGETS:
+            c = flip_counts(d, t, mis)
+            counts.append(f"{n}: {c['rx_flipped']} pages flipped, {c['rx_flip_copied']} whole area "
+                          f"pages copied for want of a page, {c['tlb_flushes']} TLB invalidations")
+        p("Module counters over these runs: " + "; ".join(counts) + ".")
+        p("")
+        targets.append((f"copy/flip crossover ({what}): smallest size where lazy flip is at least "
+                        "area copy in MB/s and at most in CPU/MB",
+                        size_name(cross) if cross else "none in the sizes measured", cross is not None))
 
 
 def main():

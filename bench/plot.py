@@ -13,6 +13,9 @@ Writes into DIR:
   netns.png             namespace testbed: multiedge against memcpy, TCP
   oprate.png            operation rate and CPU per operation, 8 B and 4 KiB
                         writes: the ioctl door against io_uring batches
+  fig9-flip.png         receive placement (phase F): throughput and CPU per
+                        MB by size into pinned memory and a receive area by
+                        copy, lazy and eager page flip; aligned and not
 Fails with a message naming what is missing when an input is absent.
 """
 import csv
@@ -297,11 +300,50 @@ def oprate(rows, d):
     save(fig, d, "oprate.png")
 
 
+def flip(rows, d):
+    import re
+    fl = [r for r in rows if r["phase"] == "F" and r["test"] == "oneway"]
+    need("receive placement (phase F)", fl)
+
+    def key(r):
+        m = re.match(r"(\S+) misalign=(\d+)", r["condition"])
+        return (m.group(1), m.group(2)) if m else (None, None)
+
+    def medians(t, mis, k):
+        xs = sorted({r["size"] for r in fl})
+        pts = []
+        for s in xs:
+            v = sorted(r[k] for r in fl if r["size"] == s and key(r) == (t, mis) and r[k] is not None)
+            if v:
+                n = len(v)
+                pts.append((s, v[n // 2] if n % 2 else (v[n // 2 - 1] + v[n // 2]) / 2))
+        return [p[0] for p in pts], [p[1] for p in pts]
+
+    fig, axes = plt.subplots(2, 2, figsize=(11, 7.5))
+    names = [("pinned", "pinned, copy", "s-"), ("area-copy", "area, copy", "o-"),
+             ("area-lazy", "area, flip lazy", "^-"), ("area-eager", "area, flip eager", "v--")]
+    for col, mis in enumerate(("0", "100")):
+        for row_, k, ylabel in ((0, "mbps", "throughput (MB/s)"), (1, "cpu_us_per_mb", "CPU-us per MB (guest)")):
+            ax = axes[row_][col]
+            for t, name, style in names:
+                xs, ys = medians(t, mis, k)
+                if xs:
+                    ax.plot(xs, ys, style, label=name, markersize=4)
+            size_axis(ax)
+            ax.set_yscale("log")
+            ax.set_ylabel(ylabel)
+            ax.set_title(("page-aligned" if mis == "0" else f"{mis} B past page starts")
+                         + (": throughput" if k == "mbps" else ": CPU per MB"))
+            ax.legend(fontsize=7)
+    fig.suptitle("Receive placement, one guest, veth MTU 9000 (TCG emulation; medians)")
+    save(fig, d, "fig9-flip.png")
+
+
 def main():
     d = sys.argv[1] if len(sys.argv) > 1 else "build/bench"
     rows = load(d)
     fails = []
-    for f in (fig7, fig8, cpu, links, loss, netns, oprate):
+    for f in (fig7, fig8, cpu, links, loss, netns, oprate, flip):
         try:
             f(rows, d)
         except SystemExit as e:

@@ -403,12 +403,6 @@ int me_area_mmap(struct file *file, struct vm_area_struct *vma)
 	if (ret)
 		goto err_arrays;
 	for (i = 0; i < npages; i++) {
-		a->pages[i] = alloc_page(GFP_HIGHUSER | __GFP_ZERO);
-		if (!a->pages[i]) {
-			ret = -ENOMEM;
-			goto err_pages;
-		}
-		atomic64_inc(&area_pages);
 		if (i % 512 == 511) {
 			if (fatal_signal_pending(current)) {
 				ret = -EINTR;
@@ -416,6 +410,12 @@ int me_area_mmap(struct file *file, struct vm_area_struct *vma)
 			}
 			cond_resched();
 		}
+		a->pages[i] = alloc_page(GFP_HIGHUSER | __GFP_ZERO);
+		if (!a->pages[i]) {
+			ret = -ENOMEM;
+			goto err_pages;
+		}
+		atomic64_inc(&area_pages);
 	}
 	kref_init(&a->ref);
 	spin_lock_init(&a->retire_lock);

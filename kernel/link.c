@@ -172,7 +172,7 @@ static int add_copied_frags(struct sk_buff *skb, const u8 *src, u32 len)
 		page = me_pool_get(GFP_ATOMIC);
 		if (!page)
 			return -ENOMEM;
-		memcpy(page_address(page), src, n);
+		memcpy_to_page(page, 0, src, n);
 		skb_fill_page_desc(skb, i++, page, 0, n);
 		skb->len += n;
 		skb->data_len += n;

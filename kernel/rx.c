@@ -108,9 +108,10 @@ static bool frag_is_hole(const skb_frag_t *f, u32 off, u32 len)
 
 /*
  * Linearizes a non-linear frame into the bounce buffer, leaving whole
- * exclusively owned pages of data frames out as holes.  false: no holes.
+ * exclusively owned pages of data frames out as holes.  Returns the number
+ * of holes, or -1 if it did not look at the frame (nothing copied).
  */
-static bool frame_build(struct me_rx_thread *t, struct sk_buff *skb, u32 len)
+static int frame_build(struct me_rx_thread *t, struct sk_buff *skb, u32 len)
 {
 	struct me_rx_frame *fr = &t->frame;
 	struct skb_shared_info *sh = skb_shinfo(skb);
@@ -123,10 +124,10 @@ static bool frame_build(struct me_rx_thread *t, struct sk_buff *skb, u32 len)
 	fr->nholes = 0;
 	if (skb_cloned(skb) || skb->pp_recycle || skb_zcopy(skb) || skb_has_frag_list(skb) ||
 	    head < 2 || head >= len)
-		return false;
+		return -1;
 	type = skb->data[1];
 	if (type != ME_PT_WRITE && type != ME_PT_NOTIFY && type != ME_PT_READ_RESP)
-		return false;
+		return -1;
 	memcpy(fr->buf, skb->data, head);
 	for (i = 0; i < sh->nr_frags && off < len; i++) {
 		const skb_frag_t *f = &sh->frags[i];
@@ -151,6 +152,7 @@ static void rx_one(struct me_rx_thread *t, struct sk_buff *skb, unsigned int bou
 	struct me_link *link = t->link;
 	const void *buf = skb->data;
 	u32 len = skb->len;
+	int holes;
 	u64 mac;
 
 	if (skb_mac_header_was_set(skb)) {
@@ -161,13 +163,16 @@ static void rx_one(struct me_rx_thread *t, struct sk_buff *skb, unsigned int bou
 	if (skb_headlen(skb) < len) {
 		/* Only the engine's own bytes matter; the rest is padding. */
 		len = min(len, bounce_len);
+		holes = me_mr_flip_enabled() ? frame_build(t, skb, len) : -1;
 		this_cpu_inc(link->stats->rx_copied);
-		if (me_mr_flip_enabled() && frame_build(t, skb, len)) {
+		if (holes > 0) {
 			me_engine_rx_frame(link->mn, link->idx, &t->frame);
 			goto out;
 		}
-		if (skb_copy_bits(skb, 0, t->bounce, len))
+		if (holes < 0 && skb_copy_bits(skb, 0, t->bounce, len))
 			goto out;
+		if (!holes)	/* frame_build copied it all */
+			len = t->frame.len;
 		buf = t->bounce;
 	}
 	me_engine_rx(link->mn, link->idx, buf, len);

@@ -75,8 +75,10 @@ struct me_plat_ops {
 	 * me_core_rx_frame() with the packet (NULL when the core delivers
 	 * from its own copy): a host may place whole pages from its frame
 	 * by page flip instead of copying src.  0 or a negative errno (->
-	 * message error).  Called from receive contexts only, so it may
-	 * sleep if the host's receive contexts may.
+	 * message error).  Called from receive contexts only; with a
+	 * non-NULL rx outside every core lock, so then it may sleep if the
+	 * host's receive contexts may (with NULL rx it may hold an ordered
+	 * connection's in-order lock: no sleeping).
 	 */
 	int (*mr_write)(void *ctx, u32 conn, u32 region, u64 off,
 			const void *src, u32 len, void *rx);
@@ -133,7 +135,11 @@ struct me_plat_ops {
 	 * region `region` has been through mr_write (successfully or not);
 	 * called once per message, before its completion or status is
 	 * produced, so a host can finish batched work (page table updates)
-	 * that must be visible before the data are announced.
+	 * that must be visible before the data are announced.  Only for
+	 * unordered connections, whose placement runs outside every core
+	 * lock (in the context that may sleep in mr_write); an ordered
+	 * connection places from its ring under its in-order lock, never
+	 * with a frame, so it has no such work.
 	 */
 	void (*rx_fill)(void *ctx, void *rx);
 	void (*mr_done)(void *ctx, u32 region, u64 off, u64 len);

@@ -318,7 +318,7 @@ static int rx_write(struct me_conn *c, const struct me_hdr *h)
 		resp_unreserve(c);
 		return 0;
 	}
-	if (n->ops->mr_done)
+	if (n->ops->mr_done && c->mode != ME_MODE_ORDERED)
 		n->ops->mr_done(n->ctx, h->d.region, h->d.addr, h->d.msg_len);
 	if (!err && any_err)
 		err = -EIO;
@@ -401,7 +401,7 @@ static void rx_read_resp(struct me_conn *c, const struct me_hdr *h)
 	done = me_atomic_add_return(&op->done_bytes, pay);
 	if (done != len)
 		return;
-	if (n->ops->mr_done)
+	if (n->ops->mr_done && c->mode != ME_MODE_ORDERED)
 		n->ops->mr_done(n->ctx, lregion, loff, len);
 	complete_op(c, op, h->d.op_id, -(s32)me_atomic_read(&op->err));
 }

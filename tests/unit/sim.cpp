@@ -63,7 +63,9 @@ static int p_mr_write(void *ctx, uint32_t conn, uint32_t region, uint64_t off,
 		src = f->saved.data() + (s - f->buf);
 	}
 	memcpy(it->second.mem.data() + off, src, len);
-	n.undone[region].push_back({off, len});
+	// A flipping host may defer work on what came with a frame.
+	if (rx)
+		n.undone[region].push_back({off, len});
 	for (uint32_t i = 0; i < len; i++)
 		it->second.wcount[off + i]++;
 	n.places.push_back({conn, region, off, len});

@@ -142,22 +142,24 @@ struct page *me_area_page_get(struct me_area *a, unsigned long idx)
 	return page;
 }
 
-void me_area_copy(struct me_area *a, unsigned long idx, u32 in_page, void *buf,
-		  u32 len, bool to_area)
+void me_page_copy(struct page *page, u32 in_page, void *buf, u32 len, bool to_page)
 {
-	struct page *page;
-	u8 *va;
+	u8 *va = kmap_local_page(page);
 
-	page_lock(a, idx);
-	page = a->pages[idx];
-	va = kmap_local_page(page);
-	if (to_area) {
+	if (to_page) {
 		memcpy(va + in_page, buf, len);
 		flush_dcache_page(page);
 	} else {
 		memcpy(buf, va + in_page, len);
 	}
 	kunmap_local(va);
+}
+
+void me_area_copy(struct me_area *a, unsigned long idx, u32 in_page, void *buf,
+		  u32 len, bool to_area)
+{
+	page_lock(a, idx);
+	me_page_copy(a->pages[idx], in_page, buf, len, to_area);
 	page_unlock(a, idx);
 }
 

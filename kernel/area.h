@@ -35,6 +35,9 @@ unsigned long me_area_npages(const struct me_area *a);
 /* Page @idx with a reference (a frame may send it while it is replaced). */
 struct page *me_area_page_get(struct me_area *a, unsigned long idx);
 
+/* Copies within @page through a short-lived local mapping (any context). */
+void me_page_copy(struct page *page, u32 in_page, void *buf, u32 len, bool to_page);
+
 /* Copies within page @idx, holding the page's lock (Table 1 state 9). */
 void me_area_copy(struct me_area *a, unsigned long idx, u32 in_page, void *buf,
 		  u32 len, bool to_area);

@@ -373,16 +373,28 @@ int me_mr_check_remote(struct me_net *mn, u32 id, u32 key, u64 off, u64 len, u32
 	return ret;
 }
 
-int me_mr_check_local(struct me_net *mn, u32 id, u64 off, u64 len)
+/* Region @id with a reference if [off, off + len) lies in it; else NULL, *err. */
+static struct me_mr *get_range(struct me_net *mn, u32 id, u64 off, u64 len, int *err)
 {
 	struct me_mr *mr = me_mr_get_any(mn, id);
-	int ret;
 
-	if (!mr)
-		return -ENOENT;
-	ret = mr_in_range(mr, off, len) ? 0 : -ERANGE;
-	me_mr_put(mr);
-	return ret;
+	*err = mr ? 0 : -ENOENT;
+	if (mr && !mr_in_range(mr, off, len)) {
+		me_mr_put(mr);
+		*err = -ERANGE;
+		mr = NULL;
+	}
+	return mr;
+}
+
+int me_mr_check_local(struct me_net *mn, u32 id, u64 off, u64 len)
+{
+	int err;
+	struct me_mr *mr = get_range(mn, id, off, len, &err);
+
+	if (mr)
+		me_mr_put(mr);
+	return err;
 }
 
 struct page *me_mr_page_get(const struct me_mr *mr, unsigned long pg)
@@ -397,35 +409,20 @@ struct page *me_mr_page_get(const struct me_mr *mr, unsigned long pg)
 static void page_copy(struct me_mr *mr, unsigned long pg, u32 in_page, void *buf, u32 n,
 		      bool to_region)
 {
-	struct page *page;
-	u8 *va;
-
-	if (mr->area) {
+	if (mr->area)
 		me_area_copy(mr->area, mr->area_first + pg, in_page, buf, n, to_region);
-		return;
-	}
-	page = mr->pages[pg];
-	va = kmap_local_page(page);
-	if (to_region) {
-		memcpy(va + in_page, buf, n);
-		flush_dcache_page(page);
-	} else {
-		memcpy(buf, va + in_page, n);
-	}
-	kunmap_local(va);
+	else
+		me_page_copy(mr->pages[pg], in_page, buf, n, to_region);
 }
 
 int me_mr_copy_from(struct me_net *mn, u32 id, u64 off, void *dst, u32 len)
 {
-	struct me_mr *mr = me_mr_get_any(mn, id);
+	int err;
+	struct me_mr *mr = get_range(mn, id, off, len, &err);
 	u64 pos;
 
 	if (!mr)
-		return -ENOENT;
-	if (!mr_in_range(mr, off, len)) {
-		me_mr_put(mr);
-		return -ERANGE;
-	}
+		return err;
 	/*
 	 * Page by page through short-lived local mappings: valid in any
 	 * context, whatever process (if any) is current.
@@ -488,16 +485,13 @@ static bool flip_is_eager(const struct me_mr *mr)
 int me_mr_place(struct me_net *mn, u32 id, u64 off, const void *src, u32 len,
 		struct me_rx_frame *fr)
 {
-	struct me_mr *mr = me_mr_get_any(mn, id);
+	int err;
+	struct me_mr *mr = get_range(mn, id, off, len, &err);
 	u32 fo = 0;
 	u64 pos;
 
 	if (!mr)
-		return -ENOENT;
-	if (!mr_in_range(mr, off, len)) {
-		me_mr_put(mr);
-		return -ERANGE;
-	}
+		return err;
 	if (fr) {
 		/* The engine passes payload out of the frame it was given. */
 		if ((const u8 *)src < fr->buf || (const u8 *)src + len > fr->buf + fr->len) {

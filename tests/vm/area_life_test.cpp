@@ -26,6 +26,7 @@
 #include <thread>
 #include <vector>
 
+#include "area_util.hpp"
 #include "cluster.hpp"
 
 using namespace metest;
@@ -43,33 +44,19 @@ constexpr size_t kPage = 4096;
 constexpr size_t kLen = 1 << 20;
 constexpr size_t kPages = kLen / kPage;
 
-struct Flips {
-	uint64_t flipped = 0, copied = 0, tlb = 0;
-};
-
-Flips flips()
-{
-	auto i = accounting();
-	return {i.rx_flipped, i.rx_flip_copied, i.tlb_flushes};
-}
-
-Flips operator-(const Flips &a, const Flips &b)
-{
-	return {a.flipped - b.flipped, a.copied - b.copied, a.tlb - b.tlb};
-}
-
 // errno of a failed library call, 0 if it succeeded.
 template <typename R> int err_of(const R &r)
 {
 	return r ? 0 : r.error().code().value();
 }
 
-// A field of /proc/meminfo in KiB (-1 if absent).  Only system calls and
-// no allocation: usable in a forked child.
-long meminfo_kb(const char *key)
+// A numeric field of a /proc file (-1 if absent): MemAvailable in KiB,
+// VmPin in KiB, Threads.  Only system calls and no allocation: usable in a
+// forked child.
+long proc_field(const char *path, const char *key)
 {
-	char buf[4096];
-	int fd = ::open("/proc/meminfo", O_RDONLY | O_CLOEXEC);
+	char buf[8192];
+	int fd = ::open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return -1;
 	ssize_t n = ::read(fd, buf, sizeof(buf) - 1);
@@ -81,20 +68,14 @@ long meminfo_kb(const char *key)
 	return p ? std::strtol(p + std::strlen(key), nullptr, 10) : -1;
 }
 
-// A field of /proc/self/status as a number (VmPin in KiB, Threads).
+long meminfo_kb(const char *key)
+{
+	return proc_field("/proc/meminfo", key);
+}
+
 long status_field(const char *key)
 {
-	char buf[8192];
-	int fd = ::open("/proc/self/status", O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -1;
-	ssize_t n = ::read(fd, buf, sizeof(buf) - 1);
-	::close(fd);
-	if (n <= 0)
-		return -1;
-	buf[n] = 0;
-	const char *p = std::strstr(buf, key);
-	return p ? std::strtol(p + std::strlen(key), nullptr, 10) : -1;
+	return proc_field("/proc/self/status", key);
 }
 
 long vm_pin_pages()

@@ -19,6 +19,7 @@
 #include <fstream>
 #include <thread>
 
+#include "area_util.hpp"
 #include "cluster.hpp"
 
 using namespace metest;
@@ -34,21 +35,6 @@ namespace {
 constexpr size_t kPage = 4096;
 constexpr size_t kLen = 1 << 20;
 constexpr size_t kPages = kLen / kPage;
-
-struct Flips {
-	uint64_t flipped = 0, copied = 0, tlb = 0;
-};
-
-Flips flips()
-{
-	auto i = accounting();
-	return {i.rx_flipped, i.rx_flip_copied, i.tlb_flushes};
-}
-
-Flips operator-(const Flips &a, const Flips &b)
-{
-	return {a.flipped - b.flipped, a.copied - b.copied, a.tlb - b.tlb};
-}
 
 // Node 0 writes from pinned memory into an area of node 1.
 class AreaTest : public ClusterTest {

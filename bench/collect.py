@@ -487,7 +487,8 @@ def table(rows, d):
 
 
 FLIP_TARGETS = [("pinned", "pinned, copy"), ("area-copy", "area, copy"),
-                ("area-lazy", "area, flip lazy"), ("area-eager", "area, flip eager")]
+                ("area-lazy", "area, flip lazy"), ("area-eager", "area, flip eager"),
+                ("pinned-zc", "pinned, copy, zc tx"), ("area-lazy-zc", "area, flip lazy, zc tx")]
 
 
 def mectl_counters(path):
@@ -530,21 +531,23 @@ def flip_section(rows, d, p, targets):
           "medians of the repetitions)")
         p("")
         p("| size | " + " | ".join(f"{n} MB/s" for _, n in FLIP_TARGETS)
-          + " | lazy/area copy | eager/area copy | "
+          + " | lazy/area copy | eager/area copy | lazy zc/area copy | "
           + " | ".join(f"{n} CPU-us/MB" for _, n in FLIP_TARGETS) + " |")
-        p("|---:|" + "---:|" * (2 * len(FLIP_TARGETS) + 2))
+        p("|---:|" + "---:|" * (2 * len(FLIP_TARGETS) + 3))
         cross = None
         for s in sorted({r["size"] for r in fl}):
             by = {t: [r for r in fl if r["size"] == s and key(r) == (t, mis)] for t, _ in FLIP_TARGETS}
             mb = {t: med([r["mbps"] for r in v]) for t, v in by.items()}
             cpu = {t: med([r["cpu_us_per_mb"] for r in v]) for t, v in by.items()}
             lz, eg = ratio(mb["area-lazy"], mb["area-copy"]), ratio(mb["area-eager"], mb["area-copy"])
+            lzc = ratio(mb["area-lazy-zc"], mb["area-copy"])
             if cross is None and lz is not None and lz >= 1.0 and \
                     cpu["area-lazy"] is not None and cpu["area-copy"] is not None and \
                     cpu["area-lazy"] <= cpu["area-copy"]:
                 cross = s
             p(f"| {size_name(s)} | " + " | ".join(fmt(mb[t]) for t, _ in FLIP_TARGETS)
-              + f" | {fr(lz)} | {fr(eg)} | " + " | ".join(fmt(cpu[t]) for t, _ in FLIP_TARGETS) + " |")
+              + f" | {fr(lz)} | {fr(eg)} | {fr(lzc)} | "
+              + " | ".join(fmt(cpu[t]) for t, _ in FLIP_TARGETS) + " |")
         p("")
         counts = []
         for t, n in FLIP_TARGETS:

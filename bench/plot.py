@@ -321,7 +321,8 @@ def flip(rows, d):
 
     fig, axes = plt.subplots(2, 2, figsize=(11, 7.5))
     names = [("pinned", "pinned, copy", "s-"), ("area-copy", "area, copy", "o-"),
-             ("area-lazy", "area, flip lazy", "^-"), ("area-eager", "area, flip eager", "v--")]
+             ("area-lazy", "area, flip lazy", "^-"), ("area-eager", "area, flip eager", "v--"),
+             ("pinned-zc", "pinned, copy, zc tx", "s:"), ("area-lazy-zc", "area, flip lazy, zc tx", "^:")]
     for col, mis in enumerate(("0", "100")):
         for row_, k, ylabel in ((0, "mbps", "throughput (MB/s)"), (1, "cpu_us_per_mb", "CPU-us per MB (guest)")):
             ax = axes[row_][col]

@@ -44,11 +44,10 @@ module_param(max_conns, uint, 0444);
 MODULE_PARM_DESC(max_conns,
 		 "Connection ids per namespace life (1..65536, default 1024; ids are not reused)");
 
-/* Off by default until it has run more than one session's tests. */
-static unsigned int tx_zc_min;
+static unsigned int tx_zc_min = 1024;
 module_param(tx_zc_min, uint, 0444);
 MODULE_PARM_DESC(tx_zc_min,
-		 "Payload bytes per packet from which writes are sent straight from the pinned pages (zero-copy transmit, e.g. 1024; default 0: always copy)");
+		 "Payload bytes per packet from which writes are sent straight from the pinned pages (zero-copy transmit; default 1024, 0: always copy)");
 
 static unsigned int link_window_kb = 512;
 module_param(link_window_kb, uint, 0444);

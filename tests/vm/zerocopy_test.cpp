@@ -1,5 +1,5 @@
-// Guest tests of zero-copy transmit (module parameter tx_zc_min, off by
-// default, 1024 here): payload
+// Guest tests of zero-copy transmit (module parameter tx_zc_min, 1024 by
+// default and here): payload
 // goes from the pinned pages as skb fragments, and an operation completes
 // only once every frame carrying its pages has been released (Table 1
 // state 1), shown with frames held for seconds in a netem queue.

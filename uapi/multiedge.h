@@ -207,12 +207,15 @@ struct me_link_list {
  * alignment.  Region ids are unique per namespace; keys are random.  The
  * region belongs to the open file: closing it (or exiting) deregisters.
  *
- * in:  size, access (ME_ACCESS_*), addr, length
- * out: region, key
+ * in:  size, access (ME_ACCESS_*), addr, length; ABI 6: flags (ME_MR_*)
+ * out: region, key; ABI 6: info (ME_MR_INFO_*)
  *
  * Errors:
- *   -EOPNOTSUPP  unknown access bit
- *   -EINVAL      length 0 or above ME_MR_MAX_LENGTH, or addr + length wraps
+ *   -EOPNOTSUPP  unknown access or flag bit
+ *   -EINVAL      length 0 or above ME_MR_MAX_LENGTH, or addr + length wraps;
+ *                both ME_MR_TLB_EAGER and ME_MR_TLB_LAZY; a range only
+ *                partly inside a receive area, across a hole in one, or in
+ *                one mapped through another open file
  *   -EFAULT      part of the range is not mapped, or not writable
  *   -ENOMEM      RLIMIT_MEMLOCK would be exceeded, or no memory
  *   -ENOSPC      ME_MR_MAX_PER_FILE regions already registered on this file
@@ -235,6 +238,12 @@ struct me_mr_reg {
  * the area's own pages, nothing is pinned; whole pages of payload for it
  * are placed by page flip where the frame allows, the rest by copy.  The
  * flags choose per region; they mean nothing for other memory.
+ *
+ * mmap(2) of /dev/multiedge: len bytes (rounded up to pages, at most
+ * ME_MR_MAX_LENGTH) of zeroed memory, charged to RLIMIT_MEMLOCK like a
+ * registration.  -EINVAL for MAP_PRIVATE, a nonzero offset or a length
+ * above the maximum; -ENOMEM over the limit.  Not inherited by fork();
+ * mremap() cannot move or grow it.
  */
 #define ME_MR_RX_COPY		(1U << 0)	/* never flip: always copy */
 #define ME_MR_TLB_EAGER		(1U << 1)	/* invalidate per flipped page */

@@ -8,8 +8,8 @@ Reads DIR/raw/ as scripts/bench-guest leaves it:
   iperf3-<name>-<size>.json                  iperf3 -J (name: A, C-loss0, ...)
   qperf-tcp_lat-<size>.txt                   qperf -v tcp_lat
   perftest-<tool>-<size>.txt                 perftest output (MB/sec = 2^20 B/s)
-  mectl-F-<target>-<misalign>-rep<N>-{before,after}.txt
-                                             `mectl info` around phase F runs
+  mectl-F-<target>-<misalign>-rep<N>-{before,after}.txt,
+  mectl-V-node1-{before,after}.txt           `mectl info` around phase F/V runs
 and writes
   DIR/results.csv  system,test,phase,condition,size,links,mbps,lat_us,
                    lat_p99_us,cpu_util,cpu_us_per_mb,peer_cpu_util,ops_per_s,
@@ -39,7 +39,7 @@ ME_EXTRA = ["ops_per_s", "cpu_us_per_op", "peer_cpu_us_per_op", "calls_per_op", 
             "rtx_pct", "post_syscall_us"]
 MIB = 1048576
 # vCPUs of the measuring guest per phase (scripts/bench boots them so).
-NCPUS = {"A": 1, "B": 1, "C": 1, "D": 2, "F": 2, "U": 1}
+NCPUS = {"A": 1, "B": 1, "C": 1, "D": 2, "F": 2, "U": 1, "V": 1}
 
 
 def die(msg):
@@ -517,6 +517,18 @@ def flip_counts(d, target, mis):
 
 def flip_section(rows, d, p, targets):
     """Phase F: copy against page flip by size, aligned and unaligned."""
+    vb = mectl_counters(os.path.join(d, "raw", "mectl-V-node1-before.txt"))
+    va = mectl_counters(os.path.join(d, "raw", "mectl-V-node1-after.txt"))
+    if vb and va:
+        v = [r for r in rows if r["phase"] == "V" and r["test"] == "oneway"]
+        mbs = ", ".join(f"{size_name(r['size'])} {fmt(r['mbps'])} MB/s" for r in sorted(v, key=lambda r: r["size"]))
+        p("### Page flipping between the two guests (virtio-net, MTU 9000, lazy flip area)")
+        p("")
+        p(f"{mbs or 'no me_bench rows'}; the server's module: "
+          f"{va.get('rx_flipped', 0) - vb.get('rx_flipped', 0)} pages flipped, "
+          f"{va.get('rx_flip_copied', 0) - vb.get('rx_flip_copied', 0)} whole area pages copied "
+          "for want of a page.")
+        p("")
     fl = [r for r in rows if r["phase"] == "F" and r["test"] == "oneway"]
     if not fl:
         return

@@ -136,11 +136,6 @@ static int add_page_frags(struct sk_buff *skb, const struct me_mr *mr, u64 off, 
 }
 
 /*
- * Sends @hdr (and, with @mr, [off, off + plen) of its pages by reference,
- * tracked by @uarg: its callback runs once the skb's data are released)
- * on link @idx.
- */
-/*
  * Bytes of a copied frame to keep in the skb's linear part: a data
  * packet carrying a page or more keeps only its header there and its
  * payload goes into page fragments, so a receiver that gets the skb itself
@@ -158,7 +153,7 @@ static u32 linear_len(const u8 *buf, u32 len)
 	return hl < len && len - hl >= PAGE_SIZE ? hl : len;
 }
 
-/* Copies @len bytes into fresh page fragments, PAGE_SIZE each. */
+/* Copies @len bytes into page fragments (pool pages), PAGE_SIZE each. */
 static int add_copied_frags(struct sk_buff *skb, const u8 *src, u32 len)
 {
 	int i = 0;
@@ -183,6 +178,12 @@ static int add_copied_frags(struct sk_buff *skb, const u8 *src, u32 len)
 	return 0;
 }
 
+/*
+ * Sends @hdr (and, with @mr, [off, off + plen) of its pages by reference,
+ * tracked by @uarg: its callback runs once the skb's data are released)
+ * on link @idx.  Without @mr, @hdr is the whole packet; a page or more of
+ * payload goes into page fragments behind the header (linear_len).
+ */
 static int link_xmit(struct me_net *mn, u32 idx, const void *hdr, u32 hlen,
 		     const struct me_mr *mr, u64 off, u32 plen, struct ubuf_info *uarg)
 {

@@ -163,11 +163,6 @@ void me_area_copy(struct me_area *a, unsigned long idx, u32 in_page, void *buf,
 	page_unlock(a, idx);
 }
 
-unsigned long me_area_npages(const struct me_area *a)
-{
-	return a->npages;
-}
-
 /* ---- page tables ---- */
 
 static const struct vm_operations_struct area_vm_ops;

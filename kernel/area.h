@@ -30,7 +30,6 @@ int me_area_mmap(struct file *file, struct vm_area_struct *vma);
 struct me_area *me_area_find(struct mm_struct *mm, const void *owner, u64 addr,
 			     u64 len, unsigned long *first, int *err);
 void me_area_put(struct me_area *a);
-unsigned long me_area_npages(const struct me_area *a);
 
 /* Page @idx with a reference (a frame may send it while it is replaced). */
 struct page *me_area_page_get(struct me_area *a, unsigned long idx);

@@ -18,7 +18,8 @@
  * under map_lock, and read the page to insert under its bit lock, so the
  * last update of a page always maps the array's current page.
  *
- * Replaced pages go to a small pool the transmit path builds frames from.
+ * Pages leaving an area (replaced, or freed with it) go to a small pool
+ * the transmit path builds frames from.
  */
 #include <linux/bit_spinlock.h>
 #include <linux/highmem.h>

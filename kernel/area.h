@@ -53,8 +53,9 @@ void me_area_flip(struct me_area *a, unsigned long idx, struct page *page, bool 
 void me_area_done(struct me_area *a, unsigned long first, unsigned long last);
 
 /*
- * Page pool: pages replaced by flips, for the next frames the module
- * builds (me_pool_get falls back to the page allocator).
+ * Page pool: pages that leave areas (replaced by flips, or freed with
+ * their area) for the next frames the module builds (me_pool_get falls
+ * back to the page allocator).  At most pool_max pages.
  */
 struct page *me_pool_get(gfp_t gfp);
 void me_pool_put(struct page *page);

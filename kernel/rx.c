@@ -129,6 +129,7 @@ static int frame_build(struct me_rx_thread *t, struct sk_buff *skb, u32 len)
 	if (type != ME_PT_WRITE && type != ME_PT_NOTIFY && type != ME_PT_READ_RESP)
 		return -1;
 	memcpy(fr->buf, skb->data, head);
+	/* Other fragments by skb_copy_bits: one may span a compound page's pages. */
 	for (i = 0; i < sh->nr_frags && off < len; i++) {
 		const skb_frag_t *f = &sh->frags[i];
 		u32 n = min_t(u32, skb_frag_size(f), len - off);
@@ -137,8 +138,9 @@ static int frame_build(struct me_rx_thread *t, struct sk_buff *skb, u32 len)
 			fr->holes[fr->nholes].off = off;
 			fr->holes[fr->nholes].page = skb_frag_page(f);
 			fr->nholes++;
-		} else {
-			memcpy_from_page(fr->buf + off, skb_frag_page(f), skb_frag_off(f), n);
+		} else if (skb_copy_bits(skb, off, fr->buf + off, n)) {
+			fr->nholes = 0;		/* rx_one copies it whole */
+			return -1;
 		}
 		off += n;
 	}

@@ -9,6 +9,10 @@
  * with mmgrab() so the charge can be returned even after the process exited.
  * The module counts every pinned page and region itself and reports any
  * left at unload.
+ *
+ * A range inside a receive area (area.c) registers the area's own pages
+ * instead: nothing is pinned, and placement may flip whole pages in
+ * (me_mr_place) rather than copy them.
  */
 #include <linux/atomic.h>
 #include <linux/capability.h>

@@ -61,6 +61,15 @@ def series(rows, key, **kw):
     return [p[0] for p in pts], [p[1] for p in pts]
 
 
+def med(xs):
+    """Median of the values that are not None (None if there are none)."""
+    xs = sorted(x for x in xs if x is not None)
+    if not xs:
+        return None
+    n = len(xs)
+    return xs[n // 2] if n % 2 else (xs[n // 2 - 1] + xs[n // 2]) / 2
+
+
 def size_label(s, _=None):
     s = int(round(s))
     if s >= MIB:
@@ -248,13 +257,6 @@ def oprate(rows, d):
     def name(s):
         return f"{s // 1024} KiB" if s >= 1024 else f"{s} B"
 
-    def med(xs):
-        xs = sorted(x for x in xs if x is not None)
-        if not xs:
-            return None
-        n = len(xs)
-        return xs[n // 2] if n % 2 else (xs[n // 2 - 1] + xs[n // 2]) / 2
-
     order = ["ioctl", "uring batch=1", "uring batch=16", "uring batch=64"]
     order += sorted({variant(r) for r in u} - set(order))
     labels = {"ioctl": "ioctl", "uring batch=1": "uring\nb=1", "uring batch=16": "uring\nb=16",
@@ -310,13 +312,9 @@ def flip(rows, d):
         return (m.group(1), m.group(2)) if m else (None, None)
 
     def medians(t, mis, k):
-        xs = sorted({r["size"] for r in fl})
-        pts = []
-        for s in xs:
-            v = sorted(r[k] for r in fl if r["size"] == s and key(r) == (t, mis) and r[k] is not None)
-            if v:
-                n = len(v)
-                pts.append((s, v[n // 2] if n % 2 else (v[n // 2 - 1] + v[n // 2]) / 2))
+        pts = [(s, med([r[k] for r in fl if r["size"] == s and key(r) == (t, mis)]))
+               for s in sorted({r["size"] for r in fl})]
+        pts = [p for p in pts if p[1] is not None]
         return [p[0] for p in pts], [p[1] for p in pts]
 
     fig, axes = plt.subplots(2, 2, figsize=(11, 7.5))

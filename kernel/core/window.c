@@ -685,6 +685,7 @@ void me_win_failover(struct me_conn *c, u32 link)
 
 void me_win_timer(struct me_conn *c, u64 now)
 {
+	struct me_node *n = c->node;
 	u32 una, max, s, st = me_atomic_read(&c->state);
 	bool fired = false;
 	u64 rto;
@@ -703,17 +704,35 @@ void me_win_timer(struct me_conn *c, u64 now)
 		struct me_txslot *t = &c->tx[s & (c->window - 1)];
 		u64 li = me_atomic64_read(&t->linfo);
 		u64 sent = me_atomic64_read(&t->sent_ns);
+		u32 l = li_link(li);
 
-		if (li_seq(li) != s || li_link(li) == ME_LINK_NONE)
+		if (li_seq(li) != s || l == ME_LINK_NONE)
+			continue;
+		/*
+		 * Lost by link order: packets sent after it on its link (by
+		 * any connection) were acked.  The sack scan in
+		 * me_win_rx_ack() finds this only when an ack of this
+		 * connection arrives; a connection whose packets in flight
+		 * were all lost gets none, so the timer looks too.
+		 */
+		if (me_path_lost(n, l, li_txno(li))) {
+			if (me_elapsed(now, sent) >= n->cfg.reorder_ns)
+				retransmit(c, s, ME_ST_TX_RTX_LOSS);
+			continue;
+		}
+		if (fired)
 			continue;
 		/*
 		 * Time from the later of the packet's transmission and the
 		 * last progress on its link (like TCP restarting its timer
 		 * on every new ack): while the link keeps delivering what
 		 * was queued ahead of the packet, the packet is waiting,
-		 * not lost, and a loss on it is found from the sacks.
+		 * not lost.  Only while it is not known lost: once the link
+		 * delivered what was sent after it, the progress of other
+		 * connections on the link must not hold its timer back
+		 * (issue 14: an ordered connection starved for seconds).
 		 */
-		sent = me_max_u64(sent, me_path_acked_ns(c->node, li_link(li)));
+		sent = me_max_u64(sent, me_path_acked_ns(n, l));
 		if (now < sent || now - sent < rto)
 			continue;
 		/*
@@ -722,12 +741,10 @@ void me_win_timer(struct me_conn *c, u64 now)
 		 * rest, and resending a whole window on a spurious timeout
 		 * (queueing delay) would only deepen the queues.
 		 */
-		if (retransmit(c, s, ME_ST_TX_RTX_RTO))
-			fired = true;
-		break;
+		fired = retransmit(c, s, ME_ST_TX_RTX_RTO);
 	}
 	if (fired) {
-		me_stat_inc(c->node, ME_ST_RTO_FIRED);
+		me_stat_inc(n, ME_ST_RTO_FIRED);
 		if (me_atomic_read(&c->backoff) < 16)
 			me_atomic_add_return(&c->backoff, 1);
 	}

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 #include "sim.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -429,7 +430,7 @@ me_conn *Sim::connect(int a, int b, uint32_t mode, uint32_t *peer_id)
 			if (!me_link_alive(nodes[b]->node, (uint32_t)l))
 				return false;
 		return true;
-	}, now + 20000000);
+	}, now + std::max<uint64_t>(20000000, 3 * nodes[a]->cfg.hello_ns));
 	me_conn *c = nullptr;
 	if (me_conn_connect(nodes[a]->node, (uint32_t)b + 1, mode, &c))
 		return nullptr;
@@ -444,7 +445,7 @@ me_conn *Sim::connect(int a, int b, uint32_t mode, uint32_t *peer_id)
 				return true;
 			}
 		return false;
-	}, now + 50000000);
+	}, now + std::max<uint64_t>(50000000, 3 * nodes[a]->cfg.connect_rto_ns));
 	return ok ? c : nullptr;
 }
 

@@ -474,13 +474,24 @@ struct me_area *me_area_find(struct mm_struct *mm, const void *owner, u64 addr, 
 		if (pos >= end)
 			break;
 		vma = find_vma(mm, pos);
-		if (!vma || vma->vm_start >= end)
-			break;
+		if (!vma || vma->vm_start >= end) {
+			/* The range runs past the area into unmapped space. */
+			if (a) {
+				*err = -EINVAL;
+				a = NULL;
+			}
+			goto out;
+		}
 		if (a && vma->vm_start != pos) {
 			*err = -EINVAL;		/* a hole in the area */
 			a = NULL;
 			goto out;
 		}
+	}
+	/* Registrations index pages[], locks and retired[] by page: bound it. */
+	if (a && *first + ((end - 1) >> PAGE_SHIFT) - (addr >> PAGE_SHIFT) >= a->npages) {
+		*err = -EINVAL;
+		a = NULL;
 	}
 	if (a)
 		kref_get(&a->ref);

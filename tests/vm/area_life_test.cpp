@@ -362,6 +362,36 @@ TEST_F(AreaLifeTest, RegionMustLieInOneAreaOfThisDevice)
 	EXPECT_TRUE(before_hole->is_area());
 }
 
+// A one-page area with nothing mapped above it: a region running past its
+// end into unmapped space is EINVAL (it once registered, and every access
+// past the area's page indexed its page array out of bounds).
+TEST_F(AreaLifeTest, RegionPastAreaIntoUnmappedSpaceIsRefused)
+{
+	auto d = Device::open();
+	ME_ASSERT_OK(d);
+	const size_t span = 64 * kPage;
+
+	// Reserve the span so nothing else lands there, map the area over its
+	// first page, then unmap the rest: above the area is unmapped space.
+	void *res = mmap(nullptr, span, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ASSERT_NE(res, MAP_FAILED);
+	auto *p = static_cast<uint8_t *>(res);
+	ASSERT_EQ(mmap(p, kPage, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, d->fd(), 0), p)
+		<< strerror(errno);
+	ASSERT_EQ(munmap(p + kPage, span - kPage), 0);
+
+	for (size_t len : {kPage + 1, 2 * kPage, span, size_t(1) << 30}) {
+		auto r = d->register_memory(p, len, Access::RemoteReadWrite, Placement::Default);
+		EXPECT_EQ(err_of(r), EINVAL) << len << " bytes from a one-page area: "
+					     << errno_name(err_of(r));
+	}
+	auto inside = d->register_memory(p + 10, kPage - 10, Access::RemoteReadWrite,
+					 Placement::Default);
+	ME_ASSERT_OK(inside);
+	EXPECT_TRUE(inside->is_area());
+	munmap(p, kPage);	// the region keeps the area's page until it goes
+}
+
 // mremap cannot move the area (the receive threads update its address)
 // nor grow it (VM_DONTEXPAND); afterwards it still receives.
 TEST_F(AreaLifeTest, MremapCannotMoveOrGrowArea)

@@ -394,14 +394,20 @@ struct me_disconnect {
  *   -ENOTCONN     the connection is closing, closed or dead
  *   -EAGAIN       queue full and ME_POST_F_NONBLOCK
  *   -EINTR        a signal arrived while blocked
- * Errors in the completion's status (the target changed nothing, except
- * that a write failing midway may have placed part of its data):
+ * Errors in the completion's status.  The target refused it (nothing of it
+ * took effect there; a write whose target region is deregistered while
+ * it arrives may have placed a part):
  *   -ENOENT       no such region at the target
  *   -EACCES       wrong key, or access not granted
  *   -ERANGE       outside the target region
  *   -ENOBUFS      ME_OP_SEND: the peer's receive queue is full
- *   -ECONNRESET   the connection was closed or the peer restarted
- *   -ETIMEDOUT    the peer or every link to it died
+ * The connection ended first (Documentation/api.md, "When a connection
+ * dies"):
+ *   -ECANCELED    before any packet of it was sent: the target never saw it
+ *   -ECONNRESET   closed or the peer restarted, after it was sent: it may
+ *                 or may not have taken effect at the target
+ *   -ETIMEDOUT    the peer or every link to it died, after it was sent: it
+ *                 may or may not have taken effect at the target
  */
 struct me_post {
 	__u32 size;

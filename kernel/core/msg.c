@@ -184,6 +184,7 @@ int me_msg_submit(struct me_conn *c, u32 type, const struct me_rw *rw)
 	}
 	me_atomic_set(&op->done_bytes, 0);
 	me_atomic_set(&op->err, 0);
+	me_atomic_set(&op->sent, 0);
 	me_atomic_set(&op->id, head);
 	/* The pack reference (me_plat.h), dropped by pack_put(). */
 	if (me_zc_on(n) && me_zc_type(type))
@@ -204,8 +205,14 @@ void me_msg_fail_all(struct me_conn *c, s32 status)
 	for (i = c->op_tail; i != head; i++) {
 		struct me_op *op = &c->ops[i & (c->nops - 1)];
 
+		/*
+		 * Store-buffer pattern with pump_one(): the state left
+		 * ESTABLISHED before this read, and the pump marks an op
+		 * sent before it reads the state again and transmits; so
+		 * either we see the mark or no packet of the op leaves.
+		 */
 		if (me_atomic_read(&op->state) == OPST(i, ME_OP_QUEUED))
-			complete_op(c, op, i, status);
+			complete_op(c, op, i, me_atomic_read(&op->sent) ? status : -ECANCELED);
 	}
 	me_unlock(&c->sub_lock);
 }
@@ -606,6 +613,15 @@ static bool pump_one(struct me_conn *c)
 	if (!t)
 		return false;
 	t->zc = 0;
+	if (c->cur_kind == 1 && c->cur_off == 0) {
+		/* See me_msg_fail_all(): mark, then check the state again. */
+		me_atomic_set(&c->ops[j.op_id & (c->nops - 1)].sent, 1);
+		st = me_atomic_read(&c->state);
+		if (st != ME_CS_ESTABLISHED && st != ME_CS_CLOSING) {
+			me_win_tx_abort(c, t);
+			return false;
+		}
+	}
 
 	if (c->cur_off == 0)
 		c->cur_msg = c->msg_nxt++;

@@ -26,6 +26,7 @@ struct me_op {
 	me_atomic_t id;
 	me_atomic_t done_bytes;	/* read: bytes placed */
 	me_atomic_t err;	/* read: first placement error (positive) */
+	me_atomic_t sent;	/* a packet of it may have left (pump) */
 	u32 type;		/* ME_PT_WRITE/NOTIFY/READ_REQ/CLOSE */
 	u64 cookie;
 	u32 lregion;
@@ -72,7 +73,11 @@ void me_msg_pump(struct me_conn *c);
  * -EAGAIN when no response slot was free (nothing changed, retry later).
  */
 int me_msg_rx(struct me_conn *c, const struct me_hdr *h);
-/* Fail every queued operation with status (connection closed/dead). */
+/*
+ * Fail every queued operation with status (connection closed/dead), or
+ * with -ECANCELED those of which no packet ever left: the target never
+ * saw them.  Called after the state left ESTABLISHED/CLOSING.
+ */
 void me_msg_fail_all(struct me_conn *c, s32 status);
 
 #endif /* ME_MSG_H */

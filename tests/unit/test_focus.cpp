@@ -412,6 +412,9 @@ TEST(Access, bad_key_range_permission__error_and_target_unchanged)
 	EXPECT_EQ(me_conn_write(P.c, &rw), -ENOENT);
 }
 
+// Operations of which a packet left fail with ETIMEDOUT (they may have
+// taken effect); those never sent with ECANCELED, and nothing of them
+// reached the target.
 TEST(Conn, peer_death__pending_ops_fail)
 {
 	Pair P(18, 2);
@@ -425,15 +428,24 @@ TEST(Conn, peer_death__pending_ops_fail)
 	P.sim.set_wire_up(1, false);
 	ASSERT_TRUE(P.sim.run([&] { return P.w->all_done(); }, P.sim.now + 2000000000ull));
 	EXPECT_EQ(me_conn_state(P.c), ME_CS_DEAD);
-	int failed = 0;
+	int failed = 0, canceled = 0;
 	for (auto &[k, op] : P.w->ops) {
 		EXPECT_EQ(op.completions, 1);
-		if (op.status) {
+		if (op.status == -ECANCELED) {
+			// Never sent: not a byte of it at the target.
+			canceled++;
+			int tgt = op.kind == Op::READ ? op.from : 1 - op.from;
+			Region &t = P.sim.nodes[tgt]->regions[dst_region(op.kind == Op::READ)];
+			uint64_t off = op.kind == Op::READ ? op.rw.local_off : op.rw.remote_off;
+			for (uint32_t i = 0; i < op.rw.len; i++)
+				ASSERT_EQ(t.wcount[off + i], 0) << "cookie " << k << " byte " << i;
+		} else if (op.status) {
 			EXPECT_EQ(op.status, -ETIMEDOUT);
 			failed++;
 		}
 	}
-	EXPECT_GT(failed, 0);
+	EXPECT_GT(failed, 0) << "operations sent and then lost";
+	EXPECT_GT(canceled, 0) << "operations never sent";
 	P.w->check(false);
 }
 

@@ -359,6 +359,7 @@ std::string errno_name(int err)
 	case ENOBUFS: return "ENOBUFS";
 	case ECONNRESET: return "ECONNRESET";
 	case ETIMEDOUT: return "ETIMEDOUT";
+	case ECANCELED: return "ECANCELED";
 	case EINVAL: return "EINVAL";
 	case EFAULT: return "EFAULT";
 	case E2BIG: return "E2BIG";

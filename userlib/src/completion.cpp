@@ -27,9 +27,14 @@ const char *completion_hint(int status)
 	case ENOBUFS:
 		return "the peer's receive queue is full: it must take messages with recv()";
 	case ETIMEDOUT:
-		return "the peer or every link to it died: see mectl peers and mectl links";
+		return "the peer or every link to it died: see mectl peers and mectl links; "
+		       "it may or may not have taken effect at the target";
 	case ECONNRESET:
-		return "the connection was closed or the peer restarted";
+		return "the connection was closed or the peer restarted; it may or may not "
+		       "have taken effect at the target";
+	case ECANCELED:
+		return "the connection ended before any of it was sent: the target never "
+		       "saw it";
 	}
 	return nullptr;
 }

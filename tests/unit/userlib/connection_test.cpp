@@ -88,6 +88,7 @@ TEST(Describe, EveryHintedErrnoHasItsHint)
 		{ENOBUFS, "receive queue is full"},
 		{ETIMEDOUT, "every link to it died"},
 		{ECONNRESET, "closed or the peer restarted"},
+		{ECANCELED, "before any of it was sent"},
 	};
 	for (const auto &k : cases) {
 		Completion c;

@@ -687,7 +687,7 @@ void me_win_timer(struct me_conn *c, u64 now)
 {
 	struct me_node *n = c->node;
 	u32 una, max, s, st = me_atomic_read(&c->state);
-	bool fired = false;
+	bool fired = false, oldest_done = false;
 	u64 rto;
 
 	if (me_atomic_read(&c->unacked))
@@ -713,14 +713,20 @@ void me_win_timer(struct me_conn *c, u64 now)
 		 * any connection) were acked.  The sack scan in
 		 * me_win_rx_ack() finds this only when an ack of this
 		 * connection arrives; a connection whose packets in flight
-		 * were all lost gets none, so the timer looks too.
+		 * were all lost gets none.  It is not waiting in a queue,
+		 * so it times out from its own transmission, and every such
+		 * packet goes again at once.  The full RTO, not reorder_ns:
+		 * the receiver may merely not have acked it yet (acks are
+		 * coalesced per connection, other connections' are not
+		 * held back by ours).
 		 */
 		if (me_path_lost(n, l, li_txno(li))) {
-			if (me_elapsed(now, sent) >= n->cfg.reorder_ns)
-				retransmit(c, s, ME_ST_TX_RTX_LOSS);
+			if (me_elapsed(now, sent) >= rto &&
+			    retransmit(c, s, ME_ST_TX_RTX_RTO))
+				fired = true;
 			continue;
 		}
-		if (fired)
+		if (oldest_done)
 			continue;
 		/*
 		 * Time from the later of the packet's transmission and the
@@ -741,7 +747,9 @@ void me_win_timer(struct me_conn *c, u64 now)
 		 * rest, and resending a whole window on a spurious timeout
 		 * (queueing delay) would only deepen the queues.
 		 */
-		fired = retransmit(c, s, ME_ST_TX_RTX_RTO);
+		oldest_done = true;
+		if (retransmit(c, s, ME_ST_TX_RTX_RTO))
+			fired = true;
 	}
 	if (fired) {
 		me_stat_inc(n, ME_ST_RTO_FIRED);

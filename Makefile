@@ -90,7 +90,7 @@ run-tests: all
 	@$(TOP)/scripts/guest-kernel $(KVER) >/dev/null
 	@$(TOP)/scripts/run-tests --kver $(KVER) \
 		--host "$(HOST_TESTS)" --host-scripts "$(HOST_SCRIPTS)" \
-		--guest "$(GUEST_TESTS)"
+		--guest "$(GUEST_TESTS)" --pair "$(GUEST_PAIR_TEST)"
 
 run-demo: all
 	@$(TOP)/scripts/guest-kernel $(KVER) >/dev/null

@@ -30,4 +30,11 @@ $(GUEST_CLUSTER_TESTS): $(GUEST_BIN)/%: $(BUILD)/obj/vm/%.o $(BUILD)/obj/vm/clus
 	@mkdir -p $(@D)
 	$(CXX) -o $@ $^ $(LIBME_LIBS) $(GTEST_LIBS)
 
+# The mixed load (mixed_load.cpp) runs in one guest (mixed_test) and
+# between two (pair_test, run by scripts/run-tests in a boot of its own).
+GUEST_PAIR_TEST := $(GUEST_BIN)/pair_test
+$(GUEST_BIN)/mixed_test $(GUEST_PAIR_TEST): $(BUILD)/obj/vm/mixed_load.o
+$(GUEST_PAIR_TEST): $(BUILD)/obj/vm/cluster.o
+PROGRAMS += $(GUEST_PAIR_TEST)
+
 -include $(wildcard $(BUILD)/obj/vm/*.d)

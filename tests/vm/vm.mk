@@ -23,15 +23,16 @@ $(BUILD)/obj/vm/%.o: $(TOP)/tests/vm/%.cpp
 
 $(GUEST_BIN)/%: $(BUILD)/obj/vm/%.o $(GUEST_COMMON_OBJS) $(LIBME_A)
 	@mkdir -p $(@D)
-	$(CXX) -o $@ $^ $(LIBME_LIBS) $(GTEST_LIBS)
+	$(CXX) -o $@ $(filter %.o,$^) $(filter-out %.o,$^) $(LIBME_LIBS) $(GTEST_LIBS)
 
 $(GUEST_CLUSTER_TESTS): $(GUEST_BIN)/%: $(BUILD)/obj/vm/%.o $(BUILD)/obj/vm/cluster.o \
 		$(GUEST_COMMON_OBJS) $(LIBME_A)
 	@mkdir -p $(@D)
-	$(CXX) -o $@ $^ $(LIBME_LIBS) $(GTEST_LIBS)
+	$(CXX) -o $@ $(filter %.o,$^) $(filter-out %.o,$^) $(LIBME_LIBS) $(GTEST_LIBS)
 
 # The mixed load (mixed_load.cpp) runs in one guest (mixed_test) and
 # between two (pair_test, run by scripts/run-tests in a boot of its own).
+# Extra objects join $^ after the library: the recipes put objects first.
 GUEST_PAIR_TEST := $(GUEST_BIN)/pair_test
 $(GUEST_BIN)/mixed_test $(GUEST_PAIR_TEST): $(BUILD)/obj/vm/mixed_load.o
 $(GUEST_PAIR_TEST): $(BUILD)/obj/vm/cluster.o

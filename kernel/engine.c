@@ -53,6 +53,11 @@ static unsigned int link_window_kb = 512;
 module_param(link_window_kb, uint, 0444);
 MODULE_PARM_DESC(link_window_kb, "Data in flight per link, KiB (16..65536, default 512)");
 
+static unsigned int answer_ms = 30000;
+module_param(answer_ms, uint, 0444);
+MODULE_PARM_DESC(answer_ms,
+		 "An operation sent in full whose peer neither answers nor acknowledges anything of the connection for this long fails it, ms (500..3600000, default 30000)");
+
 /* Engines alive, for the module-wide accounting. */
 static LIST_HEAD(me_engines);
 static DEFINE_MUTEX(me_engines_lock);
@@ -60,9 +65,10 @@ static DEFINE_MUTEX(me_engines_lock);
 int me_engine_init(void)
 {
 	if (tick_us < 100 || tick_us > 100000 || window_kb < 64 || window_kb > 65536 ||
-	    !max_conns || max_conns > 65536 || link_window_kb < 16 || link_window_kb > 65536) {
-		pr_err("bad parameter: tick_us=%u window_kb=%u max_conns=%u link_window_kb=%u\n",
-		       tick_us, window_kb, max_conns, link_window_kb);
+	    !max_conns || max_conns > 65536 || link_window_kb < 16 || link_window_kb > 65536 ||
+	    answer_ms < 500 || answer_ms > 3600000) {
+		pr_err("bad parameter: tick_us=%u window_kb=%u max_conns=%u link_window_kb=%u answer_ms=%u\n",
+		       tick_us, window_kb, max_conns, link_window_kb, answer_ms);
 		return -EINVAL;
 	}
 	return 0;
@@ -252,6 +258,7 @@ static void fill_cfg(struct me_net *mn, struct me_node_cfg *cfg, unsigned int pa
 	cfg->ka_ns = 100 * NSEC_PER_MSEC;
 	cfg->link_dead_ns = 1000 * NSEC_PER_MSEC;
 	cfg->peer_dead_ns = 3000 * NSEC_PER_MSEC;
+	cfg->answer_ns = (u64)answer_ms * NSEC_PER_MSEC;
 	cfg->rate_ns = 10 * NSEC_PER_MSEC;
 	cfg->zc_min = tx_zc_min;
 	snprintf(cfg->name, sizeof(cfg->name), "%s", init_utsname()->nodename);

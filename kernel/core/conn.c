@@ -347,6 +347,18 @@ void me_conn_timer(struct me_conn *c, u64 now)
 	else if (me_conn_live(c) &&
 		 me_elapsed(now, me_atomic64_read(&c->last_rx_ns)) > n->cfg.peer_dead_ns)
 		me_conn_terminate(c, ME_CS_DEAD, -ETIMEDOUT);
+	/*
+	 * A peer that acknowledges our packets but never answers an
+	 * operation would keep it, its memory and its owner waiting
+	 * forever: past answer_ns the connection is given up.  Scanned a
+	 * few times per answer_ns, not every tick.
+	 */
+	if (n->cfg.answer_ns && me_conn_live(c) &&
+	    me_elapsed(now, c->answer_check_ns) >= n->cfg.answer_ns / 8) {
+		c->answer_check_ns = now;
+		if (me_msg_answer_overdue(c, now))
+			me_conn_terminate(c, ME_CS_DEAD, -ETIMEDOUT);
+	}
 	me_win_timer(c, now);
 	me_msg_pump(c);
 }

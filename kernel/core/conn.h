@@ -66,6 +66,9 @@ struct me_conn {
 	me_atomic_t op_head;	/* next op id to submit */
 	u32 op_tail;		/* (sub_lock) oldest op not reclaimed */
 	me_atomic_t op_packed;	/* ops before this are packetized/skipped */
+	me_atomic_t answers_due;	/* ops with due == 1 (msg.c) */
+	me_atomic64_t progress_ns;	/* last ack of new data or answer */
+	u64 answer_check_ns;	/* (timer) last scan for overdue answers */
 	struct me_resp *resp;
 	u32 nresp;
 	me_atomic_t resp_head;	/* next ring index to reserve */

@@ -77,6 +77,8 @@ struct me_node_cfg {
 	u64 ka_ns;		/* keepalive probe after this much silence */
 	u64 link_dead_ns;	/* link declared dead after this much silence */
 	u64 peer_dead_ns;	/* peer declared dead after this much silence */
+	u64 answer_ns;		/* an operation sent in full and unanswered
+				 * this long kills its connection (0: never) */
 	u64 rate_ns;		/* link rate estimation period */
 	u32 zc_min;		/* payload bytes per packet sent by reference
 				 * (me_plat_ops.zc_tx), 0: always copied */

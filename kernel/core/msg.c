@@ -111,6 +111,9 @@ static void complete_op(struct me_conn *c, struct me_op *op, u32 id,
 	if (me_atomic_cmpxchg(&op->state, OPST(id, ME_OP_QUEUED),
 			      OPST(id, ME_OP_DONE)) != OPST(id, ME_OP_QUEUED))
 		return;
+	/* No longer awaiting an answer (see mark_due()). */
+	if (me_atomic_xchg(&op->due, 2) == 1)
+		me_atomic_add_return(&c->answers_due, -1);
 	if (status && op->type != ME_PT_CLOSE)
 		me_cstat_add(c, ME_CST_ERRORS, 1);
 	if (q.type)
@@ -185,6 +188,7 @@ int me_msg_submit(struct me_conn *c, u32 type, const struct me_rw *rw)
 	me_atomic_set(&op->done_bytes, 0);
 	me_atomic_set(&op->err, 0);
 	me_atomic_set(&op->sent, 0);
+	me_atomic_set(&op->due, 0);
 	me_atomic_set(&op->id, head);
 	/* The pack reference (me_plat.h), dropped by pack_put(). */
 	if (me_zc_on(n) && me_zc_type(type))
@@ -401,6 +405,7 @@ static void rx_read_resp(struct me_conn *c, const struct me_hdr *h)
 		me_stat_inc(n, ME_ST_RX_BADOP);
 		return;
 	}
+	me_atomic64_set(&c->progress_ns, me_now(n));
 	err = n->ops->mr_write(n->ctx, c->id, lregion, loff + h->d.msg_off,
 			       h->payload, pay, h->rx);
 	if (err)
@@ -422,6 +427,7 @@ static void rx_status(struct me_conn *c, const struct me_hdr *h)
 		me_stat_inc(c->node, ME_ST_RX_BADOP);
 		return;
 	}
+	me_atomic64_set(&c->progress_ns, me_now(c->node));
 	complete_op(c, op, h->d.op_id, -(s32)h->d.imm);
 }
 
@@ -549,12 +555,47 @@ static bool next_job(struct me_conn *c, struct job *j)
 	return false;
 }
 
+/*
+ * The op's last packet is going out: from now on only the peer's answer
+ * completes it.  A completion may race with this (a failing
+ * connection): whichever of the two moves `due` first decides, so
+ * answers_due counts each op at most once and never goes below zero.
+ */
+static void mark_due(struct me_conn *c, struct me_op *op)
+{
+	me_atomic64_set(&op->due_ns, me_now(c->node));
+	if (me_atomic_cmpxchg(&op->due, 0, 1) == 0)
+		me_atomic_add_return(&c->answers_due, 1);
+}
+
+bool me_msg_answer_overdue(struct me_conn *c, u64 now)
+{
+	u32 i;
+
+	if (!me_atomic_read(&c->answers_due) ||
+	    me_elapsed(now, me_atomic64_read(&c->progress_ns)) <= c->node->cfg.answer_ns)
+		return false;
+	/* Called a few times per answer_ns; the queue is short (ME_OPS_MAX). */
+	for (i = 0; i < c->nops; i++) {
+		struct me_op *op = &c->ops[i];
+
+		if (me_atomic_read(&op->due) == 1 &&
+		    me_elapsed(now, me_atomic64_read(&op->due_ns)) > c->node->cfg.answer_ns)
+			return true;
+	}
+	return false;
+}
+
 static void job_done(struct me_conn *c)
 {
 	if (c->cur_kind == 2) {
 		c->resp_tail++;
 		resp_unreserve(c);
 	} else {
+		struct me_op *op = &c->ops[c->op_pack & (c->nops - 1)];
+
+		if (op->type != ME_PT_CLOSE)
+			mark_due(c, op);
 		pack_put(c, c->op_pack);
 		c->op_pack++;
 		me_atomic_set(&c->op_packed, c->op_pack);

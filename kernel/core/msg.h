@@ -27,6 +27,9 @@ struct me_op {
 	me_atomic_t done_bytes;	/* read: bytes placed */
 	me_atomic_t err;	/* read: first placement error (positive) */
 	me_atomic_t sent;	/* a packet of it may have left (pump) */
+	me_atomic_t due;	/* 0, 1: sent in full and awaiting its answer
+				 * (since due_ns), 2: completed */
+	me_atomic64_t due_ns;
 	u32 type;		/* ME_PT_WRITE/NOTIFY/READ_REQ/CLOSE */
 	u64 cookie;
 	u32 lregion;
@@ -73,6 +76,14 @@ void me_msg_pump(struct me_conn *c);
  * -EAGAIN when no response slot was free (nothing changed, retry later).
  */
 int me_msg_rx(struct me_conn *c, const struct me_hdr *h);
+/*
+ * An operation sent in full has waited longer than cfg.answer_ns for its
+ * answer (a STATUS or the read's data), and in that time the peer neither
+ * acknowledged new data of the connection nor answered any operation
+ * (the last packets of a write may still be on their way, and answers
+ * come in the order of the requests: a long read delays those behind it).
+ */
+bool me_msg_answer_overdue(struct me_conn *c, u64 now);
 /*
  * Fail every queued operation with status (connection closed/dead), or
  * with -ECANCELED those of which no packet ever left: the target never

@@ -36,6 +36,7 @@ void me_node_cfg_default(struct me_node_cfg *cfg)
 	cfg->ka_ns = 500000;
 	cfg->link_dead_ns = 3000000;
 	cfg->peer_dead_ns = 50000000;
+	cfg->answer_ns = 2000000000;	/* 2 s */
 	cfg->rate_ns = 1000000;
 }
 

@@ -601,8 +601,11 @@ void me_win_rx_ack(struct me_conn *c, u32 link, const struct me_hdr *h)
 				retransmit(c, s, ME_ST_TX_RTX_LOSS);
 		}
 	}
-	if (progress)
+	if (progress) {
 		me_atomic_set(&c->backoff, 0);
+		/* The peer is working on our operations (msg.c, answer_ns). */
+		me_atomic64_set(&c->progress_ns, me_now(n));
+	}
 	cs = me_atomic_read(&c->close_seq);
 	if (cs && me_seq_le(cs, me_atomic_read(&c->snd_una)))
 		me_conn_close_acked(c);

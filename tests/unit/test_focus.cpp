@@ -449,6 +449,55 @@ TEST(Conn, peer_death__pending_ops_fail)
 	P.w->check(false);
 }
 
+// A peer that acknowledges every packet but never answers (its STATUS,
+// or a read's data, never arrive): past answer_ns the operation fails with
+// ETIMEDOUT and the connection is given up, instead of waiting forever
+// (issue 13 #6).  The peer's own side of the connection may live on.
+TEST(Conn, unanswered_operation__fails_after_answer_timeout)
+{
+	for (uint32_t type : {(uint32_t)ME_PT_STATUS, (uint32_t)ME_PT_READ_RESP}) {
+		SCOPED_TRACE(type == ME_PT_STATUS ? "write, no STATUS" : "read, no data");
+		me_node_cfg ca = default_cfg(1), cb = default_cfg(2);
+		ca.answer_ns = 100000000;	// 100 ms
+		ca.peer_dead_ns = cb.peer_dead_ns = 10000000000ull;
+		Pair P(19, 1, {}, ca, cb);
+		ASSERT_NE(P.c, nullptr);
+		P.sim.drop_hook = [&](const TxEvent &e) {
+			return e.parsed && e.node == 1 && e.h.type == type;
+		};
+		uint64_t t0 = P.sim.now;
+		ASSERT_EQ(P.w->submit(P.c, 0, type == ME_PT_STATUS ? Op::WRITE : Op::READ, 5000), 0);
+		ASSERT_TRUE(P.sim.run([&] { return P.w->all_done(); }, P.sim.now + 2000000000ull))
+			<< "the operation never completed";
+		EXPECT_EQ(P.w->ops.begin()->second.status, -ETIMEDOUT);
+		EXPECT_EQ(me_conn_state(P.c), ME_CS_DEAD);
+		EXPECT_GE(P.sim.now - t0, 100000000u);
+		EXPECT_LT(P.sim.now - t0, 150000000u);	// answer_ns + one scan period
+		P.w->check(false);
+	}
+}
+
+// Acks of new data and answers that keep coming, however slowly, are
+// progress: reads and a write taking several times answer_ns complete,
+// also the write whose answer waits behind the reads' data and one
+// retransmission of its STATUS.
+TEST(Conn, slow_answers__not_an_answer_timeout)
+{
+	me_node_cfg ca = default_cfg(1), cb = default_cfg(2);
+	ca.answer_ns = cb.answer_ns = 50000000;	// 50 ms
+	LinkParams lp;
+	lp.gbps = 0.1;
+	Pair P(20, 1, lp, ca, cb);
+	ASSERT_NE(P.c, nullptr);
+	uint64_t t0 = P.sim.now;
+	ASSERT_EQ(P.w->submit(P.c, 0, Op::READ, 1000000), 0);
+	ASSERT_EQ(P.w->submit(P.c, 0, Op::READ, 1000), 0);	// answered after the long one
+	ASSERT_EQ(P.w->submit(P.c, 0, Op::WRITE, 1000000), 0);
+	ASSERT_TRUE(P.sim.run([&] { return P.w->all_done(); }, P.sim.now + 2000000000ull));
+	EXPECT_GT(P.sim.now - t0, 100000000u) << "the transfer took longer than answer_ns";
+	P.w->check();
+}
+
 // ---- zero copy (me_plat_ops.zc_*): references on an op's payload ----------
 
 // Payload of writes and notifies at least zc_min long goes by reference,

@@ -362,13 +362,18 @@ static bool mr_in_range(const struct me_mr *mr, u64 off, u64 len)
 	return off <= mr->length && len <= mr->length - off;
 }
 
+/*
+ * A peer learns nothing it was not given: no such region answers like a
+ * wrong key, and the range is checked only for a peer holding the key (a
+ * prober must not map region ids or lengths).
+ */
 int me_mr_check_remote(struct me_net *mn, u32 id, u32 key, u64 off, u64 len, u32 access)
 {
 	struct me_mr *mr = me_mr_get_any(mn, id);
 	int ret = 0;
 
 	if (!mr)
-		return -ENOENT;
+		return -EACCES;
 	if (mr->key != key || (mr->access & access) != access)
 		ret = -EACCES;
 	else if (!mr_in_range(mr, off, len))

@@ -36,8 +36,13 @@
 
 #define ME_DEVICE_PATH		"/dev/multiedge"
 
-/* Bumped when a command is added; old commands keep working. */
-#define ME_ABI_VERSION		6
+/*
+ * Bumped when a command is added or a completion status changes meaning;
+ * old commands keep working.  7: an operation the connection never sent
+ * completes with -ECANCELED; a remote access to no such region completes
+ * with -EACCES, as one with a wrong key (it was -ENOENT).
+ */
+#define ME_ABI_VERSION		7
 
 /* Default ethertype: IEEE 802.1 Local Experimental 1. */
 #define ME_DEFAULT_ETHERTYPE	0x88B5
@@ -397,8 +402,8 @@ struct me_disconnect {
  * Errors in the completion's status.  The target refused it (nothing of it
  * took effect there; a write whose target region is deregistered while
  * it arrives may have placed a part):
- *   -ENOENT       no such region at the target
- *   -EACCES       wrong key, or access not granted
+ *   -EACCES       wrong key, access not granted, or no such region (not
+ *                 told apart, so that ids cannot be probed)
  *   -ERANGE       outside the target region
  *   -ENOBUFS      ME_OP_SEND: the peer's receive queue is full
  * The connection ended first (Documentation/api.md, "When a connection

@@ -364,7 +364,7 @@ TEST(Access, bad_key_range_permission__error_and_target_unchanged)
 		{kDst, kKey, (4 << 20) - 10, 100, false, -ERANGE},
 		{kDst, kKey, (4 << 20) - 100000, 200000, false, -ERANGE},
 		{9, kKey, 0, 50000, false, -EACCES},		// permission
-		{77, kKey, 0, 10, false, -ENOENT},
+		{77, kKey, 0, 10, false, -EACCES},		// no such region
 		{kSrc, kKey + 1, 0, 100, true, -EACCES},
 		{kSrc, kKey, (4 << 20) - 1, 2, true, -ERANGE},
 		{kDst, kKey, 0, 100, true, -EACCES},		// not readable

@@ -493,9 +493,12 @@ TEST_F(OpsTest, RemoteErrorsChangeNothing)
 		{"write far out", W, rw, 1ull << 62, 16, ERANGE},
 		{"read one byte past", R, rw, kLen - 100, 101, ERANGE},
 		{"read far out", R, rw, 1ull << 40, 16, ERANGE},
-		{"write to no region", W, noreg, 0, 16, ENOENT},
-		{"read from no region", R, noreg, 0, 16, ENOENT},
-		{"notify to no region", N, noreg, 0, 16, ENOENT},
+		// A prober learns neither which ids exist nor how long they are.
+		{"write to no region", W, noreg, 0, 16, EACCES},
+		{"read from no region", R, noreg, 0, 16, EACCES},
+		{"notify to no region", N, noreg, 0, 16, EACCES},
+		{"write far out, wrong key", W, badkey, 1ull << 40, 16, EACCES},
+		{"read one byte past, wrong key", R, badkey, kLen - 100, 101, EACCES},
 	};
 	uint64_t cookie = 1;
 	uint64_t completed_with_error = 0;

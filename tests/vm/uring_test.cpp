@@ -686,7 +686,7 @@ TEST_P(UringSqe, BadCommandsCompleteWithTheirErrors)
 		{"write far out", img(w(0, 1ull << 62, 16)), ERANGE},
 		{"read one byte past the target",
 		 img(make_post(ME_OP_READ, conn, reg, 0, 101, &remote_, kLen - 100)), ERANGE},
-		{"write to no region", img(make_post(ME_OP_WRITE, conn, reg, 0, 16, &noreg)), ENOENT},
+		{"write to no region", img(make_post(ME_OP_WRITE, conn, reg, 0, 16, &noreg)), EACCES},
 	};
 	// Valid posts in the same batch.
 	cases.push_back(ok_write("a valid write", img(w(0, 0, 0)), 4096));

@@ -18,11 +18,12 @@ const char *completion_hint(int status)
 {
 	switch (status) {
 	case EACCES:
-		return "wrong key, or the region does not grant that access";
+		return "wrong key, no such region at the target, or the region does not grant "
+		       "that access";
 	case ERANGE:
 		return "outside the target region: check offset and length against the "
 		       "region's length";
-	case ENOENT:
+	case ENOENT:	/* modules before ABI 7 */
 		return "no such region at the target: wrong id, or it was deregistered";
 	case ENOBUFS:
 		return "the peer's receive queue is full: it must take messages with recv()";

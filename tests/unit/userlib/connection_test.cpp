@@ -60,7 +60,8 @@ TEST(Describe, FailedWriteGivesErrnoTextAndHint)
 	c.status = EACCES;
 	c.conn = 3;
 	EXPECT_EQ(c.describe(), "write (cookie 7) on connection 3 failed: Permission denied "
-				"(wrong key, or the region does not grant that access)");
+				"(wrong key, no such region at the target, or the region does not grant "
+				"that access)");
 }
 
 TEST(Describe, SuccessSaysBytesMoved)

@@ -352,9 +352,9 @@ void me_engine_link_admin(struct me_net *mn, unsigned int idx, bool up)
 	me_link_set_admin(mn->core, idx, up);
 }
 
-void me_engine_rx(struct me_net *mn, unsigned int idx, const void *buf, u32 len)
+int me_engine_rx(struct me_net *mn, unsigned int idx, const void *buf, u32 len)
 {
-	me_core_rx(mn->core, idx, buf, len);
+	return me_core_rx(mn->core, idx, buf, len);
 }
 
 void me_engine_rx_frame(struct me_net *mn, unsigned int idx, struct me_rx_frame *fr)

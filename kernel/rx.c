@@ -23,6 +23,7 @@
 #include <linux/slab.h>
 #include <linux/topology.h>
 
+#include "core/me_core.h"
 #include "core/wire.h"
 #include "engine.h"
 #include "link.h"
@@ -149,19 +150,35 @@ static int frame_build(struct me_rx_thread *t, struct sk_buff *skb, u32 len)
 	return fr->nholes;
 }
 
+/*
+ * The engine accepted a HELLO of the link's peer: its source address is
+ * where link_xmit sends the link's unicast frames.  No other frame teaches
+ * it, so a stray or forged frame cannot redirect them (a forged HELLO
+ * that copies the peer's identity still can: nothing on the wire is
+ * authenticated, Documentation/security.md).
+ */
+static void learn_peer_mac(struct me_link *link, struct sk_buff *skb, int res)
+{
+	const u8 *src;
+	u64 mac;
+
+	if (res != ME_RX_PEER_HELLO || !skb_mac_header_was_set(skb))
+		return;
+	src = eth_hdr(skb)->h_source;
+	if (!is_valid_ether_addr(src))
+		return;
+	mac = ether_addr_to_u64(src);
+	if (atomic64_read(&link->peer_mac) != mac)
+		atomic64_set(&link->peer_mac, mac);
+}
+
 static void rx_one(struct me_rx_thread *t, struct sk_buff *skb, unsigned int bounce_len)
 {
 	struct me_link *link = t->link;
 	const void *buf = skb->data;
 	u32 len = skb->len;
 	int holes;
-	u64 mac;
 
-	if (skb_mac_header_was_set(skb)) {
-		mac = ether_addr_to_u64(eth_hdr(skb)->h_source);
-		if (atomic64_read(&link->peer_mac) != mac)
-			atomic64_set(&link->peer_mac, mac);
-	}
 	if (skb_headlen(skb) < len) {
 		/* Only the engine's own bytes matter; the rest is padding. */
 		len = min(len, bounce_len);
@@ -177,7 +194,8 @@ static void rx_one(struct me_rx_thread *t, struct sk_buff *skb, unsigned int bou
 			len = t->frame.len;
 		buf = t->bounce;
 	}
-	me_engine_rx(link->mn, link->idx, buf, len);
+	/* Only a HELLO of the link's peer teaches its address (never a frame with holes). */
+	learn_peer_mac(link, skb, me_engine_rx(link->mn, link->idx, buf, len));
 out:
 	consume_skb(skb);
 	this_cpu_dec(rx_queued);

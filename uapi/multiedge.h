@@ -605,6 +605,9 @@ enum me_stat_index {
 	ME_STAT_LINK_DOWN,
 	ME_STAT_LINK_UP,
 	ME_STAT_CREDIT_STALL,
+	ME_STAT_CONN_REFUSED,	/* CONNECTs refused: sender not alive by HELLO, or too many */
+	ME_STAT_ACCESS_DENIED,	/* remote accesses refused with EACCES */
+	ME_STAT_CONN_ABORTED,	/* connections aborted after too many refused accesses */
 	ME_STAT_COUNT
 };
 

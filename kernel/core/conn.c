@@ -176,34 +176,73 @@ struct me_conn *me_conn_lookup(struct me_node *n, const struct me_hdr *h)
 	return c;
 }
 
-/* The connection a CONNECT already created; with ctl_lock held. */
-static struct me_conn *find_passive(struct me_node *n, const struct me_hdr *h)
+/*
+ * The connection a CONNECT already created, with ctl_lock held; also
+ * counts the peer's live passive connections into *live.
+ */
+static struct me_conn *find_passive(struct me_node *n, const struct me_hdr *h, u32 *live)
 {
 	u32 i, cnt = me_atomic_read(&n->nconns);
 
+	*live = 0;
 	for (i = 0; i < cnt; i++) {
 		struct me_conn *c = n->conns[i];
 
-		if (c->peer == h->src_node && c->peer_conn == h->src_conn &&
-		    c->peer_inc == h->src_inc &&
+		if (c->peer != h->src_node || c->active)
+			continue;
+		if (c->peer_conn == h->src_conn && c->peer_inc == h->src_inc &&
 		    me_atomic_read(&c->state) != ME_CS_CONNECTING)
 			return c;
+		if (me_conn_live(c))
+			(*live)++;
 	}
 	return NULL;
+}
+
+/*
+ * No state for a sender we do not know: a CONNECT is taken only from the
+ * node and incarnation that HELLO made the peer of the link it came on,
+ * while that link is alive.  (Anyone on the segment can still claim that
+ * identity: see Documentation/security.md.)
+ */
+static bool connect_allowed(struct me_node *n, u32 link, const struct me_hdr *h)
+{
+	return me_link_alive(n, link) && me_link_peer(n, link) == h->src_node &&
+	       me_link_peer_inc(n, link) == h->src_inc;
+}
+
+void me_conn_access_denied(struct me_conn *c)
+{
+	struct me_node *n = c->node;
+
+	me_stat_inc(n, ME_ST_ACCESS_DENIED);
+	if (me_atomic_add_return(&c->access_denied, 1) == n->cfg.key_fail_max + 1) {
+		me_stat_inc(n, ME_ST_CONN_ABORTED);
+		me_conn_terminate(c, ME_CS_DEAD, -ECONNABORTED);
+	}
 }
 
 static void rx_connect(struct me_node *n, u32 link, const struct me_hdr *h)
 {
 	struct me_conn *c, *fresh;
+	u32 live;
 
 	if (h->dst_inc && h->dst_inc != n->cfg.incarnation) {
 		me_stat_inc(n, ME_ST_RX_STALE);
 		return;
 	}
+	if (!connect_allowed(n, link, h)) {
+		me_stat_inc(n, ME_ST_CONN_REFUSED);
+		return;
+	}
 	if (!me_trylock(&n->ctl_lock))
 		return;		/* the peer resends CONNECT */
-	c = find_passive(n, h);
+	c = find_passive(n, h, &live);
 	me_unlock(&n->ctl_lock);
+	if (!c && live >= n->cfg.max_passive) {
+		me_stat_inc(n, ME_ST_CONN_REFUSED);
+		return;
+	}
 	if (!c) {
 		/* Allocate unlocked, then look again: a copy may have won. */
 		fresh = conn_alloc(n, h->src_node, h->c.mode);
@@ -213,10 +252,12 @@ static void rx_connect(struct me_node *n, u32 link, const struct me_hdr *h)
 			me_conn_free(fresh);
 			return;
 		}
-		c = find_passive(n, h);
-		if (c) {
+		c = find_passive(n, h, &live);
+		if (c || live >= n->cfg.max_passive) {
 			me_unlock(&n->ctl_lock);
 			me_conn_free(fresh);
+			if (!c)
+				return;
 		}
 	} else {
 		fresh = NULL;

@@ -79,6 +79,9 @@ struct me_node_cfg {
 	u64 peer_dead_ns;	/* peer declared dead after this much silence */
 	u64 answer_ns;		/* an operation sent in full and unanswered
 				 * this long kills its connection (0: never) */
+	u32 max_passive;	/* live connections a peer may open to us */
+	u32 key_fail_max;	/* remote accesses refused (EACCES) per
+				 * connection before it is aborted */
 	u64 rate_ns;		/* link rate estimation period */
 	u32 zc_min;		/* payload bytes per packet sent by reference
 				 * (me_plat_ops.zc_tx), 0: always copied */
@@ -111,6 +114,10 @@ enum me_stat {
 	ME_ST_LINK_DOWN,
 	ME_ST_LINK_UP,
 	ME_ST_CREDIT_STALL,	/* pump stopped by receiver credit */
+	ME_ST_CONN_REFUSED,	/* CONNECT from a node not alive by HELLO, or
+				 * past max_passive */
+	ME_ST_ACCESS_DENIED,	/* remote accesses refused with EACCES */
+	ME_ST_CONN_ABORTED,	/* connections aborted after key_fail_max */
 	ME_ST_MAX_
 };
 

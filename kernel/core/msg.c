@@ -329,6 +329,14 @@ static int rx_write(struct me_conn *c, const struct me_hdr *h)
 		resp_unreserve(c);
 		return 0;
 	}
+	/* Once per message: every packet of it saw the same check. */
+	if (err == -EACCES) {
+		me_conn_access_denied(c);
+		if (!me_conn_live(c)) {
+			resp_unreserve(c);
+			return 0;
+		}
+	}
 	if (n->ops->mr_done && c->mode != ME_MODE_ORDERED)
 		n->ops->mr_done(n->ctx, h->d.region, h->d.addr, h->d.msg_len);
 	if (!err && any_err)
@@ -364,6 +372,13 @@ static int rx_read_req(struct me_conn *c, const struct me_hdr *h)
 			       h->d.msg_len, ME_ACC_READ);
 	if (me_get_be32(h->payload + 4))
 		err = -EINVAL;
+	if (err == -EACCES) {
+		me_conn_access_denied(c);
+		if (!me_conn_live(c)) {
+			resp_unreserve(c);
+			return 0;
+		}
+	}
 	if (err || !h->d.msg_len) {
 		push_status(c, h->d.op_id, err);
 	} else {

@@ -37,6 +37,8 @@ void me_node_cfg_default(struct me_node_cfg *cfg)
 	cfg->link_dead_ns = 3000000;
 	cfg->peer_dead_ns = 50000000;
 	cfg->answer_ns = 2000000000;	/* 2 s */
+	cfg->max_passive = 64;
+	cfg->key_fail_max = 16;
 	cfg->rate_ns = 1000000;
 }
 
@@ -58,7 +60,7 @@ struct me_node *me_node_create(const struct me_node_cfg *cfg,
 	    !cfg->credit || cfg->credit > cfg->window || !is_pow2(cfg->ops) ||
 	    cfg->ops > ME_OPS_MAX || !cfg->max_conns || !cfg->ack_every ||
 	    cfg->link_window < cfg->mtu || !cfg->rto_min_ns ||
-	    cfg->rto_max_ns < cfg->rto_min_ns ||
+	    cfg->rto_max_ns < cfg->rto_min_ns || !cfg->max_passive || !cfg->key_fail_max ||
 	    (ops->zc_tx && (!ops->zc_hold || !ops->zc_put)))
 		return NULL;
 	n = ops->alloc(ctx, sizeof(*n));

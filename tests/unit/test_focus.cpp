@@ -498,6 +498,110 @@ TEST(Conn, slow_answers__not_an_answer_timeout)
 	P.w->check();
 }
 
+// No state for a sender we do not know: a CONNECT from a node that is not
+// the link's peer by HELLO (or from an old incarnation of it) creates no
+// connection (issue 13 #3).
+TEST(Conn, connect_from_unknown_node__refused)
+{
+	Sim sim(21);
+	setup_pair(sim, 1, LinkParams{}, default_cfg(1), default_cfg(2));
+	sim.run_for(5000000);	// HELLOs: node 1 knows node 0 on link 0
+	me_node *n = sim.nodes[1]->node;
+	ASSERT_EQ(me_link_peer(n, 0), 1u);
+	auto forge = [&](uint32_t src, uint32_t inc, uint32_t conn) {
+		me_hdr h{};
+		h.version = ME_WIRE_VERSION;
+		h.type = ME_PT_CONNECT;
+		h.src_node = src;
+		h.dst_node = 2;
+		h.src_inc = inc;
+		h.src_conn = conn;
+		h.c.isn = 1000;
+		h.c.credit = 64;
+		h.c.window = 256;
+		h.c.mode = ME_MODE_ORDERED;	// the costlier one
+		h.c.ops = 64;
+		std::vector<uint8_t> b(ME_HDR_CONN);
+		b.resize(me_wire_build(b.data(), &h));
+		return b;
+	};
+	for (uint32_t i = 0; i < 100; i++)
+		sim.deliver(*sim.nodes[1], 0, forge(1000 + i, 1, 1));	// strangers
+	for (uint32_t i = 0; i < 100; i++)
+		sim.deliver(*sim.nodes[1], 0, forge(1, 2, 1 + i));	// node 0, wrong incarnation
+	EXPECT_EQ(me_node_nconns(n), 0u) << "a connection was created for an unvalidated sender";
+	EXPECT_EQ(me_node_stat(n, ME_ST_CONN_REFUSED), 200u);
+	// The real node 0 still connects.
+	EXPECT_NE(sim.connect(0, 1, ME_MODE_UNORDERED), nullptr);
+}
+
+// A peer may hold at most max_passive live connections to us; closing
+// one makes room again.
+TEST(Conn, passive_connections_per_peer__bounded)
+{
+	me_node_cfg ca = default_cfg(1), cb = default_cfg(2);
+	cb.max_passive = 3;
+	Sim sim(22);
+	setup_pair(sim, 1, LinkParams{}, ca, cb);
+	std::vector<me_conn *> cs;
+	for (int i = 0; i < 3; i++) {
+		cs.push_back(sim.connect(0, 1, ME_MODE_UNORDERED));
+		ASSERT_NE(cs.back(), nullptr) << i;
+	}
+	me_conn *extra = nullptr;
+	ASSERT_EQ(me_conn_connect(sim.nodes[0]->node, 2, ME_MODE_UNORDERED, &extra), 0);
+	sim.run_for(500000000);
+	EXPECT_NE(me_conn_state(extra), ME_CS_ESTABLISHED) << "a fourth passive connection";
+	EXPECT_GE(me_node_stat(sim.nodes[1]->node, ME_ST_CONN_REFUSED), 1u);
+	EXPECT_EQ(me_node_nconns(sim.nodes[1]->node), 3u);
+	ASSERT_EQ(me_conn_close(cs[0]), 0);
+	ASSERT_TRUE(sim.run([&] { return me_conn_state(cs[0]) == ME_CS_CLOSED; },
+			    sim.now + 100000000));
+	sim.run_for(10000000);
+	EXPECT_NE(sim.connect(0, 1, ME_MODE_UNORDERED), nullptr) << "no room after a close";
+}
+
+// Refused remote accesses are answered EACCES up to key_fail_max; the next
+// one aborts the connection at the target, and the initiator's operations
+// then fail (issue 13 #4: keys cannot be guessed through a connection).
+TEST(Access, refused_accesses__connection_aborted_after_limit)
+{
+	me_node_cfg ca = default_cfg(1), cb = default_cfg(2);
+	cb.key_fail_max = 4;
+	ca.answer_ns = 100000000;
+	Pair P(23, 1, {}, ca, cb);
+	ASSERT_NE(P.c, nullptr);
+	for (int i = 0; i < 8; i++) {
+		me_rw rw{};
+		rw.cookie = 1000 + i;
+		rw.remote_region = i % 2 ? 77 : kDst;	// no such region, wrong key
+		rw.remote_key = kKey + 1 + i;
+		rw.len = 100 + i;
+		bool read = i % 3 == 2;
+		rw.local_region = read ? kRd : kSrc;
+		ASSERT_EQ(read ? me_conn_read(P.c, &rw) : me_conn_write(P.c, &rw), 0);
+	}
+	std::map<uint64_t, int> st;
+	P.sim.cqe_hook = [&](Node &n, const me_cqe &q) {
+		if (n.idx == 0 && (q.type == ME_CQE_WRITE || q.type == ME_CQE_READ))
+			st[q.cookie] = q.status;
+	};
+	ASSERT_TRUE(P.sim.run([&] { return st.size() == 8; }, P.sim.now + 2000000000ull));
+	int denied = 0;
+	for (auto &[ck, s] : st) {
+		EXPECT_TRUE(s == -EACCES || s == -ETIMEDOUT || s == -ECANCELED) << ck << ": " << s;
+		denied += s == -EACCES;
+	}
+	EXPECT_EQ(denied, 4);
+	EXPECT_EQ(me_node_stat(P.sim.nodes[1]->node, ME_ST_ACCESS_DENIED), 5u);
+	EXPECT_EQ(me_node_stat(P.sim.nodes[1]->node, ME_ST_CONN_ABORTED), 1u);
+	EXPECT_EQ(me_conn_state(P.p), ME_CS_DEAD);
+	EXPECT_EQ(me_conn_state(P.c), ME_CS_DEAD);
+	for (auto &[id, r] : P.sim.nodes[1]->regions)
+		for (size_t i = 0; i < r.wcount.size(); i++)
+			ASSERT_EQ(r.wcount[i], 0) << "region " << id;
+}
+
 // ---- zero copy (me_plat_ops.zc_*): references on an op's payload ----------
 
 // Payload of writes and notifies at least zc_min long goes by reference,

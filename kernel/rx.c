@@ -96,13 +96,16 @@ void me_frame_fill(struct me_rx_frame *fr)
 /*
  * May fragment @f (frame offset @off, the frame @len long) stay a hole?
  * Only a whole order-0 page nobody else references: then the flip that
- * takes it leaves nothing the stack or a driver still uses.
+ * takes it leaves nothing the stack or a driver still uses.  And only past
+ * the header: the engine parses [0, ME_HDR_MAX) from the bounce buffer, so
+ * every header byte must be copied there from this frame (a hole would
+ * leave the previous frame's bytes in its place).
  */
 static bool frag_is_hole(const skb_frag_t *f, u32 off, u32 len)
 {
 	struct page *page = skb_frag_page(f);
 
-	return skb_frag_off(f) == 0 && skb_frag_size(f) == PAGE_SIZE &&
+	return off >= ME_HDR_MAX && skb_frag_off(f) == 0 && skb_frag_size(f) == PAGE_SIZE &&
 	       off + PAGE_SIZE <= len && !PageCompound(page) && !PageSlab(page) &&
 	       !PageAnon(page) && !page_mapped(page) && page_ref_count(page) == 1;
 }

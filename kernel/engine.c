@@ -15,6 +15,7 @@
 #include <linux/kthread.h>
 #include <linux/log2.h>
 #include <linux/module.h>
+#include <linux/nsproxy.h>
 #include <linux/rtnetlink.h>
 #include <linux/sched.h>
 #include <linux/slab.h>
@@ -229,6 +230,23 @@ static int timer_thread(void *arg)
 }
 
 /*
+ * The name HELLO carries: the host name of the task attaching the first
+ * link, if it lives in the node's network namespace, so a container's node
+ * names itself by its own UTS namespace and never by the host's; else
+ * (the file was opened in another namespace) none.  The task's nsproxy is
+ * its own to change; a sethostname() racing with this read can only mix
+ * two names, each NUL-terminated within the array.
+ */
+static void node_name(struct me_net *mn, char *name, size_t size)
+{
+	struct nsproxy *nsp = current->nsproxy;
+
+	name[0] = '\0';
+	if (nsp && nsp->net_ns == mn->net)
+		strscpy(name, nsp->uts_ns->name.nodename, size);
+}
+
+/*
  * Timeouts scaled for hosts where a thread may wait milliseconds for a CPU
  * (an emulated guest): the engine's defaults suit a dedicated core.
  */
@@ -261,7 +279,7 @@ static void fill_cfg(struct me_net *mn, struct me_node_cfg *cfg, unsigned int pa
 	cfg->answer_ns = (u64)answer_ms * NSEC_PER_MSEC;
 	cfg->rate_ns = 10 * NSEC_PER_MSEC;
 	cfg->zc_min = tx_zc_min;
-	snprintf(cfg->name, sizeof(cfg->name), "%s", init_utsname()->nodename);
+	node_name(mn, cfg->name, sizeof(cfg->name));
 }
 
 int me_engine_start(struct me_net *mn, unsigned int packet_size)

@@ -169,9 +169,14 @@ static void plat_complete(void *ctx, const struct me_cqe *cqe)
 	me_ops_complete(ctx, cqe);
 }
 
+/*
+ * The node's tables (at the first attach) and each connection's rings: an
+ * active connection's in the connecting task's memory cgroup, a passive
+ * one's in none (receive threads are kernel threads).
+ */
 static void *plat_alloc(void *ctx, size_t size)
 {
-	return kvmalloc(size, GFP_KERNEL);
+	return kvmalloc(size, GFP_KERNEL_ACCOUNT);
 }
 
 static void plat_free(void *ctx, void *p)

@@ -25,15 +25,20 @@
 namespace metest {
 
 /*
- * The bound on one operation, from the module's timers (kernel/engine.c):
- * it waits behind at most the 15 others of its node, 16 MiB, which the
- * slowest guest links here move in under 1.5 s, plus loss recovery: sack
- * detection within reorder_ns (2 ms) or timeouts from rto_init 20 ms
- * doubling (20 + 40 + 80 + 160 ms for four in a row), plus a guest vCPU
- * that stalls for a second now and then.  5 s is well above all of it;
- * the freezes of issue 14 lasted 5-23 s, as long as the load.
+ * The bound on one operation, from the module's timers (kernel/engine.c)
+ * and these links: on an ordered connection an operation waits behind at
+ * most the 7 others of its connection and their read-backs, up to 8 MiB,
+ * which the two-guest links (5-7 MB/s per direction, shared by both
+ * connections, with a quarter of the packets lost and sent again: no
+ * congestion control yet) move in about 3-4 s; plus loss recovery: sack
+ * detection within reorder_ns (2 ms), else timeouts doubling up to
+ * rto_max (1 s), about 2.5 s when the same packet is lost four times in a
+ * row, which at that loss rate happens; plus a guest vCPU that stalls now
+ * and then.  10 s covers it (the slowest operation seen in 60 s runs took
+ * 5.0 s); the freezes of issue 14 lasted 5-23 s, as long as the load, so
+ * a load of 20 s or more still shows one.
  */
-constexpr auto kMixedBound = std::chrono::seconds(5);
+constexpr auto kMixedBound = std::chrono::seconds(10);
 
 // Seconds of load: $ME_MIXED_SECONDS, else `fallback`.
 int mixed_seconds(int fallback);

@@ -79,7 +79,8 @@ struct page *me_pool_get(gfp_t gfp)
 		pool_n--;
 	}
 	spin_unlock_bh(&pool_lock);
-	return page ?: alloc_page(gfp);
+	/* Charged to the memory cgroup of the task building the frame, if any. */
+	return page ?: alloc_page(gfp | __GFP_ACCOUNT);
 }
 
 /* Takes the caller's reference; keeps the page only if it was the last. */
@@ -387,13 +388,14 @@ int me_area_mmap(struct file *file, struct vm_area_struct *vma)
 	if (vma->vm_pgoff || !(vma->vm_flags & VM_SHARED) ||
 	    npages > (ME_MR_MAX_LENGTH >> PAGE_SHIFT))
 		return -EINVAL;
-	a = kzalloc(sizeof(*a), GFP_KERNEL);
+	a = kzalloc(sizeof(*a), GFP_KERNEL_ACCOUNT);
 	if (!a)
 		return -ENOMEM;
 	a->npages = npages;
-	a->pages = kvcalloc(npages, sizeof(*a->pages), GFP_KERNEL);
-	a->retired = kvcalloc(npages, sizeof(*a->retired), GFP_KERNEL);
-	a->locks = bitmap_zalloc(npages, GFP_KERNEL);
+	/* The area and its pages are charged to the mapping task's memory cgroup. */
+	a->pages = kvcalloc(npages, sizeof(*a->pages), GFP_KERNEL_ACCOUNT);
+	a->retired = kvcalloc(npages, sizeof(*a->retired), GFP_KERNEL_ACCOUNT);
+	a->locks = bitmap_zalloc(npages, GFP_KERNEL_ACCOUNT);
 	ret = -ENOMEM;
 	if (!a->pages || !a->retired || !a->locks)
 		goto err_arrays;
@@ -408,7 +410,7 @@ int me_area_mmap(struct file *file, struct vm_area_struct *vma)
 			}
 			cond_resched();
 		}
-		a->pages[i] = alloc_page(GFP_HIGHUSER | __GFP_ZERO);
+		a->pages[i] = alloc_page(GFP_HIGHUSER | __GFP_ZERO | __GFP_ACCOUNT);
 		if (!a->pages[i]) {
 			ret = -ENOMEM;
 			goto err_pages;

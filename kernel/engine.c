@@ -15,6 +15,7 @@
 #include <linux/kthread.h>
 #include <linux/log2.h>
 #include <linux/module.h>
+#include <linux/nsproxy.h>
 #include <linux/rtnetlink.h>
 #include <linux/sched.h>
 #include <linux/slab.h>
@@ -168,9 +169,14 @@ static void plat_complete(void *ctx, const struct me_cqe *cqe)
 	me_ops_complete(ctx, cqe);
 }
 
+/*
+ * The node's tables (at the first attach) and each connection's rings: an
+ * active connection's in the connecting task's memory cgroup, a passive
+ * one's in none (receive threads are kernel threads).
+ */
 static void *plat_alloc(void *ctx, size_t size)
 {
-	return kvmalloc(size, GFP_KERNEL);
+	return kvmalloc(size, GFP_KERNEL_ACCOUNT);
 }
 
 static void plat_free(void *ctx, void *p)
@@ -229,6 +235,23 @@ static int timer_thread(void *arg)
 }
 
 /*
+ * The name HELLO carries: the host name of the task attaching the first
+ * link, if it lives in the node's network namespace, so a container's node
+ * names itself by its own UTS namespace and never by the host's; else
+ * (the file was opened in another namespace) none.  The task's nsproxy is
+ * its own to change; a sethostname() racing with this read can only mix
+ * two names, each NUL-terminated within the array.
+ */
+static void node_name(struct me_net *mn, char *name, size_t size)
+{
+	struct nsproxy *nsp = current->nsproxy;
+
+	name[0] = '\0';
+	if (nsp && nsp->net_ns == mn->net)
+		strscpy(name, nsp->uts_ns->name.nodename, size);
+}
+
+/*
  * Timeouts scaled for hosts where a thread may wait milliseconds for a CPU
  * (an emulated guest): the engine's defaults suit a dedicated core.
  */
@@ -261,7 +284,7 @@ static void fill_cfg(struct me_net *mn, struct me_node_cfg *cfg, unsigned int pa
 	cfg->answer_ns = (u64)answer_ms * NSEC_PER_MSEC;
 	cfg->rate_ns = 10 * NSEC_PER_MSEC;
 	cfg->zc_min = tx_zc_min;
-	snprintf(cfg->name, sizeof(cfg->name), "%s", init_utsname()->nodename);
+	node_name(mn, cfg->name, sizeof(cfg->name));
 }
 
 int me_engine_start(struct me_net *mn, unsigned int packet_size)
@@ -352,9 +375,9 @@ void me_engine_link_admin(struct me_net *mn, unsigned int idx, bool up)
 	me_link_set_admin(mn->core, idx, up);
 }
 
-void me_engine_rx(struct me_net *mn, unsigned int idx, const void *buf, u32 len)
+int me_engine_rx(struct me_net *mn, unsigned int idx, const void *buf, u32 len)
 {
-	me_core_rx(mn->core, idx, buf, len);
+	return me_core_rx(mn->core, idx, buf, len);
 }
 
 void me_engine_rx_frame(struct me_net *mn, unsigned int idx, struct me_rx_frame *fr)

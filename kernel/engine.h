@@ -26,7 +26,8 @@ int me_engine_link_add(struct me_net *mn, unsigned int idx, unsigned int mtu,
 void me_engine_link_del(struct me_net *mn, unsigned int idx);
 void me_engine_link_admin(struct me_net *mn, unsigned int idx, bool up);
 /* A received packet (after the Ethernet header), from a receive thread. */
-void me_engine_rx(struct me_net *mn, unsigned int idx, const void *buf, u32 len);
+/* Returns me_core_rx()'s result: ME_RX_PEER_HELLO for a HELLO of the link's peer. */
+int me_engine_rx(struct me_net *mn, unsigned int idx, const void *buf, u32 len);
 /* A frame with holes (rxframe.h): placement may flip its pages. */
 void me_engine_rx_frame(struct me_net *mn, unsigned int idx, struct me_rx_frame *fr);
 

@@ -51,7 +51,7 @@ struct me_link {
 	unsigned int idx;		/* engine slot */
 	unsigned int mtu;		/* written under RTNL */
 	bool up;			/* running with carrier; under RTNL */
-	atomic64_t peer_mac;		/* last source address seen, 0: none */
+	atomic64_t peer_mac;		/* of the peer's HELLO (rx.c), 0: none */
 	struct me_link_pcpu __percpu *stats;
 	/* Frames from the handler to the receive threads (Table 1 state 6). */
 	struct ptr_ring ring;

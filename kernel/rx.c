@@ -23,6 +23,7 @@
 #include <linux/slab.h>
 #include <linux/topology.h>
 
+#include "core/me_core.h"
 #include "core/wire.h"
 #include "engine.h"
 #include "link.h"
@@ -95,13 +96,16 @@ void me_frame_fill(struct me_rx_frame *fr)
 /*
  * May fragment @f (frame offset @off, the frame @len long) stay a hole?
  * Only a whole order-0 page nobody else references: then the flip that
- * takes it leaves nothing the stack or a driver still uses.
+ * takes it leaves nothing the stack or a driver still uses.  And only past
+ * the header: the engine parses [0, ME_HDR_MAX) from the bounce buffer, so
+ * every header byte must be copied there from this frame (a hole would
+ * leave the previous frame's bytes in its place).
  */
 static bool frag_is_hole(const skb_frag_t *f, u32 off, u32 len)
 {
 	struct page *page = skb_frag_page(f);
 
-	return skb_frag_off(f) == 0 && skb_frag_size(f) == PAGE_SIZE &&
+	return off >= ME_HDR_MAX && skb_frag_off(f) == 0 && skb_frag_size(f) == PAGE_SIZE &&
 	       off + PAGE_SIZE <= len && !PageCompound(page) && !PageSlab(page) &&
 	       !PageAnon(page) && !page_mapped(page) && page_ref_count(page) == 1;
 }
@@ -149,19 +153,35 @@ static int frame_build(struct me_rx_thread *t, struct sk_buff *skb, u32 len)
 	return fr->nholes;
 }
 
+/*
+ * The engine accepted a HELLO of the link's peer: its source address is
+ * where link_xmit sends the link's unicast frames.  No other frame teaches
+ * it, so a stray or forged frame cannot redirect them (a forged HELLO
+ * that copies the peer's identity still can: nothing on the wire is
+ * authenticated, Documentation/security.md).
+ */
+static void learn_peer_mac(struct me_link *link, struct sk_buff *skb, int res)
+{
+	const u8 *src;
+	u64 mac;
+
+	if (res != ME_RX_PEER_HELLO || !skb_mac_header_was_set(skb))
+		return;
+	src = eth_hdr(skb)->h_source;
+	if (!is_valid_ether_addr(src))
+		return;
+	mac = ether_addr_to_u64(src);
+	if (atomic64_read(&link->peer_mac) != mac)
+		atomic64_set(&link->peer_mac, mac);
+}
+
 static void rx_one(struct me_rx_thread *t, struct sk_buff *skb, unsigned int bounce_len)
 {
 	struct me_link *link = t->link;
 	const void *buf = skb->data;
 	u32 len = skb->len;
 	int holes;
-	u64 mac;
 
-	if (skb_mac_header_was_set(skb)) {
-		mac = ether_addr_to_u64(eth_hdr(skb)->h_source);
-		if (atomic64_read(&link->peer_mac) != mac)
-			atomic64_set(&link->peer_mac, mac);
-	}
 	if (skb_headlen(skb) < len) {
 		/* Only the engine's own bytes matter; the rest is padding. */
 		len = min(len, bounce_len);
@@ -177,7 +197,8 @@ static void rx_one(struct me_rx_thread *t, struct sk_buff *skb, unsigned int bou
 			len = t->frame.len;
 		buf = t->bounce;
 	}
-	me_engine_rx(link->mn, link->idx, buf, len);
+	/* Only a HELLO of the link's peer teaches its address (never a frame with holes). */
+	learn_peer_mac(link, skb, me_engine_rx(link->mn, link->idx, buf, len));
 out:
 	consume_skb(skb);
 	this_cpu_dec(rx_queued);

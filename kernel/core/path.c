@@ -4,7 +4,9 @@
  *
  * Discovery: every link sends HELLO (node id, incarnation, name) every
  * hello_ns; the receiver records the peer node and incarnation of the link,
- * and the links reporting the same peer form that peer's channel.
+ * and the links reporting the same peer form that peer's channel.  A HELLO
+ * naming another identity replaces the link's peer only once that peer has
+ * stopped answering (hello_adopt()): HELLOs are not authenticated.
  *
  * Liveness: any valid packet received on a link refreshes it; after ka_ns
  * of silence the timer sends a KEEPALIVE probe (answered at once), after
@@ -120,35 +122,78 @@ static void send_small(struct me_node *n, u32 idx, u32 type, u32 dst,
 	me_node_tx(n, idx, buf, len + name);
 }
 
-void me_path_rx(struct me_node *n, u32 idx, const struct me_hdr *h)
+/* Has the link's peer (node, inc) been silent on link i for link_dead_ns? */
+static bool silent_on(struct me_node *n, u32 i, u32 node, u32 inc, u64 now)
+{
+	struct me_link *l = &n->links[i];
+
+	if (!l->present || me_atomic_read(&l->peer_node) != node ||
+	    me_atomic_read(&l->peer_inc) != inc)
+		return true;
+	return me_elapsed(now, me_atomic64_read(&l->last_rx_ns)) > n->cfg.link_dead_ns;
+}
+
+/*
+ * A HELLO that validated but names another identity than the link's peer.
+ * Nothing in it is authenticated, so it replaces the peer only when the
+ * peer has stopped answering: another node takes the link once the peer
+ * has been silent on it for link_dead_ns, a new incarnation of the peer
+ * (a restart, which fails every connection to the old one) once the old
+ * incarnation has been silent that long on every link.  A live peer is
+ * never silent that long: it answers keepalive probes after ka_ns.  So
+ * a forged HELLO changes nothing while the peer lives, and a real restart
+ * is believed within link_dead_ns + hello_ns.  Returns true if the
+ * sender is now the link's peer.
+ */
+static bool hello_adopt(struct me_node *n, u32 idx, const struct me_hdr *h,
+			u32 old_peer, u32 old_inc)
+{
+	struct me_link *l = &n->links[idx];
+	u64 now = me_now(n);
+	u32 i;
+
+	if (old_peer) {
+		for (i = 0; i < ME_MAX_LINKS; i++) {
+			if ((i == idx || old_peer == h->src_node) &&
+			    !silent_on(n, i, old_peer, old_inc, now)) {
+				me_stat_inc(n, ME_ST_RX_HELLO_HELD);
+				return false;
+			}
+		}
+	}
+	/* Concurrent HELLOs on the link: one of them takes it. */
+	if (me_atomic_cmpxchg(&l->peer_inc, old_inc, h->src_inc) != old_inc)
+		return false;
+	me_atomic_set(&l->peer_node, h->src_node);
+	if (old_peer == h->src_node && old_inc) {
+		me_stat_inc(n, ME_ST_PEER_RESTART);
+		me_conn_peer_restarted(n, h->src_node, h->src_inc);
+	}
+	return true;
+}
+
+int me_path_rx(struct me_node *n, u32 idx, const struct me_hdr *h)
 {
 	struct me_link *l = &n->links[idx];
 	u32 old_peer = me_atomic_read(&l->peer_node);
 	u32 old_inc = me_atomic_read(&l->peer_inc);
 
-	if (h->type == ME_PT_HELLO) {
-		/* Incarnations grow: an older one is a stale HELLO. */
-		if (old_peer == h->src_node && old_inc &&
-		    me_seq_lt(h->src_inc, old_inc))
-			return;
-		if (old_peer != h->src_node || old_inc != h->src_inc) {
-			me_atomic_set(&l->peer_node, h->src_node);
-			me_atomic_set(&l->peer_inc, h->src_inc);
-			if (old_peer == h->src_node && old_inc)
-				me_conn_peer_restarted(n, h->src_node,
-						       h->src_inc);
-		}
-	} else if (old_peer != h->src_node || old_inc != h->src_inc) {
-		return;		/* liveness only from the known peer */
+	if (old_peer != h->src_node || old_inc != h->src_inc) {
+		/* Liveness only from the known peer, a new one only by HELLO. */
+		if (h->type != ME_PT_HELLO || !hello_adopt(n, idx, h, old_peer, old_inc))
+			return 0;
 	}
 	me_atomic64_set(&l->last_rx_ns, me_now(n));
 	if (!me_atomic_read(&l->alive) && me_atomic_read(&l->admin_up)) {
 		me_atomic_set(&l->alive, 1);
 		me_stat_inc(n, ME_ST_LINK_UP);
 	}
+	if (h->type == ME_PT_HELLO)
+		return ME_RX_PEER_HELLO;
 	if (h->type == ME_PT_KEEPALIVE && !(h->flags & ME_F_REPLY))
 		send_small(n, idx, ME_PT_KEEPALIVE, h->src_node, h->src_inc,
 			   ME_F_REPLY);
+	return 0;
 }
 
 static bool usable(struct me_node *n, u32 i, u32 peer)

@@ -42,8 +42,12 @@ struct me_link {
 #define ME_TXNO_MASK	0xffffff
 
 void me_path_init(struct me_node *node);
-/* A valid packet arrived on the link from node src (liveness, recovery). */
-void me_path_rx(struct me_node *node, u32 link, const struct me_hdr *h);
+/*
+ * A valid packet arrived on the link from node src (liveness, recovery,
+ * discovery).  Returns ME_RX_PEER_HELLO (me_core.h) for a HELLO of the
+ * link's peer, else 0.
+ */
+int me_path_rx(struct me_node *node, u32 link, const struct me_hdr *h);
 /* Pick the link for `len` bytes to peer; -1 if none usable now. */
 int me_path_pick(struct me_node *node, u32 peer, u32 len, bool force);
 /* Any alive link to the peer (for control packets), -1 if none. */

@@ -7,10 +7,17 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <arpa/inet.h>
 #include <cerrno>
+#include <fcntl.h>
+#include <linux/if_packet.h>
+#include <linux/if_ether.h>
+#include <net/if.h>
 #include <random>
 #include <set>
+#include <sys/socket.h>
 #include <thread>
+#include <unistd.h>
 
 #include "cluster.hpp"
 #include "module_util.hpp"
@@ -126,6 +133,122 @@ struct NetemParam {
 };
 
 class FaultTest : public ClusterTest {};
+class WireAttackTest : public ClusterTest {};
+
+void put_be16(uint8_t *p, uint32_t v)
+{
+	p[0] = static_cast<uint8_t>(v >> 8);
+	p[1] = static_cast<uint8_t>(v);
+}
+
+void put_be32(uint8_t *p, uint32_t v)
+{
+	put_be16(p, v >> 16);
+	put_be16(p + 2, v);
+}
+
+// A HELLO (type 1) or KEEPALIVE (type 2) as Documentation/protocol.md
+// lays it out: the 32-byte common header and the link word.
+std::vector<uint8_t> small_pkt(uint8_t type, uint16_t flags, uint32_t src, uint32_t src_inc,
+			       uint32_t dst)
+{
+	std::vector<uint8_t> p(40, 0);
+	p[0] = 1;	// ME_WIRE_VERSION
+	p[1] = type;
+	put_be16(&p[2], flags);
+	put_be16(&p[4], 40);
+	put_be32(&p[8], src);
+	put_be32(&p[12], dst);
+	put_be32(&p[16], src_inc);
+	return p;
+}
+
+// A packet socket on one interface of the calling thread's namespace: it
+// sends frames with any source address, and, as a tap, sees every frame
+// the interface receives (a veth hands up frames for any address).
+class RawPort {
+public:
+	explicit RawPort(const std::string &ifname, bool vnet_hdr = false)
+	{
+		ifindex_ = static_cast<int>(if_nametoindex(ifname.c_str()));
+		fd_ = ::socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC | SOCK_NONBLOCK, htons(ETH_P_ALL));
+		int one = 1, big = 8 << 20;
+		if (fd_ >= 0 && vnet_hdr)
+			ok_ = ::setsockopt(fd_, SOL_PACKET, PACKET_VNET_HDR, &one, sizeof(one)) == 0;
+		else
+			ok_ = fd_ >= 0;
+		sockaddr_ll sll{};
+		sll.sll_family = AF_PACKET;
+		sll.sll_protocol = htons(ETH_P_ALL);
+		sll.sll_ifindex = ifindex_;
+		ok_ = ok_ && ifindex_ &&
+		      ::bind(fd_, reinterpret_cast<sockaddr *>(&sll), sizeof(sll)) == 0;
+		if (ok_)
+			::setsockopt(fd_, SOL_SOCKET, SO_RCVBUFFORCE, &big, sizeof(big));
+		vnet_ = vnet_hdr;
+	}
+	~RawPort()
+	{
+		if (fd_ >= 0)
+			::close(fd_);
+	}
+	RawPort(const RawPort &) = delete;
+	RawPort &operator=(const RawPort &) = delete;
+	bool ok() const { return ok_; }
+
+	// Sends `pkt` (what follows the Ethernet header) from `src` to
+	// broadcast; with a vnet header of hdr_len `linear`, the sending skb
+	// keeps only `linear` bytes in its linear part, the rest in pages.
+	bool send(const uint8_t src[6], const std::vector<uint8_t> &pkt, uint16_t linear = 0)
+	{
+		std::vector<uint8_t> f;
+		if (vnet_) {
+			// struct virtio_net_hdr (linux/virtio_net.h is not C++):
+			// no checksum offload, no GSO, hdr_len in host order (x86).
+			struct {
+				uint8_t flags, gso_type;
+				uint16_t hdr_len, gso_size, csum_start, csum_offset;
+			} vh{};
+			vh.hdr_len = linear;
+			const auto *b = reinterpret_cast<const uint8_t *>(&vh);
+			f.insert(f.end(), b, b + sizeof(vh));
+		}
+		for (int i = 0; i < 6; i++)
+			f.push_back(0xff);
+		f.insert(f.end(), src, src + 6);
+		f.push_back(ME_DEFAULT_ETHERTYPE >> 8);
+		f.push_back(ME_DEFAULT_ETHERTYPE & 0xff);
+		f.insert(f.end(), pkt.begin(), pkt.end());
+		return ::send(fd_, f.data(), f.size(), 0) == static_cast<ssize_t>(f.size());
+	}
+
+	// Frames of our ethertype received (not sent) so far whose
+	// destination is `dst`.
+	uint64_t count_to(const uint8_t dst[6])
+	{
+		uint8_t b[2048];
+		for (;;) {
+			sockaddr_ll from{};
+			socklen_t fl = sizeof(from);
+			ssize_t n = ::recvfrom(fd_, b, sizeof(b), MSG_TRUNC,
+					       reinterpret_cast<sockaddr *>(&from), &fl);
+			if (n < 0)
+				break;
+			if (n < 14 || from.sll_pkttype == PACKET_OUTGOING)
+				continue;
+			if ((b[12] << 8 | b[13]) == ME_DEFAULT_ETHERTYPE && std::memcmp(b, dst, 6) == 0)
+				to_++;
+		}
+		return to_;
+	}
+
+private:
+	int fd_ = -1;
+	int ifindex_ = 0;
+	bool ok_ = false;
+	bool vnet_ = false;
+	uint64_t to_ = 0;
+};
 class NetemTest : public ClusterTest, public ::testing::WithParamInterface<NetemParam> {};
 
 } // namespace
@@ -396,4 +519,170 @@ TEST_F(FaultTest, PeerNamespaceDeletedMidTransfer)
 	(void)mr_src->deregister();
 	c_->teardown();
 	EXPECT_TRUE(accounting_idle(false, std::chrono::seconds(20)));
+}
+
+// A third party on the segment (here: frames injected into node 1's veth
+// with a foreign source address) sends `kind` frames over and over during
+// a 16 MiB write from node 0 to node 1.  Node 0 must never send a unicast
+// frame to the foreign address, and every write must complete.
+namespace {
+
+enum class Attack { Garbage, Restart };
+
+void foreign_frames_during_write(Cluster &cl, Attack kind)
+{
+	Device &a = cl.dev(0);
+	auto ia = a.query();
+	auto ib = cl.dev(1).query();
+	ME_ASSERT_OK(ia);
+	ME_ASSERT_OK(ib);
+	constexpr size_t kLen = 16u << 20;
+	constexpr uint32_t kOp = 256u << 10;
+	Buffer src(kLen), dst(kLen);
+	fill_random(src.data(), kLen, 0x5bad);
+	auto mr_src = a.register_memory(src.data(), kLen, Access::None);
+	ME_ASSERT_OK(mr_src);
+	auto mr_dst = cl.dev(1).register_memory(dst.data(), kLen, Access::RemoteReadWrite);
+	ME_ASSERT_OK(mr_dst);
+	const RemoteRegion rd = multiedge::remote_of(mr_dst.value());
+	auto conn = a.connect(cl.id(1));
+	ME_ASSERT_OK(conn);
+
+	const uint8_t evil[6] = {0x02, 0x00, 0x5e, 0x66, 0x66, 0x66};
+	std::vector<std::vector<uint8_t>> frames;
+	if (kind == Attack::Garbage) {
+		std::mt19937_64 g(7);
+		for (int i = 0; i < 3; i++) {
+			std::vector<uint8_t> junk(60);
+			for (auto &b : junk)
+				b = static_cast<uint8_t>(g());
+			if (i == 1)
+				junk[0] = 1;	// our version, then garbage
+			frames.push_back(junk);
+		}
+		// Well-formed, in node 1's name: a keepalive reply.
+		frames.push_back(small_pkt(2, 0x0004, ib->node_id, ib->incarnation, ia->node_id));
+	} else {
+		// "Node 1 restarted", with the next and the previous incarnation.
+		frames.push_back(small_pkt(1, 0, ib->node_id, ib->incarnation + 1, 0xffffffffu));
+		frames.push_back(small_pkt(1, 0, ib->node_id, ib->incarnation - 1, 0xffffffffu));
+	}
+	const uint64_t held0 = stat(a, "rx_hello_held");
+
+	Cluster::Enter in_b(cl.ns(1));
+	ASSERT_TRUE(in_b.ok());
+	RawPort port(cl.link(0).if_b);
+	ASSERT_TRUE(port.ok()) << std::strerror(errno);
+
+	std::set<uint64_t> inflight;
+	uint32_t next = 0, rounds = 0;
+	auto deadline = std::chrono::steady_clock::now() + kOpTimeout;
+	while ((next < kLen / kOp || !inflight.empty()) &&
+	       std::chrono::steady_clock::now() < deadline) {
+		while (next < kLen / kOp && inflight.size() < 8) {
+			ME_ASSERT_OK(conn->write(mr_src.value(), uint64_t{next} * kOp, rd,
+						 uint64_t{next} * kOp, kOp, next + 1));
+			inflight.insert(++next);
+		}
+		for (const auto &f : frames)
+			ASSERT_TRUE(port.send(evil, f));
+		rounds++;
+		auto got = a.wait(64, std::chrono::milliseconds(10));
+		ME_ASSERT_OK(got);
+		for (const auto &c : got.value()) {
+			ASSERT_EQ(c.status, 0) << c.describe();
+			inflight.erase(c.cookie);
+		}
+		ASSERT_EQ(port.count_to(evil), 0u)
+			<< "unicast went to the foreign address after " << rounds << " rounds";
+	}
+	ASSERT_TRUE(inflight.empty()) << inflight.size() << " writes never completed";
+	std::this_thread::sleep_for(std::chrono::milliseconds(300));
+	EXPECT_EQ(port.count_to(evil), 0u);
+	EXPECT_EQ(mismatch(dst.data(), src.data(), kLen), "");
+	std::printf("%u rounds of %zu foreign frames during the write\n", rounds, frames.size());
+
+	auto cs = a.connections();
+	ME_ASSERT_OK(cs);
+	ASSERT_EQ(cs->size(), 1u);
+	EXPECT_EQ(cs.value()[0].state, "established");
+	EXPECT_EQ(stat(a, "peer_restart"), 0u);
+	auto peers = a.peers();
+	ME_ASSERT_OK(peers);
+	ASSERT_EQ(peers->size(), 1u);
+	EXPECT_EQ(peers.value()[0].incarnation, ib->incarnation);
+	if (kind == Attack::Restart) {
+		EXPECT_GE(stat(a, "rx_hello_held") - held0, 2u * rounds);
+	}
+}
+
+} // namespace
+
+// Garbage of our ethertype and a well-formed keepalive in the peer's name,
+// from a foreign address: node 0 learns its peer's address from its
+// peer's HELLOs only, so nothing is redirected.
+TEST_F(WireAttackTest, ForeignFramesNeverRedirectUnicast)
+{
+	ASSERT_NO_FATAL_FAILURE(make_pair(1));
+	foreign_frames_during_write(*c_, Attack::Garbage);
+}
+
+// HELLOs claiming that the peer restarted (its node id, another
+// incarnation): not believed while the peer answers, so the connection
+// lives and the link keeps its peer.
+TEST_F(WireAttackTest, SpoofedRestartHelloIsNotBelieved)
+{
+	ASSERT_NO_FATAL_FAILURE(make_pair(1));
+	foreign_frames_during_write(*c_, Attack::Restart);
+}
+
+// A data frame whose skb holds only 2 bytes of the packet in its linear
+// part and the rest in whole pages (a packet socket with a vnet header
+// builds such skbs; veth passes them on as they are): the receive thread
+// must take every header byte from this frame, not leave the first page
+// a hole over header bytes of the frame it handled before.  The frames
+// carry the right version and type and zeros after: each must be counted
+// malformed (rx_field), never parsed as the previous frame's header.
+TEST_F(WireAttackTest, HeaderNeverTakenFromThePreviousFrame)
+{
+	ASSERT_NO_FATAL_FAILURE(make_pair(1, 9000));
+	Device &a = c_->dev(0);
+	Device &b = c_->dev(1);
+	// Node 0's receive thread first handles real data frames from node 1.
+	constexpr size_t kLen = 1u << 20;
+	Buffer src(kLen), dst(kLen);
+	fill_random(src.data(), kLen, 0x10);
+	auto mr_src = b.register_memory(src.data(), kLen, Access::None);
+	ME_ASSERT_OK(mr_src);
+	auto mr_dst = a.register_memory(dst.data(), kLen, Access::RemoteReadWrite);
+	ME_ASSERT_OK(mr_dst);
+	auto conn = b.connect(c_->id(0));
+	ME_ASSERT_OK(conn);
+	ME_ASSERT_OK(conn->write(mr_src.value(), 0, multiedge::remote_of(mr_dst.value()), 0, kLen, 1));
+	auto c = b.wait_for(1, std::chrono::seconds(30));
+	ME_ASSERT_OK(c);
+	ASSERT_EQ(c->status, 0) << c->describe();
+
+	const uint64_t field0 = stat(a, "rx_field"), dup0 = stat(a, "rx_dup");
+	constexpr int kFrames = 20;
+	{
+		Cluster::Enter in_b(c_->ns(1));
+		ASSERT_TRUE(in_b.ok());
+		RawPort port(c_->link(0).if_b, true);
+		ASSERT_TRUE(port.ok()) << std::strerror(errno);
+		std::vector<uint8_t> pkt(8192 + 100, 0);
+		pkt[0] = 1;	// ME_WIRE_VERSION
+		pkt[1] = 7;	// ME_PT_WRITE
+		const uint8_t src_mac[6] = {0x02, 0x00, 0x5e, 0x10, 0x00, 0x01};
+		for (int i = 0; i < kFrames; i++)
+			ASSERT_TRUE(port.send(src_mac, pkt, 14 + 2)) << std::strerror(errno);
+	}
+	uint64_t field = 0;
+	for (int i = 0; i < 200 && field < field0 + kFrames; i++) {
+		std::this_thread::sleep_for(std::chrono::milliseconds(20));
+		field = stat(a, "rx_field");
+	}
+	EXPECT_EQ(field - field0, static_cast<uint64_t>(kFrames))
+		<< "rx_dup went from " << dup0 << " to " << stat(a, "rx_dup");
+	EXPECT_EQ(mismatch(dst.data(), src.data(), kLen), "");
 }

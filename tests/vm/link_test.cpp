@@ -7,7 +7,12 @@
 #include <chrono>
 #include <cstring>
 #include <fcntl.h>
+#include <arpa/inet.h>
+#include <linux/if_packet.h>
+#include <net/if.h>
+#include <poll.h>
 #include <sched.h>
+#include <sys/socket.h>
 #include <sys/ioctl.h>
 #include <sys/wait.h>
 #include <thread>
@@ -91,6 +96,42 @@ int in_child(F child)
 	if (waitpid(pid, &st, 0) != pid || !WIFEXITED(st))
 		return -1;
 	return WEXITSTATUS(st);
+}
+
+// The name carried by the first HELLO seen on `ifname` (of the calling
+// thread's namespace) within `ms` milliseconds; "<none>" if none came.
+std::string hello_name_on(const char *ifname, int ms)
+{
+	int fd = ::socket(AF_PACKET, SOCK_DGRAM | SOCK_CLOEXEC, htons(ME_DEFAULT_ETHERTYPE));
+	if (fd < 0)
+		return "<socket: " + std::string(std::strerror(errno)) + ">";
+	sockaddr_ll sll{};
+	sll.sll_family = AF_PACKET;
+	sll.sll_protocol = htons(ME_DEFAULT_ETHERTYPE);
+	sll.sll_ifindex = static_cast<int>(if_nametoindex(ifname));
+	std::string name = "<none>";
+	if (::bind(fd, reinterpret_cast<sockaddr *>(&sll), sizeof(sll)) != 0) {
+		::close(fd);
+		return "<bind: " + std::string(std::strerror(errno)) + ">";
+	}
+	auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+	while (std::chrono::steady_clock::now() < end) {
+		pollfd p{fd, POLLIN, 0};
+		if (::poll(&p, 1, 50) <= 0)
+			continue;
+		unsigned char b[256];
+		ssize_t n = ::recv(fd, b, sizeof(b), 0);
+		// version 1, HELLO, header 40 bytes, then the name (payload_len at 6)
+		if (n < 40 || b[1] != 1)
+			continue;
+		size_t len = static_cast<size_t>(b[6]) << 8 | b[7];
+		if (40 + len > static_cast<size_t>(n))
+			continue;
+		name.assign(reinterpret_cast<const char *>(b) + 40, len);
+		break;
+	}
+	::close(fd);
+	return name;
 }
 
 } // namespace
@@ -353,4 +394,36 @@ TEST_F(LinkTest, AttachedLinkCountsFrames)
 	auto l = links(dev).at(0);
 	EXPECT_EQ(l.rx_frames, 4u);
 	EXPECT_EQ(l.rx_bytes, 4u * (64 - 14)); // skb->len after the Ethernet header
+}
+
+// HELLO names the node by the host name of the UTS namespace of the task
+// that attached its first link (a container's own), never by the initial
+// namespace's host name.
+TEST_F(LinkTest, ContainerNodeAdvertisesItsOwnHostName)
+{
+	ASSERT_EQ(load_module(), 0);
+	ASSERT_EQ(sh("ip netns add me-ns && ip link set me-b1 netns me-ns && "
+		     "ip -n me-ns link set me-b1 up"),
+		  0);
+	char host[65] = {};
+	ASSERT_EQ(gethostname(host, sizeof(host) - 1), 0);
+	const std::string ctr = std::string(host) == "me-ctr-uts" ? "me-ctr-uts2" : "me-ctr-uts";
+	int st = in_child([&] {
+		int ns = ::open("/run/netns/me-ns", O_RDONLY | O_CLOEXEC);
+		if (ns < 0 || setns(ns, CLONE_NEWNET) != 0)
+			return 10;
+		if (unshare(CLONE_NEWUTS) != 0 || sethostname(ctr.data(), ctr.size()) != 0)
+			return 11;
+		auto d = Device::open();
+		if (!d)
+			return 12;
+		return d->attach_link("me-b1") ? 0 : 13;
+	});
+	ASSERT_EQ(st, 0);
+	EXPECT_EQ(hello_name_on("me-a1", 3000), ctr) << "the initial namespace's name is " << host;
+
+	// A node of the initial namespace, attached from it, is named by it.
+	Device dev = open_device();
+	ASSERT_TRUE(dev.attach_link("me-a0"));
+	EXPECT_EQ(hello_name_on("me-b0", 3000), std::string(host).substr(0, 31));
 }

@@ -306,9 +306,11 @@ TEST_F(Fake, StatsAreNamedInAbiOrderAndExtrasNumbered)
 	EXPECT_EQ(stats.value()[ME_STAT_RX_BADOP].first, "rx_badop");
 	EXPECT_EQ(stats.value()[ME_STAT_CREDIT_STALL].first, "credit_stall");
 	EXPECT_EQ(stats.value()[ME_STAT_CREDIT_STALL].second, 1000u + ME_STAT_CREDIT_STALL);
-	EXPECT_EQ(stats.value()[ME_STAT_COUNT].first, "stat_24");
-	EXPECT_EQ(stats.value()[ME_STAT_COUNT + 1].first, "stat_25");
-	EXPECT_EQ(stats.value()[ME_STAT_COUNT + 1].second, 1025u);
+	EXPECT_EQ(stats.value()[ME_STAT_PEER_RESTART].first, "peer_restart");
+	EXPECT_EQ(stats.value()[ME_STAT_COUNT].first, "stat_" + std::to_string(ME_STAT_COUNT));
+	EXPECT_EQ(stats.value()[ME_STAT_COUNT + 1].first,
+		  "stat_" + std::to_string(ME_STAT_COUNT + 1));
+	EXPECT_EQ(stats.value()[ME_STAT_COUNT + 1].second, 1000u + ME_STAT_COUNT + 1);
 	EXPECT_EQ(mod.stats_calls.size(), 2u);
 }
 

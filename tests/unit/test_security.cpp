@@ -1,0 +1,201 @@
+// SPDX-License-Identifier: GPL-2.0
+// Frames from a third party on the wire: a forged HELLO must not make a
+// node believe that its peer restarted (which fails every connection to
+// it) nor take a link from a live peer, while a real restart is still
+// believed within a bounded time; and what me_core_rx reports to the host
+// for a HELLO (the host learns the peer's MAC from that only).
+#include "harness.hpp"
+
+using namespace mesim;
+
+namespace {
+
+struct SecPair {
+	Sim sim;
+	me_conn *c = nullptr;
+	std::unique_ptr<Workload> w;
+	SecPair(uint64_t seed, int links, me_node_cfg ca, me_node_cfg cb) : sim(seed)
+	{
+		setup_pair(sim, links, LinkParams{}, ca, cb);
+		c = sim.connect(0, 1, ME_MODE_UNORDERED);
+		w = std::make_unique<Workload>(sim, seed);
+	}
+	me_node *node(int i) { return sim.nodes[i]->node; }
+};
+
+// A HELLO as a node (src, inc) sends it on `link`, with an optional name.
+std::vector<uint8_t> hello(uint32_t src, uint32_t inc, uint32_t link, const char *name = "")
+{
+	me_hdr h{};
+	h.version = ME_WIRE_VERSION;
+	h.type = ME_PT_HELLO;
+	h.src_node = src;
+	h.src_inc = inc;
+	h.dst_node = ME_NODE_BCAST;
+	h.h.link = link;
+	h.payload_len = (uint16_t)strlen(name);
+	std::vector<uint8_t> b(ME_HDR_MAX + h.payload_len, 0);
+	uint32_t n = me_wire_build(b.data(), &h);
+	memcpy(b.data() + n, name, h.payload_len);
+	b.resize(n + h.payload_len);
+	return b;
+}
+
+me_node_cfg cfg(uint32_t id, uint32_t inc)
+{
+	me_node_cfg c = default_cfg(id);
+	c.incarnation = inc;
+	return c;
+}
+
+bool dead_with(const Node &n, int32_t status)
+{
+	for (auto &q : n.cqes)
+		if (q.type == ME_CQE_CONN_DEAD && q.status == status)
+			return true;
+	return false;
+}
+
+}  // namespace
+
+// A third party keeps injecting HELLOs with the peer's node id and the
+// next incarnation (both read from the peer's own HELLOs) on every link,
+// and HELLOs of a made-up node: the connection lives, every operation
+// completes, the links keep their peer.
+TEST(Security, spoofed_hello__connections_survive)
+{
+	SecPair P(41, 2, cfg(1, 70), cfg(2, 80));
+	ASSERT_NE(P.c, nullptr);
+	me_node *a = P.node(0);
+	bool stop = false;
+	uint64_t sent = 0;
+	std::function<void()> spoof = [&] {
+		if (stop)
+			return;
+		for (uint32_t l = 0; l < 2; l++) {
+			P.sim.deliver(*P.sim.nodes[0], l, hello(2, 81, l));	// "node 2 restarted"
+			P.sim.deliver(*P.sim.nodes[0], l, hello(2, 79, l));	// an older one
+			P.sim.deliver(*P.sim.nodes[0], l, hello(9, 5, l));	// another node
+			sent += 3;
+		}
+		P.sim.at(P.sim.now + 200000, spoof);
+	};
+	spoof();
+	for (int i = 0; i < 40; i++) {
+		ASSERT_EQ(P.w->submit(P.c, 0, i % 3 == 2 ? Op::READ : Op::WRITE, 50000), 0);
+		P.sim.run_for(1000000);
+	}
+	ASSERT_TRUE(P.sim.run([&] { return P.w->all_done(); }, P.sim.now + 200000000));
+	// Longer than peer_dead_ns and link_dead_ns: nothing is believed.
+	P.sim.run_for(3 * P.sim.nodes[0]->cfg.peer_dead_ns);
+	stop = true;
+	P.w->check();
+	EXPECT_EQ(me_conn_state(P.c), ME_CS_ESTABLISHED);
+	EXPECT_FALSE(dead_with(*P.sim.nodes[0], -ECONNRESET));
+	for (uint32_t l = 0; l < 2; l++) {
+		EXPECT_EQ(me_link_peer(a, l), 2u) << l;
+		EXPECT_EQ(me_link_peer_inc(a, l), 80u) << l;
+		EXPECT_TRUE(me_link_alive(a, l)) << l;
+	}
+	EXPECT_EQ(me_node_stat(a, ME_ST_PEER_RESTART), 0u);
+	EXPECT_GE(me_node_stat(a, ME_ST_RX_HELLO_HELD), sent);
+	// And the connection still carries new work.
+	ASSERT_EQ(P.w->submit(P.c, 0, Op::WRITE, 100000), 0);
+	ASSERT_TRUE(P.sim.run([&] { return P.w->all_done(); }, P.sim.now + 100000000));
+	P.w->check();
+}
+
+// A real restart is believed once the old incarnation is silent on every
+// link for link_dead_ns (bounded: link_dead_ns + hello_ns + a tick or two),
+// with a larger or a smaller new incarnation (the module draws them at
+// random), even while a third party keeps forging HELLOs of the old one's
+// successor.  The connection fails with ECONNRESET and a new one works.
+TEST(Security, real_restart__still_detected_in_bounded_time)
+{
+	for (uint32_t new_inc : {81u, 7u}) {
+		SecPair P(42 + new_inc, 2, cfg(1, 70), cfg(2, 80));
+		ASSERT_NE(P.c, nullptr);
+		me_node *a = P.node(0);
+		const me_node_cfg &cf = P.sim.nodes[0]->cfg;
+		P.sim.deliver(*P.sim.nodes[0], 0, hello(2, 99, 0));	// a forgery first
+		ASSERT_EQ(P.w->submit(P.c, 0, Op::WRITE, 200000), 0);
+		P.sim.run_for(100000);
+		uint64_t t0 = P.sim.now;
+		P.sim.restart(1, new_inc);
+		ASSERT_TRUE(P.sim.run([&] { return me_conn_state(P.c) == ME_CS_DEAD; },
+				      t0 + cf.peer_dead_ns))
+			<< "inc " << new_inc;
+		uint64_t took = P.sim.now - t0;
+		EXPECT_TRUE(dead_with(*P.sim.nodes[0], -ECONNRESET)) << "a restart, not a timeout";
+		EXPECT_LE(took, cf.link_dead_ns + cf.hello_ns + 4 * cf.tick_ns + 1000000)
+			<< "inc " << new_inc;
+		EXPECT_GE(took + cf.hello_ns, cf.link_dead_ns) << "believed before the old one fell silent";
+		EXPECT_EQ(me_node_stat(a, ME_ST_PEER_RESTART), 1u);
+		for (auto &[k, op] : P.w->ops)
+			EXPECT_EQ(op.completions, 1);
+		ASSERT_TRUE(P.sim.run([&] {
+			return me_link_peer_inc(a, 0) == new_inc && me_link_peer_inc(a, 1) == new_inc &&
+			       me_link_alive(a, 0) && me_link_alive(a, 1);
+		}, P.sim.now + 20000000));
+		me_conn *c2 = nullptr;
+		ASSERT_EQ(me_conn_connect(a, 2, ME_MODE_UNORDERED, &c2), 0);
+		ASSERT_TRUE(P.sim.run([&] { return me_conn_state(c2) == ME_CS_ESTABLISHED; },
+				      P.sim.now + 50000000));
+	}
+}
+
+// A link whose peer fell silent (the cable now reaches another node) is
+// taken by the new node's HELLO, no sooner.
+TEST(Security, other_node__takes_a_link_only_from_a_silent_peer)
+{
+	SecPair P(43, 1, cfg(1, 70), cfg(2, 80));
+	ASSERT_NE(P.c, nullptr);
+	me_node *a = P.node(0);
+	P.sim.deliver(*P.sim.nodes[0], 0, hello(3, 30, 0));
+	EXPECT_EQ(me_link_peer(a, 0), 2u);
+	P.sim.nodes[1]->ticking = false;	// node 2 stops answering
+	P.sim.set_wire_up(0, false);
+	P.sim.run_for(P.sim.nodes[0]->cfg.link_dead_ns / 2);
+	P.sim.deliver(*P.sim.nodes[0], 0, hello(3, 30, 0));
+	EXPECT_EQ(me_link_peer(a, 0), 2u) << "node 2 is silent for less than link_dead_ns";
+	P.sim.run_for(P.sim.nodes[0]->cfg.link_dead_ns);
+	EXPECT_EQ(me_core_rx(a, 0, hello(3, 30, 0).data(), (uint32_t)hello(3, 30, 0).size()),
+		  ME_RX_PEER_HELLO);
+	EXPECT_EQ(me_link_peer(a, 0), 3u);
+	EXPECT_EQ(me_link_peer_inc(a, 0), 30u);
+	EXPECT_EQ(me_node_stat(a, ME_ST_PEER_RESTART), 0u) << "another node is no restart";
+}
+
+// What the host is told about each HELLO: only one of the link's peer
+// counts (ME_RX_PEER_HELLO), never another frame, even a valid one.
+TEST(Security, core_rx__reports_only_the_peers_hello)
+{
+	Sim sim(44);
+	setup_pair(sim, 1, LinkParams{}, cfg(1, 70), cfg(2, 80));
+	sim.nodes[0]->ticking = false;
+	sim.nodes[1]->ticking = false;
+	me_node *a = sim.nodes[0]->node;
+	auto rx = [&](const std::vector<uint8_t> &b) {
+		return me_core_rx(a, 0, b.data(), (uint32_t)b.size());
+	};
+	EXPECT_EQ(rx(hello(2, 80, 0, "node2")), ME_RX_PEER_HELLO) << "first";
+	EXPECT_EQ(rx(hello(2, 80, 0, "node2")), ME_RX_PEER_HELLO);
+	EXPECT_EQ(rx(hello(2, 81, 0)), 0) << "a restart claimed by one frame";
+	EXPECT_EQ(rx(hello(5, 1, 0)), 0) << "another node while the peer answers";
+	EXPECT_EQ(me_node_stat(a, ME_ST_RX_HELLO_HELD), 2u);
+	// A well-formed keepalive of the peer keeps the link alive but is no HELLO.
+	me_hdr k{};
+	k.version = ME_WIRE_VERSION;
+	k.type = ME_PT_KEEPALIVE;
+	k.src_node = 2;
+	k.src_inc = 80;
+	k.dst_node = 1;
+	k.flags = ME_F_REPLY;
+	std::vector<uint8_t> kb(ME_HDR_MAX);
+	kb.resize(me_wire_build(kb.data(), &k));
+	EXPECT_EQ(rx(kb), 0);
+	uint8_t junk[64] = {ME_WIRE_VERSION, ME_PT_HELLO};
+	EXPECT_LT(me_core_rx(a, 0, junk, sizeof(junk)), 0);
+	EXPECT_EQ(me_link_peer(a, 0), 2u);
+	EXPECT_EQ(me_link_peer_inc(a, 0), 80u);
+}

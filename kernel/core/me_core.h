@@ -118,6 +118,9 @@ enum me_stat {
 				 * past max_passive */
 	ME_ST_ACCESS_DENIED,	/* remote accesses refused with EACCES */
 	ME_ST_CONN_ABORTED,	/* connections aborted after key_fail_max */
+	ME_ST_RX_HELLO_HELD,	/* HELLO of another identity while the link's
+				 * peer answers: ignored (path.c) */
+	ME_ST_PEER_RESTART,	/* a new incarnation of a peer believed */
 	ME_ST_MAX_
 };
 
@@ -144,7 +147,15 @@ u32 me_link_peer_inc(struct me_node *node, u32 link);
 /* Current rate estimate of a link in bytes per microsecond. */
 u32 me_link_rate(struct me_node *node, u32 link);
 
+/*
+ * Returns a negative errno if the packet was refused, else 0, or
+ * ME_RX_PEER_HELLO for a HELLO from the node and incarnation the core now
+ * records as the link's peer (me_link_peer, me_link_peer_inc).  The host
+ * learns the peer's link-layer address from such a HELLO only, never from
+ * the source of any other frame.
+ */
 int me_core_rx(struct me_node *node, u32 link, const void *buf, u32 len);
+#define ME_RX_PEER_HELLO	1
 /* The same, passing the host's frame on to mr_write/rx_fill (me_plat.h). */
 int me_core_rx_frame(struct me_node *node, u32 link, const void *buf, u32 len,
 		     void *rx);

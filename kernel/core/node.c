@@ -159,10 +159,11 @@ int me_core_rx_frame(struct me_node *n, u32 link, const void *buf, u32 len,
 		me_stat_inc(n, ME_ST_RX_NOTME);
 		return -EINVAL;
 	}
-	me_path_rx(n, link, &h);
+	ret = me_path_rx(n, link, &h);
 
 	switch (h.type) {
 	case ME_PT_HELLO:
+		return ret;
 	case ME_PT_KEEPALIVE:
 		return 0;
 	case ME_PT_CONNECT:

@@ -200,6 +200,11 @@ static void plat_zc_put(void *ctx, u64 cookie)
 	me_ops_zc_put(cookie);
 }
 
+static u32 plat_random_u32(void *ctx)
+{
+	return get_random_u32();
+}
+
 static const struct me_plat_ops me_plat = {
 	.now_ns = plat_now_ns,
 	.tx = plat_tx,
@@ -215,6 +220,7 @@ static const struct me_plat_ops me_plat = {
 	.zc_put = plat_zc_put,
 	.rx_fill = plat_rx_fill,
 	.mr_done = plat_mr_done,
+	.random_u32 = plat_random_u32,
 };
 
 /* ---- lifecycle ---- */

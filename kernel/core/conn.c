@@ -86,7 +86,9 @@ static bool conn_number(struct me_node *n, struct me_conn *c)
 	if (id > n->cfg.max_conns)
 		return false;
 	c->id = id;
-	c->isn = mix32(n->cfg.incarnation * 2654435761u + id);
+	/* Unpredictable, so a blind sender cannot aim into the window. */
+	c->isn = n->ops->random_u32 ? n->ops->random_u32(n->ctx) :
+		 mix32(n->cfg.incarnation * 2654435761u + id);
 	me_win_start_tx(c, c->isn, c->isn);
 	return true;
 }

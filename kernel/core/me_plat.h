@@ -145,6 +145,13 @@ struct me_plat_ops {
 	 */
 	void (*rx_fill)(void *ctx, void *rx);
 	void (*mr_done)(void *ctx, u32 region, u64 off, u64 len);
+
+	/*
+	 * Bits nobody can predict, for initial sequence numbers (optional:
+	 * without it they follow from the incarnation and the connection id,
+	 * which a blind sender can compute from a HELLO).
+	 */
+	u32 (*random_u32)(void *ctx);
 };
 
 #endif /* ME_PLAT_H */

@@ -160,10 +160,13 @@ static int p_zc_tx(void *ctx, uint32_t link, const void *hdr, uint32_t hdr_len,
 	return n.sim->tx(n, link, pkt.data(), (uint32_t)pkt.size());
 }
 
+// Deterministic per seed, like everything else in the simulator.
+static uint32_t p_random_u32(void *ctx) { return (uint32_t)N(ctx).sim->rng.next(); }
+
 static const me_plat_ops plat = {
 	p_now, p_tx, p_mr_check, p_mr_write, p_mr_local, p_mr_read,
 	p_complete, p_alloc, p_free, p_zc_tx, p_zc_hold, p_zc_put,
-	p_rx_fill, p_mr_done,
+	p_rx_fill, p_mr_done, p_random_u32,
 };
 
 int64_t Sim::zc_outstanding() const

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 // Focused tests: header validation, incarnations, duplicates, nack, RTO
 // backoff and cap, failover and recovery, access errors, peer death.
+#include <set>
+
 #include "harness.hpp"
 
 using namespace mesim;
@@ -533,6 +535,37 @@ TEST(Conn, connect_from_unknown_node__refused)
 	EXPECT_EQ(me_node_stat(n, ME_ST_CONN_REFUSED), 200u);
 	// The real node 0 still connects.
 	EXPECT_NE(sim.connect(0, 1, ME_MODE_UNORDERED), nullptr);
+}
+
+// Initial sequence numbers come from the platform's random bits: a blind
+// sender who knows the incarnation (it is in every HELLO) and the
+// connection id cannot compute them (they were mix32(inc * K + id)).
+TEST(Conn, initial_sequence_numbers__unpredictable)
+{
+	Sim sim(24);
+	setup_pair(sim, 1, LinkParams{}, default_cfg(1), default_cfg(2));
+	std::vector<uint32_t> isns;
+	sim.tx_hook = [&](const TxEvent &e) {
+		if (e.parsed && (e.h.type == ME_PT_CONNECT || e.h.type == ME_PT_ACCEPT))
+			isns.push_back(e.h.c.isn);
+	};
+	for (int i = 0; i < 8; i++)
+		ASSERT_NE(sim.connect(i % 2, 1 - i % 2, ME_MODE_UNORDERED), nullptr);
+	auto old_rule = [](uint32_t inc, uint32_t id) {
+		uint32_t x = inc * 2654435761u + id;
+		x ^= x >> 16;
+		x *= 0x7feb352d;
+		x ^= x >> 15;
+		x *= 0x846ca68b;
+		x ^= x >> 16;
+		return x;
+	};
+	ASSERT_GE(isns.size(), 16u);
+	std::set<uint32_t> seen(isns.begin(), isns.end());
+	EXPECT_GE(seen.size(), 16u) << "initial sequence numbers repeat";
+	for (uint32_t id = 1; id <= 8; id++)
+		EXPECT_EQ(seen.count(old_rule(1, id)), 0u) << "the ISN of connection " << id
+							   << " follows from its id";
 }
 
 // A peer may hold at most max_passive live connections to us; closing

@@ -175,6 +175,27 @@ std::string mixed_counters(multiedge::Device &dev, const std::string &prefix)
 
 namespace {
 
+// Takes the messages queued for the node; what went wrong, or "".
+std::string take_queued_messages(MixedNode &n, MixedResult &r)
+{
+	for (;;) {
+		auto m = n.dev->recv(0, ms(0));
+		if (!m)
+			return "";
+		std::uint64_t seq;
+		if (!parse_message(m->data, &seq))
+			return "a message arrived corrupted";
+		if ((seq & ~0xffull) == kFinal) {
+			const auto *p = reinterpret_cast<const std::uint8_t *>(m->data.data());
+			std::memcpy(&r.peer_notifies, p + kMsgHdr, 8);
+			std::memcpy(&r.peer_sends, p + kMsgHdr + 8, 8);
+			r.peer_final = true;
+		} else if (!r.msgs_got.insert(seq).second) {
+			return "message " + std::to_string(seq) + " arrived twice";
+		}
+	}
+}
+
 class Runner {
 public:
 	Runner(MixedNode &n, MixedResult &r, std::atomic<bool> &stop)
@@ -270,24 +291,8 @@ public:
 
 	void take_messages()
 	{
-		for (;;) {
-			auto m = n_.dev->recv(0, ms(0));
-			if (!m)
-				return;
-			std::uint64_t seq;
-			if (!parse_message(m->data, &seq)) {
-				fail("a message arrived corrupted");
-				return;
-			}
-			if ((seq & ~0xffull) == kFinal) {
-				const auto *p = reinterpret_cast<const std::uint8_t *>(m->data.data());
-				std::memcpy(&r_.peer_notifies, p + kMsgHdr, 8);
-				std::memcpy(&r_.peer_sends, p + kMsgHdr + 8, 8);
-				r_.peer_final = true;
-			} else if (!r_.msgs_got.insert(seq).second) {
-				fail("message " + std::to_string(seq) + " arrived twice");
-			}
-		}
+		if (std::string e = take_queued_messages(n_, r_); !e.empty())
+			fail(e);
 	}
 
 	// One round: bound check, harvest, messages.  False when done.
@@ -394,17 +399,9 @@ MixedResult run_mixed(MixedNode &node, int seconds, std::atomic<bool> &stop, boo
 
 void mixed_drain(MixedNode &node, MixedResult &r)
 {
-	for (;;) {
-		auto m = node.dev->recv(0, ms(0));
-		if (!m)
-			break;
-		std::uint64_t seq;
-		if (!parse_message(m->data, &seq)) {
-			r.failure = "a message arrived corrupted";
-			return;
-		}
-		if (!r.msgs_got.insert(seq).second)
-			r.failure = "message " + std::to_string(seq) + " arrived twice";
+	if (std::string e = take_queued_messages(node, r); !e.empty()) {
+		r.failure = e;
+		return;
 	}
 	auto more = node.dev->poll(1024);
 	if (!more) {

@@ -13,6 +13,7 @@
 #include <linux/if_packet.h>
 #include <linux/if_ether.h>
 #include <net/if.h>
+#include <poll.h>
 #include <random>
 #include <set>
 #include <sys/socket.h>
@@ -219,7 +220,15 @@ public:
 		f.push_back(ME_DEFAULT_ETHERTYPE >> 8);
 		f.push_back(ME_DEFAULT_ETHERTYPE & 0xff);
 		f.insert(f.end(), pkt.begin(), pkt.end());
-		return ::send(fd_, f.data(), f.size(), 0) == static_cast<ssize_t>(f.size());
+		for (int i = 0; i < 100; i++) {
+			if (::send(fd_, f.data(), f.size(), 0) == static_cast<ssize_t>(f.size()))
+				return true;
+			if (errno != EAGAIN && errno != ENOBUFS)
+				return false;
+			pollfd p{fd_, POLLOUT, 0};	// the socket's send buffer is full
+			::poll(&p, 1, 20);
+		}
+		return false;
 	}
 
 	// Frames of our ethertype received (not sent) so far whose
@@ -612,7 +621,11 @@ void foreign_frames_during_write(Cluster &cl, Attack kind)
 	ASSERT_EQ(peers->size(), 1u);
 	EXPECT_EQ(peers.value()[0].incarnation, ib->incarnation);
 	if (kind == Attack::Restart) {
-		EXPECT_GE(stat(a, "rx_hello_held") - held0, 2u * rounds);
+		std::string all;
+		if (auto st = a.stats())
+			for (const auto &[n, v] : st.value())
+				all += n + "=" + std::to_string(v) + " ";
+		EXPECT_GE(stat(a, "rx_hello_held") - held0, 2u * rounds) << all;
 	}
 }
 

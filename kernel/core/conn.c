@@ -143,6 +143,7 @@ int me_conn_connect(struct me_node *n, u32 peer, u32 mode,
 		return -ENOSPC;
 	}
 	c->connect_sent_ns = me_now(n);
+	c->connect_start_ns = c->connect_sent_ns;
 	conn_publish(n, c);
 	me_unlock(&n->ctl_lock);
 	send_conn_pkt(c, ME_PT_CONNECT, -1);
@@ -377,7 +378,13 @@ void me_conn_timer(struct me_conn *c, u64 now)
 	if (st == ME_CS_CONNECTING) {
 		if (now - c->connect_sent_ns < n->cfg.connect_rto_ns)
 			return;
-		if (++c->connect_tries > n->cfg.max_retries) {
+		/*
+		 * Keep trying for peer_dead_ns at least: a peer refuses the
+		 * CONNECTs of a node that just restarted until it believes
+		 * the restart (the old incarnation silent for link_dead_ns).
+		 */
+		if (++c->connect_tries > n->cfg.max_retries &&
+		    me_elapsed(now, c->connect_start_ns) >= n->cfg.peer_dead_ns) {
 			me_conn_terminate(c, ME_CS_DEAD, -ETIMEDOUT);
 			return;
 		}

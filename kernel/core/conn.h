@@ -32,6 +32,7 @@ struct me_conn {
 	u32 window;		/* ring sizes, power of two */
 	u32 credit;		/* credit we advertise */
 	u64 connect_sent_ns;	/* (timer) */
+	u64 connect_start_ns;	/* first CONNECT */
 	u32 connect_tries;	/* (timer) */
 	me_atomic64_t last_rx_ns;	/* any valid packet from the peer */
 

@@ -199,3 +199,42 @@ TEST(Security, core_rx__reports_only_the_peers_hello)
 	EXPECT_EQ(me_link_peer(a, 0), 2u);
 	EXPECT_EQ(me_link_peer_inc(a, 0), 80u);
 }
+
+// A node that restarts and connects at once: its peer still holds the old
+// incarnation (and refuses CONNECTs from the new one) until the old one has
+// been silent for link_dead_ns, so the connect must keep trying at least
+// that long, not only max_retries x connect_rto (1.2 s with the module's
+// timers, used here, but with link_dead_ns 1.5 s instead of 1 s).
+TEST(Security, restarted_node__connects_at_once)
+{
+	auto modcfg = [](uint32_t id, uint32_t inc) {
+		me_node_cfg c = default_cfg(id);
+		c.incarnation = inc;
+		c.tick_ns = 1000000;
+		c.connect_rto_ns = 100000000;
+		c.hello_ns = 100000000;
+		c.ka_ns = 100000000;
+		c.link_dead_ns = 1500000000;
+		c.peer_dead_ns = 3000000000ull;
+		c.rto_init_ns = 20000000;
+		c.rto_min_ns = 5000000;
+		c.rto_max_ns = 1000000000;
+		return c;
+	};
+	for (uint32_t new_inc : {81u, 7u}) {
+		SecPair P(60 + new_inc, 2, modcfg(1, 70), modcfg(2, 80));
+		ASSERT_NE(P.c, nullptr);
+		P.sim.restart(1, new_inc);
+		// As soon as the restarted node hears its peer on a link.
+		ASSERT_TRUE(P.sim.run([&] { return me_link_alive(P.node(1), 0) == 1; },
+				      P.sim.now + 500000000));
+		me_conn *c = nullptr;
+		ASSERT_EQ(me_conn_connect(P.node(1), 1, ME_MODE_UNORDERED, &c), 0);
+		ASSERT_TRUE(P.sim.run([&] {
+			int st = me_conn_state(c);
+			return st == ME_CS_ESTABLISHED || st == ME_CS_DEAD;
+		}, P.sim.now + 10000000000ull));
+		EXPECT_EQ(me_conn_state(c), ME_CS_ESTABLISHED) << "inc " << new_inc;
+	}
+}
+

@@ -363,9 +363,9 @@ static bool mr_in_range(const struct me_mr *mr, u64 off, u64 len)
 }
 
 /*
- * A peer learns nothing it was not given: no such region answers like a
- * wrong key, and the range is checked only for a peer holding the key (a
- * prober must not map region ids or lengths).
+ * The range is checked only for a peer holding the key (a prober must not
+ * map region lengths); the engine tells the peer EACCES for no region, a
+ * wrong key and no access alike (me_plat.h).
  */
 int me_mr_check_remote(struct me_net *mn, u32 id, u32 key, u64 off, u64 len, u32 access)
 {
@@ -373,8 +373,10 @@ int me_mr_check_remote(struct me_net *mn, u32 id, u32 key, u64 off, u64 len, u32
 	int ret = 0;
 
 	if (!mr)
-		return -EACCES;
-	if (mr->key != key || (mr->access & access) != access)
+		return -ENOENT;
+	if (mr->key != key)
+		ret = -EKEYREJECTED;
+	else if ((mr->access & access) != access)
 		ret = -EACCES;
 	else if (!mr_in_range(mr, off, len))
 		ret = -ERANGE;

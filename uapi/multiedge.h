@@ -606,8 +606,8 @@ enum me_stat_index {
 	ME_STAT_LINK_UP,
 	ME_STAT_CREDIT_STALL,
 	ME_STAT_CONN_REFUSED,	/* CONNECTs refused: sender not alive by HELLO, or too many */
-	ME_STAT_ACCESS_DENIED,	/* remote accesses refused with EACCES */
-	ME_STAT_CONN_ABORTED,	/* connections aborted after too many refused accesses */
+	ME_STAT_KEY_REJECTED,	/* remote accesses with a wrong key (answered EACCES) */
+	ME_STAT_CONN_ABORTED,	/* connections aborted after too many wrong keys */
 	ME_STAT_RX_HELLO_HELD,	/* HELLOs of another identity while the link's peer answers */
 	ME_STAT_PEER_RESTART,	/* new incarnations of peers believed */
 	ME_STAT_COUNT

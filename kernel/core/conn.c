@@ -214,12 +214,12 @@ static bool connect_allowed(struct me_node *n, u32 link, const struct me_hdr *h)
 	       me_link_peer_inc(n, link) == h->src_inc;
 }
 
-void me_conn_access_denied(struct me_conn *c)
+void me_conn_key_rejected(struct me_conn *c)
 {
 	struct me_node *n = c->node;
 
-	me_stat_inc(n, ME_ST_ACCESS_DENIED);
-	if (me_atomic_add_return(&c->access_denied, 1) == n->cfg.key_fail_max + 1) {
+	me_stat_inc(n, ME_ST_KEY_REJECTED);
+	if (me_atomic_add_return(&c->key_rejected, 1) == n->cfg.key_fail_max + 1) {
 		me_stat_inc(n, ME_ST_CONN_ABORTED);
 		me_conn_terminate(c, ME_CS_DEAD, -ECONNABORTED);
 	}

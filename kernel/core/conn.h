@@ -69,7 +69,7 @@ struct me_conn {
 	me_atomic_t op_packed;	/* ops before this are packetized/skipped */
 	me_atomic_t answers_due;	/* ops with due == 1 (msg.c) */
 	me_atomic64_t progress_ns;	/* last ack of new data or answer */
-	me_atomic_t access_denied;	/* remote accesses refused (EACCES) */
+	me_atomic_t key_rejected;	/* remote accesses with a wrong key */
 	u64 answer_check_ns;	/* (timer) last scan for overdue answers */
 	struct me_resp *resp;
 	u32 nresp;
@@ -101,11 +101,13 @@ void me_conn_close_acked(struct me_conn *c);
 /* We processed the peer's CLOSE. */
 void me_conn_peer_closed(struct me_conn *c);
 /*
- * The peer's access to one of our regions was refused with EACCES (a
- * wrong key, no such region, no permission): past cfg.key_fail_max the
- * connection is aborted, so that keys cannot be guessed through it.
+ * The peer tried one of our regions with a wrong key: past
+ * cfg.key_fail_max the connection is aborted, so that keys cannot be
+ * guessed through it.  (Accesses to regions that do not exist are not
+ * counted: a write still arriving after its region was deregistered is
+ * no attack, and a guess at a missing region wins nothing.)
  */
-void me_conn_access_denied(struct me_conn *c);
+void me_conn_key_rejected(struct me_conn *c);
 /* A peer restarted with a new incarnation: its old connections are dead. */
 void me_conn_peer_restarted(struct me_node *n, u32 peer, u32 new_inc);
 void me_conn_timer(struct me_conn *c, u64 now);

@@ -80,7 +80,7 @@ struct me_node_cfg {
 	u64 answer_ns;		/* an operation sent in full and unanswered
 				 * this long kills its connection (0: never) */
 	u32 max_passive;	/* live connections a peer may open to us */
-	u32 key_fail_max;	/* remote accesses refused (EACCES) per
+	u32 key_fail_max;	/* remote accesses with a wrong key per
 				 * connection before it is aborted */
 	u64 rate_ns;		/* link rate estimation period */
 	u32 zc_min;		/* payload bytes per packet sent by reference
@@ -116,8 +116,8 @@ enum me_stat {
 	ME_ST_CREDIT_STALL,	/* pump stopped by receiver credit */
 	ME_ST_CONN_REFUSED,	/* CONNECT from a node not alive by HELLO, or
 				 * past max_passive */
-	ME_ST_ACCESS_DENIED,	/* remote accesses refused with EACCES */
-	ME_ST_CONN_ABORTED,	/* connections aborted after key_fail_max */
+	ME_ST_KEY_REJECTED,	/* remote accesses with a wrong key */
+	ME_ST_CONN_ABORTED,	/* connections aborted past key_fail_max */
 	ME_ST_RX_HELLO_HELD,	/* HELLO of another identity while the link's
 				 * peer answers: ignored (path.c) */
 	ME_ST_PEER_RESTART,	/* a new incarnation of a peer believed */

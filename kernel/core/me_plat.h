@@ -63,9 +63,10 @@ struct me_plat_ops {
 	int (*tx)(void *ctx, u32 link, const void *buf, u32 len);
 	/*
 	 * May a remote peer access [off, off + len) of local region `region`
-	 * with `key` for `access` (ME_ACC_*)?  0, -EACCES (wrong key, access
-	 * not granted, or no such region: the peer must not tell them apart)
-	 * or, for the right key only, -ERANGE.
+	 * with `key` for `access` (ME_ACC_*)?  0, -ENOENT (no such region),
+	 * -EKEYREJECTED (wrong key), -EACCES (access not granted) or, for the
+	 * right key only, -ERANGE.  The peer is told EACCES for the first
+	 * three alike; wrong keys count towards cfg.key_fail_max.
 	 */
 	int (*mr_check)(void *ctx, u32 region, u32 key, u64 off, u64 len,
 			u32 access);

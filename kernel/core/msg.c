@@ -310,6 +310,16 @@ static bool rmsg_account(struct me_conn *c, const struct me_hdr *h, u32 pay,
 	return (lo & 0x7fffffffu) == h->d.msg_len;
 }
 
+/*
+ * What the peer is told of a refused access (me_plat.h, mr_check): a wrong
+ * key and no such region are EACCES, as no permission is, so that a peer
+ * without the key learns nothing about the region.
+ */
+static int wire_status(int err)
+{
+	return err == -EKEYREJECTED || err == -ENOENT ? -EACCES : err;
+}
+
 static int rx_write(struct me_conn *c, const struct me_hdr *h)
 {
 	struct me_node *n = c->node;
@@ -330,13 +340,14 @@ static int rx_write(struct me_conn *c, const struct me_hdr *h)
 		return 0;
 	}
 	/* Once per message: every packet of it saw the same check. */
-	if (err == -EACCES) {
-		me_conn_access_denied(c);
+	if (err == -EKEYREJECTED) {
+		me_conn_key_rejected(c);
 		if (!me_conn_live(c)) {
 			resp_unreserve(c);
 			return 0;
 		}
 	}
+	err = wire_status(err);
 	if (n->ops->mr_done && c->mode != ME_MODE_ORDERED)
 		n->ops->mr_done(n->ctx, h->d.region, h->d.addr, h->d.msg_len);
 	if (!err && any_err)
@@ -372,13 +383,14 @@ static int rx_read_req(struct me_conn *c, const struct me_hdr *h)
 			       h->d.msg_len, ME_ACC_READ);
 	if (me_get_be32(h->payload + 4))
 		err = -EINVAL;
-	if (err == -EACCES) {
-		me_conn_access_denied(c);
+	if (err == -EKEYREJECTED) {
+		me_conn_key_rejected(c);
 		if (!me_conn_live(c)) {
 			resp_unreserve(c);
 			return 0;
 		}
 	}
+	err = wire_status(err);
 	if (err || !h->d.msg_len) {
 		push_status(c, h->d.op_id, err);
 	} else {

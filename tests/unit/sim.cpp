@@ -23,8 +23,10 @@ static int p_mr_check(void *ctx, uint32_t region, uint32_t key, uint64_t off,
 	auto &rs = N(ctx).regions;
 	auto it = rs.find(region);
 	if (it == rs.end())
-		return -EACCES;	// like a wrong key (me_plat.h)
-	if (it->second.key != key || (it->second.access & access) != access)
+		return -ENOENT;
+	if (it->second.key != key)
+		return -EKEYREJECTED;
+	if ((it->second.access & access) != access)
 		return -EACCES;
 	if (off > it->second.mem.size() || len > it->second.mem.size() - off)
 		return -ERANGE;

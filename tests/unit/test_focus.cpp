@@ -594,9 +594,11 @@ TEST(Conn, passive_connections_per_peer__bounded)
 	EXPECT_NE(sim.connect(0, 1, ME_MODE_UNORDERED), nullptr) << "no room after a close";
 }
 
-// Refused remote accesses are answered EACCES up to key_fail_max; the next
-// one aborts the connection at the target, and the initiator's operations
-// then fail (issue 13 #4: keys cannot be guessed through a connection).
+// Accesses with a wrong key are answered EACCES up to key_fail_max; the
+// next one aborts the connection at the target, and the initiator's
+// operations then fail (issue 13 #4: keys cannot be guessed through a
+// connection).  Accesses to a region that does not exist answer EACCES too
+// but do not count (a write arriving after its region went is no attack).
 TEST(Access, refused_accesses__connection_aborted_after_limit)
 {
 	me_node_cfg ca = default_cfg(1), cb = default_cfg(2);
@@ -604,10 +606,11 @@ TEST(Access, refused_accesses__connection_aborted_after_limit)
 	ca.answer_ns = 100000000;
 	Pair P(23, 1, {}, ca, cb);
 	ASSERT_NE(P.c, nullptr);
-	for (int i = 0; i < 8; i++) {
+	for (int i = 0; i < 12; i++) {
 		me_rw rw{};
 		rw.cookie = 1000 + i;
-		rw.remote_region = i % 2 ? 77 : kDst;	// no such region, wrong key
+		// First four to regions that do not exist, then wrong keys.
+		rw.remote_region = i < 4 ? 77 + i : kDst;
 		rw.remote_key = kKey + 1 + i;
 		rw.len = 100 + i;
 		bool read = i % 3 == 2;
@@ -619,14 +622,14 @@ TEST(Access, refused_accesses__connection_aborted_after_limit)
 		if (n.idx == 0 && (q.type == ME_CQE_WRITE || q.type == ME_CQE_READ))
 			st[q.cookie] = q.status;
 	};
-	ASSERT_TRUE(P.sim.run([&] { return st.size() == 8; }, P.sim.now + 2000000000ull));
+	ASSERT_TRUE(P.sim.run([&] { return st.size() == 12; }, P.sim.now + 2000000000ull));
 	int denied = 0;
 	for (auto &[ck, s] : st) {
 		EXPECT_TRUE(s == -EACCES || s == -ETIMEDOUT || s == -ECANCELED) << ck << ": " << s;
 		denied += s == -EACCES;
 	}
-	EXPECT_EQ(denied, 4);
-	EXPECT_EQ(me_node_stat(P.sim.nodes[1]->node, ME_ST_ACCESS_DENIED), 5u);
+	EXPECT_EQ(denied, 4 + 4);	// the missing regions, then four wrong keys
+	EXPECT_EQ(me_node_stat(P.sim.nodes[1]->node, ME_ST_KEY_REJECTED), 5u);
 	EXPECT_EQ(me_node_stat(P.sim.nodes[1]->node, ME_ST_CONN_ABORTED), 1u);
 	EXPECT_EQ(me_conn_state(P.p), ME_CS_DEAD);
 	EXPECT_EQ(me_conn_state(P.c), ME_CS_DEAD);

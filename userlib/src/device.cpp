@@ -235,7 +235,7 @@ constexpr const char *stat_names[] = {
 	"rx_stale",    "rx_dup",      "rx_window",   "rx_closed",  "rx_nores",	  "rx_badack",
 	"rx_badop",    "tx_data",     "tx_rtx_loss", "tx_rtx_rto", "tx_rtx_fail", "tx_ack",
 	"tx_nack",     "tx_fail",     "rto_fired",   "link_down",  "link_up",	  "credit_stall",
-	"conn_refused", "access_denied", "conn_aborted",
+	"conn_refused", "key_rejected", "conn_aborted",
 	"rx_hello_held", "peer_restart",
 };
 static_assert(std::size(stat_names) == ME_STAT_COUNT,

@@ -52,6 +52,10 @@ int me_copy_array_out(u64 uptr, u32 stride, const void *src, size_t ksize,
 	size_t len = min_t(size_t, stride, ksize);
 	unsigned int i;
 
+	/* Callers refuse it first: each entry's tail is cleared. */
+	if (stride > PAGE_SIZE)
+		return -E2BIG;
+
 	for (i = 0; i < n; i++) {
 		void __user *dst = u64_to_user_ptr(uptr + (u64)i * stride);
 
@@ -139,6 +143,8 @@ static long me_ioc_link_list(struct net *net, void __user *uarg)
 		return ret;
 	if (req.__reserved || req.info_size < ME_LINK_INFO_SIZE_VER0)
 		return -EINVAL;
+	if (req.info_size > PAGE_SIZE)
+		return -E2BIG;
 
 	infos = kcalloc(ME_MAX_LINKS, sizeof(*infos), GFP_KERNEL);
 	if (!infos)

@@ -149,6 +149,8 @@ long me_cq_ioc_poll(struct me_cq *cq, void __user *uarg)
 		return ret;
 	if (req.flags & ~ME_POLL_F_WAIT)
 		return -EOPNOTSUPP;
+	if (req.entry_size > PAGE_SIZE)
+		return -E2BIG;
 	if (!req.count || req.entry_size < ME_COMPLETION_SIZE_VER0)
 		return -EINVAL;
 	ret = 0;

@@ -780,6 +780,8 @@ long me_engine_ioc_peer_list(struct me_file *f, void __user *uarg)
 		return ret;
 	if (req.__reserved || req.info_size < ME_PEER_INFO_SIZE_VER0)
 		return -EINVAL;
+	if (req.info_size > PAGE_SIZE)
+		return -E2BIG;
 
 	memset(peers, 0, sizeof(peers));
 	rtnl_lock();
@@ -846,6 +848,8 @@ long me_engine_ioc_conn_list(struct me_file *f, void __user *uarg)
 		return ret;
 	if (req.__reserved || req.info_size < ME_CONN_INFO_SIZE_VER0)
 		return -EINVAL;
+	if (req.info_size > PAGE_SIZE)
+		return -E2BIG;
 
 	n = core ? me_node_nconns(core) : 0;
 	for (id = 1; id <= n && id <= req.count; id++) {

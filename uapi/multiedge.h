@@ -40,7 +40,9 @@
  * Bumped when a command is added or a completion status changes meaning;
  * old commands keep working.  7: an operation the connection never sent
  * completes with -ECANCELED; a remote access to no such region completes
- * with -EACCES, as one with a wrong key (it was -ENOENT).
+ * with -EACCES, as one with a wrong key (it was -ENOENT); list and poll
+ * strides (info_size, entry_size) above a page are -E2BIG (each entry's
+ * tail is cleared: a stride of gigabytes cleared that much user memory).
  */
 #define ME_ABI_VERSION		7
 
@@ -189,7 +191,8 @@ struct me_link_info {
  * out: count = number of links attached (may exceed the room given: then
  *      only the first entries were written; call again with more room)
  *
- * Errors: -EINVAL info_size too small or __reserved not zero; -EFAULT the
+ * Errors: -EINVAL info_size too small or __reserved not zero; -E2BIG
+ * info_size above a page (ABI 7); -EFAULT the
  * array is not writable.
  */
 struct me_link_list {
@@ -483,6 +486,7 @@ struct me_completion {
  * timeout passes (count 0, returns 0) or a signal arrives (-EINTR).
  *
  * Errors: -EOPNOTSUPP unknown flag; -EINVAL count 0 or entry_size too small;
+ * -E2BIG entry_size above a page (ABI 7);
  * -EFAULT entries not writable (the completions stay queued).
  */
 struct me_poll_cq {

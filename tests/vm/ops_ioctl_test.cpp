@@ -6,10 +6,13 @@
 // while open; a process killed with a transfer in flight.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstring>
 #include <csignal>
 #include <poll.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <thread>
 #include <unistd.h>
@@ -262,6 +265,31 @@ TEST_F(OpsTest, ReservedFieldsUnknownFlagsAndBadArrays)
 	cl.info_size = sizeof(me_conn_info);
 	cl.conns = 16;
 	EXPECT_EQ(io(fd, ME_IOC_CONN_LIST, &cl), EFAULT) << "CONN_LIST array";
+
+	// A stride above a page is E2BIG, and nothing is written: each
+	// entry's tail is cleared, and a stride of a gigabyte once cleared the
+	// caller's memory after the array up to the first unmapped page (found
+	// by ioctl_fuzz_test: it wiped the fuzzer's own stack).
+	{
+		void *m = mmap(nullptr, 2 * 4096, PROT_READ | PROT_WRITE,
+			       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		ASSERT_NE(m, MAP_FAILED);
+		auto *page = static_cast<uint8_t *>(m);
+		ASSERT_EQ(munmap(page + 4096, 4096), 0);
+		const auto arr = reinterpret_cast<uintptr_t>(page);
+		me_peer_list big_pl{sizeof(big_pl), 4, arr, 1u << 30, 0};
+		me_conn_list big_cl{sizeof(big_cl), 4, arr, 4097, 0};
+		me_poll_cq big_q = poll_of(ents, 4);
+		big_q.entries = arr;
+		big_q.entry_size = 1u << 20;
+		std::memset(page, 0xa5, 4096);
+		EXPECT_EQ(io(fd, ME_IOC_PEER_LIST, &big_pl), E2BIG) << "PEER_LIST info_size";
+		EXPECT_EQ(io(fd, ME_IOC_CONN_LIST, &big_cl), E2BIG) << "CONN_LIST info_size";
+		EXPECT_EQ(io(fd, ME_IOC_POLL_CQ, &big_q), E2BIG) << "POLL_CQ entry_size";
+		EXPECT_TRUE(std::all_of(page, page + 4096, [](uint8_t b) { return b == 0xa5; }))
+			<< "the array was written";
+		munmap(page, 4096);
+	}
 
 	me_stats st{sizeof(st), ME_STAT_COUNT, 16};
 	EXPECT_EQ(io(fd, ME_IOC_STATS, &st), EFAULT) << "STATS values";

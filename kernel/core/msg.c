@@ -320,6 +320,21 @@ static int wire_status(int err)
 	return err == -EKEYREJECTED || err == -ENOENT ? -EACCES : err;
 }
 
+/*
+ * A wrong key counts against the connection; *err becomes what the peer
+ * is told.  false: the connection was aborted for it, answer nothing.
+ */
+static bool key_checked(struct me_conn *c, int *err)
+{
+	if (*err == -EKEYREJECTED) {
+		me_conn_key_rejected(c);
+		if (!me_conn_live(c))
+			return false;
+	}
+	*err = wire_status(*err);
+	return true;
+}
+
 static int rx_write(struct me_conn *c, const struct me_hdr *h)
 {
 	struct me_node *n = c->node;
@@ -340,14 +355,10 @@ static int rx_write(struct me_conn *c, const struct me_hdr *h)
 		return 0;
 	}
 	/* Once per message: every packet of it saw the same check. */
-	if (err == -EKEYREJECTED) {
-		me_conn_key_rejected(c);
-		if (!me_conn_live(c)) {
-			resp_unreserve(c);
-			return 0;
-		}
+	if (!key_checked(c, &err)) {
+		resp_unreserve(c);
+		return 0;
 	}
-	err = wire_status(err);
 	if (n->ops->mr_done && c->mode != ME_MODE_ORDERED)
 		n->ops->mr_done(n->ctx, h->d.region, h->d.addr, h->d.msg_len);
 	if (!err && any_err)
@@ -383,14 +394,10 @@ static int rx_read_req(struct me_conn *c, const struct me_hdr *h)
 			       h->d.msg_len, ME_ACC_READ);
 	if (me_get_be32(h->payload + 4))
 		err = -EINVAL;
-	if (err == -EKEYREJECTED) {
-		me_conn_key_rejected(c);
-		if (!me_conn_live(c)) {
-			resp_unreserve(c);
-			return 0;
-		}
+	if (!key_checked(c, &err)) {
+		resp_unreserve(c);
+		return 0;
 	}
-	err = wire_status(err);
 	if (err || !h->d.msg_len) {
 		push_status(c, h->d.op_id, err);
 	} else {

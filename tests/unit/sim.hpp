@@ -173,5 +173,7 @@ private:
 };
 
 me_node_cfg default_cfg(uint32_t id);
+// The engine configured as the module configures it (kernel/engine.c).
+me_node_cfg module_cfg(uint32_t id, uint32_t mtu = 9000);
 
 }  // namespace mesim

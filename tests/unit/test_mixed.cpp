@@ -32,34 +32,6 @@ struct Flight {
 	bool notified = false;
 };
 
-// The engine configured as the module configures it (kernel/engine.c).
-me_node_cfg module_cfg(uint32_t id, uint32_t mtu)
-{
-	me_node_cfg c = default_cfg(id);
-	c.mtu = mtu;
-	c.window = 1024;
-	while ((uint64_t)c.window * mtu > 2048 * 1024)
-		c.window /= 2;
-	c.credit = c.window;
-	c.ops = 256;
-	c.ack_every = 16;
-	c.link_window = 512 * 1024;
-	c.max_retries = 12;
-	c.dupthresh = 16;
-	c.reorder_ns = 2000000;
-	c.tick_ns = 1000000;
-	c.rto_init_ns = 20000000;
-	c.rto_min_ns = 5000000;
-	c.rto_max_ns = 1000000000;
-	c.connect_rto_ns = 100000000;
-	c.hello_ns = 100000000;
-	c.ka_ns = 100000000;
-	c.link_dead_ns = 1000000000;
-	c.peer_dead_ns = 3000000000ull;
-	c.rate_ns = 10000000;
-	return c;
-}
-
 struct Mixed {
 	Sim sim;
 	me_conn *conn[2][kConns] = {};	// [node][0 ordered, 1 unordered]

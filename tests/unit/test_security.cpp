@@ -208,17 +208,9 @@ TEST(Security, core_rx__reports_only_the_peers_hello)
 TEST(Security, restarted_node__connects_at_once)
 {
 	auto modcfg = [](uint32_t id, uint32_t inc) {
-		me_node_cfg c = default_cfg(id);
+		me_node_cfg c = module_cfg(id);
 		c.incarnation = inc;
-		c.tick_ns = 1000000;
-		c.connect_rto_ns = 100000000;
-		c.hello_ns = 100000000;
-		c.ka_ns = 100000000;
 		c.link_dead_ns = 1500000000;
-		c.peer_dead_ns = 3000000000ull;
-		c.rto_init_ns = 20000000;
-		c.rto_min_ns = 5000000;
-		c.rto_max_ns = 1000000000;
 		return c;
 	};
 	for (uint32_t new_inc : {81u, 7u}) {

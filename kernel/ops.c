@@ -333,7 +333,7 @@ void me_ops_complete(struct me_net *mn, const struct me_cqe *cqe)
 		break;
 	case ME_CQE_CONN_DEAD:
 		if (cqe->status == -ECONNABORTED)
-			pr_warn_ratelimited("connection %u from node %08x aborted: too many refused remote accesses (wrong keys?)\n",
+			pr_warn_ratelimited("connection %u from node %08x aborted: too many accesses with a wrong key\n",
 					    cqe->conn, cqe->peer);
 		conn_event(mn, cqe, ME_CQ_CONN_DEAD);
 		break;

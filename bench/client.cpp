@@ -228,7 +228,7 @@ me::Status session(const Context &cx, Test test)
 		if (!ep)
 			return ep.error();
 		if (dst_len)
-			hello.regions[t] = {ep.value()->dst->id(), ep.value()->dst->key()};
+			hello.regions[t] = {ep.value()->dst->id(), 0, ep.value()->dst->key()};
 		eps.push_back(std::move(ep).value());
 	}
 	if (auto st = cx.chan.send(hello); !st)

@@ -8,7 +8,7 @@
 namespace bench {
 
 namespace {
-constexpr char kMagic[8] = {'m', 'e', '-', 'b', 'e', 'n', 'c', '1'};
+constexpr char kMagic[8] = {'m', 'e', '-', 'b', 'e', 'n', 'c', '2'};
 }
 
 const char *test_name(Test t)

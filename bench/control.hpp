@@ -44,7 +44,8 @@ enum class Kind : std::uint32_t { Hello = 1, Ready = 2, Begin = 3, End = 4, Resu
 
 struct RegionRef {
 	std::uint32_t id;
-	std::uint32_t key;
+	std::uint32_t reserved;
+	std::uint64_t key;
 };
 
 struct Msg {

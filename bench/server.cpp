@@ -80,7 +80,7 @@ me::Result<Served> serve(const me::Device &dev, std::optional<Channel> &chan, co
 					   test == Test::OneWay ? target : Target::Pinned);
 		if (!ep)
 			return refuse(ep.error());
-		ready.regions[t] = {ep.value()->dst->id(), ep.value()->dst->key()};
+		ready.regions[t] = {ep.value()->dst->id(), 0, ep.value()->dst->key()};
 		back.push_back({hello.regions[t].id, hello.regions[t].key, slots});
 		eps.push_back(std::move(ep).value());
 	}

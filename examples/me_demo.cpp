@@ -173,7 +173,7 @@ std::optional<std::size_t> check_pattern(std::span<const std::byte> buf)
 }
 
 // What the nodes tell each other with send/recv.
-constexpr char kMagic[8] = {'m', 'e', '-', 'd', 'e', 'm', 'o', '1'};
+constexpr char kMagic[8] = {'m', 'e', '-', 'd', 'e', 'm', 'o', '2'};
 enum class Kind : std::uint32_t { Region = 1, Done = 2 };
 
 struct Wire {
@@ -181,10 +181,11 @@ struct Wire {
 	Kind kind;
 	std::uint32_t status;	// Done: 0 if the client succeeded
 	std::uint32_t id;	// Region: the server's region
-	std::uint32_t key;
+	std::uint32_t reserved;
+	std::uint64_t key;
 	std::uint64_t length;
 };
-static_assert(sizeof(Wire) == 32);
+static_assert(sizeof(Wire) == 40);
 
 std::optional<Wire> parse(const me::Message &m)
 {
@@ -422,8 +423,8 @@ int run_client(const Options &o)
 		}
 	}
 	me::RemoteRegion remote{w->id, w->key, w->length};
-	std::printf("server %u offers region %u (key %08x, %s)\n", msg.peer, remote.id,
-		    remote.key, mib(remote.length).c_str());
+	std::printf("server %u offers region %u (key %016llx, %s)\n", msg.peer, remote.id,
+		    static_cast<unsigned long long>(remote.key), mib(remote.length).c_str());
 	if (remote.length < o.size)
 		die("the server's region (" + std::to_string(remote.length) +
 		    " bytes) is smaller than --size (" + std::to_string(o.size) + " bytes)");
@@ -504,8 +505,8 @@ int run_server(const Options &o)
 	auto region = map_or_die(o.size, "region");
 	auto mr = check(dev.register_memory(region.data(), region.size(),
 					    me::Access::RemoteRead | me::Access::RemoteWrite));
-	std::printf("registered a %s region for remote read and write: id %u, key %08x\n",
-		    mib(o.size).c_str(), mr.id(), mr.key());
+	std::printf("registered a %s region for remote read and write: id %u, key %016llx\n",
+		    mib(o.size).c_str(), mr.id(), static_cast<unsigned long long>(mr.key()));
 
 	auto s0 = snap_links(dev);
 	auto conn = check(dev.connect(peer.node_id));
@@ -518,9 +519,9 @@ int run_server(const Options &o)
 	w.key = remote.key;
 	w.length = mr.length();
 	send_wire(dev, conn, w, 1);
-	std::printf("sent {id %u, key %08x, length %zu} to %u; waiting for the client "
+	std::printf("sent {id %u, key %016llx, length %zu} to %u; waiting for the client "
 		    "(up to %llds) ...\n",
-		    w.id, w.key, mr.length(), peer.node_id, static_cast<long long>(o.wait.count()));
+		    w.id, static_cast<unsigned long long>(w.key), mr.length(), peer.node_id, static_cast<long long>(o.wait.count()));
 	std::fflush(stdout);
 
 	auto deadline = Clock::now() + o.wait;

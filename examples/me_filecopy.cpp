@@ -130,13 +130,14 @@ private:
 
 // What the nodes tell each other with send/recv.
 struct Offer {
-	char magic[8];		// "me-fcp1"
+	char magic[8];		// "me-fcp2"
 	std::uint64_t size;	// sender -> receiver: the file's size
 	std::uint64_t sum;	// ... and its checksum
 	std::uint32_t region;	// receiver -> sender: where to write
-	std::uint32_t key;
+	std::uint32_t reserved;
+	std::uint64_t key;
 };
-constexpr char kMagic[8] = {'m', 'e', '-', 'f', 'c', 'p', '1', 0};
+constexpr char kMagic[8] = {'m', 'e', '-', 'f', 'c', 'p', '2', 0};
 
 void send_offer(const me::Device &dev, me::Connection &conn, const Offer &o)
 {

@@ -116,7 +116,7 @@ static u32 to_access(u32 acc)
 	       (acc & ME_ACC_READ ? ME_ACCESS_REMOTE_READ : 0);
 }
 
-static int plat_mr_check(void *ctx, u32 region, u32 key, u64 off, u64 len, u32 access)
+static int plat_mr_check(void *ctx, u32 region, u64 key, u64 off, u64 len, u32 access)
 {
 	if (region == ME_REGION_MSG) {
 		if (access != ME_ACC_WRITE)

@@ -133,7 +133,7 @@ static void mr_destroy(struct me_mr *mr)
 	mmdrop(mr->mm);
 	kvfree(mr->pages);
 	pr_debug("region %u destroyed (%lu pages)\n", mr->id, mr->npages);
-	/* me_mr_get() may still be looking at it under RCU. */
+	/* me_mr_get_any() may still be looking at it under RCU. */
 	kfree_rcu(full(mr), rcu);
 }
 
@@ -160,6 +160,8 @@ long me_mr_reg(struct me_file *f, void __user *uarg)
 		return usize;
 	if (req.access & ~ME_ACCESS_ALL || req.flags & ~ME_MR_FLAGS_ALL)
 		return -EOPNOTSUPP;
+	if (req.__reserved)
+		return -EINVAL;
 	if ((req.flags & ME_MR_TLB_EAGER) && (req.flags & ME_MR_TLB_LAZY))
 		return -EINVAL;
 	if (!req.length || req.length > ME_MR_MAX_LENGTH || req.addr + req.length < req.addr)
@@ -212,7 +214,9 @@ long me_mr_reg(struct me_file *f, void __user *uarg)
 	}
 	atomic64_inc(&nr_regions);
 
-	mr->key = get_random_u32();
+	/* A caller that cannot see key_hi gets a key it can name whole. */
+	mr->key = usize < offsetofend(struct me_mr_reg, key_hi) ? get_random_u32() :
+		  get_random_u64();
 	refcount_set(&mr->ref, 1);
 	init_completion(&mr->released);
 
@@ -228,7 +232,8 @@ long me_mr_reg(struct me_file *f, void __user *uarg)
 	pr_debug("region %u created (%lu pages, access 0x%x)\n", mr->id, mr->npages, mr->access);
 
 	req.region = mr->id;
-	req.key = mr->key;
+	req.key = lower_32_bits(mr->key);
+	req.key_hi = upper_32_bits(mr->key);
 	if (copy_to_user(uarg, &req, min_t(size_t, usize, sizeof(req)))) {
 		/* The caller cannot know the region: take it back. */
 		mutex_lock(&f->lock);
@@ -330,17 +335,6 @@ struct me_mr *me_mr_get_any(struct me_net *mn, u32 id)
 	return mr;
 }
 
-struct me_mr *me_mr_get(struct me_net *mn, u32 id, u32 key, u32 access)
-{
-	struct me_mr *mr = me_mr_get_any(mn, id);
-
-	if (mr && (mr->key != key || (mr->access & access) != access)) {
-		me_mr_put(mr);
-		mr = NULL;
-	}
-	return mr;
-}
-
 struct me_mr *me_mr_get_owned(struct me_file *f, u32 id)
 {
 	struct me_mr *mr = me_mr_get_any(me_net(f->net), id);
@@ -367,7 +361,7 @@ static bool mr_in_range(const struct me_mr *mr, u64 off, u64 len)
  * map region lengths); the engine tells the peer EACCES for no region, a
  * wrong key and no access alike (me_plat.h).
  */
-int me_mr_check_remote(struct me_net *mn, u32 id, u32 key, u64 off, u64 len, u32 access)
+int me_mr_check_remote(struct me_net *mn, u32 id, u64 key, u64 off, u64 len, u32 access)
 {
 	struct me_mr *mr = me_mr_get_any(mn, id);
 	int ret = 0;

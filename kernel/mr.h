@@ -19,14 +19,14 @@ struct page;
  *
  * Lifetime: the namespace's table (me_net.mrs) and the owning file's list
  * hold the base reference; users on the data path take one with
- * me_mr_get() and drop it with me_mr_put().  Deregistration removes the
+ * me_mr_get_any() and drop it with me_mr_put().  Deregistration removes the
  * region from both, drops the base reference and waits for the last put
  * (the completion) before unpinning.
  */
 struct me_mr {
 	u32 id;
-	u32 key;
 	u32 access;			/* ME_ACCESS_* */
+	u64 key;
 	u64 addr;
 	u64 length;
 	unsigned long npages;
@@ -53,9 +53,7 @@ long me_mr_dereg(struct me_file *f, void __user *uarg);
 /* Deregisters everything the file registered (release). */
 void me_mr_release_file(struct me_file *f);
 
-/* Data path: find a region by id and check key and access; NULL if not. */
-struct me_mr *me_mr_get(struct me_net *mn, u32 id, u32 key, u32 access);
-/* ... without checks; or only a region registered on @f. */
+/* Data path: find a region by id; or only a region registered on @f. */
 struct me_mr *me_mr_get_any(struct me_net *mn, u32 id);
 struct me_mr *me_mr_get_owned(struct me_file *f, u32 id);
 void me_mr_put(struct me_mr *mr);
@@ -64,10 +62,10 @@ struct me_file *me_mr_owner(struct me_mr *mr);
 
 /*
  * For the engine (any context): may a peer access [off, off + len) with
- * @key for @access (ME_ACCESS_*)?  0, -ENOENT, -EACCES or -ERANGE.  Local
- * check: range only.  Copies: 0, -ENOENT or -ERANGE.
+ * @key for @access (ME_ACCESS_*)?  0, -ENOENT, -EKEYREJECTED, -EACCES or
+ * -ERANGE.  Local check: range only.  Copies: 0, -ENOENT or -ERANGE.
  */
-int me_mr_check_remote(struct me_net *mn, u32 id, u32 key, u64 off, u64 len, u32 access);
+int me_mr_check_remote(struct me_net *mn, u32 id, u64 key, u64 off, u64 len, u32 access);
 int me_mr_check_local(struct me_net *mn, u32 id, u64 off, u64 len);
 int me_mr_copy_from(struct me_net *mn, u32 id, u64 off, void *dst, u32 len);
 /*

@@ -622,10 +622,11 @@ static int check_post(const struct me_post *req)
 	if (req->opcode < ME_OP_WRITE || req->opcode > ME_OP_SEND ||
 	    (req->flags & ~ME_POST_F_NONBLOCK))
 		return -EOPNOTSUPP;
-	if (req->__reserved || !req->len)
+	if (!req->len)
 		return -EINVAL;
 	if (req->opcode == ME_OP_SEND) {
-		if (req->remote_region || req->remote_key || req->remote_off || req->imm)
+		if (req->remote_region || req->remote_key || req->remote_key_hi ||
+		    req->remote_off || req->imm)
 			return -EINVAL;
 		if (req->len > ME_SEND_MAX)
 			return -EMSGSIZE;
@@ -689,7 +690,7 @@ int me_ops_post(struct me_file *f, const struct me_post *req,
 	rw.local_region = req->local_region;
 	rw.local_off = req->local_off;
 	rw.remote_region = req->opcode == ME_OP_SEND ? ME_REGION_MSG : req->remote_region;
-	rw.remote_key = req->remote_key;
+	rw.remote_key = (u64)req->remote_key_hi << 32 | req->remote_key;
 	rw.remote_off = req->remote_off;
 	rw.len = req->len;
 	rw.imm = req->imm;

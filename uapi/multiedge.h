@@ -43,8 +43,9 @@
  * with -EACCES, as one with a wrong key (it was -ENOENT); list and poll
  * strides (info_size, entry_size) above a page are -E2BIG (each entry's
  * tail is cleared: a stride of gigabytes cleared that much user memory).
+ * 8: region keys are 64 bits (me_mr_reg.key_hi, me_post.remote_key_hi).
  */
-#define ME_ABI_VERSION		7
+#define ME_ABI_VERSION		8
 
 /* Default ethertype: IEEE 802.1 Local Experimental 1. */
 #define ME_DEFAULT_ETHERTYPE	0x88B5
@@ -212,11 +213,15 @@ struct me_link_list {
  * peers can reach it by (region, key, offset) with the access granted.  The
  * pages are pinned (long-term) until deregistration and charged to the
  * caller's RLIMIT_MEMLOCK (as VmPin) unless it has CAP_IPC_LOCK.  Any
- * alignment.  Region ids are unique per namespace; keys are random.  The
- * region belongs to the open file: closing it (or exiting) deregisters.
+ * alignment.  Region ids are unique per namespace; keys are random, 64
+ * bits: key is the low half, key_hi (ABI 8) the high half.  A caller whose
+ * struct ends before key_hi gets a key whose high half is 0 (it could not
+ * name the rest), 32 bits of protection only.  Peers pass both halves in
+ * me_post.  The region belongs to the open file: closing it (or exiting)
+ * deregisters.
  *
  * in:  size, access (ME_ACCESS_*), addr, length; ABI 6: flags (ME_MR_*)
- * out: region, key; ABI 6: info (ME_MR_INFO_*)
+ * out: region, key; ABI 6: info (ME_MR_INFO_*); ABI 8: key_hi
  *
  * Errors:
  *   -EOPNOTSUPP  unknown access or flag bit
@@ -238,6 +243,9 @@ struct me_mr_reg {
 	/* ABI 6 */
 	__u32 flags;		/* in: ME_MR_* */
 	__u32 info;		/* out: ME_MR_INFO_* */
+	/* ABI 8 */
+	__u32 key_hi;		/* out: the key's high 32 bits */
+	__u32 __reserved;
 };
 
 /*
@@ -267,6 +275,7 @@ struct me_mr_reg {
 #define ME_MR_MAX_PER_FILE	4096
 #define ME_MR_REG_SIZE_VER0	32
 #define ME_MR_REG_SIZE_VER1	40	/* + flags, info */
+#define ME_MR_REG_SIZE_VER2	48	/* + key_hi: 64-bit keys */
 
 #define ME_IOC_MR_REG		_IO(ME_IOC_MAGIC, 0x50)
 
@@ -390,7 +399,7 @@ struct me_disconnect {
  * Posting blocks while the connection's operation queue or this file's
  * completion queue is full, unless ME_POST_F_NONBLOCK (then -EAGAIN).
  *
- * in: everything but __reserved
+ * in: everything
  *
  * Errors at posting (nothing was sent):
  *   -EOPNOTSUPP   unknown opcode or flag
@@ -430,7 +439,7 @@ struct me_post {
 	__u32 remote_key;
 	__aligned_u64 remote_off;
 	__u32 imm;		/* ME_OP_NOTIFY */
-	__u32 __reserved;
+	__u32 remote_key_hi;	/* ABI 8: the key's high 32 bits (0 before) */
 };
 
 #define ME_OP_WRITE		1
@@ -614,6 +623,7 @@ enum me_stat_index {
 	ME_STAT_CONN_ABORTED,	/* connections aborted after too many wrong keys */
 	ME_STAT_RX_HELLO_HELD,	/* HELLOs of another identity while the link's peer answers */
 	ME_STAT_PEER_RESTART,	/* new incarnations of peers believed */
+	ME_STAT_RX_COOKIE,	/* connection frames with a wrong cookie: dropped */
 	ME_STAT_COUNT
 };
 

@@ -78,6 +78,13 @@ static struct me_conn *conn_alloc(struct me_node *n, u32 peer, u32 mode)
 	return c;
 }
 
+/* Unpredictable where the host has randomness, never 0. */
+static u32 conn_random(struct me_node *n, u32 salt)
+{
+	return n->ops->random_u32 ? n->ops->random_u32(n->ctx) :
+	       mix32(n->cfg.incarnation * 2654435761u + salt);
+}
+
 /* Give it the next id; with ctl_lock held.  false: the ids are used up. */
 static bool conn_number(struct me_node *n, struct me_conn *c)
 {
@@ -87,8 +94,10 @@ static bool conn_number(struct me_node *n, struct me_conn *c)
 		return false;
 	c->id = id;
 	/* Unpredictable, so a blind sender cannot aim into the window. */
-	c->isn = n->ops->random_u32 ? n->ops->random_u32(n->ctx) :
-		 mix32(n->cfg.incarnation * 2654435761u + id);
+	c->isn = conn_random(n, id);
+	c->cookie = (u64)conn_random(n, ~id) << 32 | conn_random(n, id * 3);
+	if (!c->cookie)
+		c->cookie = 1;
 	me_win_start_tx(c, c->isn, c->isn);
 	return true;
 }
@@ -115,6 +124,8 @@ static void send_conn_pkt(struct me_conn *c, u32 type, int link)
 	h.dst_conn = type == ME_PT_ACCEPT ? c->peer_conn : 0;
 	h.dst_inc = type == ME_PT_ACCEPT ? c->peer_inc :
 		    me_atomic_read(&n->links[link].peer_inc);
+	h.cookie = type == ME_PT_ACCEPT ? c->peer_cookie : 0;
+	h.c.cookie = c->cookie;
 	h.c.isn = c->isn;
 	h.c.credit = c->credit;
 	h.c.window = c->window;
@@ -266,8 +277,8 @@ static void rx_connect(struct me_node *n, u32 link, const struct me_hdr *h)
 		fresh = NULL;
 	}
 	if (c) {
-		/* A resent CONNECT: our ACCEPT was lost. */
-		if (me_conn_live(c))
+		/* A resent CONNECT (our ACCEPT was lost), not a forged one. */
+		if (me_conn_live(c) && c->peer_cookie == h->c.cookie)
 			send_conn_pkt(c, ME_PT_ACCEPT, (int)link);
 		return;
 	}
@@ -279,6 +290,7 @@ static void rx_connect(struct me_node *n, u32 link, const struct me_hdr *h)
 	}
 	c->peer_conn = h->src_conn;
 	c->peer_inc = h->src_inc;
+	c->peer_cookie = h->c.cookie;
 	me_win_start_rx(c, h->c.isn);
 	me_win_start_tx(c, c->isn, c->isn + h->c.credit);
 	me_atomic64_set(&c->last_rx_ns, me_now(n));
@@ -298,6 +310,11 @@ static void rx_accept(struct me_node *n, const struct me_hdr *h)
 		me_stat_inc(n, ME_ST_RX_STALE);
 		return;
 	}
+	/* Only who saw our CONNECT knows the cookie it offered. */
+	if (h->cookie != c->cookie) {
+		me_stat_inc(n, ME_ST_RX_COOKIE);
+		return;
+	}
 	if (!me_trylock(&n->ctl_lock))
 		return;
 	if (me_atomic_read(&c->state) != ME_CS_CONNECTING ||
@@ -307,6 +324,7 @@ static void rx_accept(struct me_node *n, const struct me_hdr *h)
 	}
 	c->peer_conn = h->src_conn;
 	c->peer_inc = h->src_inc;
+	c->peer_cookie = h->c.cookie;
 	me_win_start_rx(c, h->c.isn);
 	me_atomic_set(&c->snd_right, c->isn + h->c.credit);
 	me_atomic64_set(&c->last_rx_ns, me_now(n));

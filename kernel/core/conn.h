@@ -6,6 +6,9 @@
  * each end.  Conn ids are never reused within a node's life, and a node's
  * incarnation changes at every start, so a packet from an earlier life of
  * either the connection or the peer never matches a live connection.
+ * Each side also picks a random 64-bit cookie, exchanged in CONNECT and
+ * ACCEPT, that every frame to it must carry: a sender that does not see
+ * the handshake cannot inject into the connection.
  */
 #ifndef ME_CONN_H
 #define ME_CONN_H
@@ -27,6 +30,8 @@ struct me_conn {
 	/* Set by the handshake before state becomes ESTABLISHED. */
 	u32 peer_conn;
 	u32 peer_inc;
+	u64 peer_cookie;	/* goes on every frame to the peer */
+	u64 cookie;		/* every frame from the peer must carry it */
 	u32 isn;		/* our first sequence number */
 	u32 maxpay;		/* payload bytes per packet */
 	u32 window;		/* ring sizes, power of two */

@@ -121,6 +121,7 @@ enum me_stat {
 	ME_ST_RX_HELLO_HELD,	/* HELLO of another identity while the link's
 				 * peer answers: ignored (path.c) */
 	ME_ST_PEER_RESTART,	/* a new incarnation of a peer believed */
+	ME_ST_RX_COOKIE,	/* connection frame with the wrong cookie */
 	ME_ST_MAX_
 };
 
@@ -167,7 +168,7 @@ struct me_rw {
 	u32 local_region;	/* write: source; read: destination */
 	u64 local_off;
 	u32 remote_region;
-	u32 remote_key;
+	u64 remote_key;
 	u64 remote_off;
 	u32 len;		/* <= ME_MAX_MSG */
 	u32 imm;		/* notify: value delivered at the target */

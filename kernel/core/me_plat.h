@@ -68,7 +68,7 @@ struct me_plat_ops {
 	 * right key only, -ERANGE.  The peer is told EACCES for the first
 	 * three alike; wrong keys count towards cfg.key_fail_max.
 	 */
-	int (*mr_check)(void *ctx, u32 region, u32 key, u64 off, u64 len,
+	int (*mr_check)(void *ctx, u32 region, u64 key, u64 off, u64 len,
 			u32 access);
 	/*
 	 * Deliver payload into local region memory (already checked).  conn

@@ -505,7 +505,7 @@ struct job {
 	u64 cookie;		/* an op's (zero-copy references) */
 	u32 len;
 	u32 region;		/* header region/key/addr */
-	u32 key;
+	u64 key;
 	u64 addr;
 	u32 imm;
 	u32 src_region;		/* where the payload comes from */
@@ -704,6 +704,7 @@ static bool pump_one(struct me_conn *c)
 	h.src_conn = c->id;
 	h.dst_conn = c->peer_conn;
 	h.dst_inc = c->peer_inc;
+	h.cookie = c->peer_cookie;
 	h.payload_len = (u16)plen;
 	h.d.seq = seq;
 	h.d.msg_id = c->cur_msg;

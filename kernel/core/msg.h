@@ -35,7 +35,7 @@ struct me_op {
 	u32 lregion;
 	u64 loff;
 	u32 rregion;
-	u32 rkey;
+	u64 rkey;
 	u64 roff;
 	u32 len;
 	u32 imm;

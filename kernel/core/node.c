@@ -159,15 +159,15 @@ int me_core_rx_frame(struct me_node *n, u32 link, const void *buf, u32 len,
 		me_stat_inc(n, ME_ST_RX_NOTME);
 		return -EINVAL;
 	}
-	ret = me_path_rx(n, link, &h);
-
 	switch (h.type) {
 	case ME_PT_HELLO:
-		return ret;
+		return me_path_rx(n, link, &h);
 	case ME_PT_KEEPALIVE:
+		me_path_rx(n, link, &h);
 		return 0;
 	case ME_PT_CONNECT:
 	case ME_PT_ACCEPT:
+		me_path_rx(n, link, &h);
 		me_conn_rx_ctl(n, link, &h);
 		return 0;
 	default:
@@ -178,6 +178,13 @@ int me_core_rx_frame(struct me_node *n, u32 link, const void *buf, u32 len,
 		me_stat_inc(n, ME_ST_RX_STALE);
 		return -ESTALE;
 	}
+	/* Nothing of a frame that fails its cookie is used, not even as
+	 * a sign of the link's life. */
+	if (h.cookie != c->cookie) {
+		me_stat_inc(n, ME_ST_RX_COOKIE);
+		return -EPERM;
+	}
+	me_path_rx(n, link, &h);
 	if (h.type == ME_PT_ACK || h.type == ME_PT_NACK)
 		me_win_rx_ack(c, link, &h);
 	else

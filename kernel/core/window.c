@@ -302,6 +302,7 @@ void me_win_send_ack(struct me_conn *c, int link, bool nack)
 	h.src_conn = c->id;
 	h.dst_conn = c->peer_conn;
 	h.dst_inc = c->peer_inc;
+	h.cookie = c->peer_cookie;
 	cum = me_atomic_read(&c->rcv_cum);
 	h.a.cum = cum;
 	h.a.right = cum + c->credit;

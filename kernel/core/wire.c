@@ -55,17 +55,17 @@ static int check_seq(struct me_hdr *h, const u8 *p)
 	u32 pay = h->payload_len;
 	struct me_hdr *x = h;
 
-	x->d.seq = me_get_be32(p + 32);
-	x->d.msg_id = me_get_be32(p + 36);
-	x->d.op_id = me_get_be32(p + 40);
-	x->d.msg_len = me_get_be32(p + 44);
-	x->d.msg_off = me_get_be32(p + 48);
-	x->d.region = me_get_be32(p + 52);
-	x->d.key = me_get_be32(p + 56);
-	x->d.addr = me_get_be64(p + 60);
-	x->d.imm = me_get_be32(p + 68);
-	if (me_get_be32(p + 72))
+	x->d.seq = me_get_be32(p + 40);
+	x->d.msg_id = me_get_be32(p + 44);
+	x->d.op_id = me_get_be32(p + 48);
+	x->d.msg_len = me_get_be32(p + 52);
+	x->d.msg_off = me_get_be32(p + 56);
+	x->d.region = me_get_be32(p + 60);
+	x->d.imm = me_get_be32(p + 64);
+	if (me_get_be32(p + 68))
 		return ME_EWIRE_FIELD;
+	x->d.key = me_get_be64(p + 72);
+	x->d.addr = me_get_be64(p + 80);
 	if (h->d.msg_len > ME_MAX_MSG)
 		return ME_EWIRE_FIELD;
 	if (h->d.addr + h->d.msg_len < h->d.addr)
@@ -133,6 +133,7 @@ int me_wire_parse(const void *buf, u32 len, struct me_hdr *h)
 	h->dst_inc = me_get_be32(p + 20);
 	h->src_conn = me_get_be32(p + 24);
 	h->dst_conn = me_get_be32(p + 28);
+	h->cookie = me_get_be64(p + 32);
 	h->payload = p + want;
 	h->rx = NULL;
 	if (!h->src_node || h->src_node == ME_NODE_BCAST || !h->src_inc ||
@@ -142,8 +143,8 @@ int me_wire_parse(const void *buf, u32 len, struct me_hdr *h)
 	switch (h->type) {
 	case ME_PT_HELLO:
 	case ME_PT_KEEPALIVE:
-		h->h.link = me_get_be32(p + 32);
-		if (me_get_be32(p + 36))
+		h->h.link = me_get_be32(p + 40);
+		if (me_get_be32(p + 44) || h->cookie)
 			return ME_EWIRE_FIELD;
 		if (h->type == ME_PT_HELLO && h->payload_len > ME_HELLO_NAME)
 			return ME_EWIRE_FIELD;
@@ -154,12 +155,16 @@ int me_wire_parse(const void *buf, u32 len, struct me_hdr *h)
 		return 0;
 	case ME_PT_CONNECT:
 	case ME_PT_ACCEPT:
-		h->c.isn = me_get_be32(p + 32);
-		h->c.credit = me_get_be32(p + 36);
-		h->c.window = me_get_be16(p + 40);
-		h->c.mode = p[42];
-		h->c.ops = me_get_be32(p + 44);
-		if (p[43] || h->payload_len || !h->src_conn)
+		h->c.isn = me_get_be32(p + 40);
+		h->c.credit = me_get_be32(p + 44);
+		h->c.window = me_get_be16(p + 48);
+		h->c.mode = p[50];
+		h->c.ops = me_get_be32(p + 52);
+		h->c.cookie = me_get_be64(p + 56);
+		if (p[51] || h->payload_len || !h->src_conn || !h->c.cookie)
+			return ME_EWIRE_FIELD;
+		/* A CONNECT cannot know the cookie yet; an ACCEPT must. */
+		if ((h->type == ME_PT_CONNECT) != !h->cookie)
 			return ME_EWIRE_FIELD;
 		if (h->c.window == 0)	/* 0 encodes 65536, beyond our max */
 			return ME_EWIRE_FIELD;
@@ -177,10 +182,10 @@ int me_wire_parse(const void *buf, u32 len, struct me_hdr *h)
 		return 0;
 	case ME_PT_ACK:
 	case ME_PT_NACK:
-		h->a.cum = me_get_be32(p + 32);
-		h->a.right = me_get_be32(p + 36);
-		memcpy(h->a.sack, p + 40, sizeof(h->a.sack));
-		h->a.base = me_get_be32(p + 56);
+		h->a.cum = me_get_be32(p + 40);
+		h->a.right = me_get_be32(p + 44);
+		memcpy(h->a.sack, p + 48, sizeof(h->a.sack));
+		h->a.base = me_get_be32(p + 64);
 		if (h->a.base > ME_WIN_MAX - ME_SACK_BITS || h->payload_len)
 			return ME_EWIRE_FIELD;
 		if (!me_seq_le(h->a.cum, h->a.right) ||
@@ -193,7 +198,7 @@ int me_wire_parse(const void *buf, u32 len, struct me_hdr *h)
 		break;
 	}
 	/* Everything below belongs to a connection. */
-	if (!h->src_conn || !h->dst_conn || !h->dst_inc ||
+	if (!h->src_conn || !h->dst_conn || !h->dst_inc || !h->cookie ||
 	    h->dst_node == ME_NODE_BCAST)
 		return ME_EWIRE_FIELD;
 	return 0;
@@ -215,37 +220,39 @@ u32 me_wire_build(u8 *p, const struct me_hdr *h)
 	me_put_be32(p + 20, h->dst_inc);
 	me_put_be32(p + 24, h->src_conn);
 	me_put_be32(p + 28, h->dst_conn);
+	me_put_be64(p + 32, h->cookie);
 
 	switch (h->type) {
 	case ME_PT_HELLO:
 	case ME_PT_KEEPALIVE:
-		me_put_be32(p + 32, h->h.link);
+		me_put_be32(p + 40, h->h.link);
 		break;
 	case ME_PT_CONNECT:
 	case ME_PT_ACCEPT:
-		me_put_be32(p + 32, h->c.isn);
-		me_put_be32(p + 36, h->c.credit);
-		me_put_be16(p + 40, (u16)h->c.window);
-		p[42] = (u8)h->c.mode;
-		me_put_be32(p + 44, h->c.ops);
+		me_put_be32(p + 40, h->c.isn);
+		me_put_be32(p + 44, h->c.credit);
+		me_put_be16(p + 48, (u16)h->c.window);
+		p[50] = (u8)h->c.mode;
+		me_put_be32(p + 52, h->c.ops);
+		me_put_be64(p + 56, h->c.cookie);
 		break;
 	case ME_PT_ACK:
 	case ME_PT_NACK:
-		me_put_be32(p + 32, h->a.cum);
-		me_put_be32(p + 36, h->a.right);
-		memcpy(p + 40, h->a.sack, sizeof(h->a.sack));
-		me_put_be32(p + 56, h->a.base);
+		me_put_be32(p + 40, h->a.cum);
+		me_put_be32(p + 44, h->a.right);
+		memcpy(p + 48, h->a.sack, sizeof(h->a.sack));
+		me_put_be32(p + 64, h->a.base);
 		break;
 	default:
-		me_put_be32(p + 32, h->d.seq);
-		me_put_be32(p + 36, h->d.msg_id);
-		me_put_be32(p + 40, h->d.op_id);
-		me_put_be32(p + 44, h->d.msg_len);
-		me_put_be32(p + 48, h->d.msg_off);
-		me_put_be32(p + 52, h->d.region);
-		me_put_be32(p + 56, h->d.key);
-		me_put_be64(p + 60, h->d.addr);
-		me_put_be32(p + 68, h->d.imm);
+		me_put_be32(p + 40, h->d.seq);
+		me_put_be32(p + 44, h->d.msg_id);
+		me_put_be32(p + 48, h->d.op_id);
+		me_put_be32(p + 52, h->d.msg_len);
+		me_put_be32(p + 56, h->d.msg_off);
+		me_put_be32(p + 60, h->d.region);
+		me_put_be32(p + 64, h->d.imm);
+		me_put_be64(p + 72, h->d.key);
+		me_put_be64(p + 80, h->d.addr);
 		break;
 	}
 	return hl;

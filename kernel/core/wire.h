@@ -2,7 +2,7 @@
 /*
  * wire.h - the on-wire packet format (see Documentation/protocol.md).
  *
- * A packet is what follows the Ethernet header: a 32-byte common header, a
+ * A packet is what follows the Ethernet header: a 40-byte common header, a
  * fixed per-type extension, then payload.  All fields are big-endian.  Every
  * received packet goes through me_wire_parse() before any field is used;
  * the parsed struct me_hdr is host-order and range-checked.
@@ -12,7 +12,11 @@
 
 #include "me_types.h"
 
-#define ME_WIRE_VERSION		1
+/*
+ * 2: a 64-bit connection cookie in the common header, each side's cookie
+ * in CONNECT/ACCEPT, 64-bit region keys.
+ */
+#define ME_WIRE_VERSION		2
 
 enum me_pkt_type {
 	ME_PT_HELLO = 1,	/* discovery, every link, periodically */
@@ -37,13 +41,13 @@ enum me_pkt_type {
 #define ME_F_RTX	0x0008	/* sequenced: retransmission */
 #define ME_F_KNOWN	0x000f
 
-#define ME_HDR_COMMON	32
-#define ME_HDR_SEQ	76	/* common + sequenced extension */
-#define ME_HDR_ACK	60
-#define ME_HDR_CONN	48
-#define ME_HDR_HELLO	40
-#define ME_HDR_KA	40
-#define ME_HDR_MAX	76
+#define ME_HDR_COMMON	40
+#define ME_HDR_SEQ	88	/* common + sequenced extension */
+#define ME_HDR_ACK	68
+#define ME_HDR_CONN	64
+#define ME_HDR_HELLO	48
+#define ME_HDR_KA	48
+#define ME_HDR_MAX	88
 
 #define ME_SACK_BITS	128
 #define ME_HELLO_NAME	32
@@ -68,6 +72,11 @@ struct me_hdr {
 	u32 dst_inc;
 	u32 src_conn;
 	u32 dst_conn;
+	/*
+	 * Connection frames (ACK, NACK, sequenced, ACCEPT) carry the cookie
+	 * their receiver chose for the connection; 0 in the others.
+	 */
+	u64 cookie;
 	union {
 		struct {		/* WRITE..CLOSE */
 			u32 seq;
@@ -76,9 +85,9 @@ struct me_hdr {
 			u32 msg_len;
 			u32 msg_off;
 			u32 region;
-			u32 key;
-			u64 addr;
 			u32 imm;
+			u64 key;
+			u64 addr;
 		} d;
 		struct {		/* ACK, NACK */
 			u32 cum;
@@ -92,6 +101,7 @@ struct me_hdr {
 			u32 window;
 			u32 mode;
 			u32 ops;
+			u64 cookie;	/* the sender's, nonzero */
 		} c;
 		struct {		/* HELLO, KEEPALIVE */
 			u32 link;

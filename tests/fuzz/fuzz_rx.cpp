@@ -66,6 +66,7 @@ struct Plat {
 	Region regions[2];
 	// Sniffed from this node's own transmissions.
 	u32 conn = 0;		// its connection id
+	u64 cookie = 0;		// the cookie it chose for that connection
 	u32 next_seq = 0;	// one past the highest sequence number sent
 	bool seq_known = false;
 	u32 last_ack_cum = 0;
@@ -92,6 +93,7 @@ void sniff(Plat *pl, const u8 *buf, u32 len)
 		return;
 	if (h.type == ME_PT_CONNECT || h.type == ME_PT_ACCEPT) {
 		pl->conn = h.src_conn;
+		pl->cookie = h.c.cookie;
 		if (!pl->seq_known) {
 			pl->next_seq = h.c.isn;
 			pl->seq_known = true;
@@ -130,7 +132,7 @@ bool in_range(const Region *r, u64 off, u64 len)
 	return off <= r->mem.size() && len <= r->mem.size() - off;
 }
 
-int mr_check(void *ctx, u32 reg, u32 key, u64 off, u64 len, u32 access)
+int mr_check(void *ctx, u32 reg, u64 key, u64 off, u64 len, u32 access)
 {
 	Region *r = region(static_cast<Plat *>(ctx), reg);
 
@@ -302,6 +304,8 @@ void inject_crafted(Harness &hs, int from, Input &in)
 		h.src_conn += (s8)in.u8v() % 3;
 		h.dst_conn += (s8)in.u8v() % 3;
 	}
+	// The receiver's cookie, or sometimes a guess (a blind injection).
+	h.cookie = shape & 0x40 ? in.u8v() : dst.cookie;
 
 	switch (h.type) {
 	case ME_PT_ACK:
@@ -325,11 +329,15 @@ void inject_crafted(Harness &hs, int from, Input &in)
 		h.c.credit = 1 + in.u8v() % h.c.window;
 		h.c.mode = in.u8v() & 1;
 		h.c.ops = 1u << (in.u8v() % 8);
+		h.c.cookie = src.cookie;
+		if (h.type == ME_PT_CONNECT)
+			h.cookie = 0;
 		pay = 0;
 		break;
 	case ME_PT_HELLO:
 	case ME_PT_KEEPALIVE:
 		h.h.link = in.u8v() % 2;
+		h.cookie = 0;
 		pay = h.type == ME_PT_HELLO ? in.u8v() % (ME_HELLO_NAME + 1)
 					    : 0;
 		break;
@@ -339,7 +347,7 @@ void inject_crafted(Harness &hs, int from, Input &in)
 		h.d.op_id = in.u8v();
 		h.d.msg_off = in.u16v() % 4200;
 		h.d.region = in.u8v() % 4;
-		h.d.key = in.u8v() & 1 ? 0x1234 : in.u32v();
+		h.d.key = in.u8v() & 1 ? 0x1234 : u64{in.u32v()} << (in.u8v() & 32);
 		h.d.addr = in.u16v() % 4200;
 		h.d.imm = in.u16v();
 		pay = in.u16v() % (kMtu - ME_HDR_SEQ + 1);

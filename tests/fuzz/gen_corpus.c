@@ -68,15 +68,18 @@ static void gen_wire(const char *dir)
 	h.c.credit = 16;
 	h.c.window = 16;
 	h.c.ops = 16;
+	h.c.cookie = 0x0123456789abcdefull;
 	wire_pkt(dir, "connect", &h, 0);
 	h.type = ME_PT_ACCEPT;
 	h.dst_conn = 1;
+	h.cookie = 0xfedcba9876543210ull;
 	wire_pkt(dir, "accept", &h, 0);
 
 	memset(&h, 0, sizeof(h));
 	h.type = ME_PT_ACK;
 	h.src_conn = 1;
 	h.dst_conn = 1;
+	h.cookie = 0xfedcba9876543210ull;
 	h.a.cum = 1000;
 	h.a.right = 1016;
 	wire_pkt(dir, "ack", &h, 0);
@@ -89,6 +92,7 @@ static void gen_wire(const char *dir)
 	h.flags = ME_F_LAST | ME_F_ACKREQ;
 	h.src_conn = 1;
 	h.dst_conn = 1;
+	h.cookie = 0xfedcba9876543210ull;
 	h.d.seq = 1000;
 	h.d.msg_len = 32;
 	h.d.region = 1;

@@ -72,7 +72,7 @@ int tx(void *ctx, uint32_t link, const void *buf, uint32_t len)
 	return 0;
 }
 
-int mr_check(void *, uint32_t region, uint32_t key, uint64_t off, uint64_t len,
+int mr_check(void *, uint32_t region, uint64_t key, uint64_t off, uint64_t len,
 	     uint32_t access)
 {
 	if (key != 42)

@@ -17,7 +17,7 @@ static int p_tx(void *ctx, uint32_t link, const void *buf, uint32_t len)
 	return N(ctx).sim->tx(N(ctx), link, buf, len);
 }
 
-static int p_mr_check(void *ctx, uint32_t region, uint32_t key, uint64_t off,
+static int p_mr_check(void *ctx, uint32_t region, uint64_t key, uint64_t off,
 		      uint64_t len, uint32_t access)
 {
 	auto &rs = N(ctx).regions;
@@ -302,7 +302,7 @@ void Sim::restart(int idx, uint32_t new_inc)
 	start_node(n);
 }
 
-void Sim::add_region(int node, uint32_t id, size_t size, uint32_t key,
+void Sim::add_region(int node, uint32_t id, size_t size, uint64_t key,
 		     uint32_t access, uint8_t fill)
 {
 	Region r;

@@ -52,7 +52,7 @@ struct RxFrame {
 struct Region {
 	std::vector<uint8_t> mem;
 	std::vector<uint8_t> wcount;	// times each byte was written remotely
-	uint32_t key = 0;
+	uint64_t key = 0;
 	uint32_t access = 0;
 };
 
@@ -124,7 +124,7 @@ public:
 	// Destroy a node's engine and start a new one with a new incarnation.
 	void restart(int idx, uint32_t new_inc);
 
-	void add_region(int node, uint32_t id, size_t size, uint32_t key,
+	void add_region(int node, uint32_t id, size_t size, uint64_t key,
 			uint32_t access, uint8_t fill = 0);
 
 	void at(uint64_t t, std::function<void()> fn);

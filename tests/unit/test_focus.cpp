@@ -27,6 +27,7 @@ me_hdr data_hdr()
 	h.dst_inc = 6;
 	h.src_conn = 1;
 	h.dst_conn = 1;
+	h.cookie = 0x0123456789abcdefull;
 	h.payload_len = 10;
 	h.d.seq = 100;
 	h.d.msg_len = 10;
@@ -44,6 +45,11 @@ TEST(Wire, roundtrip__every_type)
 		h.payload_len = 0;
 		if (t == ME_PT_CONNECT || t == ME_PT_ACCEPT) {
 			h.c.window = 256; h.c.credit = 200; h.c.ops = 64; h.c.isn = 77; h.c.mode = 1;
+			h.c.cookie = 0xfeedfacecafebeefull;
+			if (t == ME_PT_CONNECT)
+				h.cookie = 0;
+		} else if (t == ME_PT_HELLO || t == ME_PT_KEEPALIVE) {
+			h.cookie = 0;
 		} else if (t == ME_PT_ACK || t == ME_PT_NACK) {
 			h.a.cum = 5; h.a.right = 90; h.a.sack[3] = 0x81;
 		} else if (t == ME_PT_READ_REQ) {
@@ -60,6 +66,10 @@ TEST(Wire, roundtrip__every_type)
 		EXPECT_EQ(o.type, t);
 		EXPECT_EQ(o.src_inc, 5u);
 		EXPECT_EQ(o.hdr_len, me_wire_hdr_len(t));
+		EXPECT_EQ(o.cookie, h.cookie);
+		if (t == ME_PT_CONNECT || t == ME_PT_ACCEPT) {
+			EXPECT_EQ(o.c.cookie, 0xfeedfacecafebeefull);
+		}
 		if (t == ME_PT_ACK) {
 			EXPECT_EQ(o.a.right, 90u);
 			EXPECT_TRUE(me_sack_test(o.a.sack, 24));
@@ -88,20 +98,30 @@ TEST(Wire, parse__bad_fields)
 		mut(c);
 		EXPECT_EQ(me_wire_parse(c.data(), (uint32_t)c.size(), &o), want);
 	};
-	bad([](auto &c) { c[0] = 2; }, ME_EWIRE_VERSION);
+	bad([](auto &c) { c[0] = 1; }, ME_EWIRE_VERSION);		// before cookies
+	bad([](auto &c) { c[0] = 3; }, ME_EWIRE_VERSION);
 	bad([](auto &c) { c[1] = 0; }, ME_EWIRE_TYPE);
 	bad([](auto &c) { c[1] = ME_PT_MAX_; }, ME_EWIRE_TYPE);
 	bad([](auto &c) { c[3] = 0x80; }, ME_EWIRE_FIELD);		// flags
-	bad([](auto &c) { c[5] = 60; }, ME_EWIRE_FIELD);		// hdr_len
+	bad([](auto &c) { c[5] = 76; }, ME_EWIRE_FIELD);		// hdr_len
 	bad([](auto &c) { c[7] = 11; }, ME_EWIRE_SHORT);		// payload len
 	bad([](auto &c) { me_put_be32(&c[8], 0); }, ME_EWIRE_FIELD);	// src node
 	bad([](auto &c) { me_put_be32(&c[16], 0); }, ME_EWIRE_FIELD);	// src inc
-	bad([](auto &c) { me_put_be32(&c[44], 9); }, ME_EWIRE_FIELD);	// off+len > msg
-	bad([](auto &c) { me_put_be32(&c[48], 5); }, ME_EWIRE_FIELD);	// msg_off
-	bad([](auto &c) { me_put_be32(&c[44], 0x80000000u); }, ME_EWIRE_FIELD);
-	bad([](auto &c) { me_put_be64(&c[60], ~0ull); }, ME_EWIRE_FIELD);	// addr wraps
-	bad([](auto &c) { c[72] = 1; }, ME_EWIRE_FIELD);		// reserved
+	bad([](auto &c) { me_put_be32(&c[52], 9); }, ME_EWIRE_FIELD);	// off+len > msg
+	bad([](auto &c) { me_put_be32(&c[56], 5); }, ME_EWIRE_FIELD);	// msg_off
+	bad([](auto &c) { me_put_be32(&c[52], 0x80000000u); }, ME_EWIRE_FIELD);
+	bad([](auto &c) { me_put_be64(&c[80], ~0ull); }, ME_EWIRE_FIELD);	// addr wraps
+	bad([](auto &c) { c[68] = 1; }, ME_EWIRE_FIELD);		// reserved
 	bad([](auto &c) { me_put_be32(&c[28], 0); }, ME_EWIRE_FIELD);	// dst conn
+	bad([](auto &c) { me_put_be64(&c[32], 0); }, ME_EWIRE_FIELD);	// no cookie
+	{
+		// Any 64-bit key is carried whole.
+		me_hdr k = data_hdr();
+		k.d.key = 0x8765432112345678ull;
+		auto kb = build(k, 10);
+		ASSERT_EQ(me_wire_parse(kb.data(), (uint32_t)kb.size(), &o), 0);
+		EXPECT_EQ(o.d.key, 0x8765432112345678ull);
+	}
 
 	me_hdr a = data_hdr();
 	a.type = ME_PT_ACK;
@@ -118,7 +138,7 @@ TEST(Wire, parse__bad_fields)
 	ab = build(a);
 	ASSERT_EQ(me_wire_parse(ab.data(), (uint32_t)ab.size(), &o), 0);
 	EXPECT_EQ(o.a.base, (uint32_t)(ME_WIN_MAX - ME_SACK_BITS));
-	me_put_be32(&ab[56], ME_WIN_MAX - ME_SACK_BITS + 1);
+	me_put_be32(&ab[64], ME_WIN_MAX - ME_SACK_BITS + 1);
 	EXPECT_EQ(me_wire_parse(ab.data(), (uint32_t)ab.size(), &o), ME_EWIRE_FIELD);
 	me_hdr c = data_hdr();
 	c.type = ME_PT_CONNECT;
@@ -127,8 +147,40 @@ TEST(Wire, parse__bad_fields)
 	c.c.window = 100;	// not a power of two
 	c.c.credit = 10;
 	c.c.ops = 8;
+	c.c.mode = 0;
+	c.c.cookie = 7;
+	c.cookie = 0;
 	auto cb = build(c);
 	EXPECT_EQ(me_wire_parse(cb.data(), (uint32_t)cb.size(), &o), ME_EWIRE_FIELD);
+	// The cookies of the handshake: a CONNECT offers one (nonzero) and
+	// cannot know the other's; an ACCEPT carries the one it answers.
+	c.c.window = 64;
+	cb = build(c);
+	ASSERT_EQ(me_wire_parse(cb.data(), (uint32_t)cb.size(), &o), 0);
+	c.cookie = 5;
+	cb = build(c);
+	EXPECT_EQ(me_wire_parse(cb.data(), (uint32_t)cb.size(), &o), ME_EWIRE_FIELD);
+	c.cookie = 0;
+	c.c.cookie = 0;
+	cb = build(c);
+	EXPECT_EQ(me_wire_parse(cb.data(), (uint32_t)cb.size(), &o), ME_EWIRE_FIELD);
+	c.type = ME_PT_ACCEPT;
+	c.c.cookie = 7;
+	cb = build(c);
+	EXPECT_EQ(me_wire_parse(cb.data(), (uint32_t)cb.size(), &o), ME_EWIRE_FIELD);
+	c.cookie = 9;
+	cb = build(c);
+	EXPECT_EQ(me_wire_parse(cb.data(), (uint32_t)cb.size(), &o), 0);
+	// HELLO and KEEPALIVE belong to no connection: no cookie.
+	me_hdr hl = data_hdr();
+	hl.type = ME_PT_HELLO;
+	hl.payload_len = 0;
+	hl.flags = 0;
+	auto hb = build(hl);
+	EXPECT_EQ(me_wire_parse(hb.data(), (uint32_t)hb.size(), &o), ME_EWIRE_FIELD);
+	hl.cookie = 0;
+	hb = build(hl);
+	EXPECT_EQ(me_wire_parse(hb.data(), (uint32_t)hb.size(), &o), 0);
 }
 
 // Receive threads store timestamps after the timer read its clock: ages
@@ -147,7 +199,7 @@ TEST(Node, rx__malformed_counted_and_dropped)
 	Sim sim(3);
 	setup_pair(sim, 1, LinkParams{}, default_cfg(1), default_cfg(2));
 	me_node *n = sim.nodes[1]->node;
-	uint8_t junk[100] = {1, 77};
+	uint8_t junk[100] = {ME_WIRE_VERSION, 77};
 	EXPECT_NE(me_core_rx(n, 0, junk, 10), 0);
 	EXPECT_NE(me_core_rx(n, 0, junk, sizeof(junk)), 0);
 	junk[0] = 9;
@@ -523,6 +575,7 @@ TEST(Conn, connect_from_unknown_node__refused)
 		h.c.window = 256;
 		h.c.mode = ME_MODE_ORDERED;	// the costlier one
 		h.c.ops = 64;
+		h.c.cookie = 0x1234;
 		std::vector<uint8_t> b(ME_HDR_CONN);
 		b.resize(me_wire_build(b.data(), &h));
 		return b;

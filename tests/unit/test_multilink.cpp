@@ -143,7 +143,8 @@ TEST(MultiLink, link_failure_on_four__completes_on_the_other_three)
 	Multi M(25, links({10, 10, 10, 10}));
 	ASSERT_NE(M.c, nullptr);
 	uint64_t cut_bytes = 0, l1_cut = 0, l1_later = 0;
-	M.sim.at(M.sim.now + 1000000, [&] {
+	const uint64_t t_cut = M.sim.now + 1000000;
+	M.sim.at(t_cut, [&] {
 		M.sim.set_wire_up(0, false);
 		cut_bytes = M.sim.wires[0].bytes[0];
 		l1_cut = M.sim.wires[1].bytes[0];
@@ -157,6 +158,11 @@ TEST(MultiLink, link_failure_on_four__completes_on_the_other_three)
 	M.writes(10, 1 << 20);
 	M.w->check();
 	me_node *a = M.sim.nodes[0]->node;
+	// The writes may finish before link 0 is declared dead (the failover
+	// is not what completes them): it is, link_dead_ns after the cut.
+	me_node_cfg cf = default_cfg(1);
+	EXPECT_TRUE(M.sim.run([&] { return !me_link_alive(a, 0); },
+			      t_cut + cf.link_dead_ns + 4 * cf.tick_ns));
 	EXPECT_EQ(me_conn_state(M.c), ME_CS_ESTABLISHED);
 	EXPECT_EQ(me_link_alive(a, 0), 0);
 	for (int l = 1; l < 4; l++)

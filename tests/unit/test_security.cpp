@@ -230,3 +230,117 @@ TEST(Security, restarted_node__connects_at_once)
 	}
 }
 
+
+// Blind injection (issue 13 #5): a third party that knows everything but
+// the connection's cookie -- node ids, incarnations and connection ids
+// (broadcast or guessable), and here even every sequence number and op id
+// in flight (as if it saw each frame the peer sends) -- forges, for each
+// frame node 1 sends node 0, a CLOSE and a failed STATUS at the next
+// sequence number and an ACK of everything.  Without the cookie check the
+// CLOSE alone ends the connection.  Every forged frame must be dropped
+// (counted rx_cookie), every write complete with its data in place, the
+// connection stay established.
+TEST(Security, blind_injection__dropped_without_the_cookie)
+{
+	SecPair P(71, 2, cfg(1, 70), cfg(2, 80));
+	ASSERT_NE(P.c, nullptr);
+	me_node *a = P.node(0);
+	uint64_t forged = 0;
+	bool stop = false;
+	std::vector<uint8_t> b(ME_HDR_MAX);
+	auto send = [&](const me_hdr &h, uint32_t link) {
+		b.assign(ME_HDR_MAX, 0);
+		b.resize(me_wire_build(b.data(), &h));
+		P.sim.deliver(*P.sim.nodes[0], link, b);
+		forged++;
+	};
+	P.sim.tx_hook = [&](const TxEvent &e) {
+		if (stop || e.node != 1 || !e.parsed || !e.h.dst_conn || !e.h.cookie)
+			return;
+		me_hdr h = e.h;
+		h.cookie ^= 1ull << (forged % 64);	// one bit off: still wrong
+		h.payload_len = 0;
+		h.flags = 0;
+		uint32_t link = e.link;
+		// Forged frames arrive before the real one (it is still on the wire).
+		P.sim.at(e.t, [&, h, link]() mutable {
+			if (me_pt_sequenced(h.type)) {
+				h.d.seq++;
+				h.d.msg_len = h.d.msg_off = 0;
+				h.d.op_id++;
+				h.d.imm = EACCES;
+				h.type = ME_PT_STATUS;
+				h.flags = ME_F_ACKREQ;
+				send(h, link);
+				h.type = ME_PT_CLOSE;
+				h.d.imm = 0;
+				send(h, link);
+			} else if (h.type == ME_PT_ACK || h.type == ME_PT_NACK) {
+				h.type = ME_PT_ACK;
+				h.a.cum = h.a.right;
+				send(h, link);
+			}
+		});
+	};
+	for (int i = 0; i < 40; i++)
+		ASSERT_EQ(P.w->submit(P.c, 0, Op::WRITE, 20000), 0);
+	ASSERT_TRUE(P.sim.run([&] { return P.w->all_done(); }, P.sim.now + 2000000000ull));
+	stop = true;
+	P.w->check();
+	EXPECT_EQ(me_conn_state(P.c), ME_CS_ESTABLISHED);
+	EXPECT_GT(forged, 100u);
+	EXPECT_EQ(me_node_stat(a, ME_ST_RX_COOKIE), forged);
+	EXPECT_FALSE(dead_with(*P.sim.nodes[0], -ECONNRESET));
+}
+
+// An ACCEPT must answer our CONNECT: one with the right ids but not the
+// cookie the CONNECT offered does not establish the connection (a third
+// party would otherwise choose its sequence numbers and cookie).
+TEST(Security, forged_accept__ignored)
+{
+	Sim sim(72);
+	setup_pair(sim, 1, LinkParams{}, cfg(1, 70), cfg(2, 80));
+	sim.run_for(5000000);	// HELLOs
+	me_node *a = sim.nodes[0]->node;
+	uint64_t offered = 0;
+	sim.tx_hook = [&](const TxEvent &e) {
+		if (e.node == 0 && e.parsed && e.h.type == ME_PT_CONNECT)
+			offered = e.h.c.cookie;
+	};
+	sim.set_wire_up(0, false);	// the real peer never hears the CONNECT
+	me_conn *c = nullptr;
+	ASSERT_EQ(me_conn_connect(a, 2, ME_MODE_UNORDERED, &c), 0);
+	ASSERT_NE(offered, 0u);
+	me_hdr h{};
+	h.version = ME_WIRE_VERSION;
+	h.type = ME_PT_ACCEPT;
+	h.src_node = 2;
+	h.src_inc = 80;
+	h.dst_node = 1;
+	h.dst_inc = 70;
+	h.src_conn = 1;
+	h.dst_conn = me_conn_id(c);
+	h.c.isn = 1;
+	h.c.credit = 64;
+	h.c.window = 256;
+	h.c.ops = 64;
+	h.c.cookie = 0x5eed;
+	std::vector<uint8_t> b(ME_HDR_CONN);
+	for (uint64_t guess : {offered ^ 1, offered + 1, ~offered, uint64_t{1}}) {
+		h.cookie = guess;
+		b.assign(ME_HDR_CONN, 0);
+		me_wire_build(b.data(), &h);
+		sim.deliver(*sim.nodes[0], 0, b);
+	}
+	sim.run_for(1000000);
+	EXPECT_EQ(me_conn_state(c), ME_CS_CONNECTING);
+	EXPECT_EQ(me_node_stat(a, ME_ST_RX_COOKIE), 4u);
+	// The same frame with the offered cookie is taken: the check is what
+	// kept the others out.
+	h.cookie = offered;
+	b.assign(ME_HDR_CONN, 0);
+	me_wire_build(b.data(), &h);
+	sim.deliver(*sim.nodes[0], 0, b);
+	sim.run_for(1000000);
+	EXPECT_EQ(me_conn_state(c), ME_CS_ESTABLISHED);
+}

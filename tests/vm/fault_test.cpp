@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cinttypes>
 #include <arpa/inet.h>
 #include <cerrno>
 #include <fcntl.h>
@@ -23,6 +24,9 @@
 #include "cluster.hpp"
 #include "module_util.hpp"
 #include "uapi/multiedge.h"
+extern "C" {
+#include "kernel/core/wire.h"	// frames built by the module's own code
+}
 
 using namespace metest;
 using multiedge::Access;
@@ -136,31 +140,20 @@ struct NetemParam {
 class FaultTest : public ClusterTest {};
 class WireAttackTest : public ClusterTest {};
 
-void put_be16(uint8_t *p, uint32_t v)
-{
-	p[0] = static_cast<uint8_t>(v >> 8);
-	p[1] = static_cast<uint8_t>(v);
-}
-
-void put_be32(uint8_t *p, uint32_t v)
-{
-	put_be16(p, v >> 16);
-	put_be16(p + 2, v);
-}
-
-// A HELLO (type 1) or KEEPALIVE (type 2) as Documentation/protocol.md
-// lays it out: the 32-byte common header and the link word.
+// A HELLO or KEEPALIVE from (src, src_inc) to dst, built by the core's
+// me_wire_build (Documentation/protocol.md has the layout).
 std::vector<uint8_t> small_pkt(uint8_t type, uint16_t flags, uint32_t src, uint32_t src_inc,
 			       uint32_t dst)
 {
-	std::vector<uint8_t> p(40, 0);
-	p[0] = 1;	// ME_WIRE_VERSION
-	p[1] = type;
-	put_be16(&p[2], flags);
-	put_be16(&p[4], 40);
-	put_be32(&p[8], src);
-	put_be32(&p[12], dst);
-	put_be32(&p[16], src_inc);
+	me_hdr h{};
+	h.version = ME_WIRE_VERSION;
+	h.type = type;
+	h.flags = flags;
+	h.src_node = src;
+	h.src_inc = src_inc;
+	h.dst_node = dst;
+	std::vector<uint8_t> p(ME_HDR_MAX);
+	p.resize(me_wire_build(p.data(), &h));
 	return p;
 }
 
@@ -229,6 +222,32 @@ public:
 			::poll(&p, 1, 20);
 		}
 		return false;
+	}
+
+	// The next frame of our ethertype this interface sent (the whole
+	// Ethernet frame), if one is waiting.
+	bool next_sent(std::vector<uint8_t> &f)
+	{
+		uint8_t b[2048];
+		for (;;) {
+			sockaddr_ll from{};
+			socklen_t fl = sizeof(from);
+			ssize_t n = ::recvfrom(fd_, b, sizeof(b), 0,
+					       reinterpret_cast<sockaddr *>(&from), &fl);
+			if (n < 0)
+				return false;
+			if (n < 14 || from.sll_pkttype != PACKET_OUTGOING ||
+			    (b[12] << 8 | b[13]) != ME_DEFAULT_ETHERTYPE)
+				continue;
+			f.assign(b, b + n);
+			return true;
+		}
+	}
+
+	// Sends a whole Ethernet frame as it is.
+	bool send_raw(const std::vector<uint8_t> &f)
+	{
+		return ::send(fd_, f.data(), f.size(), 0) == static_cast<ssize_t>(f.size());
 	}
 
 	// Frames of our ethertype received (not sent) so far whose
@@ -570,11 +589,14 @@ void foreign_frames_during_write(Cluster &cl, Attack kind)
 			frames.push_back(junk);
 		}
 		// Well-formed, in node 1's name: a keepalive reply.
-		frames.push_back(small_pkt(2, 0x0004, ib->node_id, ib->incarnation, ia->node_id));
+		frames.push_back(small_pkt(ME_PT_KEEPALIVE, ME_F_REPLY, ib->node_id, ib->incarnation,
+					   ia->node_id));
 	} else {
 		// "Node 1 restarted", with the next and the previous incarnation.
-		frames.push_back(small_pkt(1, 0, ib->node_id, ib->incarnation + 1, 0xffffffffu));
-		frames.push_back(small_pkt(1, 0, ib->node_id, ib->incarnation - 1, 0xffffffffu));
+		frames.push_back(small_pkt(ME_PT_HELLO, 0, ib->node_id, ib->incarnation + 1,
+					   ME_NODE_BCAST));
+		frames.push_back(small_pkt(ME_PT_HELLO, 0, ib->node_id, ib->incarnation - 1,
+					   ME_NODE_BCAST));
 	}
 	const uint64_t held0 = stat(a, "rx_hello_held");
 
@@ -684,8 +706,8 @@ TEST_F(WireAttackTest, HeaderNeverTakenFromThePreviousFrame)
 		RawPort port(c_->link(0).if_b, true);
 		ASSERT_TRUE(port.ok()) << std::strerror(errno);
 		std::vector<uint8_t> pkt(8192 + 100, 0);
-		pkt[0] = 1;	// ME_WIRE_VERSION
-		pkt[1] = 7;	// ME_PT_WRITE
+		pkt[0] = ME_WIRE_VERSION;
+		pkt[1] = ME_PT_WRITE;
 		const uint8_t src_mac[6] = {0x02, 0x00, 0x5e, 0x10, 0x00, 0x01};
 		for (int i = 0; i < kFrames; i++)
 			ASSERT_TRUE(port.send(src_mac, pkt, 14 + 2)) << std::strerror(errno);
@@ -698,4 +720,105 @@ TEST_F(WireAttackTest, HeaderNeverTakenFromThePreviousFrame)
 	EXPECT_EQ(field - field0, static_cast<uint64_t>(kFrames))
 		<< "rx_dup went from " << dup0 << " to " << stat(a, "rx_dup");
 	EXPECT_EQ(mismatch(dst.data(), src.data(), kLen), "");
+}
+
+// Blind injection (issue 13 #5) against the module: a third party on the
+// segment that sees every frame node 1 sends node 0 (so it knows the node
+// ids, incarnations, connection ids, every sequence number and op id, and
+// node 1's MAC) but not node 0's cookie forges, for each of them, a CLOSE
+// and a failed STATUS at the next sequence number and an ACK of the whole
+// window, from node 1's own address.  Node 0 must drop every one of them
+// (rx_cookie), the 16 MiB of writes must all complete with their data in
+// place, and the connection stay established.
+TEST_F(WireAttackTest, InjectionWithoutTheCookieIsDropped)
+{
+	ASSERT_NO_FATAL_FAILURE(make_pair(1));
+	Device &a = c_->dev(0);
+	constexpr size_t kLen = 16u << 20;
+	constexpr uint32_t kOp = 256u << 10;
+	Buffer src(kLen), dst(kLen);
+	fill_random(src.data(), kLen, 0xb11d);
+	auto mr_src = a.register_memory(src.data(), kLen, Access::None);
+	ME_ASSERT_OK(mr_src);
+	auto mr_dst = c_->dev(1).register_memory(dst.data(), kLen, Access::RemoteReadWrite);
+	ME_ASSERT_OK(mr_dst);
+	const RemoteRegion rd = multiedge::remote_of(mr_dst.value());
+	auto conn = a.connect(c_->id(1));
+	ME_ASSERT_OK(conn);
+	const uint64_t cookie0 = stat(a, "rx_cookie");
+
+	Cluster::Enter in_b(c_->ns(1));
+	ASSERT_TRUE(in_b.ok());
+	RawPort port(c_->link(0).if_b);
+	ASSERT_TRUE(port.ok()) << std::strerror(errno);
+
+	uint64_t forged = 0, seen = 0;
+	std::vector<uint8_t> f, out;
+	auto forge = [&](const std::vector<uint8_t> &frame, const me_hdr &h) {
+		out.assign(frame.begin(), frame.begin() + 14);
+		out.resize(14 + ME_HDR_MAX);
+		out.resize(14 + me_wire_build(out.data() + 14, &h));
+		if (port.send_raw(out))
+			forged++;
+	};
+	std::set<uint64_t> inflight;
+	uint32_t next = 0;
+	auto deadline = std::chrono::steady_clock::now() + kOpTimeout;
+	while ((next < kLen / kOp || !inflight.empty()) &&
+	       std::chrono::steady_clock::now() < deadline) {
+		while (next < kLen / kOp && inflight.size() < 8) {
+			ME_ASSERT_OK(conn->write(mr_src.value(), uint64_t{next} * kOp, rd,
+						 uint64_t{next} * kOp, kOp, next + 1));
+			inflight.insert(++next);
+		}
+		while (port.next_sent(f)) {
+			me_hdr h{};
+			if (me_wire_parse(f.data() + 14, static_cast<uint32_t>(f.size() - 14), &h) ||
+			    !h.cookie)
+				continue;
+			seen++;
+			h.cookie ^= 1ull << (forged % 64);
+			h.payload_len = 0;
+			h.flags = 0;
+			if (me_pt_sequenced(h.type)) {
+				h.type = ME_PT_STATUS;
+				h.flags = ME_F_ACKREQ;
+				h.d.seq++;
+				h.d.op_id++;
+				h.d.msg_len = h.d.msg_off = 0;
+				h.d.imm = EACCES;
+				forge(f, h);
+				h.type = ME_PT_CLOSE;
+				h.d.imm = 0;
+				forge(f, h);
+			} else if (h.type == ME_PT_ACK || h.type == ME_PT_NACK) {
+				h.type = ME_PT_ACK;
+				h.a.cum = h.a.right;
+				forge(f, h);
+			}
+		}
+		auto got = a.wait(64, std::chrono::milliseconds(5));
+		ME_ASSERT_OK(got);
+		for (const auto &c : got.value()) {
+			ASSERT_EQ(c.status, 0) << c.describe();
+			inflight.erase(c.cookie);
+		}
+	}
+	ASSERT_TRUE(inflight.empty()) << inflight.size() << " writes never completed";
+	EXPECT_EQ(mismatch(dst.data(), src.data(), kLen), "");
+	std::printf("%" PRIu64 " frames of node 1 seen, %" PRIu64 " forged\n", seen, forged);
+	EXPECT_GT(forged, 100u);
+	auto cs = a.connections();
+	ME_ASSERT_OK(cs);
+	ASSERT_EQ(cs->size(), 1u);
+	EXPECT_EQ(cs.value()[0].state, "established");
+	// Every forged frame that reached node 0 was dropped for its cookie
+	// (a frame or two may be lost on the way).
+	uint64_t dropped = 0;
+	for (int i = 0; i < 100 && dropped < forged; i++) {
+		dropped = stat(a, "rx_cookie") - cookie0;
+		std::this_thread::sleep_for(std::chrono::milliseconds(10));
+	}
+	EXPECT_LE(dropped, forged);
+	EXPECT_GE(dropped * 10, forged * 9) << dropped << " of " << forged << " counted";
 }

@@ -159,13 +159,46 @@ TEST_F(MrTest, IdsAreDistinctAndKeysVary)
 		ASSERT_TRUE(mr) << mr.error().message();
 		mrs.push_back(std::move(mr).value());
 	}
-	std::set<uint32_t> ids, keys;
+	std::set<uint32_t> ids, highs;
+	std::set<uint64_t> keys;
 	for (auto &mr : mrs) {
 		ids.insert(mr.id());
 		keys.insert(mr.key());
+		highs.insert(static_cast<uint32_t>(mr.key() >> 32));
 	}
 	EXPECT_EQ(ids.size(), mrs.size());
-	EXPECT_GT(keys.size(), mrs.size() / 2); // random, 32 bits
+	EXPECT_EQ(keys.size(), mrs.size()); // random, 64 bits
+	EXPECT_GT(highs.size(), mrs.size() / 2) << "the high half is random too";
+}
+
+// A caller built before ABI 8 passes the 40-byte struct: it cannot see
+// key_hi, so its region's key has a zero high half (the whole key is what
+// it got).  The current struct's padding must be zero.
+TEST_F(MrTest, OlderCallersGetKeysTheyCanName)
+{
+	Mapping m(kPage);
+	int fd = dev_->fd();
+	for (int i = 0; i < 4; i++) {
+		me_mr_reg r{};
+		r.size = ME_MR_REG_SIZE_VER1;
+		r.key_hi = 0xdeadbeef;	// beyond the caller's size: not written
+		r.addr = reinterpret_cast<uintptr_t>(m.get());
+		r.length = kPage;
+		r.access = ME_ACCESS_REMOTE_READ;
+		ASSERT_EQ(::ioctl(fd, ME_IOC_MR_REG, &r), 0) << std::strerror(errno);
+		EXPECT_EQ(r.key_hi, 0xdeadbeefu) << "written past the caller's struct";
+		me_mr_dereg d{};
+		d.size = sizeof(d);
+		d.region = r.region;
+		ASSERT_EQ(::ioctl(fd, ME_IOC_MR_DEREG, &d), 0) << std::strerror(errno);
+	}
+	me_mr_reg r{};
+	r.size = sizeof(r);
+	r.addr = reinterpret_cast<uintptr_t>(m.get());
+	r.length = kPage;
+	r.__reserved = 1;
+	EXPECT_EQ(::ioctl(fd, ME_IOC_MR_REG, &r), -1);
+	EXPECT_EQ(errno, EINVAL);
 }
 
 TEST_F(MrTest, BadArguments)

@@ -180,7 +180,8 @@ TEST_F(OpsTest, SizeRulesOnEveryNewIoctl)
 	check_size_rules(fd, ME_IOC_DISCONNECT, dc, ME_DISCONNECT_SIZE_VER0, "DISCONNECT");
 	me_post po = post_of(ME_OP_WRITE, conn_->id(), mr_local_->id(), 0, 16);
 	po.remote_region = mr_target_->id();
-	po.remote_key = mr_target_->key();
+	po.remote_key = static_cast<uint32_t>(mr_target_->key());
+	po.remote_key_hi = static_cast<uint32_t>(mr_target_->key() >> 32);
 	check_size_rules(fd, ME_IOC_POST, po, ME_POST_SIZE_VER0, "POST");
 	me_poll_cq pq = poll_of(ents, 4);
 	check_size_rules(fd, ME_IOC_POLL_CQ, pq, ME_POLL_CQ_SIZE_VER0, "POLL_CQ");
@@ -305,11 +306,9 @@ TEST_F(OpsTest, ReservedFieldsUnknownFlagsAndBadArrays)
 
 	me_post po = post_of(ME_OP_WRITE, conn_->id(), mr_local_->id(), 0, 16);
 	po.remote_region = mr_target_->id();
-	po.remote_key = mr_target_->key();
+	po.remote_key = static_cast<uint32_t>(mr_target_->key());
+	po.remote_key_hi = static_cast<uint32_t>(mr_target_->key() >> 32);
 	me_post p = po;
-	p.__reserved = 1;
-	EXPECT_EQ(io(fd, ME_IOC_POST, &p), EINVAL) << "POST reserved";
-	p = po;
 	p.flags = 1u << 5;
 	EXPECT_EQ(io(fd, ME_IOC_POST, &p), EOPNOTSUPP) << "POST flags";
 	for (uint32_t op : {0u, 5u, 99u, 0xffffffffu}) {
@@ -387,7 +386,8 @@ TEST_F(OpsTest, PostErrors)
 
 	auto with_remote = [&](me_post p) {
 		p.remote_region = mr_target_->id();
-		p.remote_key = mr_target_->key();
+		p.remote_key = static_cast<uint32_t>(mr_target_->key());
+		p.remote_key_hi = static_cast<uint32_t>(mr_target_->key() >> 32);
 		return p;
 	};
 	struct Case {
@@ -431,6 +431,9 @@ TEST_F(OpsTest, PostErrors)
 	s = post_of(ME_OP_SEND, conn, reg, 0, 8);
 	s.remote_key = 1;
 	cases.push_back({"send with remote_key", s, EINVAL});
+	s = post_of(ME_OP_SEND, conn, reg, 0, 8);
+	s.remote_key_hi = 1;
+	cases.push_back({"send with remote_key_hi", s, EINVAL});
 	s = post_of(ME_OP_SEND, conn, reg, 0, 8);
 	s.remote_off = 1;
 	cases.push_back({"send with remote_off", s, EINVAL});

@@ -159,7 +159,8 @@ me_post make_post(uint32_t opcode, uint32_t conn, uint32_t lreg, uint64_t loff, 
 	p.len = len;
 	if (remote) {
 		p.remote_region = remote->id;
-		p.remote_key = remote->key;
+		p.remote_key = static_cast<uint32_t>(remote->key);
+		p.remote_key_hi = static_cast<uint32_t>(remote->key >> 32);
 		p.remote_off = roff;
 	}
 	return p;
@@ -641,7 +642,9 @@ TEST_P(UringSqe, BadCommandsCompleteWithTheirErrors)
 		{"flag 1 << 1", img(with(w(0, 0, 16), [](me_post &p) { p.flags = 2; })), EOPNOTSUPP},
 		{"flag 1 << 31", img(with(w(0, 0, 16), [](me_post &p) { p.flags = 1u << 31; })),
 		 EOPNOTSUPP},
-		{"__reserved", img(with(w(0, 0, 16), [](me_post &p) { p.__reserved = 1; })), EINVAL},
+		{"send with remote_key_hi",
+		 img(with(make_post(ME_OP_SEND, conn, reg, 0, 8), [](me_post &p) { p.remote_key_hi = 1; })),
+		 EINVAL},
 		{"len 0 write", img(w(0, 0, 0)), EINVAL},
 		{"len 0 read", img(make_post(ME_OP_READ, conn, reg, 0, 0, &remote_)), EINVAL},
 		{"len 0 send", img(make_post(ME_OP_SEND, conn, reg, 0, 0)), EINVAL},

@@ -35,6 +35,8 @@ $(GUEST_CLUSTER_TESTS): $(GUEST_BIN)/%: $(BUILD)/obj/vm/%.o $(BUILD)/obj/vm/clus
 # Extra objects join $^ after the library: the recipes put objects first.
 GUEST_PAIR_TEST := $(GUEST_BIN)/pair_test
 $(GUEST_BIN)/mixed_test $(GUEST_PAIR_TEST): $(BUILD)/obj/vm/mixed_load.o
+# The wire attacks build and parse frames with the core's own wire code.
+$(GUEST_BIN)/fault_test: $(BUILD)/obj/core/plain/wire.o
 $(GUEST_PAIR_TEST): $(BUILD)/obj/vm/cluster.o
 PROGRAMS += $(GUEST_PAIR_TEST)
 

@@ -159,7 +159,8 @@ static me_post one_sided(std::uint32_t opcode, std::uint64_t local_off,
 	p.len = len;
 	p.local_off = local_off;
 	p.remote_region = remote.id;
-	p.remote_key = remote.key;
+	p.remote_key = static_cast<std::uint32_t>(remote.key);
+	p.remote_key_hi = static_cast<std::uint32_t>(remote.key >> 32);
 	p.remote_off = remote_off;
 	return p;
 }

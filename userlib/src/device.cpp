@@ -236,7 +236,7 @@ constexpr const char *stat_names[] = {
 	"rx_badop",    "tx_data",     "tx_rtx_loss", "tx_rtx_rto", "tx_rtx_fail", "tx_ack",
 	"tx_nack",     "tx_fail",     "rto_fired",   "link_down",  "link_up",	  "credit_stall",
 	"conn_refused", "key_rejected", "conn_aborted",
-	"rx_hello_held", "peer_restart",
+	"rx_hello_held", "peer_restart", "rx_cookie",
 };
 static_assert(std::size(stat_names) == ME_STAT_COUNT,
 	      "a name for every enum me_stat_index entry, in order");
@@ -392,7 +392,8 @@ Result<MemoryRegion> Device::register_memory(void *addr, std::size_t length, Acc
 			hint = " (placement needs a module with ABI 6)";
 		return Error(e.code(), e.message() + hint);
 	}
-	return MemoryRegion(file_, req.region, req.key, addr, length, access,
+	return MemoryRegion(file_, req.region, std::uint64_t{req.key_hi} << 32 | req.key, addr,
+			    length, access,
 			    req.info & ME_MR_INFO_AREA);
 }
 

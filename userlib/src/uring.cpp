@@ -266,7 +266,8 @@ Status UringQueue::prepare(std::uint32_t opcode, const Connection &conn,
 	slot.post.len = len;
 	if (remote) {
 		slot.post.remote_region = remote->id;
-		slot.post.remote_key = remote->key;
+		slot.post.remote_key = static_cast<std::uint32_t>(remote->key);
+		slot.post.remote_key_hi = static_cast<std::uint32_t>(remote->key >> 32);
 		slot.post.remote_off = remote_off;
 	}
 	slot.post.imm = imm;

@@ -385,7 +385,7 @@ TEST_F(Fake, PostsCarryEveryField)
 	ASSERT_TRUE(mr);
 	auto conn = dev.connect(2);
 	ASSERT_TRUE(conn);
-	multiedge::RemoteRegion remote{21, 0xfeed, 1 << 20};
+	multiedge::RemoteRegion remote{21, 0x01234567'0000feedull, 1 << 20};
 
 	ASSERT_TRUE(conn->write(mr.value(), 16, remote, 32, 100, 1));
 	ASSERT_TRUE(conn->write_notify(mr.value(), 0, remote, 64, 200, 42, 2, multiedge::Post::NonBlocking));
@@ -402,6 +402,7 @@ TEST_F(Fake, PostsCarryEveryField)
 	EXPECT_EQ(w.len, 100u);
 	EXPECT_EQ(w.remote_region, 21u);
 	EXPECT_EQ(w.remote_key, 0xfeedu);
+	EXPECT_EQ(w.remote_key_hi, 0x1234567u);
 	EXPECT_EQ(w.remote_off, 32u);
 	EXPECT_EQ(w.flags, 0u);
 
@@ -419,6 +420,7 @@ TEST_F(Fake, PostsCarryEveryField)
 	EXPECT_EQ(s.opcode, static_cast<unsigned>(ME_OP_SEND));
 	EXPECT_EQ(s.remote_region, 0u);
 	EXPECT_EQ(s.remote_key, 0u);
+	EXPECT_EQ(s.remote_key_hi, 0u);
 	EXPECT_EQ(s.remote_off, 0u);
 	EXPECT_EQ(s.len, 50u);
 }
@@ -484,6 +486,7 @@ TEST_F(Fake, RemoteOfGivesIdKeyAndLength)
 	auto r = multiedge::remote_of(mr.value());
 	EXPECT_EQ(r.id, mr->id());
 	EXPECT_EQ(r.key, mr->key());
+	EXPECT_EQ(r.key >> 32, 0x5eed0000u + r.id) << "the key's high half from key_hi";
 	EXPECT_EQ(r.length, 777u);
 }
 

@@ -240,7 +240,7 @@ int FakeModule::handle(unsigned long cmd, void *arg)
 	}
 	case ME_IOC_POST: {
 		auto *req = static_cast<me_post *>(arg);
-		if (req->size != sizeof(*req) || req->__reserved)
+		if (req->size != sizeof(*req))
 			return -EINVAL;
 		if (req->flags & ~ME_POST_F_NONBLOCK)
 			return -EOPNOTSUPP;
@@ -253,6 +253,7 @@ int FakeModule::handle(unsigned long cmd, void *arg)
 		req->info = mr_info;
 		req->region = next_region++;
 		req->key = 0xabc00000u + req->region;
+		req->key_hi = 0x5eed0000u + req->region;
 		regions.push_back(req->region);
 		return 0;
 	}

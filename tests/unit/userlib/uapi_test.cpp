@@ -7,9 +7,9 @@
 #include "multiedge/multiedge.hpp"
 #include "uapi/multiedge.h"
 
-TEST(Uapi, AbiVersionIs6)
+TEST(Uapi, AbiVersionIs8)
 {
-	EXPECT_EQ(ME_ABI_VERSION, 7);
+	EXPECT_EQ(ME_ABI_VERSION, 8);
 	EXPECT_EQ(ME_FEATURE_URING_CMD, 1u);
 	EXPECT_EQ(ME_FEATURE_RX_AREA, 2u);
 }
@@ -81,7 +81,8 @@ TEST(Uapi, LinkStructLayouts)
 
 TEST(Uapi, MemoryRegionStructLayouts)
 {
-	EXPECT_EQ(sizeof(me_mr_reg), static_cast<size_t>(ME_MR_REG_SIZE_VER1));
+	EXPECT_EQ(sizeof(me_mr_reg), static_cast<size_t>(ME_MR_REG_SIZE_VER2));
+	EXPECT_EQ(offsetof(me_mr_reg, key_hi), static_cast<size_t>(ME_MR_REG_SIZE_VER1));
 	EXPECT_EQ(offsetof(me_mr_reg, flags), static_cast<size_t>(ME_MR_REG_SIZE_VER0));
 	EXPECT_EQ(offsetof(me_mr_reg, info), 36u);
 	EXPECT_EQ(ME_MR_FLAGS_ALL, ME_MR_RX_COPY | ME_MR_TLB_EAGER | ME_MR_TLB_LAZY);
@@ -153,7 +154,7 @@ TEST(Uapi, PostAndCompletionLayouts)
 	EXPECT_EQ(offsetof(me_post, remote_key), 44u);
 	EXPECT_EQ(offsetof(me_post, remote_off), 48u);
 	EXPECT_EQ(offsetof(me_post, imm), 56u);
-	EXPECT_EQ(offsetof(me_post, __reserved), 60u);
+	EXPECT_EQ(offsetof(me_post, remote_key_hi), 60u);
 
 	EXPECT_EQ(sizeof(me_completion), 48u);
 	EXPECT_EQ(sizeof(me_completion), static_cast<size_t>(ME_COMPLETION_SIZE_VER0));

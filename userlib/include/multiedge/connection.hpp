@@ -35,7 +35,7 @@ class DeviceFile;
 // region's id and key (exchanged with send/recv, for example).
 struct RemoteRegion {
 	std::uint32_t id = 0;
-	std::uint32_t key = 0;
+	std::uint64_t key = 0;
 	std::uint64_t length = 0;	// informational; the target checks ranges
 };
 

@@ -228,7 +228,7 @@ public:
 	~MemoryRegion();
 
 	std::uint32_t id() const noexcept { return id_; }
-	std::uint32_t key() const noexcept { return key_; }
+	std::uint64_t key() const noexcept { return key_; }
 	void *addr() const noexcept { return addr_; }
 	std::size_t length() const noexcept { return length_; }
 	Access access() const noexcept { return access_; }
@@ -243,14 +243,14 @@ private:
 	friend class Device;
 	friend class Connection;	// checks that a region is of its own file
 	friend class UringQueue;
-	MemoryRegion(std::shared_ptr<detail::DeviceFile> file, std::uint32_t id, std::uint32_t key,
+	MemoryRegion(std::shared_ptr<detail::DeviceFile> file, std::uint32_t id, std::uint64_t key,
 		     void *addr, std::size_t length, Access access, bool area)
 		: file_(std::move(file)), id_(id), key_(key), addr_(addr), length_(length),
 		  access_(access), area_(area) {}
 
 	std::shared_ptr<detail::DeviceFile> file_;
 	std::uint32_t id_ = 0;
-	std::uint32_t key_ = 0;
+	std::uint64_t key_ = 0;
 	void *addr_ = nullptr;
 	std::size_t length_ = 0;
 	Access access_ = Access::None;

@@ -822,3 +822,141 @@ TEST_F(WireAttackTest, InjectionWithoutTheCookieIsDropped)
 	EXPECT_LE(dropped, forged);
 	EXPECT_GE(dropped * 10, forged * 9) << dropped << " of " << forged << " counted";
 }
+
+// A flood into a running connection (issue 13, "tests that stay"): while
+// node 0 writes 16 MiB to node 1, a tap on node 1's link sends node 0, from
+// node 1's address, mutations of node 1's own frames (random bytes
+// changed, types and lengths swapped: most fail to parse, some parse and
+// fail the connection checks), random garbage, and CONNECTs: from nodes
+// that do not exist, and in node 1's own name (which a sender on its
+// segment can copy).  The write completes with its data in place, the
+// connection lives, node 0 holds at most max_passive (64) connections
+// opened in node 1's name and none for strangers, the counters show what
+// was refused, and (the fixture) everything is released afterwards.
+TEST_F(WireAttackTest, FloodOfMutatedFramesAndConnects)
+{
+	ASSERT_NO_FATAL_FAILURE(make_pair(1));
+	Device &a = c_->dev(0);
+	auto ia = a.query();
+	auto ib = c_->dev(1).query();
+	ME_ASSERT_OK(ia);
+	ME_ASSERT_OK(ib);
+	constexpr size_t kLen = 16u << 20;
+	constexpr uint32_t kOp = 256u << 10;
+	Buffer src(kLen), dst(kLen);
+	fill_random(src.data(), kLen, 0xf100d);
+	auto mr_src = a.register_memory(src.data(), kLen, Access::None);
+	ME_ASSERT_OK(mr_src);
+	auto mr_dst = c_->dev(1).register_memory(dst.data(), kLen, Access::RemoteReadWrite);
+	ME_ASSERT_OK(mr_dst);
+	const RemoteRegion rd = multiedge::remote_of(mr_dst.value());
+	auto conn = a.connect(c_->id(1));
+	ME_ASSERT_OK(conn);
+	const uint64_t refused0 = stat(a, "conn_refused");
+	const uint64_t bad0 = stat(a, "rx_short") + stat(a, "rx_version") + stat(a, "rx_type") +
+			      stat(a, "rx_field") + stat(a, "rx_stale") + stat(a, "rx_cookie");
+
+	Cluster::Enter in_b(c_->ns(1));
+	ASSERT_TRUE(in_b.ok());
+	RawPort port(c_->link(0).if_b);
+	ASSERT_TRUE(port.ok()) << std::strerror(errno);
+
+	std::mt19937_64 g(0x5eed);
+	std::vector<uint8_t> f, out;
+	uint64_t sent = 0, connects = 0;
+	auto connect_from = [&](uint32_t node, uint32_t inc, uint32_t id) {
+		me_hdr h{};
+		h.version = ME_WIRE_VERSION;
+		h.type = ME_PT_CONNECT;
+		h.src_node = node;
+		h.src_inc = inc;
+		h.dst_node = ia->node_id;
+		h.src_conn = id;
+		h.c.isn = static_cast<uint32_t>(g());
+		h.c.credit = 64;
+		h.c.window = 256;
+		h.c.mode = static_cast<uint32_t>(g() & 1);
+		h.c.ops = 64;
+		h.c.cookie = g() | 1;
+		out.assign(f.begin(), f.begin() + 14);
+		out.resize(14 + ME_HDR_MAX);
+		out.resize(14 + me_wire_build(out.data() + 14, &h));
+		if (port.send_raw(out))
+			connects++;
+	};
+	std::set<uint64_t> inflight;
+	uint32_t next = 0, conn_id = 1000;
+	auto deadline = std::chrono::steady_clock::now() + kOpTimeout;
+	while ((next < kLen / kOp || !inflight.empty()) &&
+	       std::chrono::steady_clock::now() < deadline) {
+		while (next < kLen / kOp && inflight.size() < 8) {
+			ME_ASSERT_OK(conn->write(mr_src.value(), uint64_t{next} * kOp, rd,
+						 uint64_t{next} * kOp, kOp, next + 1));
+			inflight.insert(++next);
+		}
+		for (int k = 0; k < 16 && port.next_sent(f); k++) {
+			// Mutations of the frame node 1 just sent.
+			for (int m = 0; m < 4; m++) {
+				out = f;
+				size_t hdr = std::min<size_t>(out.size(), 14 + ME_HDR_MAX);
+				int flips = 1 + static_cast<int>(g() % 4);
+				for (int i = 0; i < flips; i++)
+					out[14 + g() % (hdr - 14)] = static_cast<uint8_t>(g());
+				if (g() % 4 == 0)
+					out.resize(14 + g() % (out.size() - 14));
+				if (out.size() >= 60 && port.send_raw(out))
+					sent++;
+			}
+			// Garbage of our ethertype.
+			out.assign(f.begin(), f.begin() + 14);
+			out.resize(14 + 46 + g() % 1400);
+			for (size_t i = 14; i < out.size(); i++)
+				out[i] = static_cast<uint8_t>(g());
+			if (g() & 1)
+				out[14] = ME_WIRE_VERSION;
+			if (port.send_raw(out))
+				sent++;
+			// CONNECTs: strangers, and node 1's identity.
+			connect_from(0x7000000u + static_cast<uint32_t>(g() % 1000), 1 + (g() % 7),
+				     1 + (g() % 100));
+			connect_from(ib->node_id, ib->incarnation, conn_id++);
+		}
+		auto got = a.wait(64, std::chrono::milliseconds(5));
+		ME_ASSERT_OK(got);
+		for (const auto &c : got.value()) {
+			if (c.type != multiedge::CompletionType::Write)
+				continue;	// the forged connections' events
+			ASSERT_EQ(c.status, 0) << c.describe();
+			inflight.erase(c.cookie);
+		}
+	}
+	ASSERT_TRUE(inflight.empty()) << inflight.size() << " writes never completed";
+	EXPECT_EQ(mismatch(dst.data(), src.data(), kLen), "");
+	const uint64_t bad = stat(a, "rx_short") + stat(a, "rx_version") + stat(a, "rx_type") +
+			     stat(a, "rx_field") + stat(a, "rx_stale") + stat(a, "rx_cookie") - bad0;
+	const uint64_t refused = stat(a, "conn_refused") - refused0;
+	std::printf("%" PRIu64 " mutated or random frames (%" PRIu64 " counted malformed, "
+		    "stale or wrong-cookie), %" PRIu64 " CONNECTs (%" PRIu64 " refused)\n",
+		    sent, bad, connects, refused);
+	EXPECT_GT(sent, 1000u);
+	EXPECT_GT(bad, sent / 2) << "the mutations should mostly be refused";
+
+	auto cs = a.connections();
+	ME_ASSERT_OK(cs);
+	size_t in_b_name = 0, ours = 0;
+	for (const auto &ci : cs.value()) {
+		EXPECT_EQ(ci.peer, ib->node_id) << "a connection for a node that does not exist";
+		if (ci.conn == conn->id())
+			ours++;
+		else
+			in_b_name++;
+	}
+	EXPECT_EQ(ours, 1u);
+	EXPECT_LE(in_b_name, 64u) << "passive connections in node 1's name beyond max_passive";
+	EXPECT_GE(refused, connects / 2 - 64) << "strangers' CONNECTs must be refused";
+	for (const auto &ci : cs.value()) {
+		if (ci.conn == conn->id()) {
+			EXPECT_EQ(ci.state, "established");
+		}
+	}
+}

@@ -398,7 +398,7 @@ u64 me_engine_conns(void)
 
 	mutex_lock(&me_engines_lock);
 	list_for_each_entry(mn, &me_engines, node)
-		n += me_node_nconns(mn->core);
+		n += me_node_live_conns(mn->core);
 	mutex_unlock(&me_engines_lock);
 	return n;
 }

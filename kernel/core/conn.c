@@ -85,13 +85,23 @@ static u32 conn_random(struct me_node *n, u32 salt)
 	       mix32(n->cfg.incarnation * 2654435761u + salt);
 }
 
-/* Give it the next id; with ctl_lock held.  false: the ids are used up. */
+/*
+ * Give it an id, with ctl_lock held: the oldest retired slot's next one,
+ * else a slot never used.  false: every slot is taken.
+ */
 static bool conn_number(struct me_node *n, struct me_conn *c)
 {
-	u32 id = me_atomic_read(&n->nconns) + 1;
+	u32 id;
 
-	if (id > n->cfg.max_conns)
-		return false;
+	if (n->free_len) {
+		id = n->free_ids[n->free_head];
+		n->free_head = (n->free_head + 1) % n->cfg.max_conns;
+		n->free_len--;
+	} else {
+		id = me_atomic_read(&n->nconns) + 1;
+		if (id > n->cfg.max_conns)
+			return false;
+	}
 	c->id = id;
 	/* Unpredictable, so a blind sender cannot aim into the window. */
 	c->isn = conn_random(n, id);
@@ -102,11 +112,20 @@ static bool conn_number(struct me_node *n, struct me_conn *c)
 	return true;
 }
 
+static u32 slot_of(struct me_node *n, u32 id)
+{
+	return (id - 1) & n->slot_mask;
+}
+
 /* Make the connection visible to receive threads (release). */
 static void conn_publish(struct me_node *n, struct me_conn *c)
 {
-	me_ptr_store((void **)&n->conns[c->id - 1], c);
-	me_atomic_set(&n->nconns, c->id);
+	u32 slot = slot_of(n, c->id);
+
+	me_ptr_store((void **)&n->conns[slot], c);
+	if (slot >= me_atomic_read(&n->nconns))
+		me_atomic_set(&n->nconns, slot + 1);
+	me_atomic_add_return(&n->live, 1);
 }
 
 static void send_conn_pkt(struct me_conn *c, u32 type, int link)
@@ -164,9 +183,59 @@ int me_conn_connect(struct me_node *n, u32 peer, u32 mode,
 
 struct me_conn *me_conn_get(struct me_node *n, u32 id)
 {
-	if (!id || id > me_atomic_read(&n->nconns))
+	struct me_conn *c;
+	u32 slot;
+
+	if (!id)
 		return NULL;
-	return me_ptr_load((void **)&n->conns[id - 1]);
+	slot = slot_of(n, id);
+	if (slot >= n->cfg.max_conns)
+		return NULL;
+	c = me_ptr_load((void **)&n->conns[slot]);
+	return c && c->id == id ? c : NULL;
+}
+
+struct me_conn *me_node_conn_at(struct me_node *n, u32 slot)
+{
+	if (slot >= me_atomic_read(&n->nconns))
+		return NULL;
+	return me_ptr_load((void **)&n->conns[slot]);
+}
+
+u32 me_node_live_conns(struct me_node *n)
+{
+	return me_atomic_read(&n->live);
+}
+
+void me_conn_release(struct me_conn *c)
+{
+	me_atomic_set(&c->released, 1);
+}
+
+bool me_conn_reclaimable(struct me_conn *c, u64 now)
+{
+	u32 st = me_atomic_read(&c->state);
+	u64 end = me_atomic64_read(&c->end_ns);
+
+	return me_atomic_read(&c->released) && (st == ME_CS_CLOSED || st == ME_CS_DEAD) &&
+	       end && me_elapsed(now, end) >= c->node->cfg.linger_ns;
+}
+
+void me_conn_retire(struct me_conn *c)
+{
+	struct me_node *n = c->node;
+	u32 slot = slot_of(n, c->id), next;
+
+	/* The slot's next id: one generation on, back to the first at the end. */
+	next = c->id > 0xffffffffu - (n->slot_mask + 1) ? slot + 1 :
+	       c->id + n->slot_mask + 1;
+	me_lock(&n->ctl_lock);
+	me_ptr_store((void **)&n->conns[slot], NULL);
+	n->free_ids[(n->free_head + n->free_len) % n->cfg.max_conns] = next;
+	n->free_len++;
+	me_atomic_add_return(&n->live, -1);
+	me_unlock(&n->ctl_lock);
+	n->ops->retire(n->ctx, c);
 }
 
 bool me_conn_live(struct me_conn *c)
@@ -202,7 +271,7 @@ static struct me_conn *find_passive(struct me_node *n, const struct me_hdr *h, u
 	for (i = 0; i < cnt; i++) {
 		struct me_conn *c = n->conns[i];
 
-		if (c->peer != h->src_node || c->active)
+		if (!c || c->peer != h->src_node || c->active)
 			continue;
 		if (c->peer_conn == h->src_conn && c->peer_inc == h->src_inc &&
 		    me_atomic_read(&c->state) != ME_CS_CONNECTING)
@@ -351,6 +420,8 @@ void me_conn_terminate(struct me_conn *c, u32 state, s32 status)
 
 		if (st == ME_CS_CLOSED || st == ME_CS_DEAD)
 			return;
+		/* Before the state: the timer reads them in the other order. */
+		me_atomic64_set(&c->end_ns, me_now(c->node));
 		old = me_atomic_cmpxchg(&c->state, st, state);
 		if (old == st)
 			break;
@@ -383,7 +454,7 @@ void me_conn_peer_restarted(struct me_node *n, u32 peer, u32 new_inc)
 	for (i = 0; i < cnt; i++) {
 		struct me_conn *c = me_ptr_load((void **)&n->conns[i]);
 
-		if (c->peer == peer && me_conn_live(c) && c->peer_inc != new_inc)
+		if (c && c->peer == peer && me_conn_live(c) && c->peer_inc != new_inc)
 			me_conn_terminate(c, ME_CS_DEAD, -ECONNRESET);
 	}
 }

@@ -3,9 +3,10 @@
  * conn.h - connections: handshake, incarnations, close, peer death.
  *
  * A connection is identified on the wire by (node, incarnation, conn id) at
- * each end.  Conn ids are never reused within a node's life, and a node's
- * incarnation changes at every start, so a packet from an earlier life of
- * either the connection or the peer never matches a live connection.
+ * each end.  A retired connection's slot takes the next generation's id,
+ * and a node's incarnation changes at every start, so a packet from an
+ * earlier life of either the connection or the peer does not match a live
+ * connection (and, should ids ever wrap, fails its cookie).
  * Each side also picks a random 64-bit cookie, exchanged in CONNECT and
  * ACCEPT, that every frame to it must carry: a sender that does not see
  * the handshake cannot inject into the connection.
@@ -21,7 +22,8 @@ struct me_node;
 
 struct me_conn {
 	struct me_node *node;
-	u32 id;			/* local id, never reused */
+	u32 id;			/* local id; its slot is reused, the id not
+				 * until the generations wrap */
 	u32 peer;		/* peer node id */
 	u32 mode;		/* ME_MODE_* */
 	bool active;		/* opened by me_conn_connect() */
@@ -40,6 +42,8 @@ struct me_conn {
 	u64 connect_start_ns;	/* first CONNECT */
 	u32 connect_tries;	/* (timer) */
 	me_atomic64_t last_rx_ns;	/* any valid packet from the peer */
+	me_atomic64_t end_ns;	/* when it became CLOSED or DEAD, 0 before */
+	me_atomic_t released;	/* the host let go (me_conn_release) */
 
 	/* ---- transmit side (window.c) ---- */
 	struct me_txslot *tx;
@@ -116,7 +120,10 @@ void me_conn_key_rejected(struct me_conn *c);
 /* A peer restarted with a new incarnation: its old connections are dead. */
 void me_conn_peer_restarted(struct me_node *n, u32 peer, u32 new_inc);
 void me_conn_timer(struct me_conn *c, u64 now);
-void me_conn_free(struct me_conn *c);
+/* Released, ended and lingered: may leave the table (timer only). */
+bool me_conn_reclaimable(struct me_conn *c, u64 now);
+/* Take it out of the table, free its slot, hand it to ops->retire. */
+void me_conn_retire(struct me_conn *c);
 bool me_conn_live(struct me_conn *c);
 
 #endif /* ME_CONN_H */

@@ -27,9 +27,12 @@
  * Completions and connection events arrive through ops->complete (me_plat.h)
  * from whichever thread finished the operation, exactly once each.
  *
- * Lifetime: connections live until me_node_destroy(); a closed or dead
- * connection keeps answering duplicates but delivers nothing.  Connection
- * ids are never reused within a node's life (cfg.max_conns per life).
+ * Lifetime: a closed or dead connection keeps answering duplicates but
+ * delivers nothing.  With ops->retire, a connection the host released
+ * (me_conn_release) leaves linger_ns after it ended and its slot is
+ * reused under a new id (id - 1 = generation * slots + slot, slots the
+ * power of two >= max_conns: first ids are 1..max_conns); without, it
+ * lives until me_node_destroy() and ids are never reused.
  */
 #ifndef ME_CORE_H
 #define ME_CORE_H
@@ -41,6 +44,7 @@ struct me_node;
 struct me_conn;
 
 #define ME_MAX_LINKS	16
+#define ME_MAX_CONNS	(1u << 20)	/* cfg.max_conns at most */
 
 /* Delivery mode of a connection (both directions). */
 #define ME_MODE_UNORDERED	0	/* place each packet on arrival (RDMA) */
@@ -62,7 +66,7 @@ struct me_node_cfg {
 	u32 window;		/* packets in flight per connection, pow2 */
 	u32 credit;		/* receive credit advertised, <= window */
 	u32 ops;		/* op queue entries per connection, pow2 */
-	u32 max_conns;		/* connections per node life */
+	u32 max_conns;		/* connections at once (slots) */
 	u32 ack_every;		/* ack after this many packets (coalescing) */
 	u32 link_window;	/* data bytes in flight per link */
 	u32 max_retries;	/* per packet, then the peer is declared dead */
@@ -85,6 +89,8 @@ struct me_node_cfg {
 	u64 rate_ns;		/* link rate estimation period */
 	u32 zc_min;		/* payload bytes per packet sent by reference
 				 * (me_plat_ops.zc_tx), 0: always copied */
+	u64 linger_ns;		/* an ended connection answers duplicates
+				 * this long before its slot may be reused */
 	char name[32];		/* carried in HELLO */
 };
 
@@ -184,9 +190,24 @@ u32 me_conn_id(struct me_conn *conn);
 u32 me_conn_peer(struct me_conn *conn);
 u32 me_conn_mode(struct me_conn *conn);	/* ME_MODE_* */
 int me_conn_state(struct me_conn *conn);
+/* The connection with this id, or NULL (none, or its slot was reused). */
 struct me_conn *me_conn_get(struct me_node *node, u32 id);
-/* Connection ids handed out so far (ids are 1..this). */
+/*
+ * The host holds no reference to the connection beyond the current call
+ * and wants none: once it is closed or dead (close it first, or it stays
+ * until the peer ends it) and has lingered, it may be retired
+ * (me_plat_ops.retire).  Once per connection; nothing of it may be used
+ * after this call returns except from contexts the retire grace covers.
+ */
+void me_conn_release(struct me_conn *conn);
+/* Frees a connection handed to me_plat_ops.retire (and nothing else). */
+void me_conn_free(struct me_conn *conn);
+/* Connection table slots used so far: iterate 0..this with me_node_conn_at. */
 u32 me_node_nconns(struct me_node *node);
+/* The connection in a slot, or NULL (never used, or retired). */
+struct me_conn *me_node_conn_at(struct me_node *node, u32 slot);
+/* Connections in the table now (not yet retired). */
+u32 me_node_live_conns(struct me_node *node);
 
 /* Per-connection counters (me_conn_stats()). */
 enum me_cstat {

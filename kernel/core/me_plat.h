@@ -16,6 +16,8 @@
 
 #include "me_types.h"
 
+struct me_conn;
+
 /* Access rights checked by mr_check (bit mask). */
 #define ME_ACC_WRITE	0x1	/* remote peers may write the region */
 #define ME_ACC_READ	0x2	/* remote peers may read the region */
@@ -153,6 +155,19 @@ struct me_plat_ops {
 	 * which a blind sender can compute from a HELLO).
 	 */
 	u32 (*random_u32)(void *ctx);
+
+	/*
+	 * Connection reuse (optional; without it a connection lives until
+	 * me_node_destroy() and max_conns bounds a node's life).  A
+	 * connection the host released (me_conn_release) that has been
+	 * closed or dead for cfg.linger_ns leaves the connection table and
+	 * its slot takes a new id; then the core calls retire(), from its
+	 * timer, and never touches the connection again.  The host must call
+	 * me_conn_free() once no thread can still be using a pointer to it
+	 * that it looked up before (a receive or an ioctl in flight): at once
+	 * if nothing runs concurrently, after a grace period otherwise.
+	 */
+	void (*retire)(void *ctx, struct me_conn *conn);
 };
 
 #endif /* ME_PLAT_H */

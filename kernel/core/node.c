@@ -40,6 +40,7 @@ void me_node_cfg_default(struct me_node_cfg *cfg)
 	cfg->max_passive = 64;
 	cfg->key_fail_max = 16;
 	cfg->rate_ns = 1000000;
+	cfg->linger_ns = 1000000000;	/* 1 s: > the peer's CLOSE retries */
 }
 
 static bool is_pow2(u32 v)
@@ -58,7 +59,8 @@ struct me_node *me_node_create(const struct me_node_cfg *cfg,
 	    cfg->mtu > ME_HDR_SEQ + 0xffff || !is_pow2(cfg->window) ||
 	    cfg->window < ME_WIN_MIN || cfg->window > ME_WIN_MAX ||
 	    !cfg->credit || cfg->credit > cfg->window || !is_pow2(cfg->ops) ||
-	    cfg->ops > ME_OPS_MAX || !cfg->max_conns || !cfg->ack_every ||
+	    cfg->ops > ME_OPS_MAX || !cfg->max_conns || cfg->max_conns > ME_MAX_CONNS ||
+	    !cfg->ack_every ||
 	    cfg->link_window < cfg->mtu || !cfg->rto_min_ns ||
 	    cfg->rto_max_ns < cfg->rto_min_ns || !cfg->max_passive || !cfg->key_fail_max ||
 	    (ops->zc_tx && (!ops->zc_hold || !ops->zc_put)))
@@ -71,11 +73,18 @@ struct me_node *me_node_create(const struct me_node_cfg *cfg,
 	n->ops = ops;
 	n->ctx = ctx;
 	n->conns = ops->alloc(ctx, sizeof(*n->conns) * cfg->max_conns);
-	if (!n->conns) {
+	n->free_ids = ops->alloc(ctx, sizeof(*n->free_ids) * cfg->max_conns);
+	if (!n->conns || !n->free_ids) {
+		if (n->conns)
+			ops->free(ctx, n->conns);
 		ops->free(ctx, n);
 		return NULL;
 	}
 	memset(n->conns, 0, sizeof(*n->conns) * cfg->max_conns);
+	n->slot_mask = 1;
+	while (n->slot_mask < cfg->max_conns)
+		n->slot_mask <<= 1;
+	n->slot_mask--;
 	me_lock_init(&n->ctl_lock);
 	me_lock_init(&n->timer_lock);
 	me_path_init(n);
@@ -91,6 +100,7 @@ void me_node_destroy(struct me_node *n)
 	for (i = 0; i < cnt; i++)
 		if (n->conns[i])
 			me_conn_free(n->conns[i]);
+	n->ops->free(n->ctx, n->free_ids);
 	n->ops->free(n->ctx, n->conns);
 	n->ops->free(n->ctx, n);
 }
@@ -205,8 +215,11 @@ void me_core_timer(struct me_node *n)
 	for (i = 0; i < cnt; i++) {
 		struct me_conn *c = me_ptr_load((void **)&n->conns[i]);
 
-		if (c)
-			me_conn_timer(c, now);
+		if (!c)
+			continue;
+		me_conn_timer(c, now);
+		if (n->ops->retire && me_conn_reclaimable(c, now))
+			me_conn_retire(c);	/* c is gone */
 	}
 	me_unlock(&n->timer_lock);
 }

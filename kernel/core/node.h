@@ -15,13 +15,19 @@ struct me_node {
 	void *ctx;
 	struct me_link links[ME_MAX_LINKS];
 	/*
-	 * Connection table: slot i holds connection id i + 1.  Pointers are
+	 * Connection table: slot (id - 1) & slot_mask.  Pointers are
 	 * published with a release store after the connection is fully set
-	 * up and never change until me_node_destroy(), so receive threads
-	 * look them up without a lock.
+	 * up, so receive threads look them up without a lock; a slot is
+	 * cleared only by the timer when it retires a connection, whose
+	 * memory the host frees after a grace period (me_plat_ops.retire).
 	 */
 	struct me_conn **conns;
-	me_atomic_t nconns;
+	me_atomic_t nconns;	/* slots used so far */
+	me_atomic_t live;	/* connections in the table */
+	u32 slot_mask;
+	/* Retired slots, oldest first, as the next id for each (ctl_lock). */
+	u32 *free_ids;
+	u32 free_head, free_len;
 	me_lock_t ctl_lock;	/* control path: connect/accept/death */
 	me_lock_t timer_lock;	/* me_core_timer is never re-entered */
 	me_atomic64_t stats[ME_ST_MAX_];

@@ -322,7 +322,7 @@ static void link_down(struct me_node *n, u32 idx)
 	for (i = 0; i < cnt; i++) {
 		struct me_conn *c = me_ptr_load((void **)&n->conns[i]);
 
-		if (c->peer == peer && me_conn_live(c))
+		if (c && c->peer == peer && me_conn_live(c))
 			me_win_failover(c, idx);
 	}
 }

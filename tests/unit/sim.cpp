@@ -165,10 +165,17 @@ static int p_zc_tx(void *ctx, uint32_t link, const void *hdr, uint32_t hdr_len,
 // Deterministic per seed, like everything else in the simulator.
 static uint32_t p_random_u32(void *ctx) { return (uint32_t)N(ctx).sim->rng.next(); }
 
+// Nothing runs concurrently with the timer that retires it: freed at once.
+static void p_retire(void *ctx, me_conn *c)
+{
+	N(ctx).retired.push_back(me_conn_id(c));
+	me_conn_free(c);
+}
+
 static const me_plat_ops plat = {
 	p_now, p_tx, p_mr_check, p_mr_write, p_mr_local, p_mr_read,
 	p_complete, p_alloc, p_free, p_zc_tx, p_zc_hold, p_zc_put,
-	p_rx_fill, p_mr_done, p_random_u32,
+	p_rx_fill, p_mr_done, p_random_u32, p_retire,
 };
 
 int64_t Sim::zc_outstanding() const

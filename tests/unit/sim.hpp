@@ -66,6 +66,7 @@ struct Node {
 	std::map<uint32_t, Region> regions;
 	std::vector<me_cqe> cqes;
 	std::map<uint32_t, bool> conn_over;	// conn id -> closed/dead seen
+	std::vector<uint32_t> retired;		// ids of retired connections
 	uint64_t writes_after_close = 0;
 	struct Place { uint32_t conn, region; uint64_t off; uint32_t len; };
 	std::vector<Place> places;

@@ -75,9 +75,35 @@ int me_engine_init(void)
 	return 0;
 }
 
-void me_engine_net_init(struct me_net *mn)
+/* Frees retired connections once no reader can hold one (conn_srcu). */
+static void retire_work_fn(struct work_struct *work)
 {
-	int i;
+	struct me_net *mn = container_of(work, struct me_net, retire_work);
+	struct me_conn *c, *next;
+
+	spin_lock_bh(&mn->retire_lock);
+	c = mn->retired;
+	mn->retired = NULL;
+	spin_unlock_bh(&mn->retire_lock);
+	if (!c)
+		return;
+	synchronize_srcu(&mn->conn_srcu);
+	for (; c; c = next) {
+		next = *me_conn_host_link(c);
+		me_conn_free(c);
+	}
+}
+
+int me_engine_net_init(struct me_net *mn)
+{
+	int i, ret;
+
+	ret = init_srcu_struct(&mn->conn_srcu);
+	if (ret)
+		return ret;
+	spin_lock_init(&mn->retire_lock);
+	mn->retired = NULL;
+	INIT_WORK(&mn->retire_work, retire_work_fn);
 
 	for (i = 0; i < ME_MAX_LINKS; i++)
 		RCU_INIT_POINTER(mn->slots[i], NULL);
@@ -95,6 +121,13 @@ void me_engine_net_init(struct me_net *mn)
 	INIT_LIST_HEAD(&mn->msgs);
 	mn->nr_msgs = 0;
 	init_waitqueue_head(&mn->msg_wait);
+	return 0;
+}
+
+/* After me_engine_stop(): nothing retires or reads connections any more. */
+void me_engine_net_uninit(struct me_net *mn)
+{
+	cleanup_srcu_struct(&mn->conn_srcu);
 }
 
 /* ---- platform operations (core/me_plat.h) ---- */
@@ -138,8 +171,12 @@ static int plat_mr_write(void *ctx, u32 conn, u32 region, u64 off, const void *s
 		return me_ops_msg_arrived(mn, conn, src, len);
 	}
 	ret = me_mr_place(mn, region, off, src, len, rx);
-	if (!ret && conn && conn <= max_conns)
-		atomic64_inc(&mn->conn_copies[conn - 1]);
+	if (!ret && conn) {
+		u32 slot = me_node_slot(mn->core, conn);
+
+		if (slot != ME_NO_SLOT)
+			atomic64_inc(&mn->conn_copies[slot]);
+	}
 	return ret;
 }
 
@@ -156,6 +193,24 @@ static int plat_mr_read(void *ctx, u32 region, u64 off, void *dst, u32 len)
 static void plat_rx_fill(void *ctx, void *rx)
 {
 	me_frame_fill(rx);
+}
+
+/*
+ * The engine let go of a connection (timer thread): its slot's state here
+ * is forgotten now, its memory freed after a grace period.
+ */
+static void plat_retire(void *ctx, struct me_conn *c)
+{
+	struct me_net *mn = ctx;
+	u32 id = me_conn_id(c);
+
+	me_ops_conn_retired(mn, id);
+	atomic64_set(&mn->conn_copies[me_node_slot(mn->core, id)], 0);
+	spin_lock_bh(&mn->retire_lock);
+	*me_conn_host_link(c) = mn->retired;
+	mn->retired = c;
+	spin_unlock_bh(&mn->retire_lock);
+	queue_work(system_wq, &mn->retire_work);
 }
 
 static void plat_mr_done(void *ctx, u32 region, u64 off, u64 len)
@@ -221,6 +276,7 @@ static const struct me_plat_ops me_plat = {
 	.rx_fill = plat_rx_fill,
 	.mr_done = plat_mr_done,
 	.random_u32 = plat_random_u32,
+	.retire = plat_retire,
 };
 
 /* ---- lifecycle ---- */
@@ -287,6 +343,8 @@ static void fill_cfg(struct me_net *mn, struct me_node_cfg *cfg, unsigned int pa
 	cfg->ka_ns = 100 * NSEC_PER_MSEC;
 	cfg->link_dead_ns = 1000 * NSEC_PER_MSEC;
 	cfg->peer_dead_ns = 3000 * NSEC_PER_MSEC;
+	/* A peer's CLOSE retries (RTO from 20 ms, doubling) span ~3 s. */
+	cfg->linger_ns = cfg->peer_dead_ns;
 	cfg->answer_ns = (u64)answer_ms * NSEC_PER_MSEC;
 	cfg->rate_ns = 10 * NSEC_PER_MSEC;
 	cfg->zc_min = tx_zc_min;
@@ -351,6 +409,8 @@ void me_engine_stop(struct me_net *mn)
 	if (!core)
 		return;
 	kthread_stop(mn->timer);
+	/* Nothing retires any more: free what waits for its grace period. */
+	flush_work(&mn->retire_work);
 	mutex_lock(&me_engines_lock);
 	list_del(&mn->node);
 	mutex_unlock(&me_engines_lock);
@@ -383,12 +443,19 @@ void me_engine_link_admin(struct me_net *mn, unsigned int idx, bool up)
 
 int me_engine_rx(struct me_net *mn, unsigned int idx, const void *buf, u32 len)
 {
-	return me_core_rx(mn->core, idx, buf, len);
+	int idx_srcu = srcu_read_lock(&mn->conn_srcu);
+	int ret = me_core_rx(mn->core, idx, buf, len);
+
+	srcu_read_unlock(&mn->conn_srcu, idx_srcu);
+	return ret;
 }
 
 void me_engine_rx_frame(struct me_net *mn, unsigned int idx, struct me_rx_frame *fr)
 {
+	int idx_srcu = srcu_read_lock(&mn->conn_srcu);
+
 	me_core_rx_frame(mn->core, idx, fr->buf, fr->len, fr);
+	srcu_read_unlock(&mn->conn_srcu, idx_srcu);
 }
 
 u64 me_engine_conns(void)

@@ -15,7 +15,8 @@ struct me_conn;
 #define ME_MIN_PACKET	1280
 
 int me_engine_init(void);		/* module parameters */
-void me_engine_net_init(struct me_net *mn);
+int me_engine_net_init(struct me_net *mn);
+void me_engine_net_uninit(struct me_net *mn);
 /* Starts the namespace's engine for packets of @packet_size; under RTNL. */
 int me_engine_start(struct me_net *mn, unsigned int packet_size);
 /* Stops it (namespace exit): no link attached, no file open any more. */

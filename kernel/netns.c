@@ -41,8 +41,7 @@ static int __net_init me_net_init(struct net *net)
 	me_mr_net_init(mn);
 	mn->node_id = random_nonzero();
 	mn->incarnation = random_nonzero();
-	me_engine_net_init(mn);
-	return 0;
+	return me_engine_net_init(mn);
 }
 
 static void __net_exit me_net_exit(struct net *net)
@@ -53,6 +52,7 @@ static void __net_exit me_net_exit(struct net *net)
 	me_link_detach_all(mn);
 	rtnl_unlock();
 	me_engine_stop(mn);
+	me_engine_net_uninit(mn);
 	me_mr_net_uninit(mn);
 }
 

@@ -5,7 +5,9 @@
 #include <linux/list.h>
 #include <linux/mutex.h>
 #include <linux/spinlock.h>
+#include <linux/srcu.h>
 #include <linux/wait.h>
+#include <linux/workqueue.h>
 #include <linux/xarray.h>
 #include <net/net_namespace.h>
 
@@ -45,11 +47,23 @@ struct me_net {
 	u32 packet_size;
 	struct task_struct *timer;	/* drives me_core_timer() */
 	struct list_head node;		/* in the module's list of engines */
-	/* Owner of each connection by id - 1 (NULL: passive or abandoned). */
+	/*
+	 * Per connection slot (me_node_slot()): the owner (NULL: passive, or
+	 * given up; ME_OWNER_ABANDONED, ops.c), copies, completion order.
+	 */
 	spinlock_t owner_lock;
 	struct me_file **owners;
-	atomic64_t *conn_copies;	/* payload copies into regions, by id - 1 */
-	struct me_conn_done *conn_done;	/* completion order, by id - 1 (ops.c) */
+	atomic64_t *conn_copies;	/* payload copies into regions */
+	struct me_conn_done *conn_done;	/* completion order (ops.c) */
+	/*
+	 * Connections are looked up without references (receive threads,
+	 * ioctls): those paths hold conn_srcu, and a connection the engine
+	 * retires is freed by retire_work after a grace period.
+	 */
+	struct srcu_struct conn_srcu;
+	spinlock_t retire_lock;
+	void *retired;			/* chained through me_conn_host_link() */
+	struct work_struct retire_work;
 	/* Woken by every completion (events counts them): connect and post. */
 	wait_queue_head_t waitq;
 	atomic_t events;

@@ -76,6 +76,17 @@ struct me_conn_done {
 	bool ev_pending;		/* ev held back until kops is empty */
 	struct me_completion ev;
 	struct me_file *ev_file;
+	/*
+	 * The slot's way back (try_release()), under owner_lock and lock:
+	 * the owner let go (DISCONNECT, close, an abandoned connect; from
+	 * the start for a passive connection), the CLOSED/DEAD event came,
+	 * the engine was told (me_conn_release).  Cleared when the engine
+	 * retires the connection, before the slot is reused.
+	 */
+	bool dropped;
+	bool ended;
+	bool released;
+	bool abandon_closed;		/* close_abandoned() did its one close */
 };
 
 /* A message sent to this node (ME_OP_SEND), waiting for ME_IOC_RECV. */
@@ -147,9 +158,20 @@ static void fill(struct me_completion *out, const struct me_cqe *cqe, u32 type)
 	out->off = cqe->off;
 }
 
+/*
+ * Per-slot state of connection @id (valid ids only: those of connections
+ * the engine has handed out and not yet retired).
+ */
+static u32 slot_of(struct me_net *mn, u32 id)
+{
+	return me_node_slot(core_of(mn), id);
+}
+
 static struct me_conn_done *conn_done_of(struct me_file *f, u32 conn)
 {
-	return &me_net(f->net)->conn_done[conn - 1];
+	struct me_net *mn = me_net(f->net);
+
+	return &mn->conn_done[slot_of(mn, conn)];
 }
 
 static void deliver(struct me_kop *kop)
@@ -211,15 +233,29 @@ static void release_delivered(struct list_head *done)
 	}
 }
 
+static void try_release(struct me_net *mn, u32 id);
+
 static void kop_finish(struct me_kop *kop)
 {
 	struct me_conn_done *cd = conn_done_of(kop->file, kop->conn);
+	struct me_net *mn = me_net(kop->file->net);
+	bool drained, last;
+	u32 id = kop->conn;
 	LIST_HEAD(done);
 
 	spin_lock_bh(&cd->lock);
 	kop->finished = true;
 	deliver_ready(cd, kop, &done);
+	drained = list_empty(&cd->kops) && !cd->ev_pending;
+	last = drained && cd->dropped && cd->ended;
 	spin_unlock_bh(&cd->lock);
+	/* Before the regions go: the last put may let the file go. */
+	if (last) {
+		int idx = srcu_read_lock(&mn->conn_srcu);
+
+		try_release(mn, id);
+		srcu_read_unlock(&mn->conn_srcu, idx);
+	}
 	release_delivered(&done);
 }
 
@@ -297,22 +333,58 @@ static void notify_landed(struct me_net *mn, const struct me_cqe *cqe)
 	me_mr_put(mr);
 }
 
-static void conn_event(struct me_net *mn, const struct me_cqe *cqe, u32 type)
+/*
+ * With owner_lock and cd->lock: if nothing here needs the connection any
+ * more (its owner let go, its CLOSED/DEAD event came and was delivered
+ * after all of its operations), the slot gets no owner and true says to
+ * tell the engine (engine_release()).
+ */
+static bool release_locked(struct me_net *mn, u32 slot, struct me_conn_done *cd)
 {
-	struct me_completion c;
 	struct me_file *f;
 
-	if (!cqe->conn || cqe->conn > me_node_nconns(core_of(mn)))
+	if (!cd->dropped || !cd->ended || cd->released || !list_empty(&cd->kops) ||
+	    cd->ev_pending)
+		return false;
+	cd->released = true;
+	f = mn->owners[slot];
+	mn->owners[slot] = NULL;
+	if (f && f != ME_OWNER_ABANDONED)
+		f->nr_conns--;
+	return true;
+}
+
+/*
+ * The engine may retire connection @id after linger_ns; its id then names
+ * nothing (-ENOENT).  Callers hold conn_srcu.
+ */
+static void engine_release(struct me_net *mn, u32 id)
+{
+	struct me_conn *c = me_conn_get(core_of(mn), id);
+
+	if (c)
+		me_conn_release(c);
+}
+
+static void conn_event(struct me_net *mn, const struct me_cqe *cqe, u32 type)
+{
+	u32 slot = slot_of(mn, cqe->conn);
+	struct me_conn_done *cd;
+	struct me_completion c;
+	struct me_file *f;
+	bool release;
+
+	if (slot == ME_NO_SLOT)
 		return;
+	cd = &mn->conn_done[slot];
 	fill(&c, cqe, type);
 	/* Under owner_lock: release clears the owner before the queue dies. */
 	spin_lock_bh(&mn->owner_lock);
-	f = mn->owners[cqe->conn - 1];
+	f = mn->owners[slot];
+	spin_lock_bh(&cd->lock);
+	cd->ended = true;
 	if (f && f != ME_OWNER_ABANDONED) {
-		struct me_conn_done *cd = &mn->conn_done[cqe->conn - 1];
-
 		/* After the connection's operations (uapi). */
-		spin_lock_bh(&cd->lock);
 		if (list_empty(&cd->kops)) {
 			me_cq_push_event(&f->cq, &c);
 		} else {
@@ -320,33 +392,105 @@ static void conn_event(struct me_net *mn, const struct me_cqe *cqe, u32 type)
 			cd->ev_file = f;
 			cd->ev_pending = true;
 		}
-		spin_unlock_bh(&cd->lock);
 	}
+	/* In the same section: whoever sees the event sees the id gone. */
+	release = release_locked(mn, slot, cd);
+	spin_unlock_bh(&cd->lock);
 	spin_unlock_bh(&mn->owner_lock);
+	if (release)
+		engine_release(mn, cqe->conn);
 }
 
-/* Closes connection @id if its connect was abandoned; once only. */
+/* Gives connection @id back once nothing here needs it (release_locked). */
+static void try_release(struct me_net *mn, u32 id)
+{
+	u32 slot = slot_of(mn, id);
+	struct me_conn_done *cd;
+	bool go;
+
+	if (slot == ME_NO_SLOT)
+		return;
+	cd = &mn->conn_done[slot];
+	spin_lock_bh(&mn->owner_lock);
+	spin_lock_bh(&cd->lock);
+	go = release_locked(mn, slot, cd);
+	spin_unlock_bh(&cd->lock);
+	spin_unlock_bh(&mn->owner_lock);
+	if (go)
+		engine_release(mn, id);
+}
+
+/* The owner lets connection @id go (it stays its until try_release()). */
+static void drop(struct me_net *mn, u32 id)
+{
+	struct me_conn_done *cd = &mn->conn_done[slot_of(mn, id)];
+
+	spin_lock_bh(&cd->lock);
+	cd->dropped = true;
+	spin_unlock_bh(&cd->lock);
+	try_release(mn, id);
+}
+
+/* A passive connection: nobody here ever holds it. */
+static void passive_up(struct me_net *mn, u32 id)
+{
+	struct me_conn *c = me_conn_get(core_of(mn), id);
+
+	if (c && !me_conn_active(c))
+		drop(mn, id);
+}
+
+/*
+ * The engine retired connection @id (plat_retire): forget its slot before
+ * a new connection takes it.
+ */
+void me_ops_conn_retired(struct me_net *mn, u32 id)
+{
+	struct me_conn_done *cd = &mn->conn_done[slot_of(mn, id)];
+
+	spin_lock_bh(&cd->lock);
+	WARN_ON_ONCE(!list_empty(&cd->kops) || cd->ev_pending || !cd->released);
+	cd->dropped = false;
+	cd->ended = false;
+	cd->released = false;
+	cd->abandon_closed = false;
+	cd->ordered = false;
+	spin_unlock_bh(&cd->lock);
+}
+
+/*
+ * Closes connection @id if its connect was abandoned; once only.  The
+ * slot keeps ME_OWNER_ABANDONED (nobody to tell) until try_release().
+ */
 static void close_abandoned(struct me_net *mn, u32 id)
 {
-	struct me_node *core = core_of(mn);
+	u32 slot = slot_of(mn, id);
+	struct me_conn_done *cd;
+	struct me_conn *c;
 	bool mine = false;
 
-	if (!core || !id || id > me_node_nconns(core))
+	if (slot == ME_NO_SLOT)
 		return;
+	cd = &mn->conn_done[slot];
 	spin_lock_bh(&mn->owner_lock);
-	if (mn->owners[id - 1] == ME_OWNER_ABANDONED) {
-		mn->owners[id - 1] = NULL;
+	spin_lock_bh(&cd->lock);
+	if (mn->owners[slot] == ME_OWNER_ABANDONED && !cd->released && !cd->ended &&
+	    !cd->abandon_closed) {
+		cd->abandon_closed = true;
 		mine = true;
 	}
+	spin_unlock_bh(&cd->lock);
 	spin_unlock_bh(&mn->owner_lock);
-	if (mine)
-		me_conn_close(me_conn_get(core, id));
+	c = mine ? me_conn_get(core_of(mn), id) : NULL;
+	if (c)
+		me_conn_close(c);
 }
 
 void me_ops_complete(struct me_net *mn, const struct me_cqe *cqe)
 {
 	switch (cqe->type) {
 	case ME_CQE_CONN_UP:
+		passive_up(mn, cqe->conn);
 		close_abandoned(mn, cqe->conn);
 		break;
 	case ME_CQE_WRITE:
@@ -491,25 +635,33 @@ long me_engine_ioc_recv(struct me_file *f, void __user *uarg)
 
 /* ---- connections of files ---- */
 
+/* Callers hold conn_srcu for as long as they use the connection. */
 struct me_conn *me_engine_conn_of(struct me_file *f, u32 id)
 {
 	struct me_net *mn = me_net(f->net);
 	struct me_node *core = core_of(mn);
+	u32 slot;
 	bool mine;
 
-	if (!core || !id || id > me_node_nconns(core))
+	if (!core)
+		return NULL;
+	slot = me_node_slot(core, id);
+	if (slot == ME_NO_SLOT)
 		return NULL;
 	spin_lock_bh(&mn->owner_lock);
-	mine = mn->owners[id - 1] == f;
+	mine = mn->owners[slot] == f;
 	spin_unlock_bh(&mn->owner_lock);
 	return mine ? me_conn_get(core, id) : NULL;
 }
 
+/* The file is going: its connections have nobody to tell any more. */
 static void disown(struct me_net *mn, struct me_file *f, u32 id)
 {
+	u32 slot = slot_of(mn, id);
+
 	spin_lock_bh(&mn->owner_lock);
-	if (mn->owners[id - 1] == f) {
-		mn->owners[id - 1] = NULL;
+	if (mn->owners[slot] == f) {
+		mn->owners[slot] = NULL;
 		f->nr_conns--;
 	}
 	spin_unlock_bh(&mn->owner_lock);
@@ -519,20 +671,28 @@ void me_engine_release_file(struct me_file *f)
 {
 	struct me_net *mn = me_net(f->net);
 	struct me_node *core = core_of(mn);
-	u32 id, n;
+	u32 slot, n;
+	int idx;
 
 	if (!core)
 		return;
+	idx = srcu_read_lock(&mn->conn_srcu);
 	n = me_node_nconns(core);
-	for (id = 1; id <= n && f->nr_conns; id++) {
-		struct me_conn *c = me_engine_conn_of(f, id);
+	for (slot = 0; slot < n && f->nr_conns; slot++) {
+		struct me_conn *c = me_node_conn_at(core, slot);
+		u32 id;
 
 		if (!c)
+			continue;
+		id = me_conn_id(c);
+		if (me_engine_conn_of(f, id) != c)
 			continue;
 		disown(mn, f, id);
 		/* Posted operations still complete; then the peer is told. */
 		me_conn_close(c);
+		drop(mn, id);
 	}
+	srcu_read_unlock(&mn->conn_srcu, idx);
 }
 
 static bool peer_reachable(struct me_node *core, u32 peer)
@@ -556,8 +716,9 @@ long me_engine_ioc_connect(struct me_file *f, void __user *uarg)
 	struct me_node *core = core_of(mn);
 	struct me_connect req;
 	struct me_conn *c;
+	int ret, st, idx;
 	long usize, t;
-	int ret, st;
+	u32 id;
 
 	usize = me_copy_arg_in(&req, sizeof(req), ME_CONNECT_SIZE_VER0, uarg);
 	if (usize < 0)
@@ -591,21 +752,27 @@ long me_engine_ioc_connect(struct me_file *f, void __user *uarg)
 		spin_unlock_bh(&mn->owner_lock);
 		return ret;
 	}
+	/* Ours until dropped, so never retired under us; conn_srcu anyway. */
+	idx = srcu_read_lock(&mn->conn_srcu);
+	id = me_conn_id(c);
 	spin_lock_bh(&mn->owner_lock);
-	mn->owners[me_conn_id(c) - 1] = f;
+	mn->owners[slot_of(mn, id)] = f;
 	spin_unlock_bh(&mn->owner_lock);
 
 	t = msecs_to_jiffies(req.timeout_ms ? req.timeout_ms : ME_CONNECT_TIMEOUT_MS);
 	t = me_wait_event_timeout(mn->waitq, connect_settled(c), t);
 	st = me_conn_state(c);
 	if (st == ME_CS_ESTABLISHED) {
-		req.conn = me_conn_id(c);
+		req.conn = id;
+		ret = 0;
 		if (copy_to_user(uarg, &req, min_t(size_t, usize, sizeof(req)))) {
-			disown(mn, f, me_conn_id(c));
+			disown(mn, f, id);
 			me_conn_close(c);
-			return -EFAULT;
+			drop(mn, id);
+			ret = -EFAULT;
 		}
-		return 0;
+		srcu_read_unlock(&mn->conn_srcu, idx);
+		return ret;
 	}
 	/*
 	 * Abandoned: nobody owns it.  The engine finishes one that fails on
@@ -615,13 +782,15 @@ long me_engine_ioc_connect(struct me_file *f, void __user *uarg)
 	 * ESTABLISHED, or the event sees ME_OWNER_ABANDONED.
 	 */
 	spin_lock_bh(&mn->owner_lock);
-	if (mn->owners[me_conn_id(c) - 1] == f) {
-		mn->owners[me_conn_id(c) - 1] = ME_OWNER_ABANDONED;
+	if (mn->owners[slot_of(mn, id)] == f) {
+		mn->owners[slot_of(mn, id)] = ME_OWNER_ABANDONED;
 		f->nr_conns--;
 	}
 	spin_unlock_bh(&mn->owner_lock);
 	if (me_conn_state(c) == ME_CS_ESTABLISHED)
-		close_abandoned(mn, me_conn_id(c));
+		close_abandoned(mn, id);
+	drop(mn, id);
+	srcu_read_unlock(&mn->conn_srcu, idx);
 	if (t < 0)
 		return -EINTR;
 	if (st == ME_CS_CONNECTING)
@@ -634,14 +803,22 @@ long me_engine_ioc_disconnect(struct me_file *f, void __user *uarg)
 	struct me_disconnect req;
 	struct me_conn *c;
 	long usize;
+	int ret, idx;
 
 	usize = me_copy_arg_in(&req, sizeof(req), ME_DISCONNECT_SIZE_VER0, uarg);
 	if (usize < 0)
 		return usize;
+	idx = srcu_read_lock(&me_net(f->net)->conn_srcu);
 	c = me_engine_conn_of(f, req.conn);
-	if (!c)
-		return -ENOENT;
-	return me_conn_close(c);
+	if (c) {
+		ret = me_conn_close(c);
+		/* Given up either way: the file's no longer once it ended. */
+		drop(me_net(f->net), req.conn);
+	} else {
+		ret = -ENOENT;
+	}
+	srcu_read_unlock(&me_net(f->net)->conn_srcu, idx);
+	return ret;
 }
 
 /* ---- posting ---- */
@@ -679,8 +856,8 @@ static int check_post(const struct me_post *req)
 	return 0;
 }
 
-int me_ops_post(struct me_file *f, const struct me_post *req,
-		struct io_uring_cmd *ucmd, bool may_block)
+static int post(struct me_file *f, const struct me_post *req,
+		       struct io_uring_cmd *ucmd, bool may_block)
 {
 	struct me_net *mn = me_net(f->net);
 	struct me_conn_done *cd;
@@ -795,6 +972,19 @@ err_kop:
 	return ret;
 }
 
+/* The connection stays valid while posting (conn_srcu). */
+int me_ops_post(struct me_file *f, const struct me_post *req,
+		struct io_uring_cmd *ucmd, bool may_block)
+{
+	struct me_net *mn = me_net(f->net);
+	int idx, ret;
+
+	idx = srcu_read_lock(&mn->conn_srcu);
+	ret = post(f, req, ucmd, may_block);
+	srcu_read_unlock(&mn->conn_srcu, idx);
+	return ret;
+}
+
 long me_engine_ioc_post(struct me_file *f, void __user *uarg)
 {
 	struct me_post req;
@@ -882,7 +1072,8 @@ long me_engine_ioc_conn_list(struct me_file *f, void __user *uarg)
 	struct me_conn_list req;
 	struct me_conn_info info;
 	struct me_conn_info_core ci;
-	u32 n, id;
+	u32 n, slot, k = 0;
+	int idx;
 	long ret;
 
 	ret = me_copy_arg_in(&req, sizeof(req), ME_CONN_LIST_SIZE_VER0, uarg);
@@ -893,9 +1084,17 @@ long me_engine_ioc_conn_list(struct me_file *f, void __user *uarg)
 	if (req.info_size > PAGE_SIZE)
 		return -E2BIG;
 
+	/* The connections in the table, in slot order: k of them. */
+	idx = srcu_read_lock(&mn->conn_srcu);
 	n = core ? me_node_nconns(core) : 0;
-	for (id = 1; id <= n && id <= req.count; id++) {
-		me_conn_stats(me_conn_get(core, id), &ci);
+	for (slot = 0; slot < n; slot++) {
+		struct me_conn *c = me_node_conn_at(core, slot);
+
+		if (!c)
+			continue;
+		if (k++ >= req.count)
+			continue;
+		me_conn_stats(c, &ci);
 		memset(&info, 0, sizeof(info));
 		info.conn = ci.id;
 		info.peer = ci.peer;
@@ -909,13 +1108,16 @@ long me_engine_ioc_conn_list(struct me_file *f, void __user *uarg)
 		info.rx_bytes = ci.st[ME_CST_RX_BYTES];
 		info.rx_dropped = ci.st[ME_CST_RX_DROP];
 		info.errors = ci.st[ME_CST_ERRORS];
-		info.copies = atomic64_read(&mn->conn_copies[id - 1]);
-		ret = me_copy_array_out(req.conns + (u64)(id - 1) * req.info_size,
+		info.copies = atomic64_read(&mn->conn_copies[slot]);
+		ret = me_copy_array_out(req.conns + (u64)(k - 1) * req.info_size,
 					req.info_size, &info, sizeof(info), 1);
-		if (ret)
+		if (ret) {
+			srcu_read_unlock(&mn->conn_srcu, idx);
 			return ret;
+		}
 	}
-	if (put_user(n, (u32 __user *)(uarg + offsetof(struct me_conn_list, count))))
+	srcu_read_unlock(&mn->conn_srcu, idx);
+	if (put_user(k, (u32 __user *)(uarg + offsetof(struct me_conn_list, count))))
 		return -EFAULT;
 	return 0;
 }

@@ -43,7 +43,11 @@
  * with -EACCES, as one with a wrong key (it was -ENOENT); list and poll
  * strides (info_size, entry_size) above a page are -E2BIG (each entry's
  * tail is cleared: a stride of gigabytes cleared that much user memory).
- * 8: region keys are 64 bits (me_mr_reg.key_hi, me_post.remote_key_hi).
+ * 8: region keys are 64 bits (me_mr_reg.key_hi, me_post.remote_key_hi);
+ * connection slots are reused: a disconnected connection's id is -ENOENT
+ * once its CONN_CLOSED/CONN_DEAD completion is queued; ME_IOC_CONN_LIST
+ * lists the connections in the table, packed; a connection the peer gives
+ * up (ABORT) dies with -ECONNRESET at once.
  */
 #define ME_ABI_VERSION		8
 
@@ -343,9 +347,12 @@ struct me_peer_list {
  *   -EHOSTUNREACH no link reaches the peer (no HELLO from it yet)
  *   -ETIMEDOUT    no answer in time (the connection is abandoned)
  *   -ECONNRESET   the peer restarted while connecting
- *   -ENOSPC       ME_CONN_MAX_PER_FILE connections on this file, or the
- *                 namespace used up its connection ids (module parameter
- *                 max_conns; ids are not reused within a namespace's life)
+ *   -ENOSPC       ME_CONN_MAX_PER_FILE connections on this file, or every
+ *                 one of the namespace's max_conns connection slots (module
+ *                 parameter) is taken.  ABI 8: a slot comes back once its
+ *                 connection was given up (ME_IOC_DISCONNECT, or closing
+ *                 the file), has ended and lingered (peer_dead_ms, 3 s),
+ *                 and a passive one once it ended and lingered
  *   -EINTR        a signal arrived (the connection is abandoned; never
  *                 restarted, whatever SA_RESTART says)
  */
@@ -365,13 +372,18 @@ struct me_connect {
 #define ME_IOC_CONNECT		_IO(ME_IOC_MAGIC, 0x60)
 
 /*
- * ME_IOC_DISCONNECT: orderly close of a connection of this file.  Operations
- * already posted still complete; the connection's ME_CQ_CONN_CLOSED (or
- * ME_CQ_CONN_DEAD) completion follows them.  Returns at once.
+ * ME_IOC_DISCONNECT: orderly close of a connection of this file, and the
+ * file gives it up.  Operations already posted still complete; the
+ * connection's ME_CQ_CONN_CLOSED (or ME_CQ_CONN_DEAD) completion follows
+ * them, and from the moment it is queued (ABI 8) the id is no longer this
+ * file's (-ENOENT): its slot is reused after a linger, under a new id.  A
+ * connection that died or that the peer closed stays the file's (posts:
+ * -ENOTCONN) until it is disconnected too, or the file is closed.
+ * Returns at once.
  *
  * in: size, conn
  * Errors: -ENOENT not a connection of this file; -ENOTCONN already closing,
- * closed or dead.
+ * closed or dead (it is given up all the same).
  */
 struct me_disconnect {
 	__u32 size;
@@ -421,8 +433,9 @@ struct me_disconnect {
  * The connection ended first (Documentation/api.md, "When a connection
  * dies"):
  *   -ECANCELED    before any packet of it was sent: the target never saw it
- *   -ECONNRESET   closed or the peer restarted, after it was sent: it may
- *                 or may not have taken effect at the target
+ *   -ECONNRESET   closed, the peer restarted or gave the connection up
+ *                 (ABI 8), after it was sent: it may or may not have taken
+ *                 effect at the target
  *   -ETIMEDOUT    the peer or every link to it died, after it was sent: it
  *                 may or may not have taken effect at the target
  */
@@ -624,6 +637,7 @@ enum me_stat_index {
 	ME_STAT_RX_HELLO_HELD,	/* HELLOs of another identity while the link's peer answers */
 	ME_STAT_PEER_RESTART,	/* new incarnations of peers believed */
 	ME_STAT_RX_COOKIE,	/* connection frames with a wrong cookie: dropped */
+	ME_STAT_PEER_ABORT,	/* connections the peer gave up (it sent ABORT) */
 	ME_STAT_COUNT
 };
 

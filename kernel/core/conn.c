@@ -231,11 +231,31 @@ void me_conn_retire(struct me_conn *c)
 	       c->id + n->slot_mask + 1;
 	me_lock(&n->ctl_lock);
 	me_ptr_store((void **)&n->conns[slot], NULL);
-	n->free_ids[(n->free_head + n->free_len) % n->cfg.max_conns] = next;
-	n->free_len++;
 	me_atomic_add_return(&n->live, -1);
 	me_unlock(&n->ctl_lock);
+	/* The host forgets the slot before a new connection can take it. */
 	n->ops->retire(n->ctx, c);
+	me_lock(&n->ctl_lock);
+	n->free_ids[(n->free_head + n->free_len) % n->cfg.max_conns] = next;
+	n->free_len++;
+	me_unlock(&n->ctl_lock);
+}
+
+u32 me_node_slot(struct me_node *n, u32 id)
+{
+	u32 slot = slot_of(n, id);
+
+	return id && slot < n->cfg.max_conns ? slot : ME_NO_SLOT;
+}
+
+void **me_conn_host_link(struct me_conn *c)
+{
+	return &c->host_link;
+}
+
+bool me_conn_active(struct me_conn *c)
+{
+	return c->active;
 }
 
 bool me_conn_live(struct me_conn *c)
@@ -411,7 +431,36 @@ void me_conn_rx_ctl(struct me_node *n, u32 link, const struct me_hdr *h)
 		rx_accept(n, h);
 }
 
-void me_conn_terminate(struct me_conn *c, u32 state, s32 status)
+/* ABORTs sent for a connection given up here (ABORT is not acked). */
+#define ME_ABORT_TRIES	3
+
+static void send_abort(struct me_conn *c)
+{
+	struct me_node *n = c->node;
+	int link = me_path_any(n, c->peer);
+	u8 buf[ME_HDR_ABORT];
+	struct me_hdr h;
+
+	if (link < 0)
+		return;
+	me_node_hdr(n, &h, ME_PT_ABORT, c->peer);
+	h.src_conn = c->id;
+	h.dst_conn = c->peer_conn;
+	h.dst_inc = c->peer_inc;
+	h.cookie = c->peer_cookie;
+	h.x.status = c->abort_status;
+	me_wire_build(buf, &h);
+	me_node_tx(n, (u32)link, buf, ME_HDR_ABORT);
+}
+
+/*
+ * Ends the connection once.  @tell: it dies by a decision of ours (no
+ * answer, no ack, too many wrong keys...), so the peer is told with an
+ * ABORT (from the timer) instead of keeping its side until it notices:
+ * an idle peer never would, and its side would hold one of its slots and
+ * of our max_passive for good.
+ */
+static void conn_end(struct me_conn *c, u32 state, s32 status, bool tell)
 {
 	u32 st = me_atomic_read(&c->state);
 
@@ -427,12 +476,28 @@ void me_conn_terminate(struct me_conn *c, u32 state, s32 status)
 			break;
 		st = old;
 	}
+	if (tell && st != ME_CS_CONNECTING) {
+		c->abort_status = (u32)(status < 0 ? -status : ECONNABORTED);
+		me_atomic_set(&c->abort_left, ME_ABORT_TRIES);
+	}
 	me_msg_fail_all(c, status);
 	/* Zero-copy references: entries' now, unsent ops' in the pump. */
 	me_win_zc_release_all(c);
 	me_msg_pump(c);
 	event(c, state == ME_CS_DEAD ? ME_CQE_CONN_DEAD : ME_CQE_CONN_CLOSED,
 	      state == ME_CS_DEAD ? status : 0);
+}
+
+void me_conn_terminate(struct me_conn *c, u32 state, s32 status)
+{
+	conn_end(c, state, status, state == ME_CS_DEAD);
+}
+
+void me_conn_rx_abort(struct me_conn *c)
+{
+	if (me_conn_live(c))
+		me_stat_inc(c->node, ME_ST_PEER_ABORT);
+	conn_end(c, ME_CS_DEAD, -ECONNRESET, false);
 }
 
 void me_conn_close_acked(struct me_conn *c)
@@ -455,7 +520,7 @@ void me_conn_peer_restarted(struct me_node *n, u32 peer, u32 new_inc)
 		struct me_conn *c = me_ptr_load((void **)&n->conns[i]);
 
 		if (c && c->peer == peer && me_conn_live(c) && c->peer_inc != new_inc)
-			me_conn_terminate(c, ME_CS_DEAD, -ECONNRESET);
+			conn_end(c, ME_CS_DEAD, -ECONNRESET, false);	/* it is gone */
 	}
 }
 
@@ -464,6 +529,12 @@ void me_conn_timer(struct me_conn *c, u64 now)
 	struct me_node *n = c->node;
 	u32 st = me_atomic_read(&c->state);
 
+	if (me_atomic_read(&c->abort_left) &&
+	    me_elapsed(now, c->abort_sent_ns) >= n->cfg.connect_rto_ns) {
+		c->abort_sent_ns = now;
+		me_atomic_add_return(&c->abort_left, -1);
+		send_abort(c);
+	}
 	if (st == ME_CS_CONNECTING) {
 		if (now - c->connect_sent_ns < n->cfg.connect_rto_ns)
 			return;

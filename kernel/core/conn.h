@@ -44,6 +44,10 @@ struct me_conn {
 	me_atomic64_t last_rx_ns;	/* any valid packet from the peer */
 	me_atomic64_t end_ns;	/* when it became CLOSED or DEAD, 0 before */
 	me_atomic_t released;	/* the host let go (me_conn_release) */
+	void *host_link;	/* the host's, once retired */
+	me_atomic_t abort_left;	/* ABORTs still to send (conn_end) */
+	u32 abort_status;	/* positive errno they carry */
+	u64 abort_sent_ns;	/* (timer) */
 
 	/* ---- transmit side (window.c) ---- */
 	struct me_txslot *tx;
@@ -117,6 +121,8 @@ void me_conn_peer_closed(struct me_conn *c);
  * no attack, and a guess at a missing region wins nothing.)
  */
 void me_conn_key_rejected(struct me_conn *c);
+/* The peer gave the connection up (ABORT): it is dead, -ECONNRESET. */
+void me_conn_rx_abort(struct me_conn *c);
 /* A peer restarted with a new incarnation: its old connections are dead. */
 void me_conn_peer_restarted(struct me_node *n, u32 peer, u32 new_inc);
 void me_conn_timer(struct me_conn *c, u64 now);

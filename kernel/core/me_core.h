@@ -128,6 +128,7 @@ enum me_stat {
 				 * peer answers: ignored (path.c) */
 	ME_ST_PEER_RESTART,	/* a new incarnation of a peer believed */
 	ME_ST_RX_COOKIE,	/* connection frame with the wrong cookie */
+	ME_ST_PEER_ABORT,	/* connections the peer gave up (ABORT) */
 	ME_ST_MAX_
 };
 
@@ -208,6 +209,13 @@ u32 me_node_nconns(struct me_node *node);
 struct me_conn *me_node_conn_at(struct me_node *node, u32 slot);
 /* Connections in the table now (not yet retired). */
 u32 me_node_live_conns(struct me_node *node);
+/* The slot an id names (for per-slot host state), or ME_NO_SLOT. */
+u32 me_node_slot(struct me_node *node, u32 id);
+#define ME_NO_SLOT	0xffffffffu
+/* A pointer's room in a retired connection the core never touches. */
+void **me_conn_host_link(struct me_conn *conn);
+/* Opened by me_conn_connect() (else accepted from a peer). */
+bool me_conn_active(struct me_conn *conn);
 
 /* Per-connection counters (me_conn_stats()). */
 enum me_cstat {

@@ -195,6 +195,10 @@ int me_core_rx_frame(struct me_node *n, u32 link, const void *buf, u32 len,
 		return -EPERM;
 	}
 	me_path_rx(n, link, &h);
+	if (h.type == ME_PT_ABORT) {
+		me_conn_rx_abort(c);
+		return 0;
+	}
 	if (h.type == ME_PT_ACK || h.type == ME_PT_NACK)
 		me_win_rx_ack(c, link, &h);
 	else

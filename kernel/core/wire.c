@@ -30,6 +30,8 @@ u16 me_wire_hdr_len(u32 type)
 	case ME_PT_STATUS:
 	case ME_PT_CLOSE:
 		return ME_HDR_SEQ;
+	case ME_PT_ABORT:
+		return ME_HDR_ABORT;
 	default:
 		return 0;
 	}
@@ -192,6 +194,12 @@ int me_wire_parse(const void *buf, u32 len, struct me_hdr *h)
 		    h->a.right - h->a.cum > ME_WIN_MAX)
 			return ME_EWIRE_FIELD;
 		break;
+	case ME_PT_ABORT:
+		h->x.status = me_get_be32(p + 40);
+		if (me_get_be32(p + 44) || h->payload_len || !h->x.status ||
+		    h->x.status > ME_MAX_ERRNO)
+			return ME_EWIRE_FIELD;
+		break;
 	default:
 		if (check_seq(h, p))
 			return ME_EWIRE_FIELD;
@@ -242,6 +250,9 @@ u32 me_wire_build(u8 *p, const struct me_hdr *h)
 		me_put_be32(p + 44, h->a.right);
 		memcpy(p + 48, h->a.sack, sizeof(h->a.sack));
 		me_put_be32(p + 64, h->a.base);
+		break;
+	case ME_PT_ABORT:
+		me_put_be32(p + 40, h->x.status);
 		break;
 	default:
 		me_put_be32(p + 40, h->d.seq);

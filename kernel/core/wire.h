@@ -31,6 +31,7 @@ enum me_pkt_type {
 	ME_PT_READ_RESP,	/* sequenced: read response data */
 	ME_PT_STATUS,		/* sequenced: completion status of an op */
 	ME_PT_CLOSE,		/* sequenced: orderly close */
+	ME_PT_ABORT,		/* the sender gave the connection up */
 	ME_PT_MAX_
 };
 
@@ -47,6 +48,7 @@ enum me_pkt_type {
 #define ME_HDR_CONN	64
 #define ME_HDR_HELLO	48
 #define ME_HDR_KA	48
+#define ME_HDR_ABORT	48
 #define ME_HDR_MAX	88
 
 #define ME_SACK_BITS	128
@@ -106,6 +108,9 @@ struct me_hdr {
 		struct {		/* HELLO, KEEPALIVE */
 			u32 link;
 		} h;
+		struct {		/* ABORT */
+			u32 status;	/* positive errno: why it ended */
+		} x;
 	};
 	const u8 *payload;	/* points into the parsed buffer */
 	void *rx;		/* the host's frame (me_core_rx_frame), or NULL */

@@ -28,7 +28,7 @@ static const char *const stat_names[ME_ST_MAX_] = {
 	"rx_badop", "tx_data", "tx_rtx_loss", "tx_rtx_rto", "tx_rtx_fail",
 	"tx_ack", "tx_nack", "tx_fail", "rto_fired", "link_down", "link_up",
 	"credit_stall", "conn_refused", "key_rejected", "conn_aborted", "rx_hello_held",
-	"peer_restart", "rx_cookie",
+	"peer_restart", "rx_cookie", "peer_abort",
 };
 
 static void dump(Sim &sim, int done, int nops)

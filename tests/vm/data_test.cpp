@@ -8,6 +8,7 @@
 // ordered connections.  Then notify, send/recv bootstrap, ordering, and
 // several threads with several connections at once.
 #include <gtest/gtest.h>
+#include <sys/ioctl.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -557,4 +558,102 @@ void DataTest::many_threads_and_connections()
 		th.join();
 	for (const auto &j : jobs)
 		EXPECT_EQ(j.bytes, kRegion);
+}
+
+// Connections come back (issue 13 #3, issue 15): with max_conns=8, 40
+// connections one after another from node 0 to node 1, each carrying a
+// 256 KiB write checked byte for byte, then closed.  A connection's slot is
+// reused once it is closed, given up by its file (DISCONNECT) and has
+// lingered (peer_dead_ms, 3 s): a connect that finds every slot taken
+// (-ENOSPC here, or a CONNECT the peer cannot yet accept) is retried.  No
+// more than 8 connections ever exist on either node, every id is new, an
+// old id names nothing (-ENOENT), and at the end both tables are empty.
+class ConnReuseTest : public ClusterTest {
+protected:
+	std::string module_params() const override { return "max_conns=8"; }
+};
+
+TEST_F(ConnReuseTest, FortyConnectionsThroughEightSlots)
+{
+	ASSERT_NO_FATAL_FAILURE(make_pair(1));
+	Device &a = c_->dev(0);
+	Device &b = c_->dev(1);
+	constexpr size_t kLen = 256u << 10;
+	Buffer src(kLen), dst(kLen);
+	auto mr_src = a.register_memory(src.data(), kLen, Access::None);
+	ME_ASSERT_OK(mr_src);
+	auto mr_dst = b.register_memory(dst.data(), kLen, Access::RemoteReadWrite);
+	ME_ASSERT_OK(mr_dst);
+	const RemoteRegion rd = multiedge::remote_of(mr_dst.value());
+	std::set<uint32_t> ids;
+	size_t most = 0;
+	uint32_t retries = 0;
+	auto t0 = std::chrono::steady_clock::now();
+	for (int i = 0; i < 40; i++) {
+		fill_random(src.data(), kLen, 0xc0 + i);
+		std::optional<Connection> conn;
+		auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+		while (!conn) {
+			auto c = a.connect(c_->id(1));
+			if (c) {
+				conn.emplace(std::move(c).value());
+				break;
+			}
+			ASSERT_TRUE(c.error().code().value() == ENOSPC ||
+				    c.error().code().value() == ETIMEDOUT)
+				<< c.error().message();
+			ASSERT_LT(std::chrono::steady_clock::now(), until)
+				<< "connection " << i << ": no slot came back";
+			retries++;
+			std::this_thread::sleep_for(std::chrono::milliseconds(100));
+		}
+		EXPECT_TRUE(ids.insert(conn->id()).second) << "id " << conn->id() << " twice";
+		ME_ASSERT_OK(conn->write(mr_src.value(), 0, rd, 0, kLen, i + 1));
+		auto done = a.wait_for(i + 1, std::chrono::seconds(30));
+		ME_ASSERT_OK(done);
+		ASSERT_EQ(done->status, 0) << done->describe();
+		EXPECT_EQ(mismatch(dst.data(), src.data(), kLen), "") << "connection " << i;
+		for (Device *d : {&a, &b}) {
+			auto cs = d->connections();
+			ME_ASSERT_OK(cs);
+			most = std::max(most, cs->size());
+		}
+		ME_ASSERT_OK(conn->close());
+	}
+	double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+	std::printf("40 connections in %.1f s through 8 slots (%u connects retried), "
+		    "ids %u..%u\n", secs, retries, *ids.begin(), *ids.rbegin());
+	EXPECT_LE(most, 8u);
+	EXPECT_GT(*ids.rbegin(), 8u) << "ids did not move on";
+
+	// An id of a retired connection names nothing.
+	const uint32_t first = *ids.begin();
+	bool gone = false;
+	for (int i = 0; i < 100 && !gone; i++) {
+		auto cs = a.connections();
+		ME_ASSERT_OK(cs);
+		gone = std::none_of(cs->begin(), cs->end(),
+				    [&](const multiedge::ConnectionInfo &ci) { return ci.conn == first; });
+		if (!gone)
+			std::this_thread::sleep_for(std::chrono::milliseconds(100));
+	}
+	EXPECT_TRUE(gone) << "connection " << first << " was never retired";
+	me_disconnect dis{};
+	dis.size = sizeof(dis);
+	dis.conn = first;
+	EXPECT_EQ(::ioctl(a.fd(), ME_IOC_DISCONNECT, &dis), -1);
+	EXPECT_EQ(errno, ENOENT);
+
+	// Everything lingers out: both tables empty.
+	for (Device *d : {&a, &b}) {
+		size_t left = 1;
+		for (int i = 0; i < 100 && left; i++) {
+			auto cs = d->connections();
+			ME_ASSERT_OK(cs);
+			left = cs->size();
+			if (left)
+				std::this_thread::sleep_for(std::chrono::milliseconds(100));
+		}
+		EXPECT_EQ(left, 0u) << "connections never retired";
+	}
 }

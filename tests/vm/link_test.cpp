@@ -21,6 +21,9 @@
 #include "module_util.hpp"
 #include "multiedge/multiedge.hpp"
 #include "uapi/multiedge.h"
+extern "C" {
+#include "kernel/core/wire.h"	// the HELLO layout
+}
 
 using namespace metest;
 using multiedge::Device;
@@ -121,13 +124,13 @@ std::string hello_name_on(const char *ifname, int ms)
 			continue;
 		unsigned char b[256];
 		ssize_t n = ::recv(fd, b, sizeof(b), 0);
-		// version 1, HELLO, header 40 bytes, then the name (payload_len at 6)
-		if (n < 40 || b[1] != 1)
+		// A HELLO: its header, then the name (payload_len at 6)
+		if (n < ME_HDR_HELLO || b[0] != ME_WIRE_VERSION || b[1] != ME_PT_HELLO)
 			continue;
 		size_t len = static_cast<size_t>(b[6]) << 8 | b[7];
-		if (40 + len > static_cast<size_t>(n))
+		if (ME_HDR_HELLO + len > static_cast<size_t>(n))
 			continue;
-		name.assign(reinterpret_cast<const char *>(b) + 40, len);
+		name.assign(reinterpret_cast<const char *>(b) + ME_HDR_HELLO, len);
 		break;
 	}
 	::close(fd);

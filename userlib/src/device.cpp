@@ -236,7 +236,7 @@ constexpr const char *stat_names[] = {
 	"rx_badop",    "tx_data",     "tx_rtx_loss", "tx_rtx_rto", "tx_rtx_fail", "tx_ack",
 	"tx_nack",     "tx_fail",     "rto_fired",   "link_down",  "link_up",	  "credit_stall",
 	"conn_refused", "key_rejected", "conn_aborted",
-	"rx_hello_held", "peer_restart", "rx_cookie",
+	"rx_hello_held", "peer_restart", "rx_cookie", "peer_abort",
 };
 static_assert(std::size(stat_names) == ME_STAT_COUNT,
 	      "a name for every enum me_stat_index entry, in order");

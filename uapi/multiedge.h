@@ -100,7 +100,8 @@ struct me_query {
 	__aligned_u64 pool_pages;	/* free pages kept for frames */
 	__aligned_u64 rx_flipped;	/* payload pages placed by page flip */
 	__aligned_u64 rx_flip_copied;	/* whole aligned area pages copied
-					 * (the frame had no page to give) */
+					 * (the frame had no page to give,
+					 * or the owner's mmap_lock was busy) */
 	__aligned_u64 tlb_flushes;	/* page table invalidations by flips */
 };
 

@@ -346,6 +346,8 @@ static void unflip(struct me_area *a, unsigned long first, unsigned long last)
 		page_unlock(a, idx);
 		if (cur) {
 			release_page(cur);
+			/* Placed by copy after all: flipped + copied stay the pages. */
+			atomic64_dec(&flipped);
 			atomic64_inc(&flip_copied);
 		}
 		if (idx % 64 == 63)

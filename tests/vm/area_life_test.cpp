@@ -501,8 +501,9 @@ TEST_F(AreaLifeTest, AreaIsChargedToMemlockLimit)
 // ---- the area's life while peers write into it ----
 
 // fork() while writes into the area run: the child has no mapping there
-// (VM_DONTCOPY) but has the rest of the memory; the parent's writes are
-// all flipped into its own page table.
+// (VM_DONTCOPY) but has the rest of the memory; the parent's writes all
+// land in its own page table: flipped, or copied while fork() holds the
+// parent's mmap_lock (the receive thread never waits for it).
 TEST_F(AreaLifeTest, ForkDoesNotCopyAreaAndWritesComplete)
 {
 	ASSERT_NO_FATAL_FAILURE(SetUpPair());
@@ -532,8 +533,8 @@ TEST_F(AreaLifeTest, ForkDoesNotCopyAreaAndWritesComplete)
 		check("round " + std::to_string(round));
 	}
 	Flips d = flips() - before;
-	EXPECT_EQ(d.flipped, kRounds * kPages);
-	EXPECT_EQ(d.copied, 0u);
+	EXPECT_GT(d.flipped, 0u);
+	EXPECT_EQ(d.flipped + d.copied, kRounds * kPages) << "flipped " << d.flipped;
 	EXPECT_EQ(accounting().area_pages, kPages);
 }
 

@@ -45,7 +45,11 @@ struct me_net {
 	u32 packet_size;
 	struct task_struct *timer;	/* drives me_core_timer() */
 	struct list_head node;		/* in the module's list of engines */
-	/* Owner of each connection by id - 1 (NULL: passive or abandoned). */
+	/*
+	 * Owner of each connection by id - 1 (NULL: passive and not adopted,
+	 * or abandoned); claimed: it had an owner once, adopted: the owner
+	 * took it by receiving from it (recvq.c).
+	 */
 	spinlock_t owner_lock;
 	struct me_file **owners;
 	atomic64_t *conn_copies;	/* payload copies into regions, by id - 1 */
@@ -53,10 +57,17 @@ struct me_net {
 	/* Woken by every completion (events counts them): connect and post. */
 	wait_queue_head_t waitq;
 	atomic_t events;
-	/* Messages sent to this node (ME_OP_SEND), oldest first. */
+	unsigned long *conn_claimed;	/* bitmaps by id - 1, under owner_lock */
+	unsigned long *conn_adopted;
+	/*
+	 * Messages sent to this node (ME_OP_SEND) on passive connections no
+	 * file has adopted, oldest first; msg_lock also covers every file's
+	 * queue (recvq.c).
+	 */
 	spinlock_t msg_lock;
 	struct list_head msgs;
 	unsigned int nr_msgs;
+	u64 msg_seq;			/* arrival number of the next message */
 	wait_queue_head_t msg_wait;
 };
 

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * Operations: connections of open files, posting remote writes, reads,
- * notifies and sends, their completions, and the node's receive queue for
- * sends.  The engine (core/) does the protocol; this file binds it to open
+ * notifies and sends, and their completions (sends that arrive: recvq.c).
+ * The engine (core/) does the protocol; this file binds it to open
  * files: who owns a connection, which completion queue an operation's
  * completion goes to, which region it reads from or writes into locally.
  *
@@ -26,6 +26,7 @@
 #include "mr.h"
 #include "netns.h"
 #include "ops.h"
+#include "recvq.h"
 #include "uring.h"
 #include "wait.h"
 
@@ -71,15 +72,6 @@ struct me_conn_done {
 	struct me_file *ev_file;
 };
 
-/* A message sent to this node (ME_OP_SEND), waiting for ME_IOC_RECV. */
-struct me_kmsg {
-	struct list_head node;
-	u32 peer;
-	u32 conn;
-	u32 len;
-	u8 data[];
-};
-
 static struct kmem_cache *kop_cache;
 static atomic64_t ops_inflight = ATOMIC64_INIT(0);
 
@@ -110,12 +102,17 @@ int me_ops_net_start(struct me_net *mn, unsigned int nconns)
 		spin_lock_init(&mn->conn_done[i].lock);
 		INIT_LIST_HEAD(&mn->conn_done[i].kops);
 	}
+	if (me_recvq_net_start(mn, nconns)) {
+		me_ops_net_stop(mn);
+		return -ENOMEM;
+	}
 	return 0;
 }
 
 /* Every file of the namespace is gone: so are their operations. */
 void me_ops_net_stop(struct me_net *mn)
 {
+	me_recvq_net_stop(mn);
 	kvfree(mn->conn_done);
 	mn->conn_done = NULL;
 }
@@ -298,10 +295,14 @@ static void conn_event(struct me_net *mn, const struct me_cqe *cqe, u32 type)
 	if (!cqe->conn || cqe->conn > me_node_nconns(core_of(mn)))
 		return;
 	fill(&c, cqe, type);
-	/* Under owner_lock: release clears the owner before the queue dies. */
+	/*
+	 * Under owner_lock: release clears the owner before the queue dies.
+	 * A connection a file adopted by receiving from it (recvq.c) tells
+	 * its end only to the peer that opened it.
+	 */
 	spin_lock_bh(&mn->owner_lock);
 	f = mn->owners[cqe->conn - 1];
-	if (f) {
+	if (f && !me_recvq_adopted_locked(mn, cqe->conn)) {
 		struct me_conn_done *cd = &mn->conn_done[cqe->conn - 1];
 
 		/* After the connection's operations (uapi). */
@@ -345,122 +346,6 @@ void me_ops_complete(struct me_net *mn, const struct me_cqe *cqe)
 	wake_up(&mn->waitq);
 }
 
-/* ---- the receive queue of sends ---- */
-
-int me_ops_msg_arrived(struct me_net *mn, u32 conn, const void *data, u32 len)
-{
-	struct me_conn *c = me_conn_get(core_of(mn), conn);
-	struct me_kmsg *m;
-
-	if (!c || len > ME_SEND_MAX)
-		return -EINVAL;
-	if (READ_ONCE(mn->nr_msgs) >= ME_RECV_QUEUE)
-		return -ENOBUFS;
-	/* Engine locks may be held here: no sleeping allocation. */
-	m = kmalloc(struct_size(m, data, len), GFP_ATOMIC | __GFP_NOWARN);
-	if (!m)
-		return -ENOBUFS;
-	m->peer = me_conn_peer(c);
-	m->conn = conn;
-	m->len = len;
-	memcpy(m->data, data, len);
-	spin_lock_bh(&mn->msg_lock);
-	if (mn->nr_msgs >= ME_RECV_QUEUE) {
-		spin_unlock_bh(&mn->msg_lock);
-		kfree(m);
-		return -ENOBUFS;
-	}
-	list_add_tail(&m->node, &mn->msgs);
-	mn->nr_msgs++;
-	spin_unlock_bh(&mn->msg_lock);
-	wake_up(&mn->msg_wait);
-	return 0;
-}
-
-void me_ops_drop_msgs(struct me_net *mn)
-{
-	struct me_kmsg *m, *tmp;
-
-	list_for_each_entry_safe(m, tmp, &mn->msgs, node)
-		kfree(m);
-	INIT_LIST_HEAD(&mn->msgs);
-	mn->nr_msgs = 0;
-}
-
-/* The oldest message (from @peer unless 0), taken off the queue. */
-static struct me_kmsg *take_msg(struct me_net *mn, u32 peer)
-{
-	struct me_kmsg *m, *found = NULL;
-
-	spin_lock_bh(&mn->msg_lock);
-	list_for_each_entry(m, &mn->msgs, node) {
-		if (!peer || m->peer == peer) {
-			found = m;
-			list_del(&m->node);
-			mn->nr_msgs--;
-			break;
-		}
-	}
-	spin_unlock_bh(&mn->msg_lock);
-	return found;
-}
-
-static void put_back_msg(struct me_net *mn, struct me_kmsg *m)
-{
-	spin_lock_bh(&mn->msg_lock);
-	list_add(&m->node, &mn->msgs);
-	mn->nr_msgs++;
-	spin_unlock_bh(&mn->msg_lock);
-	wake_up(&mn->msg_wait);
-}
-
-long me_engine_ioc_recv(struct me_file *f, void __user *uarg)
-{
-	struct me_net *mn = me_net(f->net);
-	struct me_kmsg *m = NULL;
-	struct me_recv req;
-	long usize, ret = 0;
-
-	usize = me_copy_arg_in(&req, sizeof(req), ME_RECV_SIZE_VER0, uarg);
-	if (usize < 0)
-		return usize;
-	if (req.flags & ~ME_RECV_F_WAIT)
-		return -EOPNOTSUPP;
-
-	if (req.flags & ME_RECV_F_WAIT) {
-		long t = req.timeout_ms ? msecs_to_jiffies(req.timeout_ms) :
-					  MAX_SCHEDULE_TIMEOUT;
-
-		t = me_wait_event_timeout(mn->msg_wait,
-					  (m = take_msg(mn, req.peer)) != NULL, t);
-		if (t < 0)
-			return -ERESTARTSYS;	/* nothing taken: restart is safe */
-		if (!m)
-			return -ETIMEDOUT;
-	} else {
-		m = take_msg(mn, req.peer);
-		if (!m)
-			return -EAGAIN;
-	}
-
-	if (m->len > req.len) {
-		ret = -EMSGSIZE;
-	} else if (copy_to_user(u64_to_user_ptr(req.buf), m->data, m->len)) {
-		put_back_msg(mn, m);
-		return -EFAULT;
-	}
-	req.len = m->len;
-	req.peer = m->peer;
-	req.conn = m->conn;
-	if (ret)
-		put_back_msg(mn, m);	/* too long: it stays for a bigger buffer */
-	else
-		kfree(m);
-	if (copy_to_user(uarg, &req, min_t(size_t, usize, sizeof(req))))
-		return -EFAULT;
-	return ret;
-}
-
 /* ---- connections of files ---- */
 
 struct me_conn *me_engine_conn_of(struct me_file *f, u32 id)
@@ -477,14 +362,22 @@ struct me_conn *me_engine_conn_of(struct me_file *f, u32 id)
 	return mine ? me_conn_get(core, id) : NULL;
 }
 
-static void disown(struct me_net *mn, struct me_file *f, u32 id)
+/* Returns whether @f had adopted it (recvq.c) rather than opened it. */
+static bool disown(struct me_net *mn, struct me_file *f, u32 id)
 {
+	bool adopted = false;
+
 	spin_lock_bh(&mn->owner_lock);
 	if (mn->owners[id - 1] == f) {
 		mn->owners[id - 1] = NULL;
-		f->nr_conns--;
+		adopted = me_recvq_adopted_locked(mn, id);
+		if (adopted)
+			f->nr_adopted--;
+		else
+			f->nr_conns--;
 	}
 	spin_unlock_bh(&mn->owner_lock);
+	return adopted;
 }
 
 void me_engine_release_file(struct me_file *f)
@@ -496,14 +389,18 @@ void me_engine_release_file(struct me_file *f)
 	if (!core)
 		return;
 	n = me_node_nconns(core);
-	for (id = 1; id <= n && f->nr_conns; id++) {
+	for (id = 1; id <= n && (f->nr_conns || f->nr_adopted); id++) {
 		struct me_conn *c = me_engine_conn_of(f, id);
 
 		if (!c)
 			continue;
-		disown(mn, f, id);
-		/* Posted operations still complete; then the peer is told. */
-		me_conn_close(c);
+		/*
+		 * Posted operations still complete; then the peer is told.
+		 * An adopted connection stays open for the peer that opened
+		 * it; nobody takes its messages any more.
+		 */
+		if (!disown(mn, f, id))
+			me_conn_close(c);
 	}
 }
 
@@ -565,6 +462,7 @@ long me_engine_ioc_connect(struct me_file *f, void __user *uarg)
 	}
 	spin_lock_bh(&mn->owner_lock);
 	mn->owners[me_conn_id(c) - 1] = f;
+	me_recvq_claim_locked(mn, me_conn_id(c));
 	spin_unlock_bh(&mn->owner_lock);
 
 	t = msecs_to_jiffies(req.timeout_ms ? req.timeout_ms : ME_CONNECT_TIMEOUT_MS);

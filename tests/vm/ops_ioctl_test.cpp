@@ -936,10 +936,12 @@ TEST_F(OpsTest, AnswersReachOnlyTheFileThatOpenedTheConnection)
 	multiedge::Message foreign;
 	foreign.peer = c_->id(0);
 	foreign.conn = accepted.front().id();
-	auto stolen = c_->dev(1).accept(foreign);
+	Endpoint b2;
+	ASSERT_TRUE(b2.open(*c_, 1));
+	auto stolen = b2.dev->accept(foreign);
 	ME_ASSERT_OK(stolen);
-	EXPECT_EQ(b.send(stolen.value(), "x"), ENOENT);
-	(void)stolen->close();
+	EXPECT_EQ(b2.send(stolen.value(), "x"), ENOENT);
+	EXPECT_EQ(errno_name(stolen->close().error().code().value()), "ENOENT");
 }
 
 // A peer filling one file's queue (ME_RECV_QUEUE messages nobody takes)

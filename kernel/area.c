@@ -8,15 +8,27 @@
  * can make a page that arrived whole in a frame page @idx of the area
  * (swap in the array, under the page's bit lock: Table 1 state 9) and then
  * update the process's page table through the mm cached at mmap
- * (mmget_not_zero + mmap_read_lock, from the thread's own context): zap
+ * (mmget_not_zero + mmap_read_trylock, from the thread's own context): zap
  * the old translation (the TLB invalidation) and insert the new page.
  *
  * TLB invalidation is eager (per page, at the flip) or lazy (per message:
  * the old pages stay mapped, "retired", until me_area_done() zaps the
  * message's range once).  A retired page is released only after its
  * translation is gone.  Every page table update and the fault handler run
- * under map_lock, and read the page to insert under its bit lock, so the
- * last update of a page always maps the array's current page.
+ * under map_lock and map the page mapped_page_get() names (the retired
+ * page if there is one, else the array's), read under the page's bit
+ * lock: the translation of a page, where there is one and no update holds
+ * map_lock, is always retired[idx] ?: pages[idx].
+ *
+ * The receive threads are shared by every connection of a link, so they
+ * never wait for a process's mmap_lock (a process could keep it busy, or
+ * held, for as long as it likes): they only try it.  When it is busy the
+ * flip is undone by a copy instead: eager, the frame's page is copied into
+ * the mapped page; lazy, me_area_done() copies the current page of each
+ * retired index into the retired (still mapped) page and puts that back in
+ * the array.  Either way the process's mapping shows every byte before the
+ * message's completion or status exists, as placement by copy would, with
+ * no work left behind to flush at teardown.  Counted as flip_copied.
  *
  * Pages leaving an area (replaced, or freed with it) go to a small pool
  * the transmit path builds frames from.
@@ -144,6 +156,23 @@ struct page *me_area_page_get(struct me_area *a, unsigned long idx)
 	return page;
 }
 
+/*
+ * The page the process's translation of @idx shows (area.c header): the
+ * retired one if a lazy flip left one, else the current one; a reference.
+ */
+static struct page *mapped_page_get(struct me_area *a, unsigned long idx)
+{
+	struct page *page;
+
+	page_lock(a, idx);
+	spin_lock_bh(&a->retire_lock);
+	page = a->retired[idx] ?: a->pages[idx];
+	get_page(page);
+	spin_unlock_bh(&a->retire_lock);
+	page_unlock(a, idx);
+	return page;
+}
+
 void me_page_copy(struct page *page, u32 in_page, void *buf, u32 len, bool to_page)
 {
 	u8 *va = kmap_local_page(page);
@@ -186,7 +215,7 @@ static void insert_range(struct me_area *a, struct vm_area_struct *vma, unsigned
 		unsigned long i, left = n;
 
 		for (i = 0; i < n; i++)
-			batch[i] = me_area_page_get(a, idx + i);
+			batch[i] = mapped_page_get(a, idx + i);
 		/* A failure leaves the translation empty: the fault handler fills it. */
 		vm_insert_pages(vma, addr, batch, &left);
 		for (i = 0; i < n; i++)
@@ -195,9 +224,41 @@ static void insert_range(struct me_area *a, struct vm_area_struct *vma, unsigned
 	}
 }
 
+/* What map_begin() found: the owner's address space ... */
+enum map_state {
+	MAP_GONE,	/* ... is gone: no translation to update */
+	MAP_HELD,	/* ... is held: mm referenced, mmap_lock read, map_lock */
+	MAP_BUSY,	/* ... has its mmap_lock busy: nothing taken, do not wait */
+};
+
 /*
- * Replaces the translations of pages [first, last] by the current pages
- * wherever the area is still mapped.  Sleeps (mmap_lock, map_lock).
+ * Takes what a page table update needs without ever waiting for the
+ * owner's mmap_lock (a receive thread must not: area.c header).
+ * map_lock is only held for bounded page table work, so it is waited for.
+ */
+static enum map_state map_begin(struct me_area *a)
+{
+	if (!mmget_not_zero(a->mm))
+		return MAP_GONE;
+	if (!mmap_read_trylock(a->mm)) {
+		mmput_async(a->mm);
+		return MAP_BUSY;
+	}
+	mutex_lock(&a->map_lock);
+	return MAP_HELD;
+}
+
+static void map_end(struct me_area *a)
+{
+	mutex_unlock(&a->map_lock);
+	mmap_read_unlock(a->mm);
+	mmput_async(a->mm);
+}
+
+/*
+ * Replaces the translations of pages [first, last] by the pages
+ * mapped_page_get() names wherever the area is still mapped; map_begin()
+ * returned MAP_HELD.
  */
 static void remap(struct me_area *a, unsigned long first, unsigned long last)
 {
@@ -206,10 +267,8 @@ static void remap(struct me_area *a, unsigned long first, unsigned long last)
 	struct vm_area_struct *vma;
 	unsigned long addr = start;
 
-	if (!mmget_not_zero(a->mm))
-		return;		/* the address space is gone */
-	mmap_read_lock(a->mm);
-	mutex_lock(&a->map_lock);
+	mmap_assert_locked(a->mm);
+	lockdep_assert_held(&a->map_lock);
 	while (addr < end && (vma = find_vma(a->mm, addr)) && vma->vm_start < end) {
 		unsigned long s = max(addr, vma->vm_start), e = min(end, vma->vm_end);
 
@@ -220,9 +279,6 @@ static void remap(struct me_area *a, unsigned long first, unsigned long last)
 		}
 		addr = vma->vm_end;
 	}
-	mutex_unlock(&a->map_lock);
-	mmap_read_unlock(a->mm);
-	mmput_async(a->mm);
 }
 
 /* Takes the retired pages of [first, last] out; returns how many. */
@@ -258,11 +314,73 @@ static void release_list(struct list_head *list)
 	}
 }
 
+/*
+ * Undoes the lazy flips of [first, last] by copy (the owner's mmap_lock is
+ * busy): each retired page, still the mapped one, gets the current page's
+ * bytes and becomes the current page again.  Under the page's bit lock, so
+ * no copy into the page and no fault handler sees it half done.
+ */
+static void unflip(struct me_area *a, unsigned long first, unsigned long last)
+{
+	unsigned long idx;
+
+	for (idx = first; idx <= last && atomic_long_read(&a->nretired); idx++) {
+		struct page *mapped, *cur = NULL;
+		u8 *va;
+
+		page_lock(a, idx);
+		spin_lock_bh(&a->retire_lock);
+		mapped = a->retired[idx];
+		if (mapped) {
+			a->retired[idx] = NULL;
+			atomic_long_dec(&a->nretired);
+		}
+		spin_unlock_bh(&a->retire_lock);
+		if (mapped) {
+			cur = a->pages[idx];
+			va = kmap_local_page(cur);
+			me_page_copy(mapped, 0, va, PAGE_SIZE, true);
+			kunmap_local(va);
+			a->pages[idx] = mapped;
+		}
+		page_unlock(a, idx);
+		if (cur) {
+			release_page(cur);
+			/* Placed by copy after all: flipped + copied stay the pages. */
+			atomic64_dec(&flipped);
+			atomic64_inc(&flip_copied);
+		}
+		if (idx % 64 == 63)
+			cond_resched();
+	}
+}
+
+/* An eager flip while the owner's mmap_lock is busy: copy instead. */
+static void flip_by_copy(struct me_area *a, unsigned long idx, struct page *page)
+{
+	u8 *va;
+
+	unflip(a, idx, idx);	/* a lazy flip's retired page is the mapped one */
+	va = kmap_local_page(page);
+	me_area_copy(a, idx, 0, va, PAGE_SIZE, true);
+	kunmap_local(va);
+	put_page(page);		/* the caller's: never an area page */
+	atomic64_inc(&flip_copied);
+}
+
 void me_area_flip(struct me_area *a, unsigned long idx, struct page *page, bool eager)
 {
+	enum map_state st = MAP_GONE;
 	struct page *old;
 	LIST_HEAD(list);
 
+	if (eager) {
+		st = map_begin(a);
+		if (st == MAP_BUSY) {
+			flip_by_copy(a, idx, page);
+			return;
+		}
+	}
 	atomic64_inc(&area_pages);
 	page_lock(a, idx);
 	old = a->pages[idx];
@@ -272,7 +390,10 @@ void me_area_flip(struct me_area *a, unsigned long idx, struct page *page, bool 
 
 	if (eager) {
 		collect_retired(a, idx, idx, &list);
-		remap(a, idx, idx);
+		if (st == MAP_HELD) {
+			remap(a, idx, idx);
+			map_end(a);
+		}
 		release_list(&list);
 		release_page(old);
 		return;
@@ -296,13 +417,22 @@ void me_area_flip(struct me_area *a, unsigned long idx, struct page *page, bool 
 
 void me_area_done(struct me_area *a, unsigned long first, unsigned long last)
 {
+	enum map_state st;
 	LIST_HEAD(list);
 
 	if (last >= a->npages)
 		last = a->npages - 1;
-	if (first > last || !collect_retired(a, first, last, &list))
+	if (first > last || !atomic_long_read(&a->nretired))
 		return;
-	remap(a, first, last);
+	st = map_begin(a);
+	if (st == MAP_BUSY) {
+		unflip(a, first, last);
+		return;
+	}
+	if (collect_retired(a, first, last, &list) && st == MAP_HELD)
+		remap(a, first, last);
+	if (st == MAP_HELD)
+		map_end(a);
 	release_list(&list);
 }
 
@@ -361,7 +491,7 @@ static vm_fault_t area_vm_fault(struct vm_fault *vmf)
 	if (vmf->pgoff >= a->npages)
 		return VM_FAULT_SIGBUS;
 	mutex_lock(&a->map_lock);
-	page = me_area_page_get(a, vmf->pgoff);
+	page = mapped_page_get(a, vmf->pgoff);
 	ret = vm_insert_page(vma, vmf->address & PAGE_MASK, page);
 	put_page(page);
 	mutex_unlock(&a->map_lock);

@@ -45,11 +45,17 @@ void me_area_copy(struct me_area *a, unsigned long idx, u32 in_page, void *buf,
  * Makes @page (whole payload; the caller's reference passes to the area)
  * page @idx of the area and the process's mapping.  eager: the page table
  * is updated now, one TLB invalidation per page; otherwise at
- * me_area_done() for the message, one per message.  May sleep.
+ * me_area_done() for the message, one per message.  Never waits for the
+ * owner's mmap_lock: if it is busy the page is copied instead (area.c).
+ * May sleep (the area's map_lock).
  */
 void me_area_flip(struct me_area *a, unsigned long idx, struct page *page, bool eager);
 
-/* A message covering pages [first, last] is placed: finish lazy flips. */
+/*
+ * A message covering pages [first, last] is placed: finish lazy flips
+ * (remap, or undo them by copy if the owner's mmap_lock is busy), so the
+ * owner's mapping shows the message.  May sleep (map_lock).
+ */
 void me_area_done(struct me_area *a, unsigned long first, unsigned long last);
 
 /*

@@ -25,6 +25,7 @@
 #include "mr.h"
 #include "netns.h"
 #include "ops.h"
+#include "recvq.h"
 #include "uring.h"
 #include "uapi/multiedge.h"
 
@@ -196,7 +197,7 @@ static long me_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
 	case ME_IOC_POLL_CQ:
 		return me_cq_ioc_poll(&f->cq, uarg);
 	case ME_IOC_RECV:
-		return me_engine_ioc_recv(f, uarg);
+		return me_recvq_ioc_recv(f, uarg);
 	default:
 		return -ENOTTY;
 	}
@@ -223,6 +224,7 @@ static int me_open(struct inode *inode, struct file *file)
 	f->net = get_net(current->nsproxy->net_ns);
 	mutex_init(&f->lock);
 	INIT_LIST_HEAD(&f->mrs);
+	me_recvq_file_init(f);
 	file->private_data = f;
 	return 0;
 }
@@ -238,6 +240,7 @@ static int me_release(struct inode *inode, struct file *file)
 	 * can reach the queue.
 	 */
 	me_engine_release_file(f);
+	me_recvq_file_release(f);
 	me_mr_release_file(f);
 	me_cq_destroy(&f->cq);
 	put_net(f->net);

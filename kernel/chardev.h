@@ -17,7 +17,10 @@ struct me_file {
 	struct mutex lock;	/* protects mrs, nr_mrs */
 	struct list_head mrs;	/* regions registered through this file */
 	unsigned int nr_mrs;
-	unsigned int nr_conns;	/* connections it owns (under owner_lock) */
+	unsigned int nr_conns;	/* connections it opened and owns (under owner_lock) */
+	unsigned int nr_adopted; /* passive ones it adopted (recvq.c, owner_lock) */
+	struct list_head msgs;	/* its messages, oldest first (recvq.c, msg_lock) */
+	unsigned int nr_msgs;
 	struct me_cq cq;	/* its completions */
 };
 

@@ -29,6 +29,7 @@
 #include "mr.h"
 #include "netns.h"
 #include "ops.h"
+#include "recvq.h"
 #include "rxframe.h"
 
 static unsigned int tick_us = 1000;
@@ -120,6 +121,9 @@ int me_engine_net_init(struct me_net *mn)
 	spin_lock_init(&mn->msg_lock);
 	INIT_LIST_HEAD(&mn->msgs);
 	mn->nr_msgs = 0;
+	mn->msg_seq = 0;
+	mn->conn_claimed = NULL;
+	mn->conn_adopted = NULL;
 	init_waitqueue_head(&mn->msg_wait);
 	return 0;
 }
@@ -168,7 +172,7 @@ static int plat_mr_write(void *ctx, u32 conn, u32 region, u64 off, const void *s
 	if (region == ME_REGION_MSG) {
 		if (rx)
 			me_frame_fill(rx);
-		return me_ops_msg_arrived(mn, conn, src, len);
+		return me_recvq_arrived(mn, conn, src, len);
 	}
 	ret = me_mr_place(mn, region, off, src, len, rx);
 	if (!ret && conn) {
@@ -405,7 +409,7 @@ void me_engine_stop(struct me_net *mn)
 {
 	struct me_node *core = mn->core;
 
-	me_ops_drop_msgs(mn);
+	me_recvq_drop(mn);
 	if (!core)
 		return;
 	kthread_stop(mn->timer);

@@ -41,7 +41,6 @@ void me_engine_release_file(struct me_file *f);
 long me_engine_ioc_connect(struct me_file *f, void __user *uarg);
 long me_engine_ioc_disconnect(struct me_file *f, void __user *uarg);
 long me_engine_ioc_post(struct me_file *f, void __user *uarg);
-long me_engine_ioc_recv(struct me_file *f, void __user *uarg);
 long me_engine_ioc_peer_list(struct me_file *f, void __user *uarg);
 long me_engine_ioc_conn_list(struct me_file *f, void __user *uarg);
 long me_engine_ioc_stats(struct me_file *f, void __user *uarg);

@@ -48,8 +48,10 @@ struct me_net {
 	struct task_struct *timer;	/* drives me_core_timer() */
 	struct list_head node;		/* in the module's list of engines */
 	/*
-	 * Per connection slot (me_node_slot()): the owner (NULL: passive, or
-	 * given up; ME_OWNER_ABANDONED, ops.c), copies, completion order.
+	 * Per connection slot (me_node_slot()): the owner (NULL: passive and
+	 * not adopted, or given up; ME_OWNER_ABANDONED, ops.c), copies,
+	 * completion order.  Claimed: it had an owner once, adopted: the
+	 * owner took it by receiving from it (recvq.c).
 	 */
 	spinlock_t owner_lock;
 	struct me_file **owners;
@@ -67,10 +69,17 @@ struct me_net {
 	/* Woken by every completion (events counts them): connect and post. */
 	wait_queue_head_t waitq;
 	atomic_t events;
-	/* Messages sent to this node (ME_OP_SEND), oldest first. */
+	unsigned long *conn_claimed;	/* bitmaps by slot, under owner_lock */
+	unsigned long *conn_adopted;
+	/*
+	 * Messages sent to this node (ME_OP_SEND) on passive connections no
+	 * file has adopted, oldest first; msg_lock also covers every file's
+	 * queue (recvq.c).
+	 */
 	spinlock_t msg_lock;
 	struct list_head msgs;
 	unsigned int nr_msgs;
+	u64 msg_seq;			/* arrival number of the next message */
 	wait_queue_head_t msg_wait;
 };
 

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * Operations: connections of open files, posting remote writes, reads,
- * notifies and sends, their completions, and the node's receive queue for
- * sends.  The engine (core/) does the protocol; this file binds it to open
+ * notifies and sends, and their completions (sends that arrive: recvq.c).
+ * The engine (core/) does the protocol; this file binds it to open
  * files: who owns a connection, which completion queue an operation's
  * completion goes to, which region it reads from or writes into locally.
  *
@@ -26,6 +26,7 @@
 #include "mr.h"
 #include "netns.h"
 #include "ops.h"
+#include "recvq.h"
 #include "uring.h"
 #include "wait.h"
 
@@ -89,15 +90,6 @@ struct me_conn_done {
 	bool abandon_closed;		/* close_abandoned() did its one close */
 };
 
-/* A message sent to this node (ME_OP_SEND), waiting for ME_IOC_RECV. */
-struct me_kmsg {
-	struct list_head node;
-	u32 peer;
-	u32 conn;
-	u32 len;
-	u8 data[];
-};
-
 static struct kmem_cache *kop_cache;
 static atomic64_t ops_inflight = ATOMIC64_INIT(0);
 
@@ -128,12 +120,17 @@ int me_ops_net_start(struct me_net *mn, unsigned int nconns)
 		spin_lock_init(&mn->conn_done[i].lock);
 		INIT_LIST_HEAD(&mn->conn_done[i].kops);
 	}
+	if (me_recvq_net_start(mn, nconns)) {
+		me_ops_net_stop(mn);
+		return -ENOMEM;
+	}
 	return 0;
 }
 
 /* Every file of the namespace is gone: so are their operations. */
 void me_ops_net_stop(struct me_net *mn)
 {
+	me_recvq_net_stop(mn);
 	kvfree(mn->conn_done);
 	mn->conn_done = NULL;
 }
@@ -339,7 +336,7 @@ static void notify_landed(struct me_net *mn, const struct me_cqe *cqe)
  * after all of its operations), the slot gets no owner and true says to
  * tell the engine (engine_release()).
  */
-static bool release_locked(struct me_net *mn, u32 slot, struct me_conn_done *cd)
+static bool release_locked(struct me_net *mn, u32 id, u32 slot, struct me_conn_done *cd)
 {
 	struct me_file *f;
 
@@ -349,8 +346,12 @@ static bool release_locked(struct me_net *mn, u32 slot, struct me_conn_done *cd)
 	cd->released = true;
 	f = mn->owners[slot];
 	mn->owners[slot] = NULL;
-	if (f && f != ME_OWNER_ABANDONED)
-		f->nr_conns--;
+	if (f && f != ME_OWNER_ABANDONED) {
+		if (me_recvq_adopted_locked(mn, id))
+			f->nr_adopted--;
+		else
+			f->nr_conns--;
+	}
 	return true;
 }
 
@@ -378,12 +379,16 @@ static void conn_event(struct me_net *mn, const struct me_cqe *cqe, u32 type)
 		return;
 	cd = &mn->conn_done[slot];
 	fill(&c, cqe, type);
-	/* Under owner_lock: release clears the owner before the queue dies. */
+	/*
+	 * Under owner_lock: release clears the owner before the queue dies.
+	 * A connection a file adopted by receiving from it (recvq.c) tells
+	 * its end only to the peer that opened it.
+	 */
 	spin_lock_bh(&mn->owner_lock);
 	f = mn->owners[slot];
 	spin_lock_bh(&cd->lock);
 	cd->ended = true;
-	if (f && f != ME_OWNER_ABANDONED) {
+	if (f && f != ME_OWNER_ABANDONED && !me_recvq_adopted_locked(mn, cqe->conn)) {
 		/* After the connection's operations (uapi). */
 		if (list_empty(&cd->kops)) {
 			me_cq_push_event(&f->cq, &c);
@@ -394,7 +399,7 @@ static void conn_event(struct me_net *mn, const struct me_cqe *cqe, u32 type)
 		}
 	}
 	/* In the same section: whoever sees the event sees the id gone. */
-	release = release_locked(mn, slot, cd);
+	release = release_locked(mn, cqe->conn, slot, cd);
 	spin_unlock_bh(&cd->lock);
 	spin_unlock_bh(&mn->owner_lock);
 	if (release)
@@ -413,7 +418,7 @@ static void try_release(struct me_net *mn, u32 id)
 	cd = &mn->conn_done[slot];
 	spin_lock_bh(&mn->owner_lock);
 	spin_lock_bh(&cd->lock);
-	go = release_locked(mn, slot, cd);
+	go = release_locked(mn, id, slot, cd);
 	spin_unlock_bh(&cd->lock);
 	spin_unlock_bh(&mn->owner_lock);
 	if (go)
@@ -456,6 +461,7 @@ void me_ops_conn_retired(struct me_net *mn, u32 id)
 	cd->abandon_closed = false;
 	cd->ordered = false;
 	spin_unlock_bh(&cd->lock);
+	me_recvq_conn_retired(mn, id);
 }
 
 /*
@@ -517,122 +523,6 @@ void me_ops_complete(struct me_net *mn, const struct me_cqe *cqe)
 	wake_up(&mn->waitq);
 }
 
-/* ---- the receive queue of sends ---- */
-
-int me_ops_msg_arrived(struct me_net *mn, u32 conn, const void *data, u32 len)
-{
-	struct me_conn *c = me_conn_get(core_of(mn), conn);
-	struct me_kmsg *m;
-
-	if (!c || len > ME_SEND_MAX)
-		return -EINVAL;
-	if (READ_ONCE(mn->nr_msgs) >= ME_RECV_QUEUE)
-		return -ENOBUFS;
-	/* Engine locks may be held here: no sleeping allocation. */
-	m = kmalloc(struct_size(m, data, len), GFP_ATOMIC | __GFP_NOWARN);
-	if (!m)
-		return -ENOBUFS;
-	m->peer = me_conn_peer(c);
-	m->conn = conn;
-	m->len = len;
-	memcpy(m->data, data, len);
-	spin_lock_bh(&mn->msg_lock);
-	if (mn->nr_msgs >= ME_RECV_QUEUE) {
-		spin_unlock_bh(&mn->msg_lock);
-		kfree(m);
-		return -ENOBUFS;
-	}
-	list_add_tail(&m->node, &mn->msgs);
-	mn->nr_msgs++;
-	spin_unlock_bh(&mn->msg_lock);
-	wake_up(&mn->msg_wait);
-	return 0;
-}
-
-void me_ops_drop_msgs(struct me_net *mn)
-{
-	struct me_kmsg *m, *tmp;
-
-	list_for_each_entry_safe(m, tmp, &mn->msgs, node)
-		kfree(m);
-	INIT_LIST_HEAD(&mn->msgs);
-	mn->nr_msgs = 0;
-}
-
-/* The oldest message (from @peer unless 0), taken off the queue. */
-static struct me_kmsg *take_msg(struct me_net *mn, u32 peer)
-{
-	struct me_kmsg *m, *found = NULL;
-
-	spin_lock_bh(&mn->msg_lock);
-	list_for_each_entry(m, &mn->msgs, node) {
-		if (!peer || m->peer == peer) {
-			found = m;
-			list_del(&m->node);
-			mn->nr_msgs--;
-			break;
-		}
-	}
-	spin_unlock_bh(&mn->msg_lock);
-	return found;
-}
-
-static void put_back_msg(struct me_net *mn, struct me_kmsg *m)
-{
-	spin_lock_bh(&mn->msg_lock);
-	list_add(&m->node, &mn->msgs);
-	mn->nr_msgs++;
-	spin_unlock_bh(&mn->msg_lock);
-	wake_up(&mn->msg_wait);
-}
-
-long me_engine_ioc_recv(struct me_file *f, void __user *uarg)
-{
-	struct me_net *mn = me_net(f->net);
-	struct me_kmsg *m = NULL;
-	struct me_recv req;
-	long usize, ret = 0;
-
-	usize = me_copy_arg_in(&req, sizeof(req), ME_RECV_SIZE_VER0, uarg);
-	if (usize < 0)
-		return usize;
-	if (req.flags & ~ME_RECV_F_WAIT)
-		return -EOPNOTSUPP;
-
-	if (req.flags & ME_RECV_F_WAIT) {
-		long t = req.timeout_ms ? msecs_to_jiffies(req.timeout_ms) :
-					  MAX_SCHEDULE_TIMEOUT;
-
-		t = me_wait_event_timeout(mn->msg_wait,
-					  (m = take_msg(mn, req.peer)) != NULL, t);
-		if (t < 0)
-			return -ERESTARTSYS;	/* nothing taken: restart is safe */
-		if (!m)
-			return -ETIMEDOUT;
-	} else {
-		m = take_msg(mn, req.peer);
-		if (!m)
-			return -EAGAIN;
-	}
-
-	if (m->len > req.len) {
-		ret = -EMSGSIZE;
-	} else if (copy_to_user(u64_to_user_ptr(req.buf), m->data, m->len)) {
-		put_back_msg(mn, m);
-		return -EFAULT;
-	}
-	req.len = m->len;
-	req.peer = m->peer;
-	req.conn = m->conn;
-	if (ret)
-		put_back_msg(mn, m);	/* too long: it stays for a bigger buffer */
-	else
-		kfree(m);
-	if (copy_to_user(uarg, &req, min_t(size_t, usize, sizeof(req))))
-		return -EFAULT;
-	return ret;
-}
-
 /* ---- connections of files ---- */
 
 /* Callers hold conn_srcu for as long as they use the connection. */
@@ -654,17 +544,26 @@ struct me_conn *me_engine_conn_of(struct me_file *f, u32 id)
 	return mine ? me_conn_get(core, id) : NULL;
 }
 
-/* The file is going: its connections have nobody to tell any more. */
-static void disown(struct me_net *mn, struct me_file *f, u32 id)
+/*
+ * The file is going: its connections have nobody to tell any more.
+ * Returns whether @f had adopted it (recvq.c) rather than opened it.
+ */
+static bool disown(struct me_net *mn, struct me_file *f, u32 id)
 {
 	u32 slot = slot_of(mn, id);
+	bool adopted = false;
 
 	spin_lock_bh(&mn->owner_lock);
 	if (mn->owners[slot] == f) {
 		mn->owners[slot] = NULL;
-		f->nr_conns--;
+		adopted = me_recvq_adopted_locked(mn, id);
+		if (adopted)
+			f->nr_adopted--;
+		else
+			f->nr_conns--;
 	}
 	spin_unlock_bh(&mn->owner_lock);
+	return adopted;
 }
 
 void me_engine_release_file(struct me_file *f)
@@ -678,7 +577,7 @@ void me_engine_release_file(struct me_file *f)
 		return;
 	idx = srcu_read_lock(&mn->conn_srcu);
 	n = me_node_nconns(core);
-	for (slot = 0; slot < n && f->nr_conns; slot++) {
+	for (slot = 0; slot < n && (f->nr_conns || f->nr_adopted); slot++) {
 		struct me_conn *c = me_node_conn_at(core, slot);
 		u32 id;
 
@@ -687,9 +586,13 @@ void me_engine_release_file(struct me_file *f)
 		id = me_conn_id(c);
 		if (me_engine_conn_of(f, id) != c)
 			continue;
-		disown(mn, f, id);
-		/* Posted operations still complete; then the peer is told. */
-		me_conn_close(c);
+		/*
+		 * Posted operations still complete; then the peer is told.
+		 * An adopted connection stays open for the peer that opened
+		 * it; nobody takes its messages any more.
+		 */
+		if (!disown(mn, f, id))
+			me_conn_close(c);
 		drop(mn, id);
 	}
 	srcu_read_unlock(&mn->conn_srcu, idx);
@@ -757,6 +660,7 @@ long me_engine_ioc_connect(struct me_file *f, void __user *uarg)
 	id = me_conn_id(c);
 	spin_lock_bh(&mn->owner_lock);
 	mn->owners[slot_of(mn, id)] = f;
+	me_recvq_claim_locked(mn, id);
 	spin_unlock_bh(&mn->owner_lock);
 
 	t = msecs_to_jiffies(req.timeout_ms ? req.timeout_ms : ME_CONNECT_TIMEOUT_MS);

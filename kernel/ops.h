@@ -19,9 +19,6 @@ void me_ops_conn_retired(struct me_net *mn, u32 id);
 void me_ops_net_stop(struct me_net *mn);
 /* The engine's completions and events (any context but hard IRQ). */
 void me_ops_complete(struct me_net *mn, const struct me_cqe *cqe);
-/* A send landed: queue it for ME_IOC_RECV; -ENOBUFS when full. */
-int me_ops_msg_arrived(struct me_net *mn, u32 conn, const void *data, u32 len);
-void me_ops_drop_msgs(struct me_net *mn);
 
 /*
  * Posts @req (already copied in) on a connection of @f.  @ucmd: the

@@ -47,7 +47,8 @@
  * connection slots are reused: a disconnected connection's id is -ENOENT
  * once its CONN_CLOSED/CONN_DEAD completion is queued; ME_IOC_CONN_LIST
  * lists the connections in the table, packed; a connection the peer gives
- * up (ABORT) dies with -ECONNRESET at once.
+ * up (ABORT) dies with -ECONNRESET at once; ME_IOC_RECV serves a queue
+ * per open file (a message goes to the file that holds its connection).
  */
 #define ME_ABI_VERSION		8
 
@@ -105,7 +106,8 @@ struct me_query {
 	__aligned_u64 pool_pages;	/* free pages kept for frames */
 	__aligned_u64 rx_flipped;	/* payload pages placed by page flip */
 	__aligned_u64 rx_flip_copied;	/* whole aligned area pages copied
-					 * (the frame had no page to give) */
+					 * (the frame had no page to give,
+					 * or the owner's mmap_lock was busy) */
 	__aligned_u64 tlb_flushes;	/* page table invalidations by flips */
 };
 
@@ -395,7 +397,8 @@ struct me_disconnect {
 #define ME_IOC_DISCONNECT	_IO(ME_IOC_MAGIC, 0x61)
 
 /*
- * ME_IOC_POST: post one operation on a connection of this file.  It
+ * ME_IOC_POST: post one operation on a connection of this file (one it
+ * opened, or accepted by taking its first message: ME_IOC_RECV).  It
  * completes later with one completion (struct me_completion) in this
  * file's queue, carrying the cookie, after the data are in place: a write
  * at the target, a read in local memory.  The local side is always a
@@ -528,9 +531,20 @@ struct me_poll_cq {
 #define ME_IOC_POLL_CQ		_IO(ME_IOC_MAGIC, 0x63)
 
 /*
- * ME_IOC_RECV: take the oldest message sent (ME_OP_SEND) to this node.  The
- * receive queue is per namespace (ME_RECV_QUEUE messages); any open file of
- * the namespace may take a message, optionally only one from a given peer.
+ * ME_IOC_RECV: take the oldest message sent (ME_OP_SEND) to this file,
+ * optionally only one from a given peer.  A message belongs to the file
+ * that holds the connection it came on: the file that opened it
+ * (ME_IOC_CONNECT), or, for a connection a peer opened, the file that took
+ * its first message: taking it *accepts* the connection (its later
+ * messages come only to that file, which may post on it: ME_IOC_POST with
+ * conn; its CONN_CLOSED/DEAD events still go only to the peer's opener,
+ * and closing the file leaves it open for that peer but takes no more of
+ * its messages).  Until then a peer's connection's messages wait in the
+ * namespace's queue, where any file of the namespace may take them.
+ * Each file's queue and the namespace's hold ME_RECV_QUEUE messages; a
+ * message for a full queue is refused (the sender's send completes with
+ * -ENOBUFS), as is one for a connection whose file is gone.  (Before
+ * this, one queue served the whole namespace.)
  *
  * in:  size, flags (ME_RECV_F_WAIT), peer (0: any), buf (user pointer),
  *      len (room at buf), timeout_ms (with WAIT; 0 = forever)

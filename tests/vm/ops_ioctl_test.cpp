@@ -27,6 +27,7 @@ using multiedge::CompletionType;
 using multiedge::Device;
 using multiedge::MemoryRegion;
 using multiedge::RemoteRegion;
+using namespace std::chrono_literals;
 
 namespace {
 
@@ -816,4 +817,179 @@ TEST_F(OpsTest, KilledProcessLeaksNothing)
 	EXPECT_EQ(now.regions, base.regions);
 	// rx_queued is not checked here: HELLOs keep arriving while the links
 	// are up; the fixture checks it once the namespaces are gone.
+}
+
+// ---- receive queues per open file ----
+
+namespace {
+
+// A Device of a node with a 4 KiB message buffer registered on it.
+struct Endpoint {
+	std::optional<multiedge::Device> dev;
+	std::optional<Buffer> buf;
+	std::optional<MemoryRegion> mr;
+	uint64_t cookie = 1;
+
+	::testing::AssertionResult open(Cluster &c, int node)
+	{
+		auto d = c.open_in(node);
+		if (!d)
+			return ::testing::AssertionFailure() << d.error().message();
+		dev.emplace(std::move(d).value());
+		buf.emplace(4096);
+		auto r = dev->register_memory(buf->data(), 4096, Access::None);
+		if (!r)
+			return ::testing::AssertionFailure() << r.error().message();
+		mr.emplace(std::move(r).value());
+		return ::testing::AssertionSuccess();
+	}
+
+	// Sends `text` on `cn`; the completion's status (positive errno).
+	int send(multiedge::Connection &cn, const std::string &text)
+	{
+		std::memcpy(buf->data(), text.data(), text.size());
+		uint64_t ck = cookie++;
+		auto st = cn.send(*mr, 0, static_cast<uint32_t>(text.size()), ck);
+		if (!st)
+			return st.error().code().value();
+		auto c = dev->wait_for(ck, std::chrono::seconds(30));
+		return c ? c->status : c.error().code().value();
+	}
+};
+
+std::string text_of(const multiedge::Message &m)
+{
+	return std::string(reinterpret_cast<const char *>(m.data.data()), m.data.size());
+}
+
+} // namespace
+
+// Two files of node 1 take messages: the first message of a connection
+// makes it the taker's, and the rest of that connection's messages never
+// reach the other file (before: one queue per namespace, any file took any
+// message).
+TEST_F(OpsTest, MessagesOfAConnectionReachOnlyTheFileThatTookIt)
+{
+	ASSERT_NO_FATAL_FAILURE(make_pair(1));
+	Endpoint a, b1, b2;
+	ASSERT_TRUE(a.open(*c_, 0));
+	ASSERT_TRUE(b1.open(*c_, 1));
+	ASSERT_TRUE(b2.open(*c_, 1));
+	auto cn = a.dev->connect(c_->id(1));
+	ME_ASSERT_OK(cn);
+	ASSERT_EQ(a.send(cn.value(), "m0"), 0);
+	auto first = b1.dev->recv(c_->id(0), 10s);
+	ME_ASSERT_OK(first);
+	EXPECT_EQ(text_of(first.value()), "m0");
+	for (int i = 1; i <= 3; i++)
+		ASSERT_EQ(a.send(cn.value(), "m" + std::to_string(i)), 0);
+	auto other = b2.dev->recv(0, 300ms);
+	EXPECT_FALSE(other) << "another file took \"" << text_of(other.value()) << "\"";
+	auto third = c_->dev(1).recv(0, 300ms);
+	EXPECT_FALSE(third) << "another file took \"" << text_of(third.value()) << "\"";
+	for (int i = 1; i <= 3; i++) {
+		auto m = b1.dev->recv(0, 10s);
+		ME_ASSERT_OK(m);
+		EXPECT_EQ(text_of(m.value()), "m" + std::to_string(i));
+		EXPECT_EQ(m->conn, first->conn);
+	}
+}
+
+// Two files of node 0 ask node 1 on connections of their own; node 1
+// answers on each connection it accepted: each answer reaches the file
+// that asked, never the other one or a third file of node 0.
+TEST_F(OpsTest, AnswersReachOnlyTheFileThatOpenedTheConnection)
+{
+	ASSERT_NO_FATAL_FAILURE(make_pair(1));
+	Endpoint a1, a2, b;
+	ASSERT_TRUE(a1.open(*c_, 0));
+	ASSERT_TRUE(a2.open(*c_, 0));
+	ASSERT_TRUE(b.open(*c_, 1));
+	auto c1 = a1.dev->connect(c_->id(1));
+	ME_ASSERT_OK(c1);
+	auto c2 = a2.dev->connect(c_->id(1));
+	ME_ASSERT_OK(c2);
+	ASSERT_EQ(a1.send(c1.value(), "from a1"), 0);
+	ASSERT_EQ(a2.send(c2.value(), "from a2"), 0);
+	std::vector<multiedge::Connection> accepted;
+	for (int i = 0; i < 2; i++) {
+		auto m = b.dev->recv(c_->id(0), 10s);
+		ME_ASSERT_OK(m);
+		auto ac = b.dev->accept(m.value());
+		ME_ASSERT_OK(ac);
+		accepted.push_back(std::move(ac).value());
+		for (int k = 0; k < 3; k++)
+			ASSERT_EQ(b.send(accepted.back(), "to " + text_of(m.value()).substr(5) + " #" +
+								  std::to_string(k)),
+				  0);
+	}
+	for (auto [ep, who] : {std::pair{&a1, "a1"}, std::pair{&a2, "a2"}}) {
+		for (int k = 0; k < 3; k++) {
+			auto m = ep->dev->recv(0, 10s);
+			ME_ASSERT_OK(m);
+			EXPECT_EQ(text_of(m.value()), std::string("to ") + who + " #" + std::to_string(k));
+			EXPECT_EQ(m->peer, c_->id(1));
+		}
+		auto extra = ep->dev->recv(0, 200ms);
+		EXPECT_FALSE(extra) << who << " got \"" << text_of(extra.value()) << "\"";
+	}
+	auto third = c_->dev(0).recv(0, 200ms);
+	EXPECT_FALSE(third) << "a third file got \"" << text_of(third.value()) << "\"";
+	// A connection of another file is not ours to post on.
+	multiedge::Message foreign;
+	foreign.peer = c_->id(0);
+	foreign.conn = accepted.front().id();
+	Endpoint b2;
+	ASSERT_TRUE(b2.open(*c_, 1));
+	auto stolen = b2.dev->accept(foreign);
+	ME_ASSERT_OK(stolen);
+	EXPECT_EQ(b2.send(stolen.value(), "x"), ENOENT);
+	EXPECT_EQ(errno_name(stolen->close().error().code().value()), "ENOENT");
+}
+
+// A peer filling one file's queue (ME_RECV_QUEUE messages nobody takes)
+// gets ENOBUFS for more, and another file's connection still delivers
+// (before: one queue per namespace, full for everyone).
+TEST_F(OpsTest, FullQueueOfOneFileLeavesTheOthersAlone)
+{
+	ASSERT_NO_FATAL_FAILURE(make_pair(1));
+	Endpoint a1, a2, b1, b2;
+	ASSERT_TRUE(a1.open(*c_, 0));
+	ASSERT_TRUE(a2.open(*c_, 0));
+	ASSERT_TRUE(b1.open(*c_, 1));
+	ASSERT_TRUE(b2.open(*c_, 1));
+	auto c1 = a1.dev->connect(c_->id(1));
+	ME_ASSERT_OK(c1);
+	ASSERT_EQ(a1.send(c1.value(), "hello"), 0);
+	ME_ASSERT_OK(b1.dev->recv(0, 10s));	// b1 holds c1 from now on
+	auto c2 = a2.dev->connect(c_->id(1));
+	ME_ASSERT_OK(c2);
+	ASSERT_EQ(a2.send(c2.value(), "hello"), 0);
+	ME_ASSERT_OK(b2.dev->recv(0, 10s));	// b2 holds c2
+
+	constexpr int kExtra = 4;
+	int ok = 0, full = 0;
+	for (int i = 0; i < ME_RECV_QUEUE + kExtra; i++) {
+		int st = a1.send(c1.value(), "flood " + std::to_string(i));
+		(st == 0 ? ok : full)++;
+		if (st && st != ENOBUFS)
+			ADD_FAILURE() << "flood " << i << ": " << errno_name(st);
+	}
+	EXPECT_EQ(ok, ME_RECV_QUEUE);
+	EXPECT_EQ(full, kExtra);
+	EXPECT_EQ(a2.send(c2.value(), "still here"), 0) << "b1's full queue refused b2's message";
+	auto m = b2.dev->recv(0, 10s);
+	ME_ASSERT_OK(m);
+	EXPECT_EQ(text_of(m.value()), "still here");
+	// A new connection's first message waits for any file.
+	auto c3 = a2.dev->connect(c_->id(1));
+	ME_ASSERT_OK(c3);
+	EXPECT_EQ(a2.send(c3.value(), "new"), 0);
+	auto n = c_->dev(1).recv(0, 10s);
+	ME_ASSERT_OK(n);
+	EXPECT_EQ(text_of(n.value()), "new");
+	int taken = 0;
+	while (b1.dev->recv(0, 300ms))
+		taken++;
+	EXPECT_EQ(taken, ME_RECV_QUEUE);
 }

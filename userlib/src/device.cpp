@@ -305,6 +305,16 @@ Result<std::vector<std::pair<std::string, std::uint64_t>>> Device::stats() const
 	return out;
 }
 
+Result<Connection> Device::accept(const Message &m) const
+{
+	if (!file_)
+		return detail::empty_error("cannot accept a connection", "Device");
+	if (!m.conn || !m.peer)
+		return Error(std::make_error_code(std::errc::invalid_argument),
+			     "cannot accept the connection of a message without one");
+	return Connection(file_, m.conn, m.peer);
+}
+
 Result<Connection> Device::connect(std::uint32_t peer, Ordering ordering,
 				   std::chrono::milliseconds timeout) const
 {

@@ -197,10 +197,19 @@ public:
 	// Events nobody posted for that were dropped because the queue was full.
 	std::uint32_t overflow() const noexcept;
 
-	// Takes the oldest message sent to this node (from `peer`, or any
-	// when 0); ETIMEDOUT if none comes in time.
+	// Takes the oldest message for this Device (from `peer`, or any when
+	// 0): one that came on a connection it opened or accepted, or the
+	// first of a peer's connection nobody holds yet (taking it makes the
+	// connection this Device's: its later messages come only here).
+	// ETIMEDOUT if none comes in time.
 	Result<Message> recv(std::uint32_t peer = 0,
 			     std::chrono::milliseconds timeout = std::chrono::seconds(5)) const;
+	// The connection `m` (taken by this Device's recv()) came on, to
+	// answer on: writes, reads and sends on it reach the peer's Device
+	// that opened it and nobody else.  Its destructor or close() closes
+	// it for that peer too.  EINVAL for a message without a connection.
+	// Posting on it fails with ENOENT if this Device does not hold it.
+	Result<Connection> accept(const Message &m) const;
 
 	int fd() const noexcept { return file_ ? file_->fd : -1; }
 	const std::string &path() const noexcept { return path_; }

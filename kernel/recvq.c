@@ -1,0 +1,328 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Receive queues of sends (ME_OP_SEND), taken with ME_IOC_RECV.
+ *
+ * A message belongs to the file that holds the connection it arrived on:
+ *
+ *   - a connection a file opened (ME_IOC_CONNECT) is that file's: the
+ *     peer answers on the connection it accepted, and only the opener
+ *     receives the answer;
+ *   - a passive connection (a peer opened it) belongs to nobody until a
+ *     file takes one of its messages: that file adopts it.  Until then its
+ *     messages wait in the namespace's queue, where any file of the
+ *     namespace may take them (as any process holding a listening socket
+ *     may accept); once adopted, the rest of them move to the adopter's
+ *     queue and every later one goes there, and the adopter may post on
+ *     the connection (an answer reaches only the file that opened it);
+ *   - a connection whose file is gone (closed, or an abandoned connect)
+ *     takes no more messages.
+ *
+ * Each queue holds at most ME_RECV_QUEUE messages; a message for a full
+ * one is refused (the sender's send completes with -ENOBUFS), so a peer
+ * that fills one file's queue, or the namespace's, leaves every other
+ * file's alone.  A file takes its oldest message first, from its own
+ * queue or the namespace's (an arrival number orders them).
+ *
+ * Locking: the owner of a connection (mn->owners, nr_conns, nr_adopted and
+ * the claimed/adopted bits) changes under owner_lock; queues under
+ * msg_lock, taken inside owner_lock.  An arrival reads the owner and
+ * queues under both, so once a file has disowned a connection nothing is
+ * queued to it any more, and its queue can be freed at release.
+ */
+#include <linux/bitmap.h>
+#include <linux/list.h>
+#include <linux/slab.h>
+#include <linux/uaccess.h>
+#include <linux/wait.h>
+
+#include "core/me_core.h"
+#include "chardev.h"
+#include "netns.h"
+#include "recvq.h"
+#include "uapi/multiedge.h"
+#include "wait.h"
+
+/* A message sent to this node (ME_OP_SEND), waiting for ME_IOC_RECV. */
+struct me_kmsg {
+	struct list_head node;
+	u64 seq;		/* arrival order in the namespace */
+	u32 peer;
+	u32 conn;
+	u32 len;
+	u8 data[];
+};
+
+int me_recvq_net_start(struct me_net *mn, unsigned int nconns)
+{
+	mn->conn_claimed = bitmap_zalloc(nconns, GFP_KERNEL);
+	mn->conn_adopted = bitmap_zalloc(nconns, GFP_KERNEL);
+	if (!mn->conn_claimed || !mn->conn_adopted) {
+		me_recvq_net_stop(mn);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+void me_recvq_net_stop(struct me_net *mn)
+{
+	bitmap_free(mn->conn_claimed);
+	bitmap_free(mn->conn_adopted);
+	mn->conn_claimed = NULL;
+	mn->conn_adopted = NULL;
+}
+
+static void free_list(struct list_head *list)
+{
+	struct me_kmsg *m, *tmp;
+
+	list_for_each_entry_safe(m, tmp, list, node)
+		kfree(m);
+	INIT_LIST_HEAD(list);
+}
+
+void me_recvq_drop(struct me_net *mn)
+{
+	free_list(&mn->msgs);
+	mn->nr_msgs = 0;
+}
+
+void me_recvq_file_init(struct me_file *f)
+{
+	INIT_LIST_HEAD(&f->msgs);
+	f->nr_msgs = 0;
+}
+
+void me_recvq_file_release(struct me_file *f)
+{
+	struct me_net *mn = me_net(f->net);
+	LIST_HEAD(list);
+
+	spin_lock_bh(&mn->msg_lock);
+	list_splice_init(&f->msgs, &list);
+	f->nr_msgs = 0;
+	spin_unlock_bh(&mn->msg_lock);
+	free_list(&list);
+}
+
+/* The table slot of connection @id (a connection the engine holds). */
+static u32 slot_of(struct me_net *mn, u32 id)
+{
+	return me_node_slot(smp_load_acquire(&mn->core), id);
+}
+
+void me_recvq_claim_locked(struct me_net *mn, u32 id)
+{
+	lockdep_assert_held(&mn->owner_lock);
+	set_bit(slot_of(mn, id), mn->conn_claimed);
+}
+
+bool me_recvq_adopted_locked(struct me_net *mn, u32 id)
+{
+	lockdep_assert_held(&mn->owner_lock);
+	return test_bit(slot_of(mn, id), mn->conn_adopted);
+}
+
+/*
+ * The engine retired connection @id: before its slot takes another, a file
+ * that adopted it after it ended lets it go, and its messages nobody took
+ * from the namespace's queue go (they name a connection that is gone).
+ */
+void me_recvq_conn_retired(struct me_net *mn, u32 id)
+{
+	u32 slot = slot_of(mn, id);
+	struct me_kmsg *m, *tmp;
+	struct me_file *f;
+	LIST_HEAD(gone);
+
+	spin_lock_bh(&mn->owner_lock);
+	f = mn->owners[slot];
+	if (f && test_bit(slot, mn->conn_adopted)) {
+		f->nr_adopted--;
+		mn->owners[slot] = NULL;
+	}
+	WARN_ON_ONCE(mn->owners[slot]);
+	clear_bit(slot, mn->conn_claimed);
+	clear_bit(slot, mn->conn_adopted);
+	spin_lock(&mn->msg_lock);
+	list_for_each_entry_safe(m, tmp, &mn->msgs, node) {
+		if (m->conn == id) {
+			list_move(&m->node, &gone);
+			mn->nr_msgs--;
+		}
+	}
+	spin_unlock(&mn->msg_lock);
+	spin_unlock_bh(&mn->owner_lock);
+	free_list(&gone);
+}
+
+int me_recvq_arrived(struct me_net *mn, u32 conn, const void *data, u32 len)
+{
+	struct me_conn *c = me_conn_get(smp_load_acquire(&mn->core), conn);
+	struct me_file *f;
+	struct me_kmsg *m;
+	int ret = 0;
+	u32 slot;
+
+	if (!c || len > ME_SEND_MAX)
+		return -EINVAL;
+	/* Engine locks may be held here: no sleeping allocation. */
+	m = kmalloc(struct_size(m, data, len), GFP_ATOMIC | __GFP_NOWARN);
+	if (!m)
+		return -ENOBUFS;
+	m->peer = me_conn_peer(c);
+	m->conn = conn;
+	m->len = len;
+	memcpy(m->data, data, len);
+
+	slot = slot_of(mn, conn);
+	spin_lock_bh(&mn->owner_lock);
+	f = mn->owners[slot];
+	spin_lock(&mn->msg_lock);
+	if (f) {
+		if (f->nr_msgs < ME_RECV_QUEUE) {
+			m->seq = mn->msg_seq++;
+			list_add_tail(&m->node, &f->msgs);
+			f->nr_msgs++;
+			m = NULL;
+		}
+	} else if (!test_bit(slot, mn->conn_claimed)) {
+		if (mn->nr_msgs < ME_RECV_QUEUE) {
+			m->seq = mn->msg_seq++;
+			list_add_tail(&m->node, &mn->msgs);
+			mn->nr_msgs++;
+			m = NULL;
+		}
+	}
+	/* else: its file is gone, nobody may take it. */
+	spin_unlock(&mn->msg_lock);
+	spin_unlock_bh(&mn->owner_lock);
+	if (m) {
+		kfree(m);
+		ret = -ENOBUFS;
+	} else {
+		wake_up(&mn->msg_wait);
+	}
+	return ret;
+}
+
+static struct me_kmsg *first_from(struct list_head *list, u32 peer)
+{
+	struct me_kmsg *m;
+
+	list_for_each_entry(m, list, node)
+		if (!peer || m->peer == peer)
+			return m;
+	return NULL;
+}
+
+/*
+ * @f adopts passive connection @conn: owner, and the messages of it still
+ * in the namespace queue, in arrival order, into @f's queue (which may
+ * then hold more than ME_RECV_QUEUE: at most twice).  Both locks held.
+ */
+static void adopt(struct me_net *mn, struct me_file *f, u32 conn)
+{
+	struct me_kmsg *m, *tmp, *at;
+
+	u32 slot = slot_of(mn, conn);
+
+	mn->owners[slot] = f;
+	set_bit(slot, mn->conn_claimed);
+	set_bit(slot, mn->conn_adopted);
+	f->nr_adopted++;
+	list_for_each_entry_safe(m, tmp, &mn->msgs, node) {
+		if (m->conn != conn)
+			continue;
+		list_del(&m->node);
+		mn->nr_msgs--;
+		/* After the last of f's that arrived before it (or first). */
+		list_for_each_entry_reverse(at, &f->msgs, node)
+			if (at->seq < m->seq)
+				break;
+		list_add(&m->node, &at->node);
+		f->nr_msgs++;
+	}
+}
+
+/* The oldest message of @f (from @peer unless 0), taken off its queue. */
+static struct me_kmsg *take_msg(struct me_file *f, u32 peer)
+{
+	struct me_net *mn = me_net(f->net);
+	struct me_kmsg *own, *ns;
+
+	spin_lock_bh(&mn->owner_lock);
+	spin_lock(&mn->msg_lock);
+	own = first_from(&f->msgs, peer);
+	ns = first_from(&mn->msgs, peer);
+	if (ns && (!own || ns->seq < own->seq)) {
+		/* Only messages of connections nobody holds wait there. */
+		adopt(mn, f, ns->conn);
+		own = ns;
+	}
+	if (own) {
+		list_del(&own->node);
+		f->nr_msgs--;
+	}
+	spin_unlock(&mn->msg_lock);
+	spin_unlock_bh(&mn->owner_lock);
+	return own;
+}
+
+/* Back at the head of @f's queue (it was the oldest): too long, or -EFAULT. */
+static void put_back_msg(struct me_file *f, struct me_kmsg *m)
+{
+	struct me_net *mn = me_net(f->net);
+
+	spin_lock_bh(&mn->msg_lock);
+	list_add(&m->node, &f->msgs);
+	f->nr_msgs++;
+	spin_unlock_bh(&mn->msg_lock);
+	wake_up(&mn->msg_wait);
+}
+
+long me_recvq_ioc_recv(struct me_file *f, void __user *uarg)
+{
+	struct me_net *mn = me_net(f->net);
+	struct me_kmsg *m = NULL;
+	struct me_recv req;
+	long usize, ret = 0;
+
+	usize = me_copy_arg_in(&req, sizeof(req), ME_RECV_SIZE_VER0, uarg);
+	if (usize < 0)
+		return usize;
+	if (req.flags & ~ME_RECV_F_WAIT)
+		return -EOPNOTSUPP;
+
+	if (req.flags & ME_RECV_F_WAIT) {
+		long t = req.timeout_ms ? msecs_to_jiffies(req.timeout_ms) :
+					  MAX_SCHEDULE_TIMEOUT;
+
+		t = me_wait_event_timeout(mn->msg_wait,
+					  (m = take_msg(f, req.peer)) != NULL, t);
+		if (t < 0)
+			return -ERESTARTSYS;	/* nothing taken: restart is safe */
+		if (!m)
+			return -ETIMEDOUT;
+	} else {
+		m = take_msg(f, req.peer);
+		if (!m)
+			return -EAGAIN;
+	}
+
+	if (m->len > req.len) {
+		ret = -EMSGSIZE;
+	} else if (copy_to_user(u64_to_user_ptr(req.buf), m->data, m->len)) {
+		put_back_msg(f, m);
+		return -EFAULT;
+	}
+	req.len = m->len;
+	req.peer = m->peer;
+	req.conn = m->conn;
+	if (ret)
+		put_back_msg(f, m);	/* too long: it stays for a bigger buffer */
+	else
+		kfree(m);
+	if (copy_to_user(uarg, &req, min_t(size_t, usize, sizeof(req))))
+		return -EFAULT;
+	return ret;
+}

@@ -1,0 +1,38 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+#ifndef ME_RECVQ_H
+#define ME_RECVQ_H
+
+#include <linux/types.h>
+
+struct me_file;
+struct me_net;
+
+/*
+ * Receive queues of sends (ME_OP_SEND, ME_IOC_RECV): one per open file,
+ * plus the namespace's queue of messages on passive connections no file
+ * has adopted yet.  See recvq.c for who gets which message.
+ */
+
+/* Per-namespace state for @nconns connection ids (engine start, stop). */
+int me_recvq_net_start(struct me_net *mn, unsigned int nconns);
+void me_recvq_net_stop(struct me_net *mn);
+/* Frees the namespace queue's messages (engine stop: no file is left). */
+void me_recvq_drop(struct me_net *mn);
+
+void me_recvq_file_init(struct me_file *f);
+/* After every connection of @f was disowned: frees its queue. */
+void me_recvq_file_release(struct me_file *f);
+
+/* @f opened connection @id: its messages are @f's (owner_lock held). */
+void me_recvq_claim_locked(struct me_net *mn, u32 id);
+/* Whether @f has connection @id by adoption, not by opening it (owner_lock). */
+bool me_recvq_adopted_locked(struct me_net *mn, u32 id);
+/* The engine retired connection @id (before its slot is reused). */
+void me_recvq_conn_retired(struct me_net *mn, u32 id);
+
+/* A send landed on connection @conn: queue it; -ENOBUFS when full. */
+int me_recvq_arrived(struct me_net *mn, u32 conn, const void *data, u32 len);
+
+long me_recvq_ioc_recv(struct me_file *f, void __user *uarg);
+
+#endif /* ME_RECVQ_H */

@@ -32,6 +32,13 @@
 #define ME_CONNECT_TIMEOUT_MS	5000
 
 /*
+ * The owner of a connection whose ME_IOC_CONNECT gave up while it was
+ * still connecting: nobody can close it, so if the peer accepts it after
+ * all it is closed at once (close_abandoned()), not left established.
+ */
+#define ME_OWNER_ABANDONED	((struct me_file *)-1L)
+
+/*
  * A posted operation, from ME_IOC_POST to its completion.
  *
  * ubuf.refcnt counts the references on it: one from posting until the
@@ -301,7 +308,7 @@ static void conn_event(struct me_net *mn, const struct me_cqe *cqe, u32 type)
 	/* Under owner_lock: release clears the owner before the queue dies. */
 	spin_lock_bh(&mn->owner_lock);
 	f = mn->owners[cqe->conn - 1];
-	if (f) {
+	if (f && f != ME_OWNER_ABANDONED) {
 		struct me_conn_done *cd = &mn->conn_done[cqe->conn - 1];
 
 		/* After the connection's operations (uapi). */
@@ -318,9 +325,30 @@ static void conn_event(struct me_net *mn, const struct me_cqe *cqe, u32 type)
 	spin_unlock_bh(&mn->owner_lock);
 }
 
+/* Closes connection @id if its connect was abandoned; once only. */
+static void close_abandoned(struct me_net *mn, u32 id)
+{
+	struct me_node *core = core_of(mn);
+	bool mine = false;
+
+	if (!core || !id || id > me_node_nconns(core))
+		return;
+	spin_lock_bh(&mn->owner_lock);
+	if (mn->owners[id - 1] == ME_OWNER_ABANDONED) {
+		mn->owners[id - 1] = NULL;
+		mine = true;
+	}
+	spin_unlock_bh(&mn->owner_lock);
+	if (mine)
+		me_conn_close(me_conn_get(core, id));
+}
+
 void me_ops_complete(struct me_net *mn, const struct me_cqe *cqe)
 {
 	switch (cqe->type) {
+	case ME_CQE_CONN_UP:
+		close_abandoned(mn, cqe->conn);
+		break;
 	case ME_CQE_WRITE:
 	case ME_CQE_READ:
 		op_done(mn, cqe);
@@ -579,8 +607,21 @@ long me_engine_ioc_connect(struct me_file *f, void __user *uarg)
 		}
 		return 0;
 	}
-	/* Abandoned: nobody owns it; the engine finishes it on its own. */
-	disown(mn, f, me_conn_id(c));
+	/*
+	 * Abandoned: nobody owns it.  The engine finishes one that fails on
+	 * its own; one the peer accepts after all is closed, here if that
+	 * happened already, else by its ME_CQE_CONN_UP.  Under owner_lock
+	 * either that event saw this owner and the state read below sees
+	 * ESTABLISHED, or the event sees ME_OWNER_ABANDONED.
+	 */
+	spin_lock_bh(&mn->owner_lock);
+	if (mn->owners[me_conn_id(c) - 1] == f) {
+		mn->owners[me_conn_id(c) - 1] = ME_OWNER_ABANDONED;
+		f->nr_conns--;
+	}
+	spin_unlock_bh(&mn->owner_lock);
+	if (me_conn_state(c) == ME_CS_ESTABLISHED)
+		close_abandoned(mn, me_conn_id(c));
 	if (t < 0)
 		return -EINTR;
 	if (st == ME_CS_CONNECTING)

@@ -757,6 +757,8 @@ void Child::shape_area()
 	}
 	slot_used_[slot] = true;
 	areas_.push_back({want, len, file, slot});
+	if (prot & PROT_WRITE && chance(30))
+		std::memset(want, 0x33, std::min<size_t>(len, kPage));	// fault a page in
 	if (pages > 2 && chance(30)) {
 		// A hole: unmapped, then plugged with PROT_NONE so that nothing
 		// of the child's own (a ring, say) can be mapped there.
@@ -769,8 +771,6 @@ void Child::shape_area()
 		mprotect(want + pick(0, pages - 1) * kPage, kPage * pick(1, 4), PROT_READ);
 	if (chance(10))
 		madvise(want + pick(0, pages - 1) * kPage, kPage, MADV_DONTNEED);
-	if (chance(20))
-		std::memset(want, 0x33, std::min<size_t>(len, kPage) * (prot & PROT_WRITE ? 1 : 0));
 	if (chance(5)) {
 		// The header: mremap() cannot move or grow it.
 		size_t to = pick(0, kNSlots - 1);
@@ -909,7 +909,15 @@ void Child::poll_all()
 		q->count = 64;
 		q->entry_size = sizeof(me_completion);
 		q->entries = addr(kOut);
-		ioctl_as(f, ME_IOC_POLL_CQ, q);
+		if (ioctl_as(f, ME_IOC_POLL_CQ, q) != 0)
+			continue;
+		const auto *c = reinterpret_cast<const me_completion *>(at(kOut));
+		for (uint32_t i = 0; i < q->count && i < 64; i++)
+			if (c[i].type == ME_CQ_CONN_DEAD) {
+				char t[48];
+				std::snprintf(t, sizeof(t), "file %d: conn %u dead", f, c[i].conn);
+				record(kNote, f, 0, -c[i].status, 0, 0, t);
+			}
 	}
 	for (Ring *r : rings_)
 		reap(*r);
@@ -1059,8 +1067,11 @@ bool run_child(const ChildSetup &base, int index, Tally &t)
 	if (r != pid) {
 		ADD_FAILURE() << "child " << index << " (seed " << s.seed << ") did not exit in time; its kernel stack:\n"
 			      << read_file("/proc/" + std::to_string(pid) + "/stack");
+		// A child stuck in the module may not even die: never wait
+		// for it without a limit.
 		::kill(pid, SIGKILL);
-		::waitpid(pid, &st, 0);
+		for (int i = 0; i < 100 && ::waitpid(pid, &st, WNOHANG) == 0; i++)
+			std::this_thread::sleep_for(50ms);
 		return false;
 	}
 	t.sets_up += set_up;
@@ -1085,15 +1096,19 @@ bool run_child(const ChildSetup &base, int index, Tally &t)
 {
 	const auto deadline = std::chrono::steady_clock::now() + timeout;
 	for (;;) {
-		std::string alive;
+		std::string alive, all;
 		for (int n = 0; n < 2; n++) {
 			auto list = c.dev(n).connections();
 			if (!list)
 				return ::testing::AssertionFailure() << list.error().message();
-			for (const auto &i : list.value())
+			for (const auto &i : list.value()) {
+				const std::string one = " node " + std::to_string(n) + " conn " +
+							std::to_string(i.conn) + (i.active ? " active " : " passive ") +
+							i.state + ";";
+				all += one;
 				if (i.state != "closed" && i.state != "dead")
-					alive += " node " + std::to_string(n) + " conn " + std::to_string(i.conn) +
-						 " " + i.state + ";";
+					alive += one;
+			}
 		}
 		const uint64_t queued = accounting().rx_queued;
 		if (alive.empty() && queued == 0)
@@ -1101,7 +1116,7 @@ bool run_child(const ChildSetup &base, int index, Tally &t)
 		if (std::chrono::steady_clock::now() > deadline)
 			return ::testing::AssertionFailure()
 			       << "after " << timeout.count() << " s still alive:" << alive << " rx_queued "
-			       << queued;
+			       << queued << "\nall connections:" << all;
 		std::this_thread::sleep_for(50ms);
 	}
 }

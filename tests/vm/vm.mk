@@ -14,8 +14,7 @@ GUEST_TESTS += $(GUEST_BIN)/module_test $(GUEST_BIN)/link_test $(GUEST_BIN)/mr_t
 # The data path suites drive several nodes (namespaces) through cluster.cpp.
 GUEST_CLUSTER_TESTS := $(addprefix $(GUEST_BIN)/,data_test fault_test ops_ioctl_test uring_test \
 					       examples_test zerocopy_test area_test area_life_test \
-					       ioctl_fuzz_test \
-					       mixed_test)
+					       mixed_test ioctl_fuzz_test)
 GUEST_TESTS += $(GUEST_CLUSTER_TESTS)
 
 $(BUILD)/obj/vm/%.o: $(TOP)/tests/vm/%.cpp
@@ -40,3 +39,13 @@ $(GUEST_PAIR_TEST): $(BUILD)/obj/vm/cluster.o
 PROGRAMS += $(GUEST_PAIR_TEST)
 
 -include $(wildcard $(BUILD)/obj/vm/*.d)
+
+# `make fuzz` (tests/fuzz/fuzz.mk) also runs the ioctl and io_uring fuzzer
+# in a guest for FUZZ_GUEST_SECONDS (`make test` runs it for 15 s).
+FUZZ_GUEST_SECONDS ?= 300
+.PHONY: fuzz-guest
+fuzz: fuzz-guest
+fuzz-guest: module $(GUEST_BIN)/ioctl_fuzz_test
+	@$(TOP)/scripts/guest-kernel $(KVER) >/dev/null
+	$(TOP)/scripts/vm --kver $(KVER) --timeout $$(($(FUZZ_GUEST_SECONDS) + 600)) -- \
+		env ME_FUZZ_SECONDS=$(FUZZ_GUEST_SECONDS) $(GUEST_BIN)/ioctl_fuzz_test --gtest_color=no

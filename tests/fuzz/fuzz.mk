@@ -4,7 +4,9 @@
 #
 #   make                     builds the fuzzers (PROGRAMS)
 #   make test                runs tests/fuzz/smoke (20 s per target)
-#   make fuzz                long run, FUZZ_SECONDS per target (default 600)
+#   make fuzz                long run, FUZZ_SECONDS per target (default 600),
+#                            and the guest ioctl/io_uring fuzzer (tests/vm/vm.mk,
+#                            FUZZ_GUEST_SECONDS, default 300)
 #   make fuzz-corpus         regenerates the seed corpus of fuzz_wire
 
 FUZZ_DIR   := $(TOP)/tests/fuzz

@@ -24,6 +24,7 @@
 
 #include "core/me_core.h"
 #include "chardev.h"
+#include "conns.h"
 #include "engine.h"
 #include "link.h"
 #include "mr.h"
@@ -208,7 +209,7 @@ static void plat_retire(void *ctx, struct me_conn *c)
 	struct me_net *mn = ctx;
 	u32 id = me_conn_id(c);
 
-	me_ops_conn_retired(mn, id);
+	me_conns_retired(mn, id);
 	atomic64_set(&mn->conn_copies[me_node_slot(mn->core, id)], 0);
 	spin_lock_bh(&mn->retire_lock);
 	*me_conn_host_link(c) = mn->retired;

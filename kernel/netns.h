@@ -83,6 +83,12 @@ struct me_net {
 	wait_queue_head_t msg_wait;
 };
 
+/* The namespace's engine, or NULL before its first link (see engine.c). */
+static inline struct me_node *me_net_core(struct me_net *mn)
+{
+	return smp_load_acquire(&mn->core);
+}
+
 int me_netns_init(void);
 void me_netns_uninit(void);
 struct me_net *me_net(const struct net *net);

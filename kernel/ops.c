@@ -1,10 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * Operations: connections of open files, posting remote writes, reads,
- * notifies and sends, and their completions (sends that arrive: recvq.c).
- * The engine (core/) does the protocol; this file binds it to open
- * files: who owns a connection, which completion queue an operation's
- * completion goes to, which region it reads from or writes into locally.
+ * Operations: posting remote writes, reads, notifies and sends, and their
+ * completions (sends that arrive: recvq.c; who holds a connection and its
+ * slot's life: conns.c).  The engine (core/) does the protocol; this file
+ * binds its operations to open files: which completion queue an
+ * operation's completion goes to, which region it reads from or writes
+ * into locally.
  *
  * An operation holds a reference on its local region from posting to
  * completion, so deregistering the region (or closing the file) waits for
@@ -21,6 +22,7 @@
 
 #include "core/me_core.h"
 #include "chardev.h"
+#include "conns.h"
 #include "engine.h"
 #include "link.h"
 #include "mr.h"
@@ -29,15 +31,6 @@
 #include "recvq.h"
 #include "uring.h"
 #include "wait.h"
-
-#define ME_CONNECT_TIMEOUT_MS	5000
-
-/*
- * The owner of a connection whose ME_IOC_CONNECT gave up while it was
- * still connecting: nobody can close it, so if the peer accepts it after
- * all it is closed at once (close_abandoned()), not left established.
- */
-#define ME_OWNER_ABANDONED	((struct me_file *)-1L)
 
 /*
  * A posted operation, from ME_IOC_POST to its completion.
@@ -60,34 +53,6 @@ struct me_kop {
 	u64 cookie;			/* the user's (ioctl door) */
 	u32 opcode;			/* ME_OP_* */
 	struct me_completion done;	/* set by op_done, delivered at the last put */
-};
-
-/*
- * The order a connection's completions reach the user in.  An operation
- * completes to its user when its last reference goes, and zero-copy
- * frames are released in any order; so on an ordered connection a
- * finished operation waits for those posted before it, and on any
- * connection the CLOSED/DEAD event waits for all of them (uapi: it
- * follows them).
- */
-struct me_conn_done {
-	spinlock_t lock;
-	struct list_head kops;		/* posted, not yet delivered, oldest first */
-	bool ordered;
-	bool ev_pending;		/* ev held back until kops is empty */
-	struct me_completion ev;
-	struct me_file *ev_file;
-	/*
-	 * The slot's way back (try_release()), under owner_lock and lock:
-	 * the owner let go (DISCONNECT, close, an abandoned connect; from
-	 * the start for a passive connection), the CLOSED/DEAD event came,
-	 * the engine was told (me_conn_release).  Cleared when the engine
-	 * retires the connection, before the slot is reused.
-	 */
-	bool dropped;
-	bool ended;
-	bool released;
-	bool abandon_closed;		/* close_abandoned() did its one close */
 };
 
 static struct kmem_cache *kop_cache;
@@ -135,14 +100,10 @@ void me_ops_net_stop(struct me_net *mn)
 	mn->conn_done = NULL;
 }
 
-static struct me_node *core_of(struct me_net *mn)
-{
-	return smp_load_acquire(&mn->core);	/* see me_engine_start() */
-}
 
 /* ---- completions ---- */
 
-static void fill(struct me_completion *out, const struct me_cqe *cqe, u32 type)
+void me_ops_fill(struct me_completion *out, const struct me_cqe *cqe, u32 type)
 {
 	memset(out, 0, sizeof(*out));
 	out->type = type;
@@ -153,22 +114,6 @@ static void fill(struct me_completion *out, const struct me_cqe *cqe, u32 type)
 	out->imm = cqe->imm;
 	out->region = cqe->region;
 	out->off = cqe->off;
-}
-
-/*
- * Per-slot state of connection @id (valid ids only: those of connections
- * the engine has handed out and not yet retired).
- */
-static u32 slot_of(struct me_net *mn, u32 id)
-{
-	return me_node_slot(core_of(mn), id);
-}
-
-static struct me_conn_done *conn_done_of(struct me_file *f, u32 conn)
-{
-	struct me_net *mn = me_net(f->net);
-
-	return &mn->conn_done[slot_of(mn, conn)];
 }
 
 static void deliver(struct me_kop *kop)
@@ -230,11 +175,9 @@ static void release_delivered(struct list_head *done)
 	}
 }
 
-static void try_release(struct me_net *mn, u32 id);
-
 static void kop_finish(struct me_kop *kop)
 {
-	struct me_conn_done *cd = conn_done_of(kop->file, kop->conn);
+	struct me_conn_done *cd = me_conns_done(me_net(kop->file->net), kop->conn);
 	struct me_net *mn = me_net(kop->file->net);
 	bool drained, last;
 	u32 id = kop->conn;
@@ -250,7 +193,7 @@ static void kop_finish(struct me_kop *kop)
 	if (last) {
 		int idx = srcu_read_lock(&mn->conn_srcu);
 
-		try_release(mn, id);
+		me_conns_try_release(mn, id);
 		srcu_read_unlock(&mn->conn_srcu, idx);
 	}
 	release_delivered(&done);
@@ -306,7 +249,7 @@ static void op_done(struct me_net *mn, const struct me_cqe *cqe)
 		type = ME_CQ_WRITE;
 		break;
 	}
-	fill(&kop->done, cqe, type);
+	me_ops_fill(&kop->done, cqe, type);
 	kop->done.cookie = kop->cookie;
 	if (kop->opcode != ME_OP_NOTIFY)
 		kop->done.imm = 0;
@@ -325,179 +268,16 @@ static void notify_landed(struct me_net *mn, const struct me_cqe *cqe)
 	mr = me_mr_get_any(mn, cqe->region);
 	if (!mr)
 		return;		/* deregistered since: nobody to tell */
-	fill(&c, cqe, ME_CQ_NOTIFY);
+	me_ops_fill(&c, cqe, ME_CQ_NOTIFY);
 	me_cq_push_event(&me_mr_owner(mr)->cq, &c);
 	me_mr_put(mr);
-}
-
-/*
- * With owner_lock and cd->lock: if nothing here needs the connection any
- * more (its owner let go, its CLOSED/DEAD event came and was delivered
- * after all of its operations), the slot gets no owner and true says to
- * tell the engine (engine_release()).
- */
-static bool release_locked(struct me_net *mn, u32 id, u32 slot, struct me_conn_done *cd)
-{
-	struct me_file *f;
-
-	if (!cd->dropped || !cd->ended || cd->released || !list_empty(&cd->kops) ||
-	    cd->ev_pending)
-		return false;
-	cd->released = true;
-	f = mn->owners[slot];
-	mn->owners[slot] = NULL;
-	if (f && f != ME_OWNER_ABANDONED) {
-		if (me_recvq_adopted_locked(mn, id))
-			f->nr_adopted--;
-		else
-			f->nr_conns--;
-	}
-	return true;
-}
-
-/*
- * The engine may retire connection @id after linger_ns; its id then names
- * nothing (-ENOENT).  Callers hold conn_srcu.
- */
-static void engine_release(struct me_net *mn, u32 id)
-{
-	struct me_conn *c = me_conn_get(core_of(mn), id);
-
-	if (c)
-		me_conn_release(c);
-}
-
-static void conn_event(struct me_net *mn, const struct me_cqe *cqe, u32 type)
-{
-	u32 slot = slot_of(mn, cqe->conn);
-	struct me_conn_done *cd;
-	struct me_completion c;
-	struct me_file *f;
-	bool release;
-
-	if (slot == ME_NO_SLOT)
-		return;
-	cd = &mn->conn_done[slot];
-	fill(&c, cqe, type);
-	/*
-	 * Under owner_lock: release clears the owner before the queue dies.
-	 * A connection a file adopted by receiving from it (recvq.c) tells
-	 * its end only to the peer that opened it.
-	 */
-	spin_lock_bh(&mn->owner_lock);
-	f = mn->owners[slot];
-	spin_lock_bh(&cd->lock);
-	cd->ended = true;
-	if (f && f != ME_OWNER_ABANDONED && !me_recvq_adopted_locked(mn, cqe->conn)) {
-		/* After the connection's operations (uapi). */
-		if (list_empty(&cd->kops)) {
-			me_cq_push_event(&f->cq, &c);
-		} else {
-			cd->ev = c;
-			cd->ev_file = f;
-			cd->ev_pending = true;
-		}
-	}
-	/* In the same section: whoever sees the event sees the id gone. */
-	release = release_locked(mn, cqe->conn, slot, cd);
-	spin_unlock_bh(&cd->lock);
-	spin_unlock_bh(&mn->owner_lock);
-	if (release)
-		engine_release(mn, cqe->conn);
-}
-
-/* Gives connection @id back once nothing here needs it (release_locked). */
-static void try_release(struct me_net *mn, u32 id)
-{
-	u32 slot = slot_of(mn, id);
-	struct me_conn_done *cd;
-	bool go;
-
-	if (slot == ME_NO_SLOT)
-		return;
-	cd = &mn->conn_done[slot];
-	spin_lock_bh(&mn->owner_lock);
-	spin_lock_bh(&cd->lock);
-	go = release_locked(mn, id, slot, cd);
-	spin_unlock_bh(&cd->lock);
-	spin_unlock_bh(&mn->owner_lock);
-	if (go)
-		engine_release(mn, id);
-}
-
-/* The owner lets connection @id go (it stays its until try_release()). */
-static void drop(struct me_net *mn, u32 id)
-{
-	struct me_conn_done *cd = &mn->conn_done[slot_of(mn, id)];
-
-	spin_lock_bh(&cd->lock);
-	cd->dropped = true;
-	spin_unlock_bh(&cd->lock);
-	try_release(mn, id);
-}
-
-/* A passive connection: nobody here ever holds it. */
-static void passive_up(struct me_net *mn, u32 id)
-{
-	struct me_conn *c = me_conn_get(core_of(mn), id);
-
-	if (c && !me_conn_active(c))
-		drop(mn, id);
-}
-
-/*
- * The engine retired connection @id (plat_retire): forget its slot before
- * a new connection takes it.
- */
-void me_ops_conn_retired(struct me_net *mn, u32 id)
-{
-	struct me_conn_done *cd = &mn->conn_done[slot_of(mn, id)];
-
-	spin_lock_bh(&cd->lock);
-	WARN_ON_ONCE(!list_empty(&cd->kops) || cd->ev_pending || !cd->released);
-	cd->dropped = false;
-	cd->ended = false;
-	cd->released = false;
-	cd->abandon_closed = false;
-	cd->ordered = false;
-	spin_unlock_bh(&cd->lock);
-	me_recvq_conn_retired(mn, id);
-}
-
-/*
- * Closes connection @id if its connect was abandoned; once only.  The
- * slot keeps ME_OWNER_ABANDONED (nobody to tell) until try_release().
- */
-static void close_abandoned(struct me_net *mn, u32 id)
-{
-	u32 slot = slot_of(mn, id);
-	struct me_conn_done *cd;
-	struct me_conn *c;
-	bool mine = false;
-
-	if (slot == ME_NO_SLOT)
-		return;
-	cd = &mn->conn_done[slot];
-	spin_lock_bh(&mn->owner_lock);
-	spin_lock_bh(&cd->lock);
-	if (mn->owners[slot] == ME_OWNER_ABANDONED && !cd->released && !cd->ended &&
-	    !cd->abandon_closed) {
-		cd->abandon_closed = true;
-		mine = true;
-	}
-	spin_unlock_bh(&cd->lock);
-	spin_unlock_bh(&mn->owner_lock);
-	c = mine ? me_conn_get(core_of(mn), id) : NULL;
-	if (c)
-		me_conn_close(c);
 }
 
 void me_ops_complete(struct me_net *mn, const struct me_cqe *cqe)
 {
 	switch (cqe->type) {
 	case ME_CQE_CONN_UP:
-		passive_up(mn, cqe->conn);
-		close_abandoned(mn, cqe->conn);
+		me_conns_up(mn, cqe->conn);
 		break;
 	case ME_CQE_WRITE:
 	case ME_CQE_READ:
@@ -507,13 +287,13 @@ void me_ops_complete(struct me_net *mn, const struct me_cqe *cqe)
 		notify_landed(mn, cqe);
 		break;
 	case ME_CQE_CONN_CLOSED:
-		conn_event(mn, cqe, ME_CQ_CONN_CLOSED);
+		me_conns_event(mn, cqe, ME_CQ_CONN_CLOSED);
 		break;
 	case ME_CQE_CONN_DEAD:
 		if (cqe->status == -ECONNABORTED)
 			pr_warn_ratelimited("connection %u from node %08x aborted: too many accesses with a wrong key\n",
 					    cqe->conn, cqe->peer);
-		conn_event(mn, cqe, ME_CQ_CONN_DEAD);
+		me_conns_event(mn, cqe, ME_CQ_CONN_DEAD);
 		break;
 	default:
 		break;
@@ -521,208 +301,6 @@ void me_ops_complete(struct me_net *mn, const struct me_cqe *cqe)
 	/* Connect and post waiters re-check their condition. */
 	atomic_inc(&mn->events);
 	wake_up(&mn->waitq);
-}
-
-/* ---- connections of files ---- */
-
-/* Callers hold conn_srcu for as long as they use the connection. */
-struct me_conn *me_engine_conn_of(struct me_file *f, u32 id)
-{
-	struct me_net *mn = me_net(f->net);
-	struct me_node *core = core_of(mn);
-	u32 slot;
-	bool mine;
-
-	if (!core)
-		return NULL;
-	slot = me_node_slot(core, id);
-	if (slot == ME_NO_SLOT)
-		return NULL;
-	spin_lock_bh(&mn->owner_lock);
-	mine = mn->owners[slot] == f;
-	spin_unlock_bh(&mn->owner_lock);
-	return mine ? me_conn_get(core, id) : NULL;
-}
-
-/*
- * The file is going: its connections have nobody to tell any more.
- * Returns whether @f had adopted it (recvq.c) rather than opened it.
- */
-static bool disown(struct me_net *mn, struct me_file *f, u32 id)
-{
-	u32 slot = slot_of(mn, id);
-	bool adopted = false;
-
-	spin_lock_bh(&mn->owner_lock);
-	if (mn->owners[slot] == f) {
-		mn->owners[slot] = NULL;
-		adopted = me_recvq_adopted_locked(mn, id);
-		if (adopted)
-			f->nr_adopted--;
-		else
-			f->nr_conns--;
-	}
-	spin_unlock_bh(&mn->owner_lock);
-	return adopted;
-}
-
-void me_engine_release_file(struct me_file *f)
-{
-	struct me_net *mn = me_net(f->net);
-	struct me_node *core = core_of(mn);
-	u32 slot, n;
-	int idx;
-
-	if (!core)
-		return;
-	idx = srcu_read_lock(&mn->conn_srcu);
-	n = me_node_nconns(core);
-	for (slot = 0; slot < n && (f->nr_conns || f->nr_adopted); slot++) {
-		struct me_conn *c = me_node_conn_at(core, slot);
-		u32 id;
-
-		if (!c)
-			continue;
-		id = me_conn_id(c);
-		if (me_engine_conn_of(f, id) != c)
-			continue;
-		/*
-		 * Posted operations still complete; then the peer is told.
-		 * An adopted connection stays open for the peer that opened
-		 * it; nobody takes its messages any more.
-		 */
-		if (!disown(mn, f, id))
-			me_conn_close(c);
-		drop(mn, id);
-	}
-	srcu_read_unlock(&mn->conn_srcu, idx);
-}
-
-static bool peer_reachable(struct me_node *core, u32 peer)
-{
-	unsigned int i;
-
-	for (i = 0; i < ME_MAX_LINKS; i++)
-		if (me_link_peer(core, i) == peer && me_link_alive(core, i))
-			return true;
-	return false;
-}
-
-static bool connect_settled(struct me_conn *c)
-{
-	return me_conn_state(c) != ME_CS_CONNECTING;
-}
-
-long me_engine_ioc_connect(struct me_file *f, void __user *uarg)
-{
-	struct me_net *mn = me_net(f->net);
-	struct me_node *core = core_of(mn);
-	struct me_connect req;
-	struct me_conn *c;
-	int ret, st, idx;
-	long usize, t;
-	u32 id;
-
-	usize = me_copy_arg_in(&req, sizeof(req), ME_CONNECT_SIZE_VER0, uarg);
-	if (usize < 0)
-		return usize;
-	if (req.flags & ~ME_CONNECT_F_ORDERED)
-		return -EOPNOTSUPP;
-	if (req.__reserved || req.conn)
-		return -EINVAL;
-	/* U32_MAX is the broadcast node. */
-	if (!req.peer || req.peer == U32_MAX || req.peer == mn->node_id)
-		return -EINVAL;
-	if (!core || !READ_ONCE(mn->nr_links))
-		return -ENETDOWN;
-	if (!peer_reachable(core, req.peer))
-		return -EHOSTUNREACH;
-
-	spin_lock_bh(&mn->owner_lock);
-	if (f->nr_conns >= ME_CONN_MAX_PER_FILE) {
-		spin_unlock_bh(&mn->owner_lock);
-		return -ENOSPC;
-	}
-	f->nr_conns++;		/* reserved; undone on failure */
-	spin_unlock_bh(&mn->owner_lock);
-
-	ret = me_conn_connect(core, req.peer,
-			      req.flags & ME_CONNECT_F_ORDERED ? ME_MODE_ORDERED :
-								 ME_MODE_UNORDERED, &c);
-	if (ret) {
-		spin_lock_bh(&mn->owner_lock);
-		f->nr_conns--;
-		spin_unlock_bh(&mn->owner_lock);
-		return ret;
-	}
-	/* Ours until dropped, so never retired under us; conn_srcu anyway. */
-	idx = srcu_read_lock(&mn->conn_srcu);
-	id = me_conn_id(c);
-	spin_lock_bh(&mn->owner_lock);
-	mn->owners[slot_of(mn, id)] = f;
-	me_recvq_claim_locked(mn, id);
-	spin_unlock_bh(&mn->owner_lock);
-
-	t = msecs_to_jiffies(req.timeout_ms ? req.timeout_ms : ME_CONNECT_TIMEOUT_MS);
-	t = me_wait_event_timeout(mn->waitq, connect_settled(c), t);
-	st = me_conn_state(c);
-	if (st == ME_CS_ESTABLISHED) {
-		req.conn = id;
-		ret = 0;
-		if (copy_to_user(uarg, &req, min_t(size_t, usize, sizeof(req)))) {
-			disown(mn, f, id);
-			me_conn_close(c);
-			drop(mn, id);
-			ret = -EFAULT;
-		}
-		srcu_read_unlock(&mn->conn_srcu, idx);
-		return ret;
-	}
-	/*
-	 * Abandoned: nobody owns it.  The engine finishes one that fails on
-	 * its own; one the peer accepts after all is closed, here if that
-	 * happened already, else by its ME_CQE_CONN_UP.  Under owner_lock
-	 * either that event saw this owner and the state read below sees
-	 * ESTABLISHED, or the event sees ME_OWNER_ABANDONED.
-	 */
-	spin_lock_bh(&mn->owner_lock);
-	if (mn->owners[slot_of(mn, id)] == f) {
-		mn->owners[slot_of(mn, id)] = ME_OWNER_ABANDONED;
-		f->nr_conns--;
-	}
-	spin_unlock_bh(&mn->owner_lock);
-	if (me_conn_state(c) == ME_CS_ESTABLISHED)
-		close_abandoned(mn, id);
-	drop(mn, id);
-	srcu_read_unlock(&mn->conn_srcu, idx);
-	if (t < 0)
-		return -EINTR;
-	if (st == ME_CS_CONNECTING)
-		return -ETIMEDOUT;
-	return -ECONNRESET;
-}
-
-long me_engine_ioc_disconnect(struct me_file *f, void __user *uarg)
-{
-	struct me_disconnect req;
-	struct me_conn *c;
-	long usize;
-	int ret, idx;
-
-	usize = me_copy_arg_in(&req, sizeof(req), ME_DISCONNECT_SIZE_VER0, uarg);
-	if (usize < 0)
-		return usize;
-	idx = srcu_read_lock(&me_net(f->net)->conn_srcu);
-	c = me_engine_conn_of(f, req.conn);
-	if (c) {
-		ret = me_conn_close(c);
-		/* Given up either way: the file's no longer once it ended. */
-		drop(me_net(f->net), req.conn);
-	} else {
-		ret = -ENOENT;
-	}
-	srcu_read_unlock(&me_net(f->net)->conn_srcu, idx);
-	return ret;
 }
 
 /* ---- posting ---- */
@@ -818,7 +396,7 @@ static int post(struct me_file *f, const struct me_post *req,
 	rw.imm = req->imm;
 
 	/* In its connection's delivery order before the engine may complete it. */
-	cd = conn_done_of(f, req->conn);
+	cd = me_conns_done(mn, req->conn);
 	spin_lock_bh(&cd->lock);
 	cd->ordered = me_conn_mode(c) == ME_MODE_ORDERED;
 	list_add_tail(&kop->node, &cd->kops);
@@ -905,7 +483,7 @@ long me_engine_ioc_post(struct me_file *f, void __user *uarg)
 long me_engine_ioc_peer_list(struct me_file *f, void __user *uarg)
 {
 	struct me_net *mn = me_net(f->net);
-	struct me_node *core = core_of(mn);
+	struct me_node *core = me_net_core(mn);
 	struct me_peer_info peers[ME_MAX_LINKS];
 	struct me_peer_list req;
 	unsigned int n = 0, i, j;
@@ -953,82 +531,9 @@ long me_engine_ioc_peer_list(struct me_file *f, void __user *uarg)
 	return 0;
 }
 
-static u32 conn_state_uapi(u32 st)
-{
-	switch (st) {
-	case ME_CS_CONNECTING:
-		return ME_CONN_S_CONNECTING;
-	case ME_CS_ESTABLISHED:
-		return ME_CONN_S_ESTABLISHED;
-	case ME_CS_CLOSING:
-		return ME_CONN_S_CLOSING;
-	case ME_CS_CLOSED:
-		return ME_CONN_S_CLOSED;
-	default:
-		return ME_CONN_S_DEAD;
-	}
-}
-
-long me_engine_ioc_conn_list(struct me_file *f, void __user *uarg)
-{
-	struct me_net *mn = me_net(f->net);
-	struct me_node *core = core_of(mn);
-	struct me_conn_list req;
-	struct me_conn_info info;
-	struct me_conn_info_core ci;
-	u32 n, slot, k = 0;
-	int idx;
-	long ret;
-
-	ret = me_copy_arg_in(&req, sizeof(req), ME_CONN_LIST_SIZE_VER0, uarg);
-	if (ret < 0)
-		return ret;
-	if (req.__reserved || req.info_size < ME_CONN_INFO_SIZE_VER0)
-		return -EINVAL;
-	if (req.info_size > PAGE_SIZE)
-		return -E2BIG;
-
-	/* The connections in the table, in slot order: k of them. */
-	idx = srcu_read_lock(&mn->conn_srcu);
-	n = core ? me_node_nconns(core) : 0;
-	for (slot = 0; slot < n; slot++) {
-		struct me_conn *c = me_node_conn_at(core, slot);
-
-		if (!c)
-			continue;
-		if (k++ >= req.count)
-			continue;
-		me_conn_stats(c, &ci);
-		memset(&info, 0, sizeof(info));
-		info.conn = ci.id;
-		info.peer = ci.peer;
-		info.state = conn_state_uapi(ci.state);
-		info.flags = (ci.mode == ME_MODE_ORDERED ? ME_CONN_I_ORDERED : 0) |
-			     (ci.active ? ME_CONN_I_ACTIVE : 0);
-		info.tx_packets = ci.st[ME_CST_TX_PKTS];
-		info.tx_bytes = ci.st[ME_CST_TX_BYTES];
-		info.retransmits = ci.st[ME_CST_RTX];
-		info.rx_packets = ci.st[ME_CST_RX_PKTS];
-		info.rx_bytes = ci.st[ME_CST_RX_BYTES];
-		info.rx_dropped = ci.st[ME_CST_RX_DROP];
-		info.errors = ci.st[ME_CST_ERRORS];
-		info.copies = atomic64_read(&mn->conn_copies[slot]);
-		ret = me_copy_array_out(req.conns + (u64)(k - 1) * req.info_size,
-					req.info_size, &info, sizeof(info), 1);
-		if (ret) {
-			srcu_read_unlock(&mn->conn_srcu, idx);
-			return ret;
-		}
-	}
-	srcu_read_unlock(&mn->conn_srcu, idx);
-	if (put_user(k, (u32 __user *)(uarg + offsetof(struct me_conn_list, count))))
-		return -EFAULT;
-	return 0;
-}
-
 long me_engine_ioc_stats(struct me_file *f, void __user *uarg)
 {
-	struct me_node *core = core_of(me_net(f->net));
+	struct me_node *core = me_net_core(me_net(f->net));
 	u64 vals[ME_STAT_COUNT];
 	struct me_stats req;
 	unsigned int i;

@@ -5,6 +5,7 @@
 #include <linux/types.h>
 
 struct io_uring_cmd;
+struct me_completion;
 struct me_cqe;
 struct me_file;
 struct me_net;
@@ -14,8 +15,8 @@ int me_ops_init(void);
 void me_ops_uninit(void);
 /* Per-namespace state for @nconns connection ids (engine start, stop). */
 int me_ops_net_start(struct me_net *mn, unsigned int nconns);
-/* The engine retired connection @id: its slot's state is forgotten. */
-void me_ops_conn_retired(struct me_net *mn, u32 id);
+/* A completion of the engine's as the user sees it. */
+void me_ops_fill(struct me_completion *out, const struct me_cqe *cqe, u32 type);
 void me_ops_net_stop(struct me_net *mn);
 /* The engine's completions and events (any context but hard IRQ). */
 void me_ops_complete(struct me_net *mn, const struct me_cqe *cqe);

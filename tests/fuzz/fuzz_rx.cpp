@@ -277,7 +277,7 @@ const u8 kTypes[] = {
 	ME_PT_ACK,	ME_PT_NACK,	ME_PT_WRITE,	 ME_PT_NOTIFY,
 	ME_PT_READ_REQ, ME_PT_READ_RESP, ME_PT_STATUS,	 ME_PT_CLOSE,
 	ME_PT_ACK,	ME_PT_NACK,	ME_PT_CONNECT, ME_PT_ACCEPT,
-	ME_PT_HELLO,	ME_PT_KEEPALIVE, ME_PT_ACK,	 ME_PT_WRITE,
+	ME_PT_HELLO,	ME_PT_KEEPALIVE, ME_PT_ABORT,	 ME_PT_WRITE,
 };
 
 // Builds a packet as node `from` would send it to node `!from`, with fuzzed
@@ -332,6 +332,10 @@ void inject_crafted(Harness &hs, int from, Input &in)
 		h.c.cookie = src.cookie;
 		if (h.type == ME_PT_CONNECT)
 			h.cookie = 0;
+		pay = 0;
+		break;
+	case ME_PT_ABORT:
+		h.x.status = 1 + in.u8v();
 		pay = 0;
 		break;
 	case ME_PT_HELLO:

@@ -41,6 +41,13 @@ static void check_accepted(const u8 *buf, u32 len, const struct me_hdr *h)
 	CHECK(h->src_node && h->src_node != ME_NODE_BCAST);
 	CHECK(h->src_inc && h->dst_node);
 
+	/* The receiver's cookie on every connection frame, none elsewhere. */
+	if (h->type == ME_PT_HELLO || h->type == ME_PT_KEEPALIVE ||
+	    h->type == ME_PT_CONNECT)
+		CHECK(!h->cookie);
+	else
+		CHECK(h->cookie);
+
 	switch (h->type) {
 	case ME_PT_HELLO:
 		CHECK(h->payload_len <= ME_HELLO_NAME);
@@ -57,8 +64,13 @@ static void check_accepted(const u8 *buf, u32 len, const struct me_hdr *h)
 		CHECK(h->c.mode <= 1);
 		CHECK(h->c.ops && h->c.ops <= ME_OPS_MAX);
 		CHECK(h->dst_node != ME_NODE_BCAST);
+		CHECK(h->c.cookie);
 		if (h->type == ME_PT_ACCEPT)
 			CHECK(h->dst_conn && h->dst_inc);
+		break;
+	case ME_PT_ABORT:
+		CHECK(!h->payload_len);
+		CHECK(h->x.status && h->x.status <= ME_MAX_ERRNO);
 		break;
 	case ME_PT_ACK:
 	case ME_PT_NACK:

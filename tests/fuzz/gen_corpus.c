@@ -113,6 +113,14 @@ static void gen_wire(const char *dir)
 	h.type = ME_PT_CLOSE;
 	h.d.imm = 0;
 	wire_pkt(dir, "close", &h, 0);
+
+	memset(&h, 0, sizeof(h));
+	h.type = ME_PT_ABORT;
+	h.src_conn = 1;
+	h.dst_conn = 1;
+	h.cookie = 0xfedcba9876543210ull;
+	h.x.status = 110;
+	wire_pkt(dir, "abort", &h, 0);
 }
 
 static void gen_rx(const char *dir)

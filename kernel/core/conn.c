@@ -483,6 +483,7 @@ static void conn_end(struct me_conn *c, u32 state, s32 status, bool tell)
 	me_msg_fail_all(c, status);
 	/* Zero-copy references: entries' now, unsent ops' in the pump. */
 	me_win_zc_release_all(c);
+	me_win_release_inflight(c);
 	me_msg_pump(c);
 	event(c, state == ME_CS_DEAD ? ME_CQE_CONN_DEAD : ME_CQE_CONN_CLOSED,
 	      state == ME_CS_DEAD ? status : 0);
@@ -529,6 +530,11 @@ void me_conn_timer(struct me_conn *c, u64 now)
 	struct me_node *n = c->node;
 	u32 st = me_atomic_read(&c->state);
 
+	/* A packet committed while the connection ended (the pump's race). */
+	if ((st == ME_CS_CLOSED || st == ME_CS_DEAD) && !c->inflight_swept) {
+		c->inflight_swept = true;
+		me_win_release_inflight(c);
+	}
 	if (me_atomic_read(&c->abort_left) &&
 	    me_elapsed(now, c->abort_sent_ns) >= n->cfg.connect_rto_ns) {
 		c->abort_sent_ns = now;

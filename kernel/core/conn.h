@@ -48,6 +48,7 @@ struct me_conn {
 	me_atomic_t abort_left;	/* ABORTs still to send (conn_end) */
 	u32 abort_status;	/* positive errno they carry */
 	u64 abort_sent_ns;	/* (timer) */
+	bool inflight_swept;	/* (timer) once more after the end */
 
 	/* ---- transmit side (window.c) ---- */
 	struct me_txslot *tx;

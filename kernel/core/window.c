@@ -427,6 +427,36 @@ static void zc_settle(struct me_conn *c, struct me_txslot *t)
 		slot_unlock(c, t);
 }
 
+/*
+ * The connection ended: packets still in flight will never be acked, so
+ * their bytes leave their links' in-flight budget here (else every
+ * connection that dies with data in flight shrinks its links for good,
+ * until nothing may be sent on them).  Whoever swaps an entry's linfo to
+ * NONE accounts for it, as in account().
+ */
+void me_win_release_inflight(struct me_conn *c)
+{
+	struct me_node *n = c->node;
+	u32 i;
+
+	for (i = 0; i < c->window; i++) {
+		struct me_txslot *t = &c->tx[i];
+		u64 li;
+
+		for (;;) {
+			li = me_atomic64_read(&t->linfo);
+			if (li_link(li) == ME_LINK_NONE)
+				break;
+			if (me_atomic64_cmpxchg(&t->linfo, li,
+						LI(li_seq(li), 0, 0, ME_LINK_NONE)) == li) {
+				me_atomic_add_return(&n->links[li_link(li)].inflight,
+						     0u - me_atomic_read(&t->len));
+				break;
+			}
+		}
+	}
+}
+
 void me_win_zc_release_all(struct me_conn *c)
 {
 	u32 i;

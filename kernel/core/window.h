@@ -71,6 +71,8 @@ void me_win_rx_data(struct me_conn *c, u32 link, const struct me_hdr *h,
 		    const u8 *pkt, u32 len);
 void me_win_rx_ack(struct me_conn *c, u32 link, const struct me_hdr *h);
 /* The connection ended: drop every payload reference entries hold. */
+/* Ended: what is still in flight leaves its links' budgets. */
+void me_win_release_inflight(struct me_conn *c);
 void me_win_zc_release_all(struct me_conn *c);
 /* Send an ack now if nobody else is (trylock); link -1 picks one. */
 void me_win_send_ack(struct me_conn *c, int link, bool nack);

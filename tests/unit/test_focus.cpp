@@ -807,3 +807,43 @@ TEST(ZeroCopy, off__payload_copied)
 	EXPECT_EQ(P.sim.nodes[0]->zc_tx_pkts, 0u);
 	EXPECT_TRUE(P.sim.nodes[0]->zc_refs.empty());
 }
+
+// A connection that dies with data in flight (its acks lost, then the peer
+// aborts it) gives its packets' bytes back to the link's in-flight budget:
+// before, they stayed counted for good, and once a link_window's worth had
+// accumulated no connection could send on the link any more (found by the
+// guest ioctl fuzzer as operations that never completed).
+TEST(Conn, dead_connection__returns_its_links_budget)
+{
+	me_node_cfg ca = default_cfg(1), cb = default_cfg(2);
+	cb.key_fail_max = 1;
+	Pair P(27, 1, {}, ca, cb);
+	ASSERT_NE(P.c, nullptr);
+	bool drop_acks = true;
+	P.sim.drop_hook = [&](const TxEvent &e) {
+		return drop_acks && e.parsed && e.node == 1 &&
+		       (e.h.type == ME_PT_ACK || e.h.type == ME_PT_NACK);
+	};
+	// A link_window (64 KiB) and more in flight, never acked.
+	ASSERT_EQ(P.w->submit(P.c, 0, Op::WRITE, 200000), 0);
+	P.sim.run_for(2000000);
+	// Two accesses with a wrong key: the target aborts the connection.
+	for (int i = 0; i < 2; i++) {
+		me_rw rw{};
+		rw.cookie = 900 + i;
+		rw.local_region = kSrc;
+		rw.remote_region = kDst;
+		rw.remote_key = kKey + 1;
+		rw.len = 10;
+		ASSERT_EQ(me_conn_write(P.c, &rw), 0);
+	}
+	ASSERT_TRUE(P.sim.run([&] { return me_conn_state(P.c) == ME_CS_DEAD; },
+			      P.sim.now + 1000000000ull));
+	drop_acks = false;
+	me_conn *c2 = P.sim.connect(0, 1, ME_MODE_UNORDERED);
+	ASSERT_NE(c2, nullptr);
+	Workload w2(P.sim, 28);
+	ASSERT_EQ(w2.submit(c2, 0, Op::WRITE, 500000), 0);
+	EXPECT_TRUE(P.sim.run([&] { return w2.all_done(); }, P.sim.now + 1000000000ull))
+		<< "the link's budget is still held by the dead connection";
+}

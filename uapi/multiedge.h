@@ -441,6 +441,9 @@ struct me_disconnect {
  *                 effect at the target
  *   -ETIMEDOUT    the peer or every link to it died, after it was sent: it
  *                 may or may not have taken effect at the target
+ *   -ENOENT       the local region an operation of the connection was
+ *                 being sent from was deregistered meanwhile, which ended
+ *                 the connection: as -ETIMEDOUT for what took effect
  */
 struct me_post {
 	__u32 size;

@@ -555,6 +555,84 @@ TEST_F(FaultTest, PeerNamespaceDeletedMidTransfer)
 // frame to the foreign address, and every write must complete.
 namespace {
 
+// A 16 MiB write from node 0 to node 1 in 256 KiB operations, 8 in
+// flight, while a tap on node 1's link (this thread enters node 1's
+// namespace) attacks: `round` runs between waits for completions.  Every
+// write must complete successfully (events of other connections are not
+// the write's) and its data arrive intact.
+class WriteUnderAttack {
+public:
+	static constexpr size_t kLen = 16u << 20;
+	static constexpr uint32_t kOp = 256u << 10;
+
+	WriteUnderAttack(Cluster &cl, uint64_t seed) : cl_(cl), src_(kLen), dst_(kLen)
+	{
+		fill_random(src_.data(), kLen, seed);
+	}
+
+	// Registers both sides, connects, then enters node 1 and opens the tap.
+	void setup()
+	{
+		Device &a = cl_.dev(0);
+		auto s = a.register_memory(src_.data(), kLen, Access::None);
+		ME_ASSERT_OK(s);
+		mr_src_.emplace(std::move(s).value());
+		auto d = cl_.dev(1).register_memory(dst_.data(), kLen, Access::RemoteReadWrite);
+		ME_ASSERT_OK(d);
+		mr_dst_.emplace(std::move(d).value());
+		auto c = a.connect(cl_.id(1));
+		ME_ASSERT_OK(c);
+		conn_.emplace(std::move(c).value());
+		in_b_.emplace(cl_.ns(1));
+		ASSERT_TRUE(in_b_->ok());
+		port_.emplace(cl_.link(0).if_b);
+		ASSERT_TRUE(port_->ok()) << std::strerror(errno);
+	}
+
+	void run(const std::function<void()> &round)
+	{
+		Device &a = cl_.dev(0);
+		const RemoteRegion rd = multiedge::remote_of(*mr_dst_);
+		std::set<uint64_t> inflight;
+		uint32_t next = 0;
+		auto deadline = std::chrono::steady_clock::now() + kOpTimeout;
+		while ((next < kLen / kOp || !inflight.empty()) &&
+		       std::chrono::steady_clock::now() < deadline) {
+			while (next < kLen / kOp && inflight.size() < 8) {
+				ME_ASSERT_OK(conn_->write(*mr_src_, uint64_t{next} * kOp, rd,
+							  uint64_t{next} * kOp, kOp, next + 1));
+				inflight.insert(++next);
+			}
+			round();
+			rounds_++;
+			auto got = a.wait(64, std::chrono::milliseconds(5));
+			ME_ASSERT_OK(got);
+			for (const auto &c : got.value()) {
+				if (c.type != multiedge::CompletionType::Write)
+					continue;
+				ASSERT_EQ(c.status, 0) << c.describe();
+				inflight.erase(c.cookie);
+			}
+		}
+		ASSERT_TRUE(inflight.empty()) << inflight.size() << " writes never completed";
+		EXPECT_EQ(mismatch(dst_.data(), src_.data(), kLen), "");
+	}
+
+	Device &dev() { return cl_.dev(0); }
+	Connection &conn() { return *conn_; }
+	RawPort &port() { return *port_; }
+	uint32_t rounds() const { return rounds_; }
+
+private:
+	Cluster &cl_;
+	Buffer src_, dst_;
+	std::optional<MemoryRegion> mr_src_, mr_dst_;
+	std::optional<Connection> conn_;
+	std::optional<Cluster::Enter> in_b_;
+	std::optional<RawPort> port_;
+	uint32_t rounds_ = 0;
+};
+
 enum class Attack { Garbage, Restart };
 
 void foreign_frames_during_write(Cluster &cl, Attack kind)
@@ -564,18 +642,6 @@ void foreign_frames_during_write(Cluster &cl, Attack kind)
 	auto ib = cl.dev(1).query();
 	ME_ASSERT_OK(ia);
 	ME_ASSERT_OK(ib);
-	constexpr size_t kLen = 16u << 20;
-	constexpr uint32_t kOp = 256u << 10;
-	Buffer src(kLen), dst(kLen);
-	fill_random(src.data(), kLen, 0x5bad);
-	auto mr_src = a.register_memory(src.data(), kLen, Access::None);
-	ME_ASSERT_OK(mr_src);
-	auto mr_dst = cl.dev(1).register_memory(dst.data(), kLen, Access::RemoteReadWrite);
-	ME_ASSERT_OK(mr_dst);
-	const RemoteRegion rd = multiedge::remote_of(mr_dst.value());
-	auto conn = a.connect(cl.id(1));
-	ME_ASSERT_OK(conn);
-
 	const uint8_t evil[6] = {0x02, 0x00, 0x5e, 0x66, 0x66, 0x66};
 	std::vector<std::vector<uint8_t>> frames;
 	if (kind == Attack::Garbage) {
@@ -585,7 +651,7 @@ void foreign_frames_during_write(Cluster &cl, Attack kind)
 			for (auto &b : junk)
 				b = static_cast<uint8_t>(g());
 			if (i == 1)
-				junk[0] = 1;	// our version, then garbage
+				junk[0] = ME_WIRE_VERSION;	// our version, then garbage
 			frames.push_back(junk);
 		}
 		// Well-formed, in node 1's name: a keepalive reply.
@@ -600,38 +666,17 @@ void foreign_frames_during_write(Cluster &cl, Attack kind)
 	}
 	const uint64_t held0 = stat(a, "rx_hello_held");
 
-	Cluster::Enter in_b(cl.ns(1));
-	ASSERT_TRUE(in_b.ok());
-	RawPort port(cl.link(0).if_b);
-	ASSERT_TRUE(port.ok()) << std::strerror(errno);
-
-	std::set<uint64_t> inflight;
-	uint32_t next = 0, rounds = 0;
-	auto deadline = std::chrono::steady_clock::now() + kOpTimeout;
-	while ((next < kLen / kOp || !inflight.empty()) &&
-	       std::chrono::steady_clock::now() < deadline) {
-		while (next < kLen / kOp && inflight.size() < 8) {
-			ME_ASSERT_OK(conn->write(mr_src.value(), uint64_t{next} * kOp, rd,
-						 uint64_t{next} * kOp, kOp, next + 1));
-			inflight.insert(++next);
-		}
+	WriteUnderAttack w(cl, 0x5bad);
+	ASSERT_NO_FATAL_FAILURE(w.setup());
+	ASSERT_NO_FATAL_FAILURE(w.run([&] {
 		for (const auto &f : frames)
-			ASSERT_TRUE(port.send(evil, f));
-		rounds++;
-		auto got = a.wait(64, std::chrono::milliseconds(10));
-		ME_ASSERT_OK(got);
-		for (const auto &c : got.value()) {
-			ASSERT_EQ(c.status, 0) << c.describe();
-			inflight.erase(c.cookie);
-		}
-		ASSERT_EQ(port.count_to(evil), 0u)
-			<< "unicast went to the foreign address after " << rounds << " rounds";
-	}
-	ASSERT_TRUE(inflight.empty()) << inflight.size() << " writes never completed";
+			ASSERT_TRUE(w.port().send(evil, f));
+		ASSERT_EQ(w.port().count_to(evil), 0u)
+			<< "unicast went to the foreign address after " << w.rounds() << " rounds";
+	}));
 	std::this_thread::sleep_for(std::chrono::milliseconds(300));
-	EXPECT_EQ(port.count_to(evil), 0u);
-	EXPECT_EQ(mismatch(dst.data(), src.data(), kLen), "");
-	std::printf("%u rounds of %zu foreign frames during the write\n", rounds, frames.size());
+	EXPECT_EQ(w.port().count_to(evil), 0u);
+	std::printf("%u rounds of %zu foreign frames during the write\n", w.rounds(), frames.size());
 
 	auto cs = a.connections();
 	ME_ASSERT_OK(cs);
@@ -647,7 +692,7 @@ void foreign_frames_during_write(Cluster &cl, Attack kind)
 		if (auto st = a.stats())
 			for (const auto &[n, v] : st.value())
 				all += n + "=" + std::to_string(v) + " ";
-		EXPECT_GE(stat(a, "rx_hello_held") - held0, 2u * rounds) << all;
+		EXPECT_GE(stat(a, "rx_hello_held") - held0, 2u * w.rounds()) << all;
 	}
 }
 
@@ -733,45 +778,21 @@ TEST_F(WireAttackTest, HeaderNeverTakenFromThePreviousFrame)
 TEST_F(WireAttackTest, InjectionWithoutTheCookieIsDropped)
 {
 	ASSERT_NO_FATAL_FAILURE(make_pair(1));
-	Device &a = c_->dev(0);
-	constexpr size_t kLen = 16u << 20;
-	constexpr uint32_t kOp = 256u << 10;
-	Buffer src(kLen), dst(kLen);
-	fill_random(src.data(), kLen, 0xb11d);
-	auto mr_src = a.register_memory(src.data(), kLen, Access::None);
-	ME_ASSERT_OK(mr_src);
-	auto mr_dst = c_->dev(1).register_memory(dst.data(), kLen, Access::RemoteReadWrite);
-	ME_ASSERT_OK(mr_dst);
-	const RemoteRegion rd = multiedge::remote_of(mr_dst.value());
-	auto conn = a.connect(c_->id(1));
-	ME_ASSERT_OK(conn);
+	WriteUnderAttack w(*c_, 0xb11d);
+	ASSERT_NO_FATAL_FAILURE(w.setup());
+	Device &a = w.dev();
 	const uint64_t cookie0 = stat(a, "rx_cookie");
-
-	Cluster::Enter in_b(c_->ns(1));
-	ASSERT_TRUE(in_b.ok());
-	RawPort port(c_->link(0).if_b);
-	ASSERT_TRUE(port.ok()) << std::strerror(errno);
-
 	uint64_t forged = 0, seen = 0;
 	std::vector<uint8_t> f, out;
 	auto forge = [&](const std::vector<uint8_t> &frame, const me_hdr &h) {
 		out.assign(frame.begin(), frame.begin() + 14);
 		out.resize(14 + ME_HDR_MAX);
 		out.resize(14 + me_wire_build(out.data() + 14, &h));
-		if (port.send_raw(out))
+		if (w.port().send_raw(out))
 			forged++;
 	};
-	std::set<uint64_t> inflight;
-	uint32_t next = 0;
-	auto deadline = std::chrono::steady_clock::now() + kOpTimeout;
-	while ((next < kLen / kOp || !inflight.empty()) &&
-	       std::chrono::steady_clock::now() < deadline) {
-		while (next < kLen / kOp && inflight.size() < 8) {
-			ME_ASSERT_OK(conn->write(mr_src.value(), uint64_t{next} * kOp, rd,
-						 uint64_t{next} * kOp, kOp, next + 1));
-			inflight.insert(++next);
-		}
-		while (port.next_sent(f)) {
+	ASSERT_NO_FATAL_FAILURE(w.run([&] {
+		while (w.port().next_sent(f)) {
 			me_hdr h{};
 			if (me_wire_parse(f.data() + 14, static_cast<uint32_t>(f.size() - 14), &h) ||
 			    !h.cookie)
@@ -797,15 +818,7 @@ TEST_F(WireAttackTest, InjectionWithoutTheCookieIsDropped)
 				forge(f, h);
 			}
 		}
-		auto got = a.wait(64, std::chrono::milliseconds(5));
-		ME_ASSERT_OK(got);
-		for (const auto &c : got.value()) {
-			ASSERT_EQ(c.status, 0) << c.describe();
-			inflight.erase(c.cookie);
-		}
-	}
-	ASSERT_TRUE(inflight.empty()) << inflight.size() << " writes never completed";
-	EXPECT_EQ(mismatch(dst.data(), src.data(), kLen), "");
+	}));
 	std::printf("%" PRIu64 " frames of node 1 seen, %" PRIu64 " forged\n", seen, forged);
 	EXPECT_GT(forged, 100u);
 	auto cs = a.connections();
@@ -841,25 +854,11 @@ TEST_F(WireAttackTest, FloodOfMutatedFramesAndConnects)
 	auto ib = c_->dev(1).query();
 	ME_ASSERT_OK(ia);
 	ME_ASSERT_OK(ib);
-	constexpr size_t kLen = 16u << 20;
-	constexpr uint32_t kOp = 256u << 10;
-	Buffer src(kLen), dst(kLen);
-	fill_random(src.data(), kLen, 0xf100d);
-	auto mr_src = a.register_memory(src.data(), kLen, Access::None);
-	ME_ASSERT_OK(mr_src);
-	auto mr_dst = c_->dev(1).register_memory(dst.data(), kLen, Access::RemoteReadWrite);
-	ME_ASSERT_OK(mr_dst);
-	const RemoteRegion rd = multiedge::remote_of(mr_dst.value());
-	auto conn = a.connect(c_->id(1));
-	ME_ASSERT_OK(conn);
+	WriteUnderAttack w(*c_, 0xf100d);
+	ASSERT_NO_FATAL_FAILURE(w.setup());
 	const uint64_t refused0 = stat(a, "conn_refused");
 	const uint64_t bad0 = stat(a, "rx_short") + stat(a, "rx_version") + stat(a, "rx_type") +
 			      stat(a, "rx_field") + stat(a, "rx_stale") + stat(a, "rx_cookie");
-
-	Cluster::Enter in_b(c_->ns(1));
-	ASSERT_TRUE(in_b.ok());
-	RawPort port(c_->link(0).if_b);
-	ASSERT_TRUE(port.ok()) << std::strerror(errno);
 
 	std::mt19937_64 g(0x5eed);
 	std::vector<uint8_t> f, out;
@@ -881,20 +880,12 @@ TEST_F(WireAttackTest, FloodOfMutatedFramesAndConnects)
 		out.assign(f.begin(), f.begin() + 14);
 		out.resize(14 + ME_HDR_MAX);
 		out.resize(14 + me_wire_build(out.data() + 14, &h));
-		if (port.send_raw(out))
+		if (w.port().send_raw(out))
 			connects++;
 	};
-	std::set<uint64_t> inflight;
-	uint32_t next = 0, conn_id = 1000;
-	auto deadline = std::chrono::steady_clock::now() + kOpTimeout;
-	while ((next < kLen / kOp || !inflight.empty()) &&
-	       std::chrono::steady_clock::now() < deadline) {
-		while (next < kLen / kOp && inflight.size() < 8) {
-			ME_ASSERT_OK(conn->write(mr_src.value(), uint64_t{next} * kOp, rd,
-						 uint64_t{next} * kOp, kOp, next + 1));
-			inflight.insert(++next);
-		}
-		for (int k = 0; k < 16 && port.next_sent(f); k++) {
+	uint32_t conn_id = 1000;
+	ASSERT_NO_FATAL_FAILURE(w.run([&] {
+		for (int k = 0; k < 16 && w.port().next_sent(f); k++) {
 			// Mutations of the frame node 1 just sent.
 			for (int m = 0; m < 4; m++) {
 				out = f;
@@ -909,7 +900,7 @@ TEST_F(WireAttackTest, FloodOfMutatedFramesAndConnects)
 				// connection (security.md), one that has not cannot.
 				if (out.size() >= 14 + 40)
 					out[14 + 32 + g() % 8] ^= static_cast<uint8_t>(1u << (g() % 8));
-				if (out.size() >= 60 && port.send_raw(out))
+				if (out.size() >= 60 && w.port().send_raw(out))
 					sent++;
 			}
 			// Garbage of our ethertype.
@@ -919,24 +910,14 @@ TEST_F(WireAttackTest, FloodOfMutatedFramesAndConnects)
 				out[i] = static_cast<uint8_t>(g());
 			if (g() & 1)
 				out[14] = ME_WIRE_VERSION;
-			if (port.send_raw(out))
+			if (w.port().send_raw(out))
 				sent++;
 			// CONNECTs: strangers, and node 1's identity.
 			connect_from(0x7000000u + static_cast<uint32_t>(g() % 1000), 1 + (g() % 7),
 				     1 + (g() % 100));
 			connect_from(ib->node_id, ib->incarnation, conn_id++);
 		}
-		auto got = a.wait(64, std::chrono::milliseconds(5));
-		ME_ASSERT_OK(got);
-		for (const auto &c : got.value()) {
-			if (c.type != multiedge::CompletionType::Write)
-				continue;	// the forged connections' events
-			ASSERT_EQ(c.status, 0) << c.describe();
-			inflight.erase(c.cookie);
-		}
-	}
-	ASSERT_TRUE(inflight.empty()) << inflight.size() << " writes never completed";
-	EXPECT_EQ(mismatch(dst.data(), src.data(), kLen), "");
+	}));
 	const uint64_t bad = stat(a, "rx_short") + stat(a, "rx_version") + stat(a, "rx_type") +
 			     stat(a, "rx_field") + stat(a, "rx_stale") + stat(a, "rx_cookie") - bad0;
 	const uint64_t refused = stat(a, "conn_refused") - refused0;
@@ -951,16 +932,16 @@ TEST_F(WireAttackTest, FloodOfMutatedFramesAndConnects)
 	size_t in_b_name = 0, ours = 0;
 	for (const auto &ci : cs.value()) {
 		EXPECT_EQ(ci.peer, ib->node_id) << "a connection for a node that does not exist";
-		if (ci.conn == conn->id())
+		if (ci.conn == w.conn().id())
 			ours++;
 		else
 			in_b_name++;
 	}
 	EXPECT_EQ(ours, 1u);
 	EXPECT_LE(in_b_name, 64u) << "passive connections in node 1's name beyond max_passive";
-	EXPECT_GE(refused, connects / 2 - 64) << "strangers' CONNECTs must be refused";
+	EXPECT_GE(refused + 64, connects / 2) << "strangers' CONNECTs must be refused";
 	for (const auto &ci : cs.value()) {
-		if (ci.conn == conn->id()) {
+		if (ci.conn == w.conn().id()) {
 			EXPECT_EQ(ci.state, "established");
 		}
 	}

@@ -49,8 +49,13 @@
  * lists the connections in the table, packed; a connection the peer gives
  * up (ABORT) dies with -ECONNRESET at once; ME_IOC_RECV serves a queue
  * per open file (a message goes to the file that holds its connection).
+ * 9: a link reaches any number of peers (the neighbour model):
+ * ME_IOC_NBR_LIST lists every (link, peer) neighbour; ME_IOC_PEER_LIST
+ * lists every peer (not at most 16) with its name; me_link_info counts a
+ * link's neighbours, and peer_node is the neighbour only when it has
+ * exactly one.
  */
-#define ME_ABI_VERSION		8
+#define ME_ABI_VERSION		9
 
 /* Default ethertype: IEEE 802.1 Local Experimental 1. */
 #define ME_DEFAULT_ETHERTYPE	0x88B5
@@ -178,14 +183,18 @@ struct me_link_info {
 	__aligned_u64 rx_copied;	/* non-linear frames copied to process */
 	/* ABI 5 */
 	__aligned_u64 tx_zc_frames;	/* frames whose payload went by reference */
+	/* ABI 9 */
+	__u32 nbrs;		/* peers known on it (ME_IOC_NBR_LIST) */
+	__u32 nbrs_alive;	/* ... alive both ways */
 };
 
 #define ME_LINK_F_UP		(1U << 0)	/* device up with carrier */
-#define ME_LINK_F_ALIVE		(1U << 1)	/* ABI 4: its peer answers */
+#define ME_LINK_F_ALIVE		(1U << 1)	/* ABI 4: a peer answers on it */
 
 #define ME_LINK_INFO_SIZE_VER0	48
 #define ME_LINK_INFO_SIZE_VER1	96
 #define ME_LINK_INFO_SIZE_VER2	104	/* + tx_zc_frames */
+#define ME_LINK_INFO_SIZE_VER3	112	/* + nbrs, nbrs_alive */
 
 /*
  * ME_IOC_LINK_LIST: the links attached in the opener's namespace, in the
@@ -303,24 +312,29 @@ struct me_mr_dereg {
 #define ME_IOC_MR_DEREG		_IO(ME_IOC_MAGIC, 0x51)
 
 /*
- * ME_IOC_PEER_LIST: the nodes discovered by HELLO on the opener's links.
- * Links that report the same node form its channel.  A peer none of whose
- * links has answered for peer_timeout is not alive (flag clear) and is
- * forgotten once no link names it any more.
+ * ME_IOC_PEER_LIST: the nodes discovered by HELLO on the opener's links,
+ * in the order of the node's peer table.  The links on which a peer is
+ * alive both ways form its channel.  A peer silent on every link for
+ * peer_dead_ms (3 s) with no connection is forgotten.
  *
  * in/out as ME_IOC_LINK_LIST, with entries of struct me_peer_info.
  */
 struct me_peer_info {
 	__u32 node_id;
 	__u32 incarnation;
-	__u32 links;		/* bit i: link slot i reaches this node */
-	__u32 alive_links;	/* bit i: ... and its peer answers */
+	__u32 links;		/* bit i: a HELLO of it came on link slot i */
+	__u32 alive_links;	/* bit i: ... and it is alive there both ways */
 	__u32 flags;		/* ME_PEER_F_* */
 	__u32 __reserved;	/* zero */
+	/* ABI 9 */
+	char name[32];		/* its HELLO's name, NUL-terminated */
+	__u32 conns;		/* connections to it in the table */
+	__u32 __reserved2;	/* zero */
 };
 
 #define ME_PEER_F_ALIVE		(1U << 0)	/* at least one alive link */
 #define ME_PEER_INFO_SIZE_VER0	24
+#define ME_PEER_INFO_SIZE_VER1	64	/* + name, conns */
 
 struct me_peer_list {
 	__u32 size;
@@ -333,6 +347,46 @@ struct me_peer_list {
 #define ME_PEER_LIST_SIZE_VER0	24
 
 #define ME_IOC_PEER_LIST	_IO(ME_IOC_MAGIC, 0x44)
+
+/*
+ * ME_IOC_NBR_LIST (ABI 9): every neighbour, a (link, peer) pair, in peer
+ * table order and by link slot within a peer.  A neighbour exists once a
+ * HELLO of the peer validated on the link; its MAC is the source of such
+ * a HELLO, and the node's frames to that peer on that link go to it.
+ *
+ * in/out as ME_IOC_LINK_LIST, with entries of struct me_nbr_info.
+ */
+struct me_nbr_info {
+	__u32 link;		/* link slot */
+	__u32 node_id;
+	__u32 incarnation;
+	__u32 flags;		/* ME_NBR_F_* */
+	__u8 mac[8];		/* 6 used: the peer's address on this link */
+	__u32 rtt_us;		/* last keepalive round trip, 0: none yet */
+	__u32 rate_mbps;	/* delivery rate estimate */
+	__u32 inflight;		/* data bytes sent to it here, not acked */
+	__u32 rx_age_ms;	/* since its last frame here (capped at 2^32-1) */
+	__aligned_u64 tx_pkts;	/* data packets sent to it here */
+	__aligned_u64 rx_pkts;	/* valid frames from it here */
+	__aligned_u64 lost_pkts; /* packets sent here that went again */
+};
+
+#define ME_NBR_F_ALIVE		(1U << 0)	/* both directions work */
+#define ME_NBR_F_RX		(1U << 1)	/* we hear it (recently) */
+#define ME_NBR_F_HEARD		(1U << 2)	/* it hears us (recently) */
+#define ME_NBR_INFO_SIZE_VER0	64
+
+struct me_nbr_list {
+	__u32 size;
+	__u32 count;
+	__aligned_u64 nbrs;
+	__u32 info_size;
+	__u32 __reserved;
+};
+
+#define ME_NBR_LIST_SIZE_VER0	24
+
+#define ME_IOC_NBR_LIST		_IO(ME_IOC_MAGIC, 0x47)
 
 /*
  * ME_IOC_CONNECT: open a connection to a peer node; the connection belongs

@@ -43,25 +43,41 @@ void me_conn_free(struct me_conn *c)
 {
 	me_msg_free(c);
 	me_win_free(c);
+	if (c->pe)
+		me_peer_put(c->node, c->pe);
 	c->node->ops->free(c->node->ctx, c);
 }
 
+void me_conn_tx(struct me_conn *c, u32 link, const void *buf, u32 len)
+{
+	me_node_tx(c->node, link, me_path_addr(c->pe, link), buf, len);
+}
+
 /*
- * Allocate a connection.  Called without ctl_lock: the buffers are large,
- * and a host may only be able to provide them where it can sleep (the
- * kernel module's receive threads and ioctls can).
+ * Allocate a connection to a known peer (it holds the peer's slot).
+ * Called without ctl_lock: the buffers are large, and a host may only be
+ * able to provide them where it can sleep (the kernel module's receive
+ * threads and ioctls can).  NULL with *err set: -EHOSTUNREACH (no HELLO
+ * of that peer) or -ENOMEM.
  */
-static struct me_conn *conn_alloc(struct me_node *n, u32 peer, u32 mode)
+static struct me_conn *conn_alloc(struct me_node *n, u32 peer, u32 mode, int *err)
 {
 	struct me_conn *c;
 	u32 i;
 
+	*err = -ENOMEM;
 	c = n->ops->alloc(n->ctx, sizeof(*c));
 	if (!c)
 		return NULL;
 	memset(c, 0, sizeof(*c));
 	c->node = n;
 	c->peer = peer;
+	c->pe = me_peer_hold(n, peer);
+	if (!c->pe) {
+		n->ops->free(n->ctx, c);
+		*err = -EHOSTUNREACH;
+		return NULL;
+	}
 	c->mode = mode;
 	c->window = n->cfg.window;
 	c->credit = n->cfg.credit;
@@ -135,14 +151,13 @@ static void send_conn_pkt(struct me_conn *c, u32 type, int link)
 	struct me_hdr h;
 
 	if (link < 0)
-		link = me_path_any(n, c->peer);
+		link = me_path_any(n, c->pe);
 	if (link < 0)
 		return;
 	me_node_hdr(n, &h, type, c->peer);
 	h.src_conn = c->id;
 	h.dst_conn = type == ME_PT_ACCEPT ? c->peer_conn : 0;
-	h.dst_inc = type == ME_PT_ACCEPT ? c->peer_inc :
-		    me_atomic_read(&n->links[link].peer_inc);
+	h.dst_inc = type == ME_PT_ACCEPT ? c->peer_inc : me_atomic_read(&c->pe->inc);
 	h.cookie = type == ME_PT_ACCEPT ? c->peer_cookie : 0;
 	h.c.cookie = c->cookie;
 	h.c.isn = c->isn;
@@ -151,20 +166,21 @@ static void send_conn_pkt(struct me_conn *c, u32 type, int link)
 	h.c.mode = c->mode;
 	h.c.ops = c->nops;
 	me_wire_build(buf, &h);
-	me_node_tx(n, (u32)link, buf, ME_HDR_CONN);
+	me_conn_tx(c, (u32)link, buf, ME_HDR_CONN);
 }
 
 int me_conn_connect(struct me_node *n, u32 peer, u32 mode,
 		    struct me_conn **out)
 {
 	struct me_conn *c;
+	int err;
 
 	if (mode > ME_MODE_ORDERED || !peer || peer == ME_NODE_BCAST ||
 	    peer == n->cfg.node_id)
 		return -EINVAL;
-	c = conn_alloc(n, peer, mode);
+	c = conn_alloc(n, peer, mode, &err);
 	if (!c)
-		return -ENOMEM;
+		return err;
 	c->active = true;
 	me_lock(&n->ctl_lock);
 	if (!conn_number(n, c)) {
@@ -303,15 +319,18 @@ static struct me_conn *find_passive(struct me_node *n, const struct me_hdr *h, u
 }
 
 /*
- * No state for a sender we do not know: a CONNECT is taken only from the
- * node and incarnation that HELLO made the peer of the link it came on,
- * while that link is alive.  (Anyone on the segment can still claim that
- * identity: see Documentation/security.md.)
+ * No state for a sender we do not know: a CONNECT is taken only from a
+ * peer and incarnation HELLO made known, from its address on the link it
+ * came on, while that path is alive both ways.  (Anyone on the segment
+ * can still claim that identity: see Documentation/security.md.)
  */
-static bool connect_allowed(struct me_node *n, u32 link, const struct me_hdr *h)
+static bool connect_allowed(struct me_node *n, u32 link, u64 src,
+			    const struct me_hdr *h)
 {
-	return me_link_alive(n, link) && me_link_peer(n, link) == h->src_node &&
-	       me_link_peer_inc(n, link) == h->src_inc;
+	struct me_peer *p = me_peer_find(n, h->src_node);
+
+	return p && me_atomic_read(&p->inc) == h->src_inc &&
+	       me_path_usable(n, p, link) && me_path_addr(p, link) == src;
 }
 
 void me_conn_key_rejected(struct me_conn *c)
@@ -325,7 +344,7 @@ void me_conn_key_rejected(struct me_conn *c)
 	}
 }
 
-static void rx_connect(struct me_node *n, u32 link, const struct me_hdr *h)
+static void rx_connect(struct me_node *n, u32 link, u64 src, const struct me_hdr *h)
 {
 	struct me_conn *c, *fresh;
 	u32 live;
@@ -334,7 +353,7 @@ static void rx_connect(struct me_node *n, u32 link, const struct me_hdr *h)
 		me_stat_inc(n, ME_ST_RX_STALE);
 		return;
 	}
-	if (!connect_allowed(n, link, h)) {
+	if (!connect_allowed(n, link, src, h)) {
 		me_stat_inc(n, ME_ST_CONN_REFUSED);
 		return;
 	}
@@ -348,7 +367,9 @@ static void rx_connect(struct me_node *n, u32 link, const struct me_hdr *h)
 	}
 	if (!c) {
 		/* Allocate unlocked, then look again: a copy may have won. */
-		fresh = conn_alloc(n, h->src_node, h->c.mode);
+		int err;
+
+		fresh = conn_alloc(n, h->src_node, h->c.mode, &err);
 		if (!fresh)
 			return;
 		if (!me_trylock(&n->ctl_lock)) {
@@ -423,10 +444,10 @@ static void rx_accept(struct me_node *n, const struct me_hdr *h)
 	me_msg_pump(c);
 }
 
-void me_conn_rx_ctl(struct me_node *n, u32 link, const struct me_hdr *h)
+void me_conn_rx_ctl(struct me_node *n, u32 link, u64 src, const struct me_hdr *h)
 {
 	if (h->type == ME_PT_CONNECT)
-		rx_connect(n, link, h);
+		rx_connect(n, link, src, h);
 	else
 		rx_accept(n, h);
 }
@@ -437,7 +458,7 @@ void me_conn_rx_ctl(struct me_node *n, u32 link, const struct me_hdr *h)
 static void send_abort(struct me_conn *c)
 {
 	struct me_node *n = c->node;
-	int link = me_path_any(n, c->peer);
+	int link = me_path_any(n, c->pe);
 	u8 buf[ME_HDR_ABORT];
 	struct me_hdr h;
 
@@ -450,7 +471,7 @@ static void send_abort(struct me_conn *c)
 	h.cookie = c->peer_cookie;
 	h.x.status = c->abort_status;
 	me_wire_build(buf, &h);
-	me_node_tx(n, (u32)link, buf, ME_HDR_ABORT);
+	me_conn_tx(c, (u32)link, buf, ME_HDR_ABORT);
 }
 
 /*
@@ -558,7 +579,7 @@ void me_conn_timer(struct me_conn *c, u64 now)
 		send_conn_pkt(c, ME_PT_CONNECT, -1);
 		return;
 	}
-	if (me_path_any(n, c->peer) >= 0)
+	if (me_path_any(n, c->pe) >= 0)
 		me_atomic64_set(&c->last_rx_ns, now);
 	else if (me_conn_live(c) &&
 		 me_elapsed(now, me_atomic64_read(&c->last_rx_ns)) > n->cfg.peer_dead_ns)

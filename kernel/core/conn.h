@@ -25,6 +25,7 @@ struct me_conn {
 	u32 id;			/* local id; its slot is reused, the id not
 				 * until the generations wrap */
 	u32 peer;		/* peer node id */
+	struct me_peer *pe;	/* its slot, held (path.h) */
 	u32 mode;		/* ME_MODE_* */
 	bool active;		/* opened by me_conn_connect() */
 	me_atomic64_t cst[ME_CST_MAX_];	/* enum me_cstat */
@@ -107,7 +108,9 @@ static inline void me_cstat_add(struct me_conn *c, enum me_cstat st, u64 v)
 }
 
 struct me_conn *me_conn_lookup(struct me_node *n, const struct me_hdr *h);
-void me_conn_rx_ctl(struct me_node *n, u32 link, const struct me_hdr *h);
+void me_conn_rx_ctl(struct me_node *n, u32 link, u64 src, const struct me_hdr *h);
+/* Send a packet of the connection on link, to the peer's address there. */
+void me_conn_tx(struct me_conn *c, u32 link, const void *buf, u32 len);
 /* Move to a terminal state once; fails queued ops with status. */
 void me_conn_terminate(struct me_conn *c, u32 state, s32 status);
 /* The peer processed our CLOSE (it was acked). */

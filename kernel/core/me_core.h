@@ -7,9 +7,10 @@
  *
  *   node = me_node_create(&cfg, &ops, ctx);      allocation happens here
  *   me_link_add(node, idx, mtu, rate_mbps);      once per attached NIC
- *   me_core_rx(node, idx, buf, len);             every received packet (the
+ *   me_core_rx(node, idx, src, buf, len);        every received packet (the
  *                                                bytes after the Ethernet
- *                                                header), from any number
+ *                                                header, src its source
+ *                                                address), from any number
  *                                                of threads concurrently
  *   me_core_timer(node);                         periodically (cfg.tick_ns),
  *                                                may overlap me_core_rx
@@ -45,6 +46,8 @@ struct me_conn;
 
 #define ME_MAX_LINKS	16
 #define ME_MAX_CONNS	(1u << 20)	/* cfg.max_conns at most */
+#define ME_MAX_PEERS	65536		/* cfg.max_peers at most */
+#define ME_ADDR_BCAST	0xffffffffffffull	/* link-layer broadcast */
 
 /* Delivery mode of a connection (both directions). */
 #define ME_MODE_UNORDERED	0	/* place each packet on arrival (RDMA) */
@@ -67,6 +70,7 @@ struct me_node_cfg {
 	u32 credit;		/* receive credit advertised, <= window */
 	u32 ops;		/* op queue entries per connection, pow2 */
 	u32 max_conns;		/* connections at once (slots) */
+	u32 max_peers;		/* peer table slots (path.c) */
 	u32 ack_every;		/* ack after this many packets (coalescing) */
 	u32 link_window;	/* data bytes in flight per link */
 	u32 max_retries;	/* per packet, then the peer is declared dead */
@@ -129,6 +133,11 @@ enum me_stat {
 	ME_ST_PEER_RESTART,	/* a new incarnation of a peer believed */
 	ME_ST_RX_COOKIE,	/* connection frame with the wrong cookie */
 	ME_ST_PEER_ABORT,	/* connections the peer gave up (ABORT) */
+	ME_ST_PEER_TABLE_FULL,	/* HELLO of a new peer dropped: table full */
+	ME_ST_PEER_EVICTED,	/* never-confirmed peers evicted for a new one */
+	ME_ST_PEER_FORGOTTEN,	/* silent peers without connections forgotten */
+	ME_ST_RX_ADDR,		/* frame of a peer from another address than
+				 * its HELLO's on that link: no liveness */
 	ME_ST_MAX_
 };
 
@@ -141,32 +150,66 @@ u64 me_node_stat(struct me_node *node, enum me_stat st);
 int me_link_add(struct me_node *node, u32 link, u32 mtu, u32 rate_mbps);
 /*
  * The host stopped using the link (its NIC was detached): it is down for
- * good and forgets its peer; me_link_add() may take the slot again.
+ * good and forgets its neighbours; me_link_add() may take the slot again.
  */
 void me_link_del(struct me_node *node, u32 link);
 /* Administrative state from the NIC (carrier/up/down). */
 void me_link_set_admin(struct me_node *node, u32 link, bool up);
-/* 1 if the link is up and its peer answers, 0 otherwise. */
+/* 1 if the link is up and some peer is alive on it both ways. */
 int me_link_alive(struct me_node *node, u32 link);
-/* Peer node learned by HELLO on the link, 0 if none yet. */
-u32 me_link_peer(struct me_node *node, u32 link);
-/* Incarnation of that peer, 0 if none yet. */
-u32 me_link_peer_inc(struct me_node *node, u32 link);
-/* Current rate estimate of a link in bytes per microsecond. */
-u32 me_link_rate(struct me_node *node, u32 link);
+/* Neighbours known on the link, and how many of them are alive. */
+void me_link_counts(struct me_node *node, u32 link, u32 *nbrs, u32 *alive);
+
+/* A peer (me_node_peer_at, me_node_peer). */
+struct me_peer_info_core {
+	u32 node;
+	u32 inc;
+	u32 links;		/* bit l: a HELLO of it validated on link l */
+	u32 alive_links;	/* bit l: alive both ways there */
+	u32 conns;		/* connections holding it */
+	char name[32];		/* from its HELLO */
+};
+
+/* A (link, peer) path (me_node_path_at). */
+struct me_path_info_core {
+	u32 link;
+	u32 node;
+	u32 inc;
+	u32 flags;		/* ME_PATH_* */
+	u64 addr;		/* the peer's link-layer address there */
+	u32 rtt_us;		/* last keepalive round trip, 0: none */
+	u32 rate;		/* bytes per microsecond */
+	u32 inflight;		/* data bytes not yet acked */
+	u64 rx_age_ns;		/* since its last frame there (~0: never) */
+	u64 tx_pkts, rx_pkts, lost_pkts;
+};
+
+#define ME_PATH_ALIVE	0x1	/* both ways, link up */
+#define ME_PATH_RX	0x2	/* we hear the peer there */
+#define ME_PATH_HEARD	0x4	/* the peer hears us there */
+
+/* Peer table slots used so far: iterate 0..this. */
+u32 me_node_npeers(struct me_node *node);
+/* The peer in a slot; false if the slot is free. */
+bool me_node_peer_at(struct me_node *node, u32 slot, struct me_peer_info_core *out);
+/* The peer with node id `id`; false if unknown. */
+bool me_node_peer(struct me_node *node, u32 id, struct me_peer_info_core *out);
+/* The path to the peer in `slot` on `link`; false if there is none. */
+bool me_node_path_at(struct me_node *node, u32 slot, u32 link,
+		     struct me_path_info_core *out);
+/* Bit l set: peer `id` is alive both ways on link l. */
+u32 me_peer_alive_links(struct me_node *node, u32 id);
 
 /*
- * Returns a negative errno if the packet was refused, else 0, or
- * ME_RX_PEER_HELLO for a HELLO from the node and incarnation the core now
- * records as the link's peer (me_link_peer, me_link_peer_inc).  The host
- * learns the peer's link-layer address from such a HELLO only, never from
- * the source of any other frame.
+ * Returns a negative errno if the packet was refused, else 0.  src is
+ * the frame's link-layer source address (48 bits): the core learns where
+ * a peer is from the source of a HELLO that validated only, and counts a
+ * peer's other frames as signs of life only from that address.
  */
-int me_core_rx(struct me_node *node, u32 link, const void *buf, u32 len);
-#define ME_RX_PEER_HELLO	1
+int me_core_rx(struct me_node *node, u32 link, u64 src, const void *buf, u32 len);
 /* The same, passing the host's frame on to mr_write/rx_fill (me_plat.h). */
-int me_core_rx_frame(struct me_node *node, u32 link, const void *buf, u32 len,
-		     void *rx);
+int me_core_rx_frame(struct me_node *node, u32 link, u64 src, const void *buf,
+		     u32 len, void *rx);
 void me_core_timer(struct me_node *node);
 
 /* A one-sided operation. */

@@ -58,11 +58,13 @@ struct me_plat_ops {
 	/* Monotonic time in nanoseconds. */
 	u64 (*now_ns)(void *ctx);
 	/*
-	 * Transmit one packet (the bytes after the Ethernet header) on a link.
-	 * The platform must be done with buf when it returns (copy it or take
-	 * its own reference); a failure is treated like a loss.
+	 * Transmit one packet (the bytes after the Ethernet header) on a link
+	 * to link-layer address dst (48 bits; ME_ADDR_BCAST, me_core.h, for
+	 * everyone on the link).  The platform must be done with buf when it
+	 * returns (copy it or take its own reference); a failure is treated
+	 * like a loss.
 	 */
-	int (*tx)(void *ctx, u32 link, const void *buf, u32 len);
+	int (*tx)(void *ctx, u32 link, u64 dst, const void *buf, u32 len);
 	/*
 	 * May a remote peer access [off, off + len) of local region `region`
 	 * with `key` for `access` (ME_ACC_*)?  0, -ENOENT (no such region),
@@ -126,7 +128,7 @@ struct me_plat_ops {
 	 * zc_hold is matched by exactly one zc_put, at the latest when the
 	 * node is destroyed.  Any context the core runs in; none may sleep.
 	 */
-	int (*zc_tx)(void *ctx, u32 link, const void *hdr, u32 hdr_len,
+	int (*zc_tx)(void *ctx, u32 link, u64 dst, const void *hdr, u32 hdr_len,
 		     u32 region, u64 off, u32 len, u64 cookie);
 	void (*zc_hold)(void *ctx, u64 cookie);
 	void (*zc_put)(void *ctx, u64 cookie);

@@ -681,7 +681,7 @@ static bool pump_one(struct me_conn *c)
 		chunk = chunk_len(c, &j);
 	last = !data || c->cur_off + chunk == j.len;
 	plen = j.type == ME_PT_READ_REQ ? ME_READ_REQ_PAY : chunk;
-	link = me_path_pick(n, c->peer, ME_HDR_SEQ + plen, false);
+	link = me_path_pick(n, c->pe, ME_HDR_SEQ + plen, false);
 	if (link < 0)
 		return false;
 	t = me_win_tx_reserve(c, &seq);

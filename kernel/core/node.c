@@ -23,6 +23,7 @@ void me_node_cfg_default(struct me_node_cfg *cfg)
 	cfg->credit = 256;
 	cfg->ops = 64;
 	cfg->max_conns = 64;
+	cfg->max_peers = 64;
 	cfg->ack_every = 16;
 	cfg->link_window = 64 * 1024;
 	cfg->max_retries = 12;
@@ -60,6 +61,7 @@ struct me_node *me_node_create(const struct me_node_cfg *cfg,
 	    cfg->window < ME_WIN_MIN || cfg->window > ME_WIN_MAX ||
 	    !cfg->credit || cfg->credit > cfg->window || !is_pow2(cfg->ops) ||
 	    cfg->ops > ME_OPS_MAX || !cfg->max_conns || cfg->max_conns > ME_MAX_CONNS ||
+	    !cfg->max_peers || cfg->max_peers > ME_MAX_PEERS ||
 	    !cfg->ack_every ||
 	    cfg->link_window < cfg->mtu || !cfg->rto_min_ns ||
 	    cfg->rto_max_ns < cfg->rto_min_ns || !cfg->max_passive || !cfg->key_fail_max ||
@@ -74,9 +76,11 @@ struct me_node *me_node_create(const struct me_node_cfg *cfg,
 	n->ctx = ctx;
 	n->conns = ops->alloc(ctx, sizeof(*n->conns) * cfg->max_conns);
 	n->free_ids = ops->alloc(ctx, sizeof(*n->free_ids) * cfg->max_conns);
-	if (!n->conns || !n->free_ids) {
+	if (!n->conns || !n->free_ids || me_peers_alloc(n)) {
 		if (n->conns)
 			ops->free(ctx, n->conns);
+		if (n->free_ids)
+			ops->free(ctx, n->free_ids);
 		ops->free(ctx, n);
 		return NULL;
 	}
@@ -100,6 +104,7 @@ void me_node_destroy(struct me_node *n)
 	for (i = 0; i < cnt; i++)
 		if (n->conns[i])
 			me_conn_free(n->conns[i]);
+	me_peers_free(n);
 	n->ops->free(n->ctx, n->free_ids);
 	n->ops->free(n->ctx, n->conns);
 	n->ops->free(n->ctx, n);
@@ -110,9 +115,9 @@ u64 me_node_stat(struct me_node *n, enum me_stat st)
 	return st < ME_ST_MAX_ ? me_atomic64_read(&n->stats[st]) : 0;
 }
 
-void me_node_tx(struct me_node *n, u32 link, const void *buf, u32 len)
+void me_node_tx(struct me_node *n, u32 link, u64 addr, const void *buf, u32 len)
 {
-	if (n->ops->tx(n->ctx, link, buf, len))
+	if (n->ops->tx(n->ctx, link, addr, buf, len))
 		me_stat_inc(n, ME_ST_TX_FAIL);
 }
 
@@ -130,13 +135,13 @@ static const enum me_stat parse_stat[] = {
 	ME_ST_RX_SHORT, ME_ST_RX_VERSION, ME_ST_RX_TYPE, ME_ST_RX_FIELD,
 };
 
-int me_core_rx(struct me_node *n, u32 link, const void *buf, u32 len)
+int me_core_rx(struct me_node *n, u32 link, u64 src, const void *buf, u32 len)
 {
-	return me_core_rx_frame(n, link, buf, len, NULL);
+	return me_core_rx_frame(n, link, src, buf, len, NULL);
 }
 
-int me_core_rx_frame(struct me_node *n, u32 link, const void *buf, u32 len,
-		     void *rx)
+int me_core_rx_frame(struct me_node *n, u32 link, u64 src, const void *buf,
+		     u32 len, void *rx)
 {
 	struct me_conn *c;
 	struct me_hdr h;
@@ -171,14 +176,13 @@ int me_core_rx_frame(struct me_node *n, u32 link, const void *buf, u32 len,
 	}
 	switch (h.type) {
 	case ME_PT_HELLO:
-		return me_path_rx(n, link, &h);
 	case ME_PT_KEEPALIVE:
-		me_path_rx(n, link, &h);
+		me_path_rx(n, link, src, &h, NULL);
 		return 0;
 	case ME_PT_CONNECT:
 	case ME_PT_ACCEPT:
-		me_path_rx(n, link, &h);
-		me_conn_rx_ctl(n, link, &h);
+		me_path_rx(n, link, src, &h, NULL);
+		me_conn_rx_ctl(n, link, src, &h);
 		return 0;
 	default:
 		break;
@@ -194,7 +198,7 @@ int me_core_rx_frame(struct me_node *n, u32 link, const void *buf, u32 len,
 		me_stat_inc(n, ME_ST_RX_COOKIE);
 		return -EPERM;
 	}
-	me_path_rx(n, link, &h);
+	me_path_rx(n, link, src, &h, c->pe);
 	if (h.type == ME_PT_ABORT) {
 		me_conn_rx_abort(c);
 		return 0;

@@ -15,6 +15,15 @@ struct me_node {
 	void *ctx;
 	struct me_link links[ME_MAX_LINKS];
 	/*
+	 * Peer table (path.c): cfg.max_peers slots; pids[i] is slot i's
+	 * node id (0: free), kept apart so lookups scan a dense array.
+	 */
+	struct me_peer *peers;
+	me_atomic_t *pids;
+	me_atomic_t npeers;	/* slots used so far */
+	me_lock_t peer_lock;	/* taking/freeing slots, HELLO, names */
+	u64 last_scan_ns;	/* (timer) last walk over every path */
+	/*
 	 * Connection table: slot (id - 1) & slot_mask.  Pointers are
 	 * published with a release store after the connection is fully set
 	 * up, so receive threads look them up without a lock; a slot is
@@ -55,8 +64,11 @@ static inline bool me_zc_type(u32 type)
 	return type == ME_PT_WRITE || type == ME_PT_NOTIFY;
 }
 
-/* Transmit a packet on a link; a platform failure counts as a loss. */
-void me_node_tx(struct me_node *n, u32 link, const void *buf, u32 len);
+/*
+ * Transmit a packet on a link to a link-layer address (a path's, or
+ * ME_ADDR_BCAST); a platform failure counts as a loss.
+ */
+void me_node_tx(struct me_node *n, u32 link, u64 addr, const void *buf, u32 len);
 /* Fill the common header of a packet from this node. */
 void me_node_hdr(struct me_node *n, struct me_hdr *h, u32 type, u32 dst);
 

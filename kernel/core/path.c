@@ -1,32 +1,60 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * path.c - links to peers.
+ * path.c - the neighbour model: links reach many peers.
  *
- * Discovery: every link sends HELLO (node id, incarnation, name) every
- * hello_ns; the receiver records the peer node and incarnation of the link,
- * and the links reporting the same peer form that peer's channel.  A HELLO
- * naming another identity replaces the link's peer only once that peer has
- * stopped answering (hello_adopt()): HELLOs are not authenticated.
+ * A link is a local NIC on a switched Ethernet: it reaches any number of
+ * peers, and state is kept per (link, peer) path (struct me_path).
  *
- * Liveness: any valid packet received on a link refreshes it; after ka_ns
- * of silence the timer sends a KEEPALIVE probe (answered at once), after
- * link_dead_ns of silence the link is declared dead and the in-flight
- * packets of every connection that used it are resent on the others.  A
- * dead link keeps being probed; the first packet from the peer on it makes
- * it alive again, and the packetizer uses it at once.
+ * Discovery: every link broadcasts HELLO (node id, incarnation, name)
+ * every hello_ns.  A HELLO that validated makes its sender a peer (a slot
+ * in the peer table) and the (link, peer) path known, with the HELLO's
+ * source address as where frames to the peer on that link go; no other
+ * frame teaches an address.  A path seen for the first time is answered
+ * at once with a unicast HELLO and a keepalive, so a node that joins is
+ * known both ways within a round trip, not a HELLO period.
  *
- * Selection (me_path_pick): among the alive links to the peer with free
- * window (link_cap(): link_window scaled by the link's share of the
- * fastest rate), the one that would finish the
- * packet first: minimal (inflight + len) / rate, compared by
- * cross-multiplication (no division).  rate is an estimate of delivered
- * bytes per microsecond, measured while the link is saturated and seeded
- * from the NIC's nominal speed.
+ * Two-way liveness: a path is alive while we hear the peer on it
+ * (last_rx_ns) and the peer hears us (heard_ns), each within link_dead_ns.
+ * Frames from the peer on the link, from its known address, prove the
+ * first; the second is proven by the peer: every KEEPALIVE carries how
+ * long ago its sender last heard the receiver on that link, and an ack
+ * of a packet we sent on the path proves it arrived.  A path quiet in
+ * either direction for ka_ns is probed (KEEPALIVE, answered at once, its
+ * echoed timestamp gives the RTT).  So a NIC that still receives but no
+ * longer transmits goes dead on both sides: its peers stop hearing it,
+ * and it stops being told that it is heard.  A dead path keeps being
+ * probed, and its connections' packets in flight on it go again on the
+ * others (me_win_failover).
+ *
+ * Identity: nothing in a HELLO is authenticated.  So a HELLO naming a new
+ * incarnation of a known peer (a restart, which fails every connection
+ * to the old one) is believed only once the old incarnation has been
+ * silent on every link for link_dead_ns, and a known path's address
+ * changes only once the path is silent: a forged HELLO changes nothing
+ * while the peer lives.  A peer silent everywhere for peer_dead_ns with
+ * no connection is forgotten.  The table holds cfg.max_peers peers; when
+ * it is full, a new HELLO takes the slot of the oldest peer that never
+ * came alive and holds no connection (a flood of forged identities evicts
+ * itself), or is dropped.
+ *
+ * Selection (me_path_pick): among the alive paths to the peer with free
+ * window (link_cap(): link_window scaled by the path's share of the
+ * fastest rate), the one that would finish the packet first: minimal
+ * (inflight + len) / rate, compared by cross-multiplication (no
+ * division).  rate is an estimate of delivered bytes per microsecond,
+ * measured while the path is saturated and seeded from the NIC's speed.
+ *
+ * Scale: HELLOs cost one frame per link per hello_ns; keepalives one
+ * exchange per path per ka_ns when the path carries nothing; the timer
+ * scans paths every few ms (scan_period()), not every tick.
  */
 #include "path.h"
 #include "node.h"
 #include "conn.h"
 #include "window.h"
+
+/* Keepalive extension: the sender last heard the receiver this long ago. */
+#define ME_KA_NEVER	0xffffffffu	/* ... never (or longer than 4295 s) */
 
 void me_path_init(struct me_node *n)
 {
@@ -36,22 +64,598 @@ void me_path_init(struct me_node *n)
 		memset(&n->links[i], 0, sizeof(n->links[i]));
 }
 
+int me_peers_alloc(struct me_node *n)
+{
+	size_t sz = sizeof(*n->peers) * n->cfg.max_peers;
+
+	n->peers = n->ops->alloc(n->ctx, sz);
+	n->pids = n->ops->alloc(n->ctx, sizeof(*n->pids) * n->cfg.max_peers);
+	if (!n->peers || !n->pids) {
+		me_peers_free(n);
+		return -ENOMEM;
+	}
+	memset(n->peers, 0, sz);
+	memset(n->pids, 0, sizeof(*n->pids) * n->cfg.max_peers);
+	me_atomic_set(&n->npeers, 0);
+	me_lock_init(&n->peer_lock);
+	return 0;
+}
+
+void me_peers_free(struct me_node *n)
+{
+	if (n->peers)
+		n->ops->free(n->ctx, n->peers);
+	if (n->pids)
+		n->ops->free(n->ctx, n->pids);
+	n->peers = NULL;
+	n->pids = NULL;
+}
+
+static u32 peer_slot(struct me_node *n, const struct me_peer *p)
+{
+	return (u32)(p - n->peers);
+}
+
+u32 me_peer_id(struct me_node *n, const struct me_peer *p)
+{
+	return me_atomic_read(&n->pids[peer_slot(n, p)]);
+}
+
+struct me_peer *me_peer_find(struct me_node *n, u32 id)
+{
+	u32 i, cnt = me_atomic_read(&n->npeers);
+
+	if (!id)
+		return NULL;
+	for (i = 0; i < cnt; i++)
+		if (me_atomic_read(&n->pids[i]) == id)
+			return &n->peers[i];
+	return NULL;
+}
+
+struct me_peer *me_peer_hold(struct me_node *n, u32 id)
+{
+	struct me_peer *p;
+
+	me_lock(&n->peer_lock);
+	p = me_peer_find(n, id);
+	if (p)
+		me_atomic_add_return(&p->conns, 1);
+	me_unlock(&n->peer_lock);
+	return p;
+}
+
+void me_peer_put(struct me_node *n, struct me_peer *p)
+{
+	(void)n;
+	me_atomic_add_return(&p->conns, -1);
+}
+
+static bool fresh(struct me_node *n, me_atomic64_t *t, u64 now)
+{
+	u64 v = me_atomic64_read(t);
+
+	return v && me_elapsed(now, v) <= n->cfg.link_dead_ns;
+}
+
+static bool link_up(struct me_node *n, u32 link)
+{
+	return n->links[link].present && me_atomic_read(&n->links[link].admin_up);
+}
+
+bool me_path_usable(struct me_node *n, struct me_peer *p, u32 link)
+{
+	return link < ME_MAX_LINKS && me_atomic_read(&p->path[link].alive) &&
+	       link_up(n, link);
+}
+
+/* Both directions proven recently: the path comes alive. */
+static void path_check_up(struct me_node *n, struct me_peer *p, u32 link, u64 now)
+{
+	struct me_path *pa = &p->path[link];
+
+	if (me_atomic_read(&pa->alive) || !link_up(n, link) ||
+	    !fresh(n, &pa->last_rx_ns, now) || !fresh(n, &pa->heard_ns, now))
+		return;
+	if (me_atomic_cmpxchg(&pa->alive, 0, 1) == 0) {
+		me_atomic_set(&p->confirmed, 1);
+		me_stat_inc(n, ME_ST_LINK_UP);
+	}
+}
+
+static void send_small(struct me_node *n, u32 link, u64 addr, u32 type,
+		       u32 dst, u32 dst_inc, u16 flags, u32 heard_us, u64 echo)
+{
+	u8 buf[ME_HDR_HELLO + ME_HELLO_NAME];
+	struct me_hdr h;
+	u32 len, name = 0;
+
+	me_node_hdr(n, &h, type, dst);
+	h.flags = flags;
+	h.dst_inc = dst_inc;
+	h.h.link = link;
+	h.h.heard_us = heard_us;
+	h.h.echo = echo;
+	if (type == ME_PT_HELLO)
+		while (name < ME_HELLO_NAME && n->cfg.name[name])
+			name++;
+	h.payload_len = (u16)name;
+	len = me_wire_build(buf, &h);
+	memcpy(buf + len, n->cfg.name, name);
+	me_node_tx(n, link, addr, buf, len + name);
+}
+
+/* How long ago we last heard the peer on the path, for its keepalive. */
+static u32 heard_age_us(struct me_path *pa, u64 now)
+{
+	u64 t = me_atomic64_read(&pa->last_rx_ns);
+	u64 age;
+
+	if (!t)
+		return ME_KA_NEVER;
+	age = me_div_u64(me_elapsed(now, t), 1000);
+	return age >= ME_KA_NEVER ? ME_KA_NEVER : (u32)age;
+}
+
+static void send_ka(struct me_node *n, struct me_peer *p, u32 link,
+		    bool reply, u64 echo, u64 now)
+{
+	struct me_path *pa = &p->path[link];
+
+	send_small(n, link, me_atomic64_read(&pa->addr), ME_PT_KEEPALIVE,
+		   me_peer_id(n, p), me_atomic_read(&p->inc),
+		   reply ? ME_F_REPLY : 0, heard_age_us(pa, now), reply ? echo : now);
+}
+
+/* Forget every path of a peer slot (new incarnation, slot reuse). */
+static void peer_reset_paths(struct me_peer *p)
+{
+	u32 l;
+
+	for (l = 0; l < ME_MAX_LINKS; l++) {
+		struct me_path *pa = &p->path[l];
+
+		me_atomic_set(&pa->known, 0);
+		me_atomic_set(&pa->alive, 0);
+		me_atomic64_set(&pa->last_rx_ns, 0);
+		me_atomic64_set(&pa->heard_ns, 0);
+		me_atomic_set(&pa->rtt_us, 0);
+	}
+}
+
+/* Has the peer (its current incarnation) been silent on every link? */
+static bool peer_silent(struct me_peer *p, u64 now, u64 quiet)
+{
+	u32 l;
+
+	for (l = 0; l < ME_MAX_LINKS; l++) {
+		u64 t = me_atomic64_read(&p->path[l].last_rx_ns);
+
+		if (t && me_elapsed(now, t) <= quiet)
+			return false;
+	}
+	return true;
+}
+
+/* Under peer_lock: a free slot, or the oldest never-confirmed idle peer. */
+static struct me_peer *peer_take_slot(struct me_node *n, u32 id)
+{
+	u32 i, l, cnt = me_atomic_read(&n->npeers), victim = ME_NO_SLOT;
+	struct me_peer *p;
+
+	for (i = 0; i < cnt; i++)
+		if (!me_atomic_read(&n->pids[i]))
+			break;
+	if (i == cnt && cnt < n->cfg.max_peers) {
+		i = cnt;
+	} else if (i == cnt) {
+		for (i = 0; i < cnt; i++) {
+			p = &n->peers[i];
+			if (me_atomic_read(&p->confirmed) || me_atomic_read(&p->conns))
+				continue;
+			if (victim == ME_NO_SLOT ||
+			    p->created_ns < n->peers[victim].created_ns)
+				victim = i;
+		}
+		if (victim == ME_NO_SLOT)
+			return NULL;
+		i = victim;
+		me_atomic_set(&n->pids[i], 0);
+		me_stat_inc(n, ME_ST_PEER_EVICTED);
+	}
+	p = &n->peers[i];
+	peer_reset_paths(p);
+	for (l = 0; l < ME_MAX_LINKS; l++) {
+		struct me_path *pa = &p->path[l];
+
+		/* Nothing in flight: no connection held the slot. */
+		me_atomic_set(&pa->inflight, 0);
+		me_atomic64_set(&pa->acked_ns, 0);
+		me_atomic64_set(&pa->tx_pkts, 0);
+		me_atomic64_set(&pa->rx_pkts, 0);
+		me_atomic64_set(&pa->lost_pkts, 0);
+		me_atomic_set(&pa->rate, n->links[l].rate_init ? n->links[l].rate_init : 1250);
+	}
+	me_atomic_set(&p->confirmed, 0);
+	me_atomic_set(&p->conns, 0);
+	/* The id last: lock-free readers find the slot only once it is set up. */
+	me_atomic_set(&n->pids[i], id);
+	if (i >= cnt)
+		me_atomic_set(&n->npeers, i + 1);
+	return p;
+}
+
+/*
+ * A HELLO that validated.  Returns the peer and sets *fresh_path when the
+ * (link, peer) path is new (so it is answered at once), or NULL when the
+ * HELLO is not believed.
+ */
+static struct me_peer *hello_rx(struct me_node *n, u32 link, u64 addr,
+				const struct me_hdr *h, bool *fresh_path,
+				u32 *restarted)
+{
+	u64 now = me_now(n);
+	struct me_peer *p;
+	struct me_path *pa;
+	u32 i;
+
+	*fresh_path = false;
+	*restarted = 0;
+	me_lock(&n->peer_lock);
+	p = me_peer_find(n, h->src_node);
+	if (!p) {
+		p = peer_take_slot(n, h->src_node);
+		if (!p) {
+			me_unlock(&n->peer_lock);
+			me_stat_inc(n, ME_ST_PEER_TABLE_FULL);
+			return NULL;
+		}
+		p->created_ns = now;
+		me_atomic_set(&p->inc, h->src_inc);
+	} else if (me_atomic_read(&p->inc) != h->src_inc) {
+		if (!peer_silent(p, now, n->cfg.link_dead_ns)) {
+			me_unlock(&n->peer_lock);
+			me_stat_inc(n, ME_ST_RX_HELLO_HELD);
+			return NULL;
+		}
+		/* A restart, believed: the old incarnation is gone. */
+		peer_reset_paths(p);
+		me_atomic_set(&p->inc, h->src_inc);
+		*restarted = h->src_inc;
+	}
+	pa = &p->path[link];
+	if (me_atomic_read(&pa->known) && me_atomic64_read(&pa->addr) != addr) {
+		/* Another address for a path that still answers: not believed. */
+		if (fresh(n, &pa->last_rx_ns, now)) {
+			me_unlock(&n->peer_lock);
+			me_stat_inc(n, ME_ST_RX_HELLO_HELD);
+			return NULL;
+		}
+		me_atomic_set(&pa->alive, 0);
+		me_atomic64_set(&pa->heard_ns, 0);
+	}
+	me_atomic64_set(&pa->addr, addr);
+	if (!me_atomic_read(&pa->known)) {
+		me_atomic_set(&pa->known, 1);
+		*fresh_path = true;
+	}
+	for (i = 0; i < ME_HELLO_NAME; i++)
+		p->name[i] = i < h->payload_len ? (char)h->payload[i] : '\0';
+	me_unlock(&n->peer_lock);
+	return p;
+}
+
+void me_path_rx(struct me_node *n, u32 link, u64 addr, const struct me_hdr *h,
+		struct me_peer *p)
+{
+	bool fresh_path = false;
+	struct me_path *pa;
+	u32 restarted = 0;
+	u64 now;
+
+	if (h->type == ME_PT_HELLO) {
+		p = hello_rx(n, link, addr, h, &fresh_path, &restarted);
+		if (!p)
+			return;
+		if (restarted) {
+			me_stat_inc(n, ME_ST_PEER_RESTART);
+			me_conn_peer_restarted(n, h->src_node, restarted);
+		}
+	} else if (!p) {
+		p = me_peer_find(n, h->src_node);
+	}
+	if (!p || me_atomic_read(&p->inc) != h->src_inc)
+		return;
+	pa = &p->path[link];
+	/* Liveness only from the address a HELLO taught. */
+	if (!me_atomic_read(&pa->known) || me_atomic64_read(&pa->addr) != addr) {
+		me_stat_inc(n, ME_ST_RX_ADDR);
+		return;
+	}
+	now = me_max_u64(me_now(n), 1);	/* 0 means never */
+	me_atomic64_set(&pa->last_rx_ns, now);
+	me_atomic64_add_return(&pa->rx_pkts, 1);
+	if (h->type == ME_PT_KEEPALIVE) {
+		if (h->h.heard_us != ME_KA_NEVER &&
+		    (u64)h->h.heard_us * 1000 <= n->cfg.link_dead_ns) {
+			u64 t = me_max_u64(now - me_min_u64(now, (u64)h->h.heard_us * 1000), 1);
+
+			if (t > me_atomic64_read(&pa->heard_ns))
+				me_atomic64_set(&pa->heard_ns, t);
+		}
+		/* The echo is our own clock: only an answer to a probe of ours. */
+		if ((h->flags & ME_F_REPLY) && h->h.echo && h->h.echo <= now &&
+		    now - h->h.echo < 10000000000ull)
+			me_atomic_set(&pa->rtt_us,
+				      (u32)me_max_u64(me_div_u64(now - h->h.echo, 1000), 1));
+	}
+	path_check_up(n, p, link, now);
+	if (h->type == ME_PT_KEEPALIVE && !(h->flags & ME_F_REPLY))
+		send_ka(n, p, link, true, h->h.echo, now);
+	if (fresh_path) {
+		send_small(n, link, addr, ME_PT_HELLO, h->src_node, 0, 0, 0, 0);
+		send_ka(n, p, link, false, 0, now);
+	}
+}
+
+/*
+ * The bytes a path may have in flight: link_window for the fastest usable
+ * path to the peer, proportionally less for slower ones, so that every
+ * path's queue drains in about the same time.  Equal queueing delays keep
+ * the reordering between links (and so the receiver's reorder span) and
+ * the spread of round-trip times small; a slow link with a full
+ * link_window would hold packets several times longer than a fast one.
+ * At least one MTU, so that every path can carry a packet.
+ */
+static u64 link_cap(struct me_node *n, u64 rate, u64 maxrate)
+{
+	u64 cap = me_div_u64((u64)n->cfg.link_window * rate, (u32)maxrate);
+
+	return me_max_u64(cap, n->cfg.mtu);
+}
+
+static u64 max_rate(struct me_node *n, struct me_peer *p)
+{
+	u64 m = 1;
+	u32 i;
+
+	for (i = 0; i < ME_MAX_LINKS; i++)
+		if (me_path_usable(n, p, i))
+			m = me_max_u64(m, me_atomic_read(&p->path[i].rate));
+	return m;
+}
+
+int me_path_pick(struct me_node *n, struct me_peer *p, u32 len, bool force)
+{
+	u64 best_infl = 0, best_rate = 1, maxrate = force ? 1 : max_rate(n, p);
+	int best = -1;
+	u32 i;
+
+	for (i = 0; i < ME_MAX_LINKS; i++) {
+		u64 infl, rate;
+
+		if (!me_path_usable(n, p, i))
+			continue;
+		infl = me_atomic_read(&p->path[i].inflight);
+		rate = me_atomic_read(&p->path[i].rate);
+		if (!force && infl + len > link_cap(n, rate, maxrate))
+			continue;
+		/* (infl+len)/rate < (best_infl+len)/best_rate */
+		if (best < 0 || (infl + len) * best_rate <
+				(best_infl + len) * rate) {
+			best = (int)i;
+			best_infl = infl;
+			best_rate = rate;
+		}
+	}
+	return best;
+}
+
+int me_path_any(struct me_node *n, struct me_peer *p)
+{
+	return me_path_pick(n, p, 0, true);
+}
+
+u32 me_path_next_txno(struct me_peer *p, u32 link)
+{
+	me_atomic64_add_return(&p->path[link].tx_pkts, 1);
+	return me_atomic_add_return(&p->path[link].txno, 1) & ME_TXNO_MASK;
+}
+
+static bool txno_lt(u32 a, u32 b)
+{
+	return ((b - a) & ME_TXNO_MASK) - 1 < (ME_TXNO_MASK >> 1);
+}
+
+void me_path_acked(struct me_node *n, struct me_peer *p, u32 link, u32 txno,
+		   u32 bytes, bool fifo)
+{
+	struct me_path *pa = &p->path[link];
+	u32 cur = me_atomic_read(&pa->acked_txno);
+
+	me_atomic_add_return(&pa->inflight, -bytes);
+	me_atomic64_add_return(&pa->delivered, bytes);
+	/*
+	 * Only an ack that is known to be for this very transmission tells
+	 * us that everything sent before it on this path has arrived or is
+	 * lost (and that the peer hears us here).  For a retransmitted
+	 * packet the ack may be for an earlier copy on another link while
+	 * this copy still waits in this link's queue; taking its txno would
+	 * declare that queue lost.
+	 */
+	if (!fifo)
+		return;
+	me_atomic64_set(&pa->heard_ns, me_now(n));
+	while (txno_lt(cur, txno)) {
+		u32 old = me_atomic_cmpxchg(&pa->acked_txno, cur, txno);
+
+		if (old == cur) {
+			me_atomic64_set(&pa->acked_ns, me_now(n));
+			break;
+		}
+		cur = old;
+	}
+}
+
+u64 me_path_acked_ns(struct me_peer *p, u32 link)
+{
+	return me_atomic64_read(&p->path[link].acked_ns);
+}
+
+bool me_path_lost(struct me_node *n, struct me_peer *p, u32 link, u32 txno)
+{
+	u32 acked = me_atomic_read(&p->path[link].acked_txno);
+
+	return txno_lt(txno + n->cfg.dupthresh, acked);
+}
+
+static void path_down(struct me_node *n, struct me_peer *p, u32 link)
+{
+	u32 i, cnt = me_atomic_read(&n->nconns);
+
+	if (me_atomic_cmpxchg(&p->path[link].alive, 1, 0) != 1)
+		return;
+	me_stat_inc(n, ME_ST_LINK_DOWN);
+	for (i = 0; i < cnt; i++) {
+		struct me_conn *c = me_ptr_load((void **)&n->conns[i]);
+
+		if (c && c->pe == p && me_conn_live(c))
+			me_win_failover(c, link);
+	}
+}
+
+static void rate_update(struct me_node *n, struct me_path *pa, u64 now,
+			u64 maxrate)
+{
+	u64 d = me_atomic64_read(&pa->delivered);
+	u64 cap = link_cap(n, me_atomic_read(&pa->rate), maxrate);
+	bool busy = me_atomic_read(&pa->inflight) >= cap / 2;
+	u64 dt = now - pa->rate_t0;
+
+	if (dt < n->cfg.rate_ns)
+		return;
+	if (busy && pa->rate_busy && dt < 0xffffffffull) {
+		u64 sample = me_div_u64((d - pa->rate_d0) * 1000, (u32)dt);
+		u32 old = me_atomic_read(&pa->rate);
+
+		if (sample)
+			me_atomic_set(&pa->rate,
+				      (u32)me_max_u64((3ull * old + sample) / 4, 1));
+	}
+	pa->rate_t0 = now;
+	pa->rate_d0 = d;
+	pa->rate_busy = busy;
+}
+
+/*
+ * How often the timer visits every path: a fraction of the keepalive and
+ * death times (their resolution), at most 1 ms, so that a table of
+ * hundreds of peers is not walked every tick.
+ */
+static u64 scan_period(struct me_node *n)
+{
+	return me_min_u64(me_min_u64(n->cfg.ka_ns, n->cfg.link_dead_ns) / 4, 1000000);
+}
+
+static void path_timer(struct me_node *n, struct me_peer *p, u32 link, u64 now,
+		       u64 maxrate)
+{
+	struct me_path *pa = &p->path[link];
+
+	if (!me_atomic_read(&pa->known))
+		return;
+	if (!link_up(n, link)) {
+		path_down(n, p, link);
+		return;
+	}
+	if (me_atomic_read(&pa->alive) &&
+	    (!fresh(n, &pa->last_rx_ns, now) || !fresh(n, &pa->heard_ns, now)))
+		path_down(n, p, link);
+	if ((me_elapsed(now, me_atomic64_read(&pa->last_rx_ns)) >= n->cfg.ka_ns ||
+	     me_elapsed(now, me_atomic64_read(&pa->heard_ns)) >= n->cfg.ka_ns) &&
+	    me_elapsed(now, pa->last_ka_ns) >= n->cfg.ka_ns) {
+		pa->last_ka_ns = now;
+		send_ka(n, p, link, false, 0, now);
+	}
+	rate_update(n, pa, now, maxrate);
+}
+
+/* Under peer_lock: a peer nobody needs and nothing heard of for long. */
+static void peer_maybe_forget(struct me_node *n, u32 slot, u64 now)
+{
+	struct me_peer *p = &n->peers[slot];
+
+	me_lock(&n->peer_lock);
+	if (me_atomic_read(&n->pids[slot]) && !me_atomic_read(&p->conns) &&
+	    me_elapsed(now, p->created_ns) > n->cfg.peer_dead_ns &&
+	    peer_silent(p, now, n->cfg.peer_dead_ns)) {
+		me_atomic_set(&n->pids[slot], 0);
+		me_stat_inc(n, ME_ST_PEER_FORGOTTEN);
+	}
+	me_unlock(&n->peer_lock);
+}
+
+void me_path_timer(struct me_node *n, u64 now)
+{
+	u32 i, l, cnt;
+
+	for (l = 0; l < ME_MAX_LINKS; l++) {
+		struct me_link *k = &n->links[l];
+
+		if (!k->present || !me_atomic_read(&k->admin_up))
+			continue;
+		if (now - k->last_hello_ns >= n->cfg.hello_ns) {
+			k->last_hello_ns = now;
+			send_small(n, l, ME_ADDR_BCAST, ME_PT_HELLO, ME_NODE_BCAST,
+				   0, 0, 0, 0);
+		}
+	}
+	if (me_elapsed(now, n->last_scan_ns) < scan_period(n))
+		return;
+	n->last_scan_ns = now;
+	cnt = me_atomic_read(&n->npeers);
+	for (i = 0; i < cnt; i++) {
+		struct me_peer *p = &n->peers[i];
+		u64 maxrate;
+
+		if (!me_atomic_read(&n->pids[i]))
+			continue;
+		maxrate = max_rate(n, p);
+		for (l = 0; l < ME_MAX_LINKS; l++)
+			if (n->links[l].present)
+				path_timer(n, p, l, now, maxrate);
+		if (!me_atomic_read(&p->conns))
+			peer_maybe_forget(n, i, now);
+	}
+}
+
+/* ---- links ---- */
+
 int me_link_add(struct me_node *n, u32 idx, u32 mtu, u32 rate_mbps)
 {
 	struct me_link *l;
+	u32 i, cnt, rate;
 
 	if (idx >= ME_MAX_LINKS || mtu < n->cfg.mtu)
 		return -EINVAL;
 	l = &n->links[idx];
 	if (l->present && !me_atomic_read(&l->deleted))
 		return -EEXIST;
-	/* A slot taken again starts without a peer; inflight stays balanced. */
-	me_atomic_set(&l->alive, 0);
-	me_atomic_set(&l->peer_node, 0);
-	me_atomic_set(&l->peer_inc, 0);
+	rate = rate_mbps ? me_max_u32(rate_mbps / 8, 1) : 1250;
+	/* A slot taken again starts without neighbours; inflight stays balanced. */
+	cnt = me_atomic_read(&n->npeers);
+	for (i = 0; i < cnt; i++) {
+		struct me_path *pa = &n->peers[i].path[idx];
+
+		me_atomic_set(&pa->known, 0);
+		me_atomic_set(&pa->alive, 0);
+		me_atomic64_set(&pa->last_rx_ns, 0);
+		me_atomic64_set(&pa->heard_ns, 0);
+		me_atomic_set(&pa->rate, rate);
+	}
+	l->rate_init = rate;
 	me_atomic_set(&l->deleted, 0);
 	l->mtu = mtu;
-	me_atomic_set(&l->rate, rate_mbps ? me_max_u32(rate_mbps / 8, 1) : 1250);
 	me_atomic_set(&l->admin_up, 1);
 	l->present = true;
 	return 0;
@@ -69,318 +673,130 @@ void me_link_del(struct me_node *n, u32 idx)
 	if (idx >= ME_MAX_LINKS || !n->links[idx].present)
 		return;
 	me_atomic_set(&n->links[idx].deleted, 1);
-	/* The timer takes it down and moves its packets to other links. */
+	/* The timer takes its paths down and moves their packets elsewhere. */
 	me_atomic_set(&n->links[idx].admin_up, 0);
 }
 
-u32 me_link_peer_inc(struct me_node *n, u32 idx)
+void me_link_counts(struct me_node *n, u32 idx, u32 *nbrs, u32 *alive)
 {
+	u32 i, cnt = me_atomic_read(&n->npeers);
+
+	*nbrs = 0;
+	*alive = 0;
 	if (idx >= ME_MAX_LINKS || !n->links[idx].present)
-		return 0;
-	return me_atomic_read(&n->links[idx].peer_inc);
+		return;
+	for (i = 0; i < cnt; i++) {
+		if (!me_atomic_read(&n->pids[i]) ||
+		    !me_atomic_read(&n->peers[i].path[idx].known))
+			continue;
+		(*nbrs)++;
+		if (me_path_usable(n, &n->peers[i], idx))
+			(*alive)++;
+	}
 }
 
 int me_link_alive(struct me_node *n, u32 idx)
 {
-	if (idx >= ME_MAX_LINKS || !n->links[idx].present)
-		return 0;
-	return me_atomic_read(&n->links[idx].alive) &&
-	       me_atomic_read(&n->links[idx].admin_up);
+	u32 nbrs, alive;
+
+	me_link_counts(n, idx, &nbrs, &alive);
+	return alive > 0;
 }
 
-u32 me_link_peer(struct me_node *n, u32 idx)
+/* ---- introspection ---- */
+
+u32 me_node_npeers(struct me_node *n)
 {
-	if (idx >= ME_MAX_LINKS || !n->links[idx].present)
-		return 0;
-	return me_atomic_read(&n->links[idx].peer_node);
+	return me_atomic_read(&n->npeers);
 }
 
-u32 me_link_rate(struct me_node *n, u32 idx)
+static void peer_info(struct me_node *n, struct me_peer *p, u32 id,
+		      struct me_peer_info_core *out)
 {
-	if (idx >= ME_MAX_LINKS || !n->links[idx].present)
-		return 0;
-	return me_atomic_read(&n->links[idx].rate);
-}
+	u32 l;
 
-static void send_small(struct me_node *n, u32 idx, u32 type, u32 dst,
-		       u32 dst_inc, u16 flags)
-{
-	u8 buf[ME_HDR_HELLO + ME_HELLO_NAME];
-	struct me_hdr h;
-	u32 len, name = 0;
-
-	me_node_hdr(n, &h, type, dst);
-	h.flags = flags;
-	h.dst_inc = dst_inc;
-	h.h.link = idx;
-	if (type == ME_PT_HELLO)
-		while (name < ME_HELLO_NAME && n->cfg.name[name])
-			name++;
-	h.payload_len = (u16)name;
-	len = me_wire_build(buf, &h);
-	memcpy(buf + len, n->cfg.name, name);
-	me_node_tx(n, idx, buf, len + name);
-}
-
-/* Has the link's peer (node, inc) been silent on link i for link_dead_ns? */
-static bool silent_on(struct me_node *n, u32 i, u32 node, u32 inc, u64 now)
-{
-	struct me_link *l = &n->links[i];
-
-	if (!l->present || me_atomic_read(&l->peer_node) != node ||
-	    me_atomic_read(&l->peer_inc) != inc)
-		return true;
-	return me_elapsed(now, me_atomic64_read(&l->last_rx_ns)) > n->cfg.link_dead_ns;
-}
-
-/*
- * A HELLO that validated but names another identity than the link's peer.
- * Nothing in it is authenticated, so it replaces the peer only when the
- * peer has stopped answering: another node takes the link once the peer
- * has been silent on it for link_dead_ns, a new incarnation of the peer
- * (a restart, which fails every connection to the old one) once the old
- * incarnation has been silent that long on every link.  A live peer is
- * never silent that long: it answers keepalive probes after ka_ns.  So
- * a forged HELLO changes nothing while the peer lives, and a real restart
- * is believed within link_dead_ns + hello_ns.  Returns true if the
- * sender is now the link's peer.
- */
-static bool hello_adopt(struct me_node *n, u32 idx, const struct me_hdr *h,
-			u32 old_peer, u32 old_inc)
-{
-	struct me_link *l = &n->links[idx];
-	u64 now = me_now(n);
-	u32 i;
-
-	if (old_peer) {
-		for (i = 0; i < ME_MAX_LINKS; i++) {
-			if ((i == idx || old_peer == h->src_node) &&
-			    !silent_on(n, i, old_peer, old_inc, now)) {
-				me_stat_inc(n, ME_ST_RX_HELLO_HELD);
-				return false;
-			}
-		}
+	memset(out, 0, sizeof(*out));
+	out->node = id;
+	out->inc = me_atomic_read(&p->inc);
+	out->conns = me_atomic_read(&p->conns);
+	for (l = 0; l < ME_MAX_LINKS; l++) {
+		if (!n->links[l].present || !me_atomic_read(&p->path[l].known))
+			continue;
+		out->links |= 1u << l;
+		if (me_path_usable(n, p, l))
+			out->alive_links |= 1u << l;
 	}
-	/* Concurrent HELLOs on the link: one of them takes it. */
-	if (me_atomic_cmpxchg(&l->peer_inc, old_inc, h->src_inc) != old_inc)
+	me_lock(&n->peer_lock);
+	memcpy(out->name, p->name, sizeof(out->name));
+	me_unlock(&n->peer_lock);
+	out->name[sizeof(out->name) - 1] = '\0';
+}
+
+bool me_node_peer_at(struct me_node *n, u32 slot, struct me_peer_info_core *out)
+{
+	u32 id;
+
+	if (slot >= me_atomic_read(&n->npeers))
 		return false;
-	me_atomic_set(&l->peer_node, h->src_node);
-	if (old_peer == h->src_node && old_inc) {
-		me_stat_inc(n, ME_ST_PEER_RESTART);
-		me_conn_peer_restarted(n, h->src_node, h->src_inc);
-	}
+	id = me_atomic_read(&n->pids[slot]);
+	if (!id)
+		return false;
+	peer_info(n, &n->peers[slot], id, out);
 	return true;
 }
 
-int me_path_rx(struct me_node *n, u32 idx, const struct me_hdr *h)
+bool me_node_peer(struct me_node *n, u32 id, struct me_peer_info_core *out)
 {
-	struct me_link *l = &n->links[idx];
-	u32 old_peer = me_atomic_read(&l->peer_node);
-	u32 old_inc = me_atomic_read(&l->peer_inc);
+	struct me_peer *p = me_peer_find(n, id);
 
-	if (old_peer != h->src_node || old_inc != h->src_inc) {
-		/* Liveness only from the known peer, a new one only by HELLO. */
-		if (h->type != ME_PT_HELLO || !hello_adopt(n, idx, h, old_peer, old_inc))
-			return 0;
-	}
-	me_atomic64_set(&l->last_rx_ns, me_now(n));
-	if (!me_atomic_read(&l->alive) && me_atomic_read(&l->admin_up)) {
-		me_atomic_set(&l->alive, 1);
-		me_stat_inc(n, ME_ST_LINK_UP);
-	}
-	if (h->type == ME_PT_HELLO)
-		return ME_RX_PEER_HELLO;
-	if (h->type == ME_PT_KEEPALIVE && !(h->flags & ME_F_REPLY))
-		send_small(n, idx, ME_PT_KEEPALIVE, h->src_node, h->src_inc,
-			   ME_F_REPLY);
-	return 0;
+	if (!p)
+		return false;
+	peer_info(n, p, id, out);
+	return true;
 }
 
-static bool usable(struct me_node *n, u32 i, u32 peer)
+u32 me_peer_alive_links(struct me_node *n, u32 id)
 {
-	struct me_link *l = &n->links[i];
+	struct me_peer_info_core pi;
 
-	return l->present && me_atomic_read(&l->alive) &&
-	       me_atomic_read(&l->admin_up) &&
-	       me_atomic_read(&l->peer_node) == peer;
+	return me_node_peer(n, id, &pi) ? pi.alive_links : 0;
 }
 
-/*
- * The bytes a link may have in flight: link_window for the fastest usable
- * link to the peer, proportionally less for slower ones, so that every
- * link's queue drains in about the same time.  Equal queueing delays keep
- * the reordering between links (and so the receiver's reorder span) and
- * the spread of round-trip times small; a slow link with a full
- * link_window would hold packets several times longer than a fast one.
- * At least one MTU, so that every link can carry a packet.
- */
-static u64 link_cap(struct me_node *n, u64 rate, u64 maxrate)
+bool me_node_path_at(struct me_node *n, u32 slot, u32 link,
+		     struct me_path_info_core *out)
 {
-	u64 cap = me_div_u64((u64)n->cfg.link_window * rate, (u32)maxrate);
+	struct me_peer *p;
+	struct me_path *pa;
+	u64 now, rx;
+	u32 id;
 
-	return me_max_u64(cap, n->cfg.mtu);
-}
-
-static u64 max_rate(struct me_node *n, u32 peer)
-{
-	u64 m = 1;
-	u32 i;
-
-	for (i = 0; i < ME_MAX_LINKS; i++)
-		if (usable(n, i, peer))
-			m = me_max_u64(m, me_atomic_read(&n->links[i].rate));
-	return m;
-}
-
-int me_path_pick(struct me_node *n, u32 peer, u32 len, bool force)
-{
-	u64 best_infl = 0, best_rate = 1, maxrate = force ? 1 : max_rate(n, peer);
-	int best = -1;
-	u32 i;
-
-	for (i = 0; i < ME_MAX_LINKS; i++) {
-		u64 infl, rate;
-
-		if (!usable(n, i, peer))
-			continue;
-		infl = me_atomic_read(&n->links[i].inflight);
-		rate = me_atomic_read(&n->links[i].rate);
-		if (!force && infl + len > link_cap(n, rate, maxrate))
-			continue;
-		/* (infl+len)/rate < (best_infl+len)/best_rate */
-		if (best < 0 || (infl + len) * best_rate <
-				(best_infl + len) * rate) {
-			best = (int)i;
-			best_infl = infl;
-			best_rate = rate;
-		}
-	}
-	return best;
-}
-
-int me_path_any(struct me_node *n, u32 peer)
-{
-	return me_path_pick(n, peer, 0, true);
-}
-
-u32 me_path_next_txno(struct me_node *n, u32 idx)
-{
-	return me_atomic_add_return(&n->links[idx].txno, 1) & ME_TXNO_MASK;
-}
-
-static bool txno_lt(u32 a, u32 b)
-{
-	return ((b - a) & ME_TXNO_MASK) - 1 < (ME_TXNO_MASK >> 1);
-}
-
-void me_path_acked(struct me_node *n, u32 idx, u32 txno, u32 bytes, bool fifo)
-{
-	struct me_link *l = &n->links[idx];
-	u32 cur = me_atomic_read(&l->acked_txno);
-
-	me_atomic_add_return(&l->inflight, -bytes);
-	me_atomic64_add_return(&l->delivered, bytes);
-	/*
-	 * Only an ack that is known to be for this very transmission tells
-	 * us that everything sent before it on this link has arrived or is
-	 * lost.  For a retransmitted packet the ack may be for an earlier
-	 * copy on another link while this copy still waits in this link's
-	 * queue; taking its txno would declare that queue lost.
-	 */
-	if (!fifo)
-		return;
-	while (txno_lt(cur, txno)) {
-		u32 old = me_atomic_cmpxchg(&l->acked_txno, cur, txno);
-
-		if (old == cur) {
-			me_atomic64_set(&l->acked_ns, me_now(n));
-			break;
-		}
-		cur = old;
-	}
-}
-
-u64 me_path_acked_ns(struct me_node *n, u32 idx)
-{
-	return me_atomic64_read(&n->links[idx].acked_ns);
-}
-
-bool me_path_lost(struct me_node *n, u32 idx, u32 txno)
-{
-	u32 acked = me_atomic_read(&n->links[idx].acked_txno);
-
-	return txno_lt(txno + n->cfg.dupthresh, acked);
-}
-
-static void link_down(struct me_node *n, u32 idx)
-{
-	u32 i, cnt = me_atomic_read(&n->nconns);
-	u32 peer = me_atomic_read(&n->links[idx].peer_node);
-
-	me_atomic_set(&n->links[idx].alive, 0);
-	me_stat_inc(n, ME_ST_LINK_DOWN);
-	for (i = 0; i < cnt; i++) {
-		struct me_conn *c = me_ptr_load((void **)&n->conns[i]);
-
-		if (c && c->peer == peer && me_conn_live(c))
-			me_win_failover(c, idx);
-	}
-}
-
-static void rate_update(struct me_node *n, struct me_link *l, u64 now,
-			u64 maxrate)
-{
-	u64 d = me_atomic64_read(&l->delivered);
-	u64 cap = link_cap(n, me_atomic_read(&l->rate), maxrate);
-	bool busy = me_atomic_read(&l->inflight) >= cap / 2;
-	u64 dt = now - l->rate_t0;
-
-	if (dt < n->cfg.rate_ns)
-		return;
-	if (busy && l->rate_busy && dt < 0xffffffffull) {
-		u64 sample = me_div_u64((d - l->rate_d0) * 1000, (u32)dt);
-		u32 old = me_atomic_read(&l->rate);
-
-		if (sample)
-			me_atomic_set(&l->rate,
-				      (u32)me_max_u64((3ull * old + sample) / 4, 1));
-	}
-	l->rate_t0 = now;
-	l->rate_d0 = d;
-	l->rate_busy = busy;
-}
-
-void me_path_timer(struct me_node *n, u64 now)
-{
-	u32 i;
-
-	for (i = 0; i < ME_MAX_LINKS; i++) {
-		struct me_link *l = &n->links[i];
-		u32 peer;
-
-		if (!l->present)
-			continue;
-		if (!me_atomic_read(&l->admin_up)) {
-			if (me_atomic_read(&l->alive))
-				link_down(n, i);
-			continue;
-		}
-		if (now - l->last_hello_ns >= n->cfg.hello_ns) {
-			l->last_hello_ns = now;
-			send_small(n, i, ME_PT_HELLO, ME_NODE_BCAST, 0, 0);
-		}
-		peer = me_atomic_read(&l->peer_node);
-		if (!peer)
-			continue;
-		if (me_elapsed(now, me_atomic64_read(&l->last_rx_ns)) >= n->cfg.ka_ns &&
-		    now - l->last_ka_ns >= n->cfg.ka_ns) {
-			l->last_ka_ns = now;
-			send_small(n, i, ME_PT_KEEPALIVE, peer,
-				   me_atomic_read(&l->peer_inc), 0);
-		}
-		if (me_atomic_read(&l->alive) &&
-		    me_elapsed(now, me_atomic64_read(&l->last_rx_ns)) > n->cfg.link_dead_ns)
-			link_down(n, i);
-		rate_update(n, l, now, max_rate(n, peer));
-	}
+	if (slot >= me_atomic_read(&n->npeers) || link >= ME_MAX_LINKS ||
+	    !n->links[link].present)
+		return false;
+	id = me_atomic_read(&n->pids[slot]);
+	p = &n->peers[slot];
+	pa = &p->path[link];
+	if (!id || !me_atomic_read(&pa->known))
+		return false;
+	now = me_now(n);
+	memset(out, 0, sizeof(*out));
+	out->link = link;
+	out->node = id;
+	out->inc = me_atomic_read(&p->inc);
+	out->addr = me_atomic64_read(&pa->addr);
+	if (me_path_usable(n, p, link))
+		out->flags |= ME_PATH_ALIVE;
+	if (fresh(n, &pa->last_rx_ns, now))
+		out->flags |= ME_PATH_RX;
+	if (fresh(n, &pa->heard_ns, now))
+		out->flags |= ME_PATH_HEARD;
+	out->rtt_us = me_atomic_read(&pa->rtt_us);
+	out->rate = me_atomic_read(&pa->rate);
+	out->inflight = me_atomic_read(&pa->inflight);
+	rx = me_atomic64_read(&pa->last_rx_ns);
+	out->rx_age_ns = rx ? me_elapsed(now, rx) : ~0ull;
+	out->tx_pkts = me_atomic64_read(&pa->tx_pkts);
+	out->rx_pkts = me_atomic64_read(&pa->rx_pkts);
+	out->lost_pkts = me_atomic64_read(&pa->lost_pkts);
+	return true;
 }

@@ -1,68 +1,120 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * path.h - links: discovery (HELLO), per-link keepalive and liveness,
- * rate estimation, and the choice of a link for each packet.
+ * path.h - the neighbour model: links (local NICs), peers (nodes heard by
+ * HELLO) and paths, one per (link, peer) pair: discovery, two-way
+ * liveness, rate estimation, and the choice of a path for each packet.
  */
 #ifndef ME_PATH_H
 #define ME_PATH_H
 
-#include "me_types.h"
+#include "me_core.h"
 #include "wire.h"
 
 struct me_node;
 
-/*
- * Per-link state.  Fields marked (timer) are touched only by
- * me_core_timer(), which never runs concurrently with itself; all others
- * are atomics, updated from any receive thread.
- */
+/* Per local link.  (timer): touched only by me_core_timer(). */
 struct me_link {
 	bool present;		/* set once by me_link_add() */
 	u32 mtu;
 	me_atomic_t admin_up;	/* NIC carrier, from the host */
 	me_atomic_t deleted;	/* me_link_del(): slot free for me_link_add() */
-	me_atomic_t alive;	/* the peer answered recently */
-	me_atomic_t peer_node;	/* learned by HELLO (0: unknown) */
-	me_atomic_t peer_inc;
-	me_atomic64_t last_rx_ns;
-	me_atomic_t inflight;	/* data bytes sent on it and not acked */
+	u32 rate_init;		/* bytes per microsecond, from the NIC speed */
+	u64 last_hello_ns;	/* (timer) */
+};
+
+/*
+ * Per (link, peer) path.  Fields marked (timer) are touched only by
+ * me_core_timer(); all others are atomics, updated from any receive
+ * thread.  A path exists (known) once a HELLO of the peer validated on
+ * the link; addr is that HELLO's source address, where every frame to
+ * the peer on this link goes.
+ */
+struct me_path {
+	me_atomic_t known;
+	me_atomic_t alive;	/* both directions work (path.c) */
+	me_atomic64_t addr;	/* the peer's link-layer address here */
+	me_atomic64_t last_rx_ns;	/* a valid frame from the peer here */
+	me_atomic64_t heard_ns;	/* the peer last heard us here */
+	me_atomic_t inflight;	/* data bytes sent here and not acked */
 	me_atomic_t txno;	/* transmit counter (24 bits used) */
 	me_atomic_t acked_txno;	/* highest txno acked (24-bit seq order) */
 	me_atomic64_t acked_ns;	/* when acked_txno last advanced */
 	me_atomic64_t delivered; /* data bytes acked */
 	me_atomic_t rate;	/* estimate, bytes per microsecond */
-	u64 last_hello_ns;	/* (timer) */
+	me_atomic_t rtt_us;	/* last keepalive round trip, 0: none */
+	me_atomic64_t tx_pkts;	/* data packets sent here */
+	me_atomic64_t rx_pkts;	/* valid frames from the peer here */
+	me_atomic64_t lost_pkts; /* packets sent here that went again */
 	u64 last_ka_ns;		/* (timer) */
 	u64 rate_t0;		/* (timer) */
 	u64 rate_d0;		/* (timer) */
-	bool rate_busy;		/* (timer) link saturated at rate_t0 */
+	bool rate_busy;		/* (timer) path saturated at rate_t0 */
+};
+
+/*
+ * A peer: a node some HELLO named.  Slots live in node->peers; a slot is
+ * taken and freed under node->peer_lock (HELLO, the timer) and read
+ * without it.  A peer held by a connection (conns > 0) keeps its slot.
+ */
+struct me_peer {
+	me_atomic_t inc;	/* incarnation believed */
+	me_atomic_t conns;	/* connections referring to it */
+	me_atomic_t confirmed;	/* alive both ways on a link once */
+	u64 created_ns;		/* (peer_lock) */
+	char name[ME_HELLO_NAME]; /* (peer_lock) NUL-padded */
+	struct me_path path[ME_MAX_LINKS];
 };
 
 #define ME_LINK_NONE	0x7f	/* "no link" in a tx slot's linfo */
 #define ME_TXNO_MASK	0xffffff
 
 void me_path_init(struct me_node *node);
+/* Allocate/free the peer table (me_node_create/destroy). */
+int me_peers_alloc(struct me_node *node);
+void me_peers_free(struct me_node *node);
+
+/* The slot of peer `id`, or NULL (lock-free; the slot may be reused). */
+struct me_peer *me_peer_find(struct me_node *node, u32 id);
+/* The peer's node id (0: the slot is free). */
+u32 me_peer_id(struct me_node *node, const struct me_peer *p);
+/* Hold a known peer for a connection (NULL: unknown), and let it go. */
+struct me_peer *me_peer_hold(struct me_node *node, u32 id);
+void me_peer_put(struct me_node *node, struct me_peer *p);
+
 /*
- * A valid packet arrived on the link from node src (liveness, recovery,
- * discovery).  Returns ME_RX_PEER_HELLO (me_core.h) for a HELLO of the
- * link's peer, else 0.
+ * A frame from h->src_node that validated arrived on `link` from addr
+ * (liveness, discovery, keepalive).  p: the sender's peer slot if the
+ * caller knows it (a connection frame), else NULL.
  */
-int me_path_rx(struct me_node *node, u32 link, const struct me_hdr *h);
+void me_path_rx(struct me_node *node, u32 link, u64 addr,
+		const struct me_hdr *h, struct me_peer *p);
+/* Is the path alive both ways (and its link up)? */
+bool me_path_usable(struct me_node *node, struct me_peer *p, u32 link);
 /* Pick the link for `len` bytes to peer; -1 if none usable now. */
-int me_path_pick(struct me_node *node, u32 peer, u32 len, bool force);
+int me_path_pick(struct me_node *node, struct me_peer *p, u32 len, bool force);
 /* Any alive link to the peer (for control packets), -1 if none. */
-int me_path_any(struct me_node *node, u32 peer);
-u32 me_path_next_txno(struct me_node *node, u32 link);
+int me_path_any(struct me_node *node, struct me_peer *p);
+u32 me_path_next_txno(struct me_peer *p, u32 link);
 /*
  * bytes of a transmission on link were acked; fifo: it was the only copy
  * ever sent (not a retransmission), so its txno proves that everything
- * sent earlier on the link has arrived or is lost.
+ * sent earlier on the path has arrived or is lost.
  */
-void me_path_acked(struct me_node *node, u32 link, u32 txno, u32 bytes,
-		   bool fifo);
-bool me_path_lost(struct me_node *node, u32 link, u32 txno);
-/* When the link last showed progress (an ack advanced acked_txno). */
-u64 me_path_acked_ns(struct me_node *node, u32 link);
+void me_path_acked(struct me_node *node, struct me_peer *p, u32 link,
+		   u32 txno, u32 bytes, bool fifo);
+bool me_path_lost(struct me_node *node, struct me_peer *p, u32 link, u32 txno);
+/* When the path last showed progress (an ack advanced acked_txno). */
+u64 me_path_acked_ns(struct me_peer *p, u32 link);
 void me_path_timer(struct me_node *node, u64 now);
+
+static inline struct me_path *me_pth(struct me_peer *p, u32 link)
+{
+	return &p->path[link];
+}
+
+static inline u64 me_path_addr(struct me_peer *p, u32 link)
+{
+	return me_atomic64_read(&p->path[link].addr);
+}
 
 #endif /* ME_PATH_H */

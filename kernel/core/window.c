@@ -329,11 +329,11 @@ void me_win_send_ack(struct me_conn *c, int link, bool nack)
 	}
 	if (nack)
 		me_atomic_set(&c->nack_cum, cum);
-	if (link < 0 || !me_link_alive(n, (u32)link))
-		link = me_path_any(n, c->peer);
+	if (link < 0 || !me_path_usable(n, c->pe, (u32)link))
+		link = me_path_any(n, c->pe);
 	if (link >= 0) {
 		me_wire_build(buf, &h);
-		me_node_tx(n, (u32)link, buf, ME_HDR_ACK);
+		me_conn_tx(c, (u32)link, buf, ME_HDR_ACK);
 		me_stat_inc(n, nack ? ME_ST_TX_NACK : ME_ST_TX_ACK);
 	}
 	me_unlock(&c->ack_lock);
@@ -436,7 +436,6 @@ static void zc_settle(struct me_conn *c, struct me_txslot *t)
  */
 void me_win_release_inflight(struct me_conn *c)
 {
-	struct me_node *n = c->node;
 	u32 i;
 
 	for (i = 0; i < c->window; i++) {
@@ -449,7 +448,7 @@ void me_win_release_inflight(struct me_conn *c)
 				break;
 			if (me_atomic64_cmpxchg(&t->linfo, li,
 						LI(li_seq(li), 0, 0, ME_LINK_NONE)) == li) {
-				me_atomic_add_return(&n->links[li_link(li)].inflight,
+				me_atomic_add_return(&me_pth(c->pe, li_link(li))->inflight,
 						     0u - me_atomic_read(&t->len));
 				break;
 			}
@@ -471,13 +470,13 @@ static void slot_tx(struct me_conn *c, struct me_txslot *t, u32 link, u32 len)
 	struct me_node *n = c->node;
 
 	if (!t->zc) {
-		me_node_tx(n, link, t->buf, len);
+		me_conn_tx(c, link, t->buf, len);
 		return;
 	}
 	/* The reference went with the connection: nothing may be read. */
 	if (!me_atomic_read(&t->zc_held) ||
-	    n->ops->zc_tx(n->ctx, link, t->buf, ME_HDR_SEQ, t->zc_region, t->zc_off,
-			  len - ME_HDR_SEQ, t->zc_cookie))
+	    n->ops->zc_tx(n->ctx, link, me_path_addr(c->pe, link), t->buf, ME_HDR_SEQ,
+			  t->zc_region, t->zc_off, len - ME_HDR_SEQ, t->zc_cookie))
 		me_stat_inc(n, ME_ST_TX_FAIL);
 }
 
@@ -503,7 +502,7 @@ static void account(struct me_conn *c, u32 s)
 					LI(s, 0, 0, ME_LINK_NONE)) == li)
 			break;
 	}
-	me_path_acked(c->node, li_link(li), li_txno(li), len, !li_rtx(li));
+	me_path_acked(c->node, c->pe, li_link(li), li_txno(li), len, !li_rtx(li));
 	if (!li_rtx(li)) {	/* Karn: no samples from retransmissions */
 		u64 now = me_now(c->node);
 
@@ -537,17 +536,18 @@ static bool retransmit(struct me_conn *c, u32 s, enum me_stat why)
 		goto out;
 	}
 	len = me_atomic_read(&t->len);
-	pick = me_path_pick(n, c->peer, len, true);
+	pick = me_path_pick(n, c->pe, len, true);
 	if (pick < 0)
 		goto out;
 	nl = (u32)pick;
-	txno = me_path_next_txno(n, nl);
-	me_atomic_add_return(&n->links[nl].inflight, len);
+	txno = me_path_next_txno(c->pe, nl);
+	me_atomic_add_return(&me_pth(c->pe, nl)->inflight, len);
 	if (me_atomic64_cmpxchg(&t->linfo, li, LI(s, txno, 1, nl)) != li) {
-		me_atomic_add_return(&n->links[nl].inflight, -len);
+		me_atomic_add_return(&me_pth(c->pe, nl)->inflight, -len);
 		goto out;
 	}
-	me_atomic_add_return(&n->links[li_link(li)].inflight, -len);
+	me_atomic_add_return(&me_pth(c->pe, li_link(li))->inflight, -len);
+	me_atomic64_add_return(&me_pth(c->pe, li_link(li))->lost_pkts, 1);
 	me_atomic64_set(&t->sent_ns, me_now(n));
 	t->buf[3] |= ME_F_RTX | ME_F_ACKREQ;
 	slot_tx(c, t, nl, len);
@@ -627,7 +627,7 @@ void me_win_rx_ack(struct me_conn *c, u32 link, const struct me_hdr *h)
 			li = me_atomic64_read(&t->linfo);
 
 			if (li_seq(li) == s && li_link(li) != ME_LINK_NONE &&
-			    me_path_lost(n, li_link(li), li_txno(li)) &&
+			    me_path_lost(n, c->pe, li_link(li), li_txno(li)) &&
 			    me_elapsed(now, me_atomic64_read(&t->sent_ns)) >= n->cfg.reorder_ns)
 				retransmit(c, s, ME_ST_TX_RTX_LOSS);
 		}
@@ -684,12 +684,12 @@ void me_win_tx_commit(struct me_conn *c, struct me_txslot *t, u32 seq,
 		      u32 len, u32 link)
 {
 	struct me_node *n = c->node;
-	u32 txno = me_path_next_txno(n, link);
+	u32 txno = me_path_next_txno(c->pe, link);
 
 	t->retries = 0;
 	me_atomic_set(&t->len, len);
 	me_atomic64_set(&t->sent_ns, me_now(n));
-	me_atomic_add_return(&n->links[link].inflight, len);
+	me_atomic_add_return(&me_pth(c->pe, link)->inflight, len);
 	me_atomic64_set(&t->linfo, LI(seq, txno, 0, link));
 	me_atomic_set(&c->snd_max, seq + 1);
 	slot_tx(c, t, link, len);
@@ -754,7 +754,7 @@ void me_win_timer(struct me_conn *c, u64 now)
 		 * coalesced per connection, other connections' are not
 		 * held back by ours).
 		 */
-		if (me_path_lost(n, l, li_txno(li))) {
+		if (me_path_lost(n, c->pe, l, li_txno(li))) {
 			if (me_elapsed(now, sent) >= rto &&
 			    retransmit(c, s, ME_ST_TX_RTX_RTO))
 				fired = true;
@@ -772,7 +772,7 @@ void me_win_timer(struct me_conn *c, u64 now)
 		 * connections on the link must not hold its timer back
 		 * (issue 14: an ordered connection starved for seconds).
 		 */
-		sent = me_max_u64(sent, me_path_acked_ns(n, l));
+		sent = me_max_u64(sent, me_path_acked_ns(c->pe, l));
 		if (now < sent || now - sent < rto)
 			continue;
 		/*

@@ -146,13 +146,17 @@ int me_wire_parse(const void *buf, u32 len, struct me_hdr *h)
 	case ME_PT_HELLO:
 	case ME_PT_KEEPALIVE:
 		h->h.link = me_get_be32(p + 40);
-		if (me_get_be32(p + 44) || h->cookie)
+		h->h.heard_us = 0;
+		h->h.echo = 0;
+		if (h->cookie || h->src_conn || h->dst_conn)
 			return ME_EWIRE_FIELD;
-		if (h->type == ME_PT_HELLO && h->payload_len > ME_HELLO_NAME)
-			return ME_EWIRE_FIELD;
-		if (h->type == ME_PT_KEEPALIVE && h->payload_len)
-			return ME_EWIRE_FIELD;
-		if (h->type == ME_PT_KEEPALIVE && h->dst_node == ME_NODE_BCAST)
+		if (h->type == ME_PT_HELLO)
+			return me_get_be32(p + 44) || h->payload_len > ME_HELLO_NAME ||
+			       h->flags ? ME_EWIRE_FIELD : 0;
+		h->h.heard_us = me_get_be32(p + 44);
+		h->h.echo = me_get_be64(p + 48);
+		if (h->payload_len || h->dst_node == ME_NODE_BCAST ||
+		    (h->flags & ~ME_F_REPLY))
 			return ME_EWIRE_FIELD;
 		return 0;
 	case ME_PT_CONNECT:
@@ -234,6 +238,10 @@ u32 me_wire_build(u8 *p, const struct me_hdr *h)
 	case ME_PT_HELLO:
 	case ME_PT_KEEPALIVE:
 		me_put_be32(p + 40, h->h.link);
+		if (h->type == ME_PT_KEEPALIVE) {
+			me_put_be32(p + 44, h->h.heard_us);
+			me_put_be64(p + 48, h->h.echo);
+		}
 		break;
 	case ME_PT_CONNECT:
 	case ME_PT_ACCEPT:

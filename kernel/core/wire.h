@@ -15,8 +15,11 @@
 /*
  * 2: a 64-bit connection cookie in the common header, each side's cookie
  * in CONNECT/ACCEPT, 64-bit region keys.
+ * 3: the neighbour model: HELLO may be unicast (the answer to a new
+ * neighbour); KEEPALIVE says how long ago its sender last heard the
+ * receiver on that link and carries a timestamp its reply echoes.
  */
-#define ME_WIRE_VERSION		2
+#define ME_WIRE_VERSION		3
 
 enum me_pkt_type {
 	ME_PT_HELLO = 1,	/* discovery, every link, periodically */
@@ -47,7 +50,7 @@ enum me_pkt_type {
 #define ME_HDR_ACK	68
 #define ME_HDR_CONN	64
 #define ME_HDR_HELLO	48
-#define ME_HDR_KA	48
+#define ME_HDR_KA	56
 #define ME_HDR_ABORT	48
 #define ME_HDR_MAX	88
 
@@ -106,7 +109,12 @@ struct me_hdr {
 			u64 cookie;	/* the sender's, nonzero */
 		} c;
 		struct {		/* HELLO, KEEPALIVE */
-			u32 link;
+			u32 link;	/* the sender's link index */
+			u32 heard_us;	/* KEEPALIVE: the sender last heard
+					 * the receiver on this link this
+					 * long ago (0xffffffff: never) */
+			u64 echo;	/* KEEPALIVE: the sender's clock in a
+					 * probe, the probe's in a reply */
 		} h;
 		struct {		/* ABORT */
 			u32 status;	/* positive errno: why it ended */

@@ -107,12 +107,21 @@ void sniff(Plat *pl, const u8 *buf, u32 len)
 	}
 }
 
-int tx(void *ctx, u32 link, const void *buf, u32 len)
+// Node i's link-layer address.
+u64 addr_of(int i)
+{
+	return 0x020000000000ull | (u64)(i + 1);
+}
+
+int tx(void *ctx, u32 link, u64 dst, const void *buf, u32 len)
 {
 	Plat *pl = static_cast<Plat *>(ctx);
 	auto &q = pl->hs->q[pl->idx];
 
 	CHECK(link == 0);
+	// Frames go to an address a HELLO taught (the peer's, or the third
+	// one injected frames come from), or to all.
+	CHECK(dst == ME_ADDR_BCAST || dst == addr_of(!pl->idx) || dst == addr_of(2));
 	CHECK(len >= ME_HDR_COMMON && len <= kMtu);
 	sniff(pl, static_cast<const u8 *>(buf), len);
 	if (q.size() >= kQueueMax)
@@ -233,7 +242,7 @@ void deliver(Harness &hs, int from, u32 k, u32 drop_mask)
 		hs.q[from].pop_front();
 		if (drop_mask & (1u << (i & 31)))
 			continue;
-		me_core_rx(hs.p[!from].node, 0, pkt.data(), (u32)pkt.size());
+		me_core_rx(hs.p[!from].node, 0, addr_of(from), pkt.data(), (u32)pkt.size());
 	}
 }
 
@@ -383,7 +392,8 @@ void inject_crafted(Harness &hs, int from, Input &in)
 
 		buf[off % len] = in.u8v();
 	}
-	me_core_rx(dst.node, 0, buf, len);
+	// From the peer's own address (the strongest forgery) or another.
+	me_core_rx(dst.node, 0, shape & 0x10 ? addr_of(2) : addr_of(from), buf, len);
 }
 
 void inject_raw(Harness &hs, int to, Input &in)
@@ -393,7 +403,7 @@ void inject_raw(Harness &hs, int to, Input &in)
 
 	for (auto &b : buf)
 		b = in.u8v();
-	me_core_rx(hs.p[to].node, 0, buf.data(), len);
+	me_core_rx(hs.p[to].node, 0, addr_of(!to), buf.data(), len);
 }
 
 } // namespace

@@ -47,6 +47,7 @@ struct MtNode {
 	// put below zero, or a transmission with no reference held.
 	std::atomic<int> zc_refs[kMaxOps + 1] = {};
 	std::atomic<int> zc_bad{0};
+	std::atomic<int> misaddressed{0};	// frames sent to a wrong address
 	std::atomic<int> zc_tx_pkts{0};
 };
 
@@ -58,8 +59,17 @@ uint64_t now_ns(void *)
 
 MtNode &M(void *ctx) { return *static_cast<MtNode *>(ctx); }
 
-int tx(void *ctx, uint32_t link, const void *buf, uint32_t len)
+// A node's link-layer address on a link.
+uint64_t addr_of(int idx, uint32_t link)
 {
+	return 0x020000000000ull | (uint64_t)(idx + 1) << 8 | link;
+}
+
+int tx(void *ctx, uint32_t link, uint64_t dst, const void *buf, uint32_t len)
+{
+	if (dst != ME_ADDR_BCAST && dst != addr_of(M(ctx).peer->idx, link))
+		M(ctx).misaddressed++;	// not where the peer is
+
 	MtNode &n = M(ctx);
 	uint64_t r = n.rng.fetch_add(0x9e3779b97f4a7c15ull) * 0xbf58476d1ce4e5b9ull;
 	r ^= r >> 31;
@@ -140,7 +150,7 @@ void zc_put(void *ctx, uint64_t cookie)
 		M(ctx).zc_bad++;
 }
 
-int zc_tx(void *ctx, uint32_t link, const void *hdr, uint32_t hdr_len, uint32_t region,
+int zc_tx(void *ctx, uint32_t link, uint64_t dst, const void *hdr, uint32_t hdr_len, uint32_t region,
 	  uint64_t off, uint32_t len, uint64_t cookie)
 {
 	MtNode &n = M(ctx);
@@ -153,7 +163,7 @@ int zc_tx(void *ctx, uint32_t link, const void *hdr, uint32_t hdr_len, uint32_t 
 	memcpy(pkt.data(), hdr, hdr_len);
 	memcpy(pkt.data() + hdr_len, n.src.data() + off, len);
 	n.zc_tx_pkts++;
-	return tx(ctx, link, pkt.data(), (uint32_t)pkt.size());
+	return tx(ctx, link, dst, pkt.data(), (uint32_t)pkt.size());
 }
 
 const me_plat_ops ops = {now_ns, tx, mr_check, mr_write, mr_local, mr_read,
@@ -212,7 +222,7 @@ TEST(MultiThread, concurrent_rx__exactly_once)
 						pkt = std::move(q.q.front());
 						q.q.pop_front();
 					}
-					me_core_rx(np->node, t % kLinks, pkt.data(),
+					me_core_rx(np->node, t % kLinks, addr_of(np->peer->idx, t % kLinks), pkt.data(),
 						   (uint32_t)pkt.size());
 				}
 			});
@@ -317,6 +327,7 @@ TEST(MultiThread, concurrent_rx__exactly_once)
 	EXPECT_GT(a.zc_tx_pkts.load(), 0);
 	EXPECT_EQ(a.zc_bad.load(), 0);
 	EXPECT_EQ(b.zc_bad.load(), 0);
+	EXPECT_EQ(a.misaddressed.load() + b.misaddressed.load(), 0);
 	for (int i = 0; i <= kMaxOps; i++)
 		EXPECT_EQ(a.zc_refs[i].load(), 0) << "cookie " << i;
 }

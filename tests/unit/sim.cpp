@@ -12,9 +12,9 @@ static Node &N(void *ctx) { return *static_cast<Node *>(ctx); }
 
 static uint64_t p_now(void *ctx) { return N(ctx).sim->now; }
 
-static int p_tx(void *ctx, uint32_t link, const void *buf, uint32_t len)
+static int p_tx(void *ctx, uint32_t link, uint64_t dst, const void *buf, uint32_t len)
 {
-	return N(ctx).sim->tx(N(ctx), link, buf, len);
+	return N(ctx).sim->tx(N(ctx), link, dst, buf, len);
 }
 
 static int p_mr_check(void *ctx, uint32_t region, uint64_t key, uint64_t off,
@@ -144,7 +144,7 @@ static void p_zc_put(void *ctx, uint64_t cookie)
 }
 
 // Sends header + region bytes, as a module builds a frame from pinned pages.
-static int p_zc_tx(void *ctx, uint32_t link, const void *hdr, uint32_t hdr_len,
+static int p_zc_tx(void *ctx, uint32_t link, uint64_t dst, const void *hdr, uint32_t hdr_len,
 		   uint32_t region, uint64_t off, uint32_t len, uint64_t cookie)
 {
 	Node &n = N(ctx);
@@ -159,7 +159,7 @@ static int p_zc_tx(void *ctx, uint32_t link, const void *hdr, uint32_t hdr_len,
 	memcpy(pkt.data(), hdr, hdr_len);
 	memcpy(pkt.data() + hdr_len, it->second.mem.data() + off, len);
 	n.zc_tx_pkts++;
-	return n.sim->tx(n, link, pkt.data(), (uint32_t)pkt.size());
+	return n.sim->tx(n, link, dst, pkt.data(), (uint32_t)pkt.size());
 }
 
 // Deterministic per seed, like everything else in the simulator.
@@ -261,10 +261,15 @@ void Sim::start_node(Node &n)
 	if (!n.node)
 		abort();
 	for (size_t l = 0; l < n.link_wire.size(); l++) {
-		const Wire &w = wires[n.link_wire[l]];
-		int d = w.node[0] == n.idx && w.link[0] == l ? 0 : 1;
-		me_link_add(n.node, (uint32_t)l, 9216,
-			    (uint32_t)(w.p[d].gbps * 1000));
+		double gbps;
+		if (n.link_wire[l] >= 0) {
+			const Wire &w = wires[n.link_wire[l]];
+			int d = w.node[0] == n.idx && w.link[0] == l ? 0 : 1;
+			gbps = w.p[d].gbps;
+		} else {
+			gbps = ports[n.link_port[l]].up.gbps;
+		}
+		me_link_add(n.node, (uint32_t)l, 9216, (uint32_t)(gbps * 1000));
 	}
 }
 
@@ -294,7 +299,9 @@ int Sim::add_link(int a, int b, const LinkParams &pa, const LinkParams &pb)
 	wires.push_back(w);
 	int id = (int)wires.size() - 1;
 	nodes[a]->link_wire.push_back(id);
+	nodes[a]->link_port.push_back(-1);
 	nodes[b]->link_wire.push_back(id);
+	nodes[b]->link_port.push_back(-1);
 	me_link_add(nodes[a]->node, w.link[0], 9216, (uint32_t)(pa.gbps * 1000));
 	me_link_add(nodes[b]->node, w.link[1], 9216, (uint32_t)(pb.gbps * 1000));
 	return id;
@@ -394,10 +401,12 @@ void Sim::credit_check(int node, const me_hdr &h)
 	}
 }
 
-int Sim::tx(Node &n, uint32_t link, const void *buf, uint32_t len)
+int Sim::tx(Node &n, uint32_t link, uint64_t dst, const void *buf, uint32_t len)
 {
 	if (link >= n.link_wire.size())
 		return -EINVAL;
+	if (n.link_port[link] >= 0)
+		return port_tx(n, link, dst, buf, len);
 	int wid = n.link_wire[link];
 	Wire &w = wires[wid];
 	int d = w.node[0] == n.idx && w.link[0] == link ? 0 : 1;
@@ -425,14 +434,20 @@ int Sim::tx(Node &n, uint32_t link, const void *buf, uint32_t len)
 	std::vector<uint8_t> pkt((const uint8_t *)buf, (const uint8_t *)buf + len);
 	int to = w.node[1 - d];
 	uint32_t tolink = w.link[1 - d];
+	// A NIC takes frames for its address and broadcasts only.
+	if (dst != ME_ADDR_BCAST && dst != addr(to, tolink)) {
+		misaddressed++;
+		return 0;
+	}
 	for (int i = 0; i < copies; i++) {
 		uint64_t arr = start + ser + p.delay_ns + (uint64_t)i * 1000;
 		if (rng.uni() < p.reorder)
 			arr += rng.below(p.reorder_ns);
-		at(arr, [this, to, tolink, wid, pkt] {
+		uint64_t src = addr(n.idx, link);
+		at(arr, [this, to, tolink, wid, src, pkt] {
 			if (!wires[wid].up)
 				return;
-			deliver(*nodes[to], tolink, pkt);
+			deliver(*nodes[to], tolink, src, pkt);
 		});
 	}
 	return 0;
@@ -441,12 +456,12 @@ int Sim::tx(Node &n, uint32_t link, const void *buf, uint32_t len)
 // Data frames go in as a flipping host hands them over: the payload is
 // scribbled in the buffer and only reachable through mr_write's rx (or
 // after rx_fill), so a core reading payload any other way reads garbage.
-void Sim::deliver(Node &n, uint32_t link, std::vector<uint8_t> pkt)
+void Sim::deliver(Node &n, uint32_t link, uint64_t src, std::vector<uint8_t> pkt)
 {
 	uint8_t t = pkt.size() > 1 ? pkt[1] : 0;
 	if (!frame_payload || pkt.size() < ME_HDR_COMMON ||
 	    (t != ME_PT_WRITE && t != ME_PT_NOTIFY && t != ME_PT_READ_RESP)) {
-		me_core_rx(n.node, link, pkt.data(), (uint32_t)pkt.size());
+		me_core_rx(n.node, link, src, pkt.data(), (uint32_t)pkt.size());
 		return;
 	}
 	RxFrame f;
@@ -455,7 +470,107 @@ void Sim::deliver(Node &n, uint32_t link, std::vector<uint8_t> pkt)
 	uint32_t hdr = (uint32_t)pkt[4] << 8 | pkt[5];
 	if (hdr < pkt.size())
 		memset(pkt.data() + hdr, 0xEE, pkt.size() - hdr);
-	me_core_rx_frame(n.node, link, pkt.data(), (uint32_t)pkt.size(), &f);
+	me_core_rx_frame(n.node, link, src, pkt.data(), (uint32_t)pkt.size(), &f);
+}
+
+int Sim::add_switch(uint64_t queue_bytes)
+{
+	switches.push_back(Switch{queue_bytes, {}});
+	return (int)switches.size() - 1;
+}
+
+int Sim::plug(int node, int sw, const LinkParams &up, const LinkParams &down)
+{
+	Node &n = *nodes[node];
+	Port p;
+	p.sw = sw;
+	p.node = node;
+	p.link = (uint32_t)n.link_wire.size();
+	p.up = up;
+	p.down = down;
+	ports.push_back(p);
+	int id = (int)ports.size() - 1;
+	switches[sw].ports.push_back(id);
+	n.link_wire.push_back(-1);
+	n.link_port.push_back(id);
+	me_link_add(n.node, p.link, 9216, (uint32_t)(up.gbps * 1000));
+	return id;
+}
+
+// The node's NIC serializes the frame onto its cable to the switch.
+int Sim::port_tx(Node &n, uint32_t link, uint64_t dst, const void *buf, uint32_t len)
+{
+	int pid = n.link_port[link];
+	Port &p = ports[pid];
+	TxEvent te{n.idx, link, now, {}, false};
+	te.parsed = me_wire_parse(buf, len, &te.h) == 0;
+	if (te.parsed)
+		credit_check(n.idx, te.h);
+	if (tx_hook)
+		tx_hook(te);
+	uint64_t ser = (uint64_t)((len + kEthOverhead) * 8 / p.up.gbps);
+	uint64_t start = std::max(now, p.nic_busy);
+	p.nic_busy = start + ser;
+	if (!p.tx_ok)
+		return 0;	// a NIC that no longer transmits: nobody can tell
+	if (drop_hook && drop_hook(te))
+		return 0;
+	if (rng.uni() < p.up.loss)
+		return 0;
+	std::vector<uint8_t> pkt((const uint8_t *)buf, (const uint8_t *)buf + len);
+	uint64_t src = addr(n.idx, link);
+	at(start + ser + p.up.delay_ns, [this, pid, src, dst, pkt] {
+		switch_forward(pid, src, dst, pkt);
+	});
+	return 0;
+}
+
+// Store and forward: every output port is a FIFO with a finite queue.
+void Sim::switch_forward(int in, uint64_t src, uint64_t dst, const std::vector<uint8_t> &pkt)
+{
+	Switch &s = switches[ports[in].sw];
+	for (int out : s.ports) {
+		if (out == in)
+			continue;
+		Port &o = ports[out];
+		if (dst != ME_ADDR_BCAST && dst != addr(o.node, o.link))
+			continue;
+		uint64_t ser = (uint64_t)((pkt.size() + kEthOverhead) * 8 / o.down.gbps);
+		uint64_t backlog = o.out_busy > now ? o.out_busy - now : 0;
+		if ((double)backlog * o.down.gbps / 8 > (double)s.queue_bytes) {
+			o.queue_drops++;
+			continue;
+		}
+		uint64_t start = std::max(now, o.out_busy);
+		o.out_busy = start + ser;
+		o.out_max = std::max(o.out_max, (uint64_t)((double)backlog * o.down.gbps / 8));
+		if (rng.uni() < o.down.loss)
+			continue;
+		int to = o.node;
+		uint32_t tolink = o.link;
+		at(start + ser + o.down.delay_ns, [this, out, to, tolink, src, pkt] {
+			if (ports[out].rx_ok)
+				deliver(*nodes[to], tolink, src, pkt);
+		});
+	}
+	if (dst != ME_ADDR_BCAST) {
+		bool found = false;
+		for (int out : s.ports)
+			found |= out != in && dst == addr(ports[out].node, ports[out].link);
+		if (!found)
+			misaddressed++;
+	}
+}
+
+void Sim::deliver(Node &n, uint32_t link, std::vector<uint8_t> pkt)
+{
+	uint64_t src = 0;
+	if (link < n.link_wire.size() && n.link_wire[link] >= 0) {
+		const Wire &w = wires[n.link_wire[link]];
+		int d = w.node[0] == n.idx && w.link[0] == link ? 0 : 1;
+		src = addr(w.node[1 - d], w.link[1 - d]);
+	}
+	deliver(n, link, src, std::move(pkt));
 }
 
 me_conn *Sim::connect(int a, int b, uint32_t mode, uint32_t *peer_id)

@@ -74,7 +74,8 @@ struct Node {
 	std::map<uint32_t, std::vector<std::pair<uint64_t, uint32_t>>> undone;
 	uint64_t mr_dones = 0;
 	uint64_t rx_bad = 0;	// payload read outside the frame, or early notify
-	std::vector<int> link_wire;	// local link index -> wire id
+	std::vector<int> link_wire;	// local link index -> wire id, or -1
+	std::vector<int> link_port;	// local link index -> switch port, or -1
 	bool ticking = true;
 
 	// Zero-copy references (me_plat.h), modelled as the module keeps
@@ -104,6 +105,24 @@ struct Wire {
 	uint64_t bytes[2] = {0, 0};	// payload-carrying bytes, for figures
 };
 
+// A node's link plugged into a switch: up is the node's NIC and cable to
+// the switch, down the switch's output port toward the node.
+struct Port {
+	int sw = 0, node = 0;
+	uint32_t link = 0;
+	LinkParams up, down;
+	bool tx_ok = true;	// the node's transmit works (one-way failures)
+	bool rx_ok = true;	// frames reach the node
+	uint64_t nic_busy = 0, out_busy = 0;
+	uint64_t queue_drops = 0;	// output queue full
+	uint64_t out_max = 0;		// deepest output queue seen, bytes
+};
+
+struct Switch {
+	uint64_t queue_bytes;	// per output port
+	std::vector<int> ports;
+};
+
 struct TxEvent {
 	int node;
 	uint32_t link;
@@ -116,12 +135,24 @@ class Sim {
 public:
 	explicit Sim(uint64_t seed);
 	~Sim();
+	void deliver(Node &n, uint32_t link, uint64_t src, std::vector<uint8_t> pkt);
+	// A frame injected on a link as if from its other end (a wire's).
 	void deliver(Node &n, uint32_t link, std::vector<uint8_t> pkt);
+	// A node's link-layer address on its link l.
+	static uint64_t addr(int node, uint32_t l)
+	{
+		return 0x020000000000ull | (uint64_t)(node + 1) << 8 | l;
+	}
 
 	Node &add_node(const me_node_cfg &cfg);
 	int add_link(int a, int b, const LinkParams &pa, const LinkParams &pb);
 	int add_link(int a, int b, const LinkParams &p) { return add_link(a, b, p, p); }
 	void set_wire_up(int w, bool up) { wires[w].up = up; }
+	// A switch whose output ports queue queue_bytes at most.
+	int add_switch(uint64_t queue_bytes = 256 * 1024);
+	// Plugs a new link of `node` into switch sw; returns the port.
+	int plug(int node, int sw, const LinkParams &up, const LinkParams &down);
+	int plug(int node, int sw, const LinkParams &p = {}) { return plug(node, sw, p, p); }
 	// Destroy a node's engine and start a new one with a new incarnation.
 	void restart(int idx, uint32_t new_inc);
 
@@ -140,6 +171,9 @@ public:
 	Rng rng;
 	std::vector<std::unique_ptr<Node>> nodes;
 	std::vector<Wire> wires;
+	std::vector<Switch> switches;
+	std::vector<Port> ports;
+	uint64_t misaddressed = 0;	// unicast frames to an address nobody has
 	uint64_t credit_violations = 0;
 	uint64_t data_pkts = 0;
 	std::function<bool(const TxEvent &)> drop_hook;	// true = drop
@@ -150,7 +184,7 @@ public:
 	bool frame_payload = true;
 
 	// platform
-	int tx(Node &n, uint32_t link, const void *buf, uint32_t len);
+	int tx(Node &n, uint32_t link, uint64_t dst, const void *buf, uint32_t len);
 	// Zero-copy references still held on any node, and misuses seen.
 	int64_t zc_outstanding() const;
 	uint64_t zc_bad() const;
@@ -167,6 +201,8 @@ private:
 	std::priority_queue<Ev> q;
 	uint64_t evseq = 0;
 	void tick(int idx);
+	int port_tx(Node &n, uint32_t link, uint64_t dst, const void *buf, uint32_t len);
+	void switch_forward(int in, uint64_t src, uint64_t dst, const std::vector<uint8_t> &pkt);
 	void start_node(Node &n);
 	void credit_check(int node, const me_hdr &h);
 	std::map<std::pair<int, uint32_t>, uint32_t> right;	// (node, conn)

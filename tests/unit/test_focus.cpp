@@ -50,6 +50,11 @@ TEST(Wire, roundtrip__every_type)
 				h.cookie = 0;
 		} else if (t == ME_PT_HELLO || t == ME_PT_KEEPALIVE) {
 			h.cookie = 0;
+			h.src_conn = h.dst_conn = 0;	// no connection's
+			if (t == ME_PT_KEEPALIVE) {
+				h.h.heard_us = 1234;
+				h.h.echo = 0x1122334455667788ull;
+			}
 		} else if (t == ME_PT_ACK || t == ME_PT_NACK) {
 			h.a.cum = 5; h.a.right = 90; h.a.sack[3] = 0x81;
 		} else if (t == ME_PT_READ_REQ) {
@@ -69,6 +74,10 @@ TEST(Wire, roundtrip__every_type)
 		EXPECT_EQ(o.cookie, h.cookie);
 		if (t == ME_PT_CONNECT || t == ME_PT_ACCEPT) {
 			EXPECT_EQ(o.c.cookie, 0xfeedfacecafebeefull);
+		}
+		if (t == ME_PT_KEEPALIVE) {
+			EXPECT_EQ(o.h.heard_us, 1234u);
+			EXPECT_EQ(o.h.echo, 0x1122334455667788ull);
 		}
 		if (t == ME_PT_ACK) {
 			EXPECT_EQ(o.a.right, 90u);
@@ -99,7 +108,8 @@ TEST(Wire, parse__bad_fields)
 		EXPECT_EQ(me_wire_parse(c.data(), (uint32_t)c.size(), &o), want);
 	};
 	bad([](auto &c) { c[0] = 1; }, ME_EWIRE_VERSION);		// before cookies
-	bad([](auto &c) { c[0] = 3; }, ME_EWIRE_VERSION);
+	bad([](auto &c) { c[0] = 2; }, ME_EWIRE_VERSION);		// before neighbours
+	bad([](auto &c) { c[0] = 4; }, ME_EWIRE_VERSION);
 	bad([](auto &c) { c[1] = 0; }, ME_EWIRE_TYPE);
 	bad([](auto &c) { c[1] = ME_PT_MAX_; }, ME_EWIRE_TYPE);
 	bad([](auto &c) { c[3] = 0x80; }, ME_EWIRE_FIELD);		// flags
@@ -176,6 +186,7 @@ TEST(Wire, parse__bad_fields)
 	hl.type = ME_PT_HELLO;
 	hl.payload_len = 0;
 	hl.flags = 0;
+	hl.src_conn = hl.dst_conn = 0;
 	auto hb = build(hl);
 	EXPECT_EQ(me_wire_parse(hb.data(), (uint32_t)hb.size(), &o), ME_EWIRE_FIELD);
 	hl.cookie = 0;
@@ -200,14 +211,14 @@ TEST(Node, rx__malformed_counted_and_dropped)
 	setup_pair(sim, 1, LinkParams{}, default_cfg(1), default_cfg(2));
 	me_node *n = sim.nodes[1]->node;
 	uint8_t junk[100] = {ME_WIRE_VERSION, 77};
-	EXPECT_NE(me_core_rx(n, 0, junk, 10), 0);
-	EXPECT_NE(me_core_rx(n, 0, junk, sizeof(junk)), 0);
+	EXPECT_NE(me_core_rx(n, 0, 0, junk, 10), 0);
+	EXPECT_NE(me_core_rx(n, 0, 0, junk, sizeof(junk)), 0);
 	junk[0] = 9;
-	EXPECT_NE(me_core_rx(n, 0, junk, sizeof(junk)), 0);
+	EXPECT_NE(me_core_rx(n, 0, 0, junk, sizeof(junk)), 0);
 	EXPECT_EQ(me_node_stat(n, ME_ST_RX_SHORT), 1u);
 	EXPECT_EQ(me_node_stat(n, ME_ST_RX_TYPE), 1u);
 	EXPECT_EQ(me_node_stat(n, ME_ST_RX_VERSION), 1u);
-	EXPECT_EQ(me_core_rx(n, 5, junk, sizeof(junk)), -EINVAL);	// no such link
+	EXPECT_EQ(me_core_rx(n, 5, 0, junk, sizeof(junk)), -EINVAL);	// no such link
 }
 
 struct Pair {
@@ -251,17 +262,17 @@ TEST(Conn, incarnation__stale_packets_rejected)
 	// Same packet claiming an older incarnation of the sender.
 	auto pkt = captured[0];
 	me_put_be32(&pkt[16], me_get_be32(&pkt[16]) - 1);
-	me_core_rx(b, 0, pkt.data(), (uint32_t)pkt.size());
+	me_core_rx(b, 0, Sim::addr(0, 0), pkt.data(), (uint32_t)pkt.size());
 	EXPECT_EQ(me_node_stat(b, ME_ST_RX_STALE), stale + 1);
 	// Addressed to an older incarnation of the receiver.
 	pkt = captured[0];
 	me_put_be32(&pkt[20], me_get_be32(&pkt[20]) + 7);
-	me_core_rx(b, 0, pkt.data(), (uint32_t)pkt.size());
+	me_core_rx(b, 0, Sim::addr(0, 0), pkt.data(), (uint32_t)pkt.size());
 	EXPECT_EQ(me_node_stat(b, ME_ST_RX_STALE), stale + 2);
 	// An earlier life of the connection (another conn id).
 	pkt = captured[0];
 	me_put_be32(&pkt[24], 99);
-	me_core_rx(b, 0, pkt.data(), (uint32_t)pkt.size());
+	me_core_rx(b, 0, Sim::addr(0, 0), pkt.data(), (uint32_t)pkt.size());
 	EXPECT_EQ(me_node_stat(b, ME_ST_RX_STALE), stale + 3);
 	P.w->check();
 
@@ -575,9 +586,9 @@ TEST(Conn, slow_answers__not_an_answer_timeout)
 	Pair P(20, 1, lp, ca, cb);
 	ASSERT_NE(P.c, nullptr);
 	uint64_t t0 = P.sim.now;
-	ASSERT_EQ(P.w->submit(P.c, 0, Op::READ, 1000000), 0);
+	ASSERT_EQ(P.w->submit(P.c, 0, Op::READ, 2000000), 0);
 	ASSERT_EQ(P.w->submit(P.c, 0, Op::READ, 1000), 0);	// answered after the long one
-	ASSERT_EQ(P.w->submit(P.c, 0, Op::WRITE, 1000000), 0);
+	ASSERT_EQ(P.w->submit(P.c, 0, Op::WRITE, 2000000), 0);
 	ASSERT_TRUE(P.sim.run([&] { return P.w->all_done(); }, P.sim.now + 2000000000ull));
 	EXPECT_GT(P.sim.now - t0, 100000000u) << "the transfer took longer than answer_ns";
 	P.w->check();
@@ -592,7 +603,7 @@ TEST(Conn, connect_from_unknown_node__refused)
 	setup_pair(sim, 1, LinkParams{}, default_cfg(1), default_cfg(2));
 	sim.run_for(5000000);	// HELLOs: node 1 knows node 0 on link 0
 	me_node *n = sim.nodes[1]->node;
-	ASSERT_EQ(me_link_peer(n, 0), 1u);
+	ASSERT_EQ(me_peer_alive_links(n, 1), 1u);
 	auto forge = [&](uint32_t src, uint32_t inc, uint32_t conn) {
 		me_hdr h{};
 		h.version = ME_WIRE_VERSION;

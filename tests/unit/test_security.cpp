@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0
 // Frames from a third party on the wire: a forged HELLO must not make a
 // node believe that its peer restarted (which fails every connection to
-// it) nor take a link from a live peer, while a real restart is still
-// believed within a bounded time; and what me_core_rx reports to the host
-// for a HELLO (the host learns the peer's MAC from that only).
+// it) nor move a live peer's address, while a real restart is still
+// believed within a bounded time; and addresses are learned from HELLOs
+// only (the host sends to the address the core names).
 #include "harness.hpp"
 
 using namespace mesim;
@@ -73,8 +73,10 @@ TEST(Security, spoofed_hello__connections_survive)
 		if (stop)
 			return;
 		for (uint32_t l = 0; l < 2; l++) {
+			// From the peer's own address, and from another one.
 			P.sim.deliver(*P.sim.nodes[0], l, hello(2, 81, l));	// "node 2 restarted"
 			P.sim.deliver(*P.sim.nodes[0], l, hello(2, 79, l));	// an older one
+			P.sim.deliver(*P.sim.nodes[0], l, 0x0266, hello(2, 80, l));	// moved
 			P.sim.deliver(*P.sim.nodes[0], l, hello(9, 5, l));	// another node
 			sent += 3;
 		}
@@ -92,11 +94,21 @@ TEST(Security, spoofed_hello__connections_survive)
 	P.w->check();
 	EXPECT_EQ(me_conn_state(P.c), ME_CS_ESTABLISHED);
 	EXPECT_FALSE(dead_with(*P.sim.nodes[0], -ECONNRESET));
+	me_peer_info_core pi;
+	ASSERT_TRUE(me_node_peer(a, 2, &pi));
+	EXPECT_EQ(pi.inc, 80u);
+	EXPECT_EQ(pi.alive_links, 3u);
 	for (uint32_t l = 0; l < 2; l++) {
-		EXPECT_EQ(me_link_peer(a, l), 2u) << l;
-		EXPECT_EQ(me_link_peer_inc(a, l), 80u) << l;
-		EXPECT_TRUE(me_link_alive(a, l)) << l;
+		me_path_info_core pa;
+		bool found = false;
+		for (uint32_t s = 0; s < me_node_npeers(a); s++)
+			if (me_node_path_at(a, s, l, &pa) && pa.node == 2) {
+				found = true;
+				EXPECT_EQ(pa.addr, Sim::addr(1, l)) << l;
+			}
+		EXPECT_TRUE(found) << l;
 	}
+	EXPECT_EQ(P.sim.misaddressed, 0u);
 	EXPECT_EQ(me_node_stat(a, ME_ST_PEER_RESTART), 0u);
 	EXPECT_GE(me_node_stat(a, ME_ST_RX_HELLO_HELD), sent);
 	// And the connection still carries new work.
@@ -134,8 +146,8 @@ TEST(Security, real_restart__still_detected_in_bounded_time)
 		for (auto &[k, op] : P.w->ops)
 			EXPECT_EQ(op.completions, 1);
 		ASSERT_TRUE(P.sim.run([&] {
-			return me_link_peer_inc(a, 0) == new_inc && me_link_peer_inc(a, 1) == new_inc &&
-			       me_link_alive(a, 0) && me_link_alive(a, 1);
+			me_peer_info_core pi;
+			return me_node_peer(a, 2, &pi) && pi.inc == new_inc && pi.alive_links == 3;
 		}, P.sim.now + 20000000));
 		me_conn *c2 = nullptr;
 		ASSERT_EQ(me_conn_connect(a, 2, ME_MODE_UNORDERED, &c2), 0);
@@ -144,60 +156,86 @@ TEST(Security, real_restart__still_detected_in_bounded_time)
 	}
 }
 
-// A link whose peer fell silent (the cable now reaches another node) is
-// taken by the new node's HELLO, no sooner.
-TEST(Security, other_node__takes_a_link_only_from_a_silent_peer)
+// A HELLO naming a live peer from another address (a third party
+// claiming its identity) is not believed: the path keeps its address.
+// Once the peer is silent there for link_dead_ns (its NIC was replaced),
+// the new address is taken.  Another node on the link is simply another
+// neighbour, and nothing of it touches the peer.
+TEST(Security, address_moves_only_from_a_silent_path)
 {
 	SecPair P(43, 1, cfg(1, 70), cfg(2, 80));
 	ASSERT_NE(P.c, nullptr);
 	me_node *a = P.node(0);
-	P.sim.deliver(*P.sim.nodes[0], 0, hello(3, 30, 0));
-	EXPECT_EQ(me_link_peer(a, 0), 2u);
+	const uint64_t other = 0x0277;
+	auto addr_of_2 = [&] {
+		me_path_info_core pa;
+		for (uint32_t s = 0; s < me_node_npeers(a); s++)
+			if (me_node_path_at(a, s, 0, &pa) && pa.node == 2)
+				return pa.addr;
+		return uint64_t(0);
+	};
+	P.sim.deliver(*P.sim.nodes[0], 0, other, hello(3, 30, 0));
+	P.sim.deliver(*P.sim.nodes[0], 0, other, hello(2, 80, 0));
+	EXPECT_EQ(addr_of_2(), Sim::addr(1, 0));
+	EXPECT_EQ(me_node_stat(a, ME_ST_RX_HELLO_HELD), 1u);
+	me_peer_info_core pi;
+	EXPECT_TRUE(me_node_peer(a, 3, &pi)) << "another node is a neighbour";
 	P.sim.nodes[1]->ticking = false;	// node 2 stops answering
 	P.sim.set_wire_up(0, false);
 	P.sim.run_for(P.sim.nodes[0]->cfg.link_dead_ns / 2);
-	P.sim.deliver(*P.sim.nodes[0], 0, hello(3, 30, 0));
-	EXPECT_EQ(me_link_peer(a, 0), 2u) << "node 2 is silent for less than link_dead_ns";
+	P.sim.deliver(*P.sim.nodes[0], 0, other, hello(2, 80, 0));
+	EXPECT_EQ(addr_of_2(), Sim::addr(1, 0)) << "node 2 is silent for less than link_dead_ns";
 	P.sim.run_for(P.sim.nodes[0]->cfg.link_dead_ns);
-	EXPECT_EQ(me_core_rx(a, 0, hello(3, 30, 0).data(), (uint32_t)hello(3, 30, 0).size()),
-		  ME_RX_PEER_HELLO);
-	EXPECT_EQ(me_link_peer(a, 0), 3u);
-	EXPECT_EQ(me_link_peer_inc(a, 0), 30u);
-	EXPECT_EQ(me_node_stat(a, ME_ST_PEER_RESTART), 0u) << "another node is no restart";
+	P.sim.deliver(*P.sim.nodes[0], 0, other, hello(2, 80, 0));
+	EXPECT_EQ(addr_of_2(), other);
+	EXPECT_EQ(me_node_stat(a, ME_ST_PEER_RESTART), 0u);
 }
 
-// What the host is told about each HELLO: only one of the link's peer
-// counts (ME_RX_PEER_HELLO), never another frame, even a valid one.
-TEST(Security, core_rx__reports_only_the_peers_hello)
+// Only a HELLO teaches an address: a valid keepalive of the peer from
+// another address is no sign of its life (counted, ignored), and junk
+// teaches nothing.
+TEST(Security, address_learned_only_from_hello)
 {
 	Sim sim(44);
 	setup_pair(sim, 1, LinkParams{}, cfg(1, 70), cfg(2, 80));
 	sim.nodes[0]->ticking = false;
 	sim.nodes[1]->ticking = false;
 	me_node *a = sim.nodes[0]->node;
-	auto rx = [&](const std::vector<uint8_t> &b) {
-		return me_core_rx(a, 0, b.data(), (uint32_t)b.size());
+	auto rx = [&](uint64_t src, const std::vector<uint8_t> &b) {
+		return me_core_rx(a, 0, src, b.data(), (uint32_t)b.size());
 	};
-	EXPECT_EQ(rx(hello(2, 80, 0, "node2")), ME_RX_PEER_HELLO) << "first";
-	EXPECT_EQ(rx(hello(2, 80, 0, "node2")), ME_RX_PEER_HELLO);
-	EXPECT_EQ(rx(hello(2, 81, 0)), 0) << "a restart claimed by one frame";
-	EXPECT_EQ(rx(hello(5, 1, 0)), 0) << "another node while the peer answers";
-	EXPECT_EQ(me_node_stat(a, ME_ST_RX_HELLO_HELD), 2u);
-	// A well-formed keepalive of the peer keeps the link alive but is no HELLO.
 	me_hdr k{};
 	k.version = ME_WIRE_VERSION;
 	k.type = ME_PT_KEEPALIVE;
 	k.src_node = 2;
 	k.src_inc = 80;
 	k.dst_node = 1;
-	k.flags = ME_F_REPLY;
+	k.h.heard_us = 10;
 	std::vector<uint8_t> kb(ME_HDR_MAX);
 	kb.resize(me_wire_build(kb.data(), &k));
-	EXPECT_EQ(rx(kb), 0);
+	EXPECT_EQ(rx(0x0211, kb), 0);
+	me_peer_info_core pi;
+	EXPECT_FALSE(me_node_peer(a, 2, &pi)) << "a keepalive made a peer";
+	EXPECT_EQ(rx(0x0211, hello(2, 80, 0, "node2")), 0);
+	ASSERT_TRUE(me_node_peer(a, 2, &pi));
+	EXPECT_STREQ(pi.name, "node2");
+	me_path_info_core pa;
+	ASSERT_TRUE(me_node_path_at(a, 0, 0, &pa));
+	EXPECT_EQ(pa.addr, 0x0211u);
+	uint64_t rx_before = pa.rx_pkts;
+	EXPECT_EQ(rx(0x0212, kb), 0);
+	EXPECT_EQ(me_node_stat(a, ME_ST_RX_ADDR), 1u);
+	ASSERT_TRUE(me_node_path_at(a, 0, 0, &pa));
+	EXPECT_EQ(pa.rx_pkts, rx_before) << "a frame from another address counted";
+	EXPECT_EQ(pa.addr, 0x0211u);
 	uint8_t junk[64] = {ME_WIRE_VERSION, ME_PT_HELLO};
-	EXPECT_LT(me_core_rx(a, 0, junk, sizeof(junk)), 0);
-	EXPECT_EQ(me_link_peer(a, 0), 2u);
-	EXPECT_EQ(me_link_peer_inc(a, 0), 80u);
+	EXPECT_LT(me_core_rx(a, 0, 0x0213, junk, sizeof(junk)), 0);
+	ASSERT_TRUE(me_node_path_at(a, 0, 0, &pa));
+	EXPECT_EQ(pa.addr, 0x0211u);
+	// The keepalive from the right address: the peer hears us and we
+	// hear it, so the path is alive.
+	EXPECT_EQ(rx(0x0211, kb), 0);
+	EXPECT_EQ(me_peer_alive_links(a, 2), 1u);
 }
 
 // A node that restarts and connects at once: its peer still holds the old
@@ -217,8 +255,10 @@ TEST(Security, restarted_node__connects_at_once)
 		SecPair P(60 + new_inc, 2, modcfg(1, 70), modcfg(2, 80));
 		ASSERT_NE(P.c, nullptr);
 		P.sim.restart(1, new_inc);
-		// As soon as the restarted node hears its peer on a link.
-		ASSERT_TRUE(P.sim.run([&] { return me_link_alive(P.node(1), 0) == 1; },
+		// As soon as the restarted node knows its peer by HELLO (it
+		// is alive both ways only once the peer believes the restart).
+		me_peer_info_core pi;
+		ASSERT_TRUE(P.sim.run([&] { return me_node_peer(P.node(1), 1, &pi); },
 				      P.sim.now + 500000000));
 		me_conn *c = nullptr;
 		ASSERT_EQ(me_conn_connect(P.node(1), 1, ME_MODE_UNORDERED, &c), 0);

@@ -22,6 +22,7 @@
 #include "chardev.h"
 #include "engine.h"
 #include "link.h"
+#include "lists.h"
 #include "mr.h"
 #include "netns.h"
 #include "ops.h"
@@ -183,11 +184,13 @@ static long me_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
 	case ME_IOC_MR_DEREG:
 		return me_mr_dereg(f, uarg);
 	case ME_IOC_PEER_LIST:
-		return me_engine_ioc_peer_list(f, uarg);
+		return me_ioc_peer_list(f, uarg);
+	case ME_IOC_NBR_LIST:
+		return me_ioc_nbr_list(f, uarg);
 	case ME_IOC_CONN_LIST:
 		return me_engine_ioc_conn_list(f, uarg);
 	case ME_IOC_STATS:
-		return me_engine_ioc_stats(f, uarg);
+		return me_ioc_stats(f, uarg);
 	case ME_IOC_CONNECT:
 		return me_engine_ioc_connect(f, uarg);
 	case ME_IOC_DISCONNECT:

@@ -294,14 +294,10 @@ void me_engine_release_file(struct me_file *f)
 	srcu_read_unlock(&mn->conn_srcu, idx);
 }
 
+/* Alive both ways on some link (the engine refuses unknown peers too). */
 static bool peer_reachable(struct me_node *core, u32 peer)
 {
-	unsigned int i;
-
-	for (i = 0; i < ME_MAX_LINKS; i++)
-		if (me_link_peer(core, i) == peer && me_link_alive(core, i))
-			return true;
-	return false;
+	return me_peer_alive_links(core, peer) != 0;
 }
 
 static bool connect_settled(struct me_conn *c)

@@ -47,6 +47,21 @@ module_param(max_conns, uint, 0444);
 MODULE_PARM_DESC(max_conns,
 		 "Connection ids per namespace life (1..65536, default 1024; ids are not reused)");
 
+static unsigned int max_peers = 256;
+module_param(max_peers, uint, 0444);
+MODULE_PARM_DESC(max_peers,
+		 "Peers a namespace keeps (2..65536, default 256): nodes heard by HELLO on any link");
+
+static unsigned int ka_ms = 20;
+module_param(ka_ms, uint, 0444);
+MODULE_PARM_DESC(ka_ms,
+		 "A neighbour (link, peer) quiet this long either way is probed, ms (1..10000, default 20)");
+
+static unsigned int link_dead_ms = 150;
+module_param(link_dead_ms, uint, 0444);
+MODULE_PARM_DESC(link_dead_ms,
+		 "A neighbour not heard, or not hearing us, this long is dead and its traffic moves to the node's other links, ms (3 x ka_ms..60000, default 150)");
+
 static unsigned int tx_zc_min = 1024;
 module_param(tx_zc_min, uint, 0444);
 MODULE_PARM_DESC(tx_zc_min,
@@ -69,9 +84,11 @@ int me_engine_init(void)
 {
 	if (tick_us < 100 || tick_us > 100000 || window_kb < 64 || window_kb > 65536 ||
 	    !max_conns || max_conns > 65536 || link_window_kb < 16 || link_window_kb > 65536 ||
-	    answer_ms < 500 || answer_ms > 3600000) {
-		pr_err("bad parameter: tick_us=%u window_kb=%u max_conns=%u link_window_kb=%u answer_ms=%u\n",
-		       tick_us, window_kb, max_conns, link_window_kb, answer_ms);
+	    answer_ms < 500 || answer_ms > 3600000 || max_peers < 2 || max_peers > 65536 ||
+	    !ka_ms || ka_ms > 10000 || link_dead_ms < 3 * ka_ms || link_dead_ms > 60000) {
+		pr_err("bad parameter: tick_us=%u window_kb=%u max_conns=%u link_window_kb=%u answer_ms=%u max_peers=%u ka_ms=%u link_dead_ms=%u\n",
+		       tick_us, window_kb, max_conns, link_window_kb, answer_ms, max_peers,
+		       ka_ms, link_dead_ms);
 		return -EINVAL;
 	}
 	return 0;
@@ -142,9 +159,9 @@ static u64 plat_now_ns(void *ctx)
 	return ktime_get_ns();
 }
 
-static int plat_tx(void *ctx, u32 link, const void *buf, u32 len)
+static int plat_tx(void *ctx, u32 link, u64 dst, const void *buf, u32 len)
 {
-	return me_link_xmit(ctx, link, buf, len);
+	return me_link_xmit(ctx, link, dst, buf, len);
 }
 
 /* Engine access bits (ME_ACC_*) to region access bits (ME_ACCESS_*). */
@@ -244,10 +261,10 @@ static void plat_free(void *ctx, void *p)
 	kvfree(p);
 }
 
-static int plat_zc_tx(void *ctx, u32 link, const void *hdr, u32 hdr_len, u32 region,
-		      u64 off, u32 len, u64 cookie)
+static int plat_zc_tx(void *ctx, u32 link, u64 dst, const void *hdr, u32 hdr_len,
+		      u32 region, u64 off, u32 len, u64 cookie)
 {
-	return me_ops_zc_tx(ctx, link, hdr, hdr_len, off, len, cookie);
+	return me_ops_zc_tx(ctx, link, dst, hdr, hdr_len, off, len, cookie);
 }
 
 static void plat_zc_hold(void *ctx, u64 cookie)
@@ -345,8 +362,9 @@ static void fill_cfg(struct me_net *mn, struct me_node_cfg *cfg, unsigned int pa
 	cfg->rto_max_ns = 1000 * NSEC_PER_MSEC;
 	cfg->connect_rto_ns = 100 * NSEC_PER_MSEC;
 	cfg->hello_ns = 100 * NSEC_PER_MSEC;
-	cfg->ka_ns = 100 * NSEC_PER_MSEC;
-	cfg->link_dead_ns = 1000 * NSEC_PER_MSEC;
+	cfg->ka_ns = (u64)ka_ms * NSEC_PER_MSEC;
+	cfg->link_dead_ns = (u64)link_dead_ms * NSEC_PER_MSEC;
+	cfg->max_peers = max_peers;
 	cfg->peer_dead_ns = 3000 * NSEC_PER_MSEC;
 	/* A peer's CLOSE retries (RTO from 20 ms, doubling) span ~3 s. */
 	cfg->linger_ns = cfg->peer_dead_ns;
@@ -446,20 +464,20 @@ void me_engine_link_admin(struct me_net *mn, unsigned int idx, bool up)
 	me_link_set_admin(mn->core, idx, up);
 }
 
-int me_engine_rx(struct me_net *mn, unsigned int idx, const void *buf, u32 len)
+void me_engine_rx(struct me_net *mn, unsigned int idx, u64 src, const void *buf, u32 len)
 {
 	int idx_srcu = srcu_read_lock(&mn->conn_srcu);
-	int ret = me_core_rx(mn->core, idx, buf, len);
 
+	me_core_rx(mn->core, idx, src, buf, len);
 	srcu_read_unlock(&mn->conn_srcu, idx_srcu);
-	return ret;
 }
 
-void me_engine_rx_frame(struct me_net *mn, unsigned int idx, struct me_rx_frame *fr)
+void me_engine_rx_frame(struct me_net *mn, unsigned int idx, u64 src,
+			struct me_rx_frame *fr)
 {
 	int idx_srcu = srcu_read_lock(&mn->conn_srcu);
 
-	me_core_rx_frame(mn->core, idx, fr->buf, fr->len, fr);
+	me_core_rx_frame(mn->core, idx, src, fr->buf, fr->len, fr);
 	srcu_read_unlock(&mn->conn_srcu, idx_srcu);
 }
 

@@ -26,11 +26,14 @@ int me_engine_link_add(struct me_net *mn, unsigned int idx, unsigned int mtu,
 		       unsigned int speed_mbps);
 void me_engine_link_del(struct me_net *mn, unsigned int idx);
 void me_engine_link_admin(struct me_net *mn, unsigned int idx, bool up);
-/* A received packet (after the Ethernet header), from a receive thread. */
-/* Returns me_core_rx()'s result: ME_RX_PEER_HELLO for a HELLO of the link's peer. */
-int me_engine_rx(struct me_net *mn, unsigned int idx, const void *buf, u32 len);
+/*
+ * A received packet (after the Ethernet header) from source MAC @src (as
+ * a u64, 0 if none), from a receive thread.
+ */
+void me_engine_rx(struct me_net *mn, unsigned int idx, u64 src, const void *buf, u32 len);
 /* A frame with holes (rxframe.h): placement may flip its pages. */
-void me_engine_rx_frame(struct me_net *mn, unsigned int idx, struct me_rx_frame *fr);
+void me_engine_rx_frame(struct me_net *mn, unsigned int idx, u64 src,
+			struct me_rx_frame *fr);
 
 /* The file's connection @id, or NULL if it is not the file's. */
 struct me_conn *me_engine_conn_of(struct me_file *f, u32 id);
@@ -41,9 +44,7 @@ void me_engine_release_file(struct me_file *f);
 long me_engine_ioc_connect(struct me_file *f, void __user *uarg);
 long me_engine_ioc_disconnect(struct me_file *f, void __user *uarg);
 long me_engine_ioc_post(struct me_file *f, void __user *uarg);
-long me_engine_ioc_peer_list(struct me_file *f, void __user *uarg);
 long me_engine_ioc_conn_list(struct me_file *f, void __user *uarg);
-long me_engine_ioc_stats(struct me_file *f, void __user *uarg);
 
 /* Module-wide accounting (ME_IOC_QUERY, unload check). */
 u64 me_engine_conns(void);

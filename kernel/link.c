@@ -184,7 +184,7 @@ static int add_copied_frags(struct sk_buff *skb, const u8 *src, u32 len)
  * on link @idx.  Without @mr, @hdr is the whole packet; a page or more of
  * payload goes into page fragments behind the header (linear_len).
  */
-static int link_xmit(struct me_net *mn, u32 idx, const void *hdr, u32 hlen,
+static int link_xmit(struct me_net *mn, u32 idx, u64 to, const void *hdr, u32 hlen,
 		     const struct me_mr *mr, u64 off, u32 plen, struct ubuf_info *uarg)
 {
 	u8 dst[ETH_ALEN];
@@ -193,7 +193,6 @@ static int link_xmit(struct me_net *mn, u32 idx, const void *hdr, u32 hlen,
 	struct sk_buff *skb;
 	int ret = -ENETDOWN;
 	u32 lin;
-	u64 mac;
 
 	if (idx >= ME_MAX_LINKS || hlen < 16)
 		return -EINVAL;
@@ -233,12 +232,11 @@ static int link_xmit(struct me_net *mn, u32 idx, const void *hdr, u32 hlen,
 	}
 	skb->dev = dev;
 	skb->protocol = htons(ethertype);
-	/* Broadcast until the peer's address is known, and for HELLO (dst_node at 12). */
-	mac = atomic64_read(&link->peer_mac);
-	if (!mac || get_unaligned_be32((const u8 *)hdr + 12) == U32_MAX)
+	/* The neighbour's address, learned by the engine from its HELLO. */
+	if (to == ME_ADDR_BCAST)
 		eth_broadcast_addr(dst);
 	else
-		u64_to_ether_addr(mac, dst);
+		u64_to_ether_addr(to, dst);
 	if (dev_hard_header(skb, dev, ethertype, dst, dev->dev_addr, skb->len) < 0) {
 		kfree_skb(skb);
 		ret = -EINVAL;
@@ -270,15 +268,15 @@ void me_link_zc_released(void)
 	atomic64_dec(&zc_skbs);
 }
 
-int me_link_xmit(struct me_net *mn, u32 idx, const void *buf, u32 len)
+int me_link_xmit(struct me_net *mn, u32 idx, u64 dst, const void *buf, u32 len)
 {
-	return link_xmit(mn, idx, buf, len, NULL, 0, 0, NULL);
+	return link_xmit(mn, idx, dst, buf, len, NULL, 0, 0, NULL);
 }
 
-int me_link_xmit_zc(struct me_net *mn, u32 idx, const void *hdr, u32 hlen,
+int me_link_xmit_zc(struct me_net *mn, u32 idx, u64 dst, const void *hdr, u32 hlen,
 		    const struct me_mr *mr, u64 off, u32 plen, struct ubuf_info *uarg)
 {
-	return link_xmit(mn, idx, hdr, hlen, mr, off, plen, uarg);
+	return link_xmit(mn, idx, dst, hdr, hlen, mr, off, plen, uarg);
 }
 
 static unsigned int link_speed(struct net_device *dev)
@@ -351,7 +349,6 @@ int me_link_attach(struct net *net, const char *ifname)
 	link->idx = idx;
 	link->mtu = dev->mtu;
 	link->up = link_is_up(dev);
-	atomic64_set(&link->peer_mac, 0);
 	ret = me_engine_link_add(mn, idx, dev->mtu, link_speed(dev));
 	if (ret)
 		goto err_stats;
@@ -446,18 +443,22 @@ unsigned int me_link_list(struct net *net, struct me_link_info *out, unsigned in
 		if (n < room) {
 			struct me_link_info *li = &out[n];
 			struct me_link_pcpu s;
+			u32 nbrs, alive, only;
 
 			sum_stats(link, &s);
 			memset(li, 0, sizeof(*li));
 			strscpy(li->ifname, link->dev->name, sizeof(li->ifname));
 			li->ifindex = link->dev->ifindex;
 			li->mtu = link->mtu;
+			me_link_counts(mn->core, link->idx, &nbrs, &alive, &only);
 			li->flags = (link->up ? ME_LINK_F_UP : 0) |
-				    (me_link_alive(mn->core, link->idx) ? ME_LINK_F_ALIVE : 0);
+				    (alive ? ME_LINK_F_ALIVE : 0);
+			li->nbrs = nbrs;
+			li->nbrs_alive = alive;
 			li->index = link->idx;
 			li->rx_frames = s.rx_frames;
 			li->rx_bytes = s.rx_bytes;
-			li->peer_node = me_link_peer(mn->core, link->idx);
+			li->peer_node = only;
 			li->rate_mbps = me_link_rate(mn->core, link->idx) * 8;
 			li->tx_frames = s.tx_frames;
 			li->tx_bytes = s.tx_bytes;

@@ -51,7 +51,6 @@ struct me_link {
 	unsigned int idx;		/* engine slot */
 	unsigned int mtu;		/* written under RTNL */
 	bool up;			/* running with carrier; under RTNL */
-	atomic64_t peer_mac;		/* of the peer's HELLO (rx.c), 0: none */
 	struct me_link_pcpu __percpu *stats;
 	/* Frames from the handler to the receive threads (Table 1 state 6). */
 	struct ptr_ring ring;
@@ -79,15 +78,18 @@ unsigned int me_link_list(struct net *net, struct me_link_info *out, unsigned in
 /* Is engine slot @idx taken by an attached link?  Under RTNL. */
 bool me_link_slot_used(struct me_net *mn, unsigned int idx);
 
-/* Transmit one packet (bytes after the Ethernet header); any context. */
-int me_link_xmit(struct me_net *mn, u32 idx, const void *buf, u32 len);
+/*
+ * Transmit one packet (bytes after the Ethernet header) to MAC @dst (a
+ * u64; ME_ADDR_BCAST: broadcast); any context.
+ */
+int me_link_xmit(struct me_net *mn, u32 idx, u64 dst, const void *buf, u32 len);
 /*
  * Sends @hdr followed by [off, off + plen) of @mr's pinned pages as skb
  * fragments, without copying: the skb takes a reference on @uarg
  * (refcnt) and its release calls @uarg->callback.  Any context but hard
  * IRQ.
  */
-int me_link_xmit_zc(struct me_net *mn, u32 idx, const void *hdr, u32 hlen,
+int me_link_xmit_zc(struct me_net *mn, u32 idx, u64 dst, const void *hdr, u32 hlen,
 		    const struct me_mr *mr, u64 off, u32 plen, struct ubuf_info *uarg);
 /* Frames sent by reference not released yet; the release's bookkeeping. */
 u64 me_link_zc_skbs(void);

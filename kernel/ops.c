@@ -224,13 +224,13 @@ void me_ops_zc_put(u64 cookie)
 	kop_put((struct me_kop *)(uintptr_t)cookie);
 }
 
-int me_ops_zc_tx(struct me_net *mn, u32 link, const void *hdr, u32 hlen, u64 off,
-		 u32 len, u64 cookie)
+int me_ops_zc_tx(struct me_net *mn, u32 link, u64 dst, const void *hdr, u32 hlen,
+		 u64 off, u32 len, u64 cookie)
 {
 	struct me_kop *kop = (struct me_kop *)(uintptr_t)cookie;
 
 	/* The engine holds a reference: kop and its region are alive. */
-	return me_link_xmit_zc(mn, link, hdr, hlen, kop->mr, off, len, &kop->ubuf);
+	return me_link_xmit_zc(mn, link, dst, hdr, hlen, kop->mr, off, len, &kop->ubuf);
 }
 
 static void op_done(struct me_net *mn, const struct me_cqe *cqe)
@@ -476,79 +476,4 @@ long me_engine_ioc_post(struct me_file *f, void __user *uarg)
 	if (usize < 0)
 		return usize;
 	return me_ops_post(f, &req, NULL, !(req.flags & ME_POST_F_NONBLOCK));
-}
-
-/* ---- lists and counters ---- */
-
-long me_engine_ioc_peer_list(struct me_file *f, void __user *uarg)
-{
-	struct me_net *mn = me_net(f->net);
-	struct me_node *core = me_net_core(mn);
-	struct me_peer_info peers[ME_MAX_LINKS];
-	struct me_peer_list req;
-	unsigned int n = 0, i, j;
-	long ret;
-
-	ret = me_copy_arg_in(&req, sizeof(req), ME_PEER_LIST_SIZE_VER0, uarg);
-	if (ret < 0)
-		return ret;
-	if (req.__reserved || req.info_size < ME_PEER_INFO_SIZE_VER0)
-		return -EINVAL;
-	if (req.info_size > PAGE_SIZE)
-		return -E2BIG;
-
-	memset(peers, 0, sizeof(peers));
-	rtnl_lock();
-	for (i = 0; core && i < ME_MAX_LINKS; i++) {
-		u32 node;
-
-		if (!me_link_slot_used(mn, i))
-			continue;
-		node = me_link_peer(core, i);
-		if (!node)
-			continue;
-		for (j = 0; j < n && peers[j].node_id != node; j++)
-			;
-		if (j == n) {
-			peers[n].node_id = node;
-			peers[n].incarnation = me_link_peer_inc(core, i);
-			n++;
-		}
-		peers[j].links |= 1U << i;
-		if (me_link_alive(core, i)) {
-			peers[j].alive_links |= 1U << i;
-			peers[j].flags |= ME_PEER_F_ALIVE;
-		}
-	}
-	rtnl_unlock();
-
-	ret = me_copy_array_out(req.peers, req.info_size, peers, sizeof(peers[0]),
-				min(req.count, n));
-	if (ret)
-		return ret;
-	if (put_user(n, (u32 __user *)(uarg + offsetof(struct me_peer_list, count))))
-		return -EFAULT;
-	return 0;
-}
-
-long me_engine_ioc_stats(struct me_file *f, void __user *uarg)
-{
-	struct me_node *core = me_net_core(me_net(f->net));
-	u64 vals[ME_STAT_COUNT];
-	struct me_stats req;
-	unsigned int i;
-	long ret;
-
-	BUILD_BUG_ON((int)ME_STAT_COUNT != (int)ME_ST_MAX_);
-	ret = me_copy_arg_in(&req, sizeof(req), ME_STATS_SIZE_VER0, uarg);
-	if (ret < 0)
-		return ret;
-	for (i = 0; i < ME_STAT_COUNT; i++)
-		vals[i] = core ? me_node_stat(core, i) : 0;
-	if (copy_to_user(u64_to_user_ptr(req.values), vals,
-			 min_t(u32, req.count, ME_STAT_COUNT) * sizeof(u64)))
-		return -EFAULT;
-	if (put_user(ME_STAT_COUNT, (u32 __user *)(uarg + offsetof(struct me_stats, count))))
-		return -EFAULT;
-	return 0;
 }

@@ -38,7 +38,7 @@ int me_ops_post(struct me_file *f, const struct me_post *req,
  */
 void me_ops_zc_hold(u64 cookie);
 void me_ops_zc_put(u64 cookie);
-int me_ops_zc_tx(struct me_net *mn, u32 link, const void *hdr, u32 hlen, u64 off,
+int me_ops_zc_tx(struct me_net *mn, u32 link, u64 dst, const void *hdr, u32 hlen, u64 off,
 		 u32 len, u64 cookie);
 
 #endif /* ME_OPS_H */

@@ -154,31 +154,26 @@ static int frame_build(struct me_rx_thread *t, struct sk_buff *skb, u32 len)
 }
 
 /*
- * The engine accepted a HELLO of the link's peer: its source address is
- * where link_xmit sends the link's unicast frames.  No other frame teaches
- * it, so a stray or forged frame cannot redirect them (a forged HELLO
- * that copies the peer's identity still can: nothing on the wire is
- * authenticated, Documentation/security.md).
+ * The frame's source address, for the engine: it learns a neighbour's
+ * address from a HELLO that validated only, and takes a neighbour's other
+ * frames as signs of life only from that address.  0 (no neighbour has
+ * it) when there is no valid one.
  */
-static void learn_peer_mac(struct me_link *link, struct sk_buff *skb, int res)
+static u64 frame_src(struct sk_buff *skb)
 {
 	const u8 *src;
-	u64 mac;
 
-	if (res != ME_RX_PEER_HELLO || !skb_mac_header_was_set(skb))
-		return;
+	if (!skb_mac_header_was_set(skb))
+		return 0;
 	src = eth_hdr(skb)->h_source;
-	if (!is_valid_ether_addr(src))
-		return;
-	mac = ether_addr_to_u64(src);
-	if (atomic64_read(&link->peer_mac) != mac)
-		atomic64_set(&link->peer_mac, mac);
+	return is_valid_ether_addr(src) ? ether_addr_to_u64(src) : 0;
 }
 
 static void rx_one(struct me_rx_thread *t, struct sk_buff *skb, unsigned int bounce_len)
 {
 	struct me_link *link = t->link;
 	const void *buf = skb->data;
+	u64 src = frame_src(skb);
 	u32 len = skb->len;
 	int holes;
 
@@ -188,7 +183,7 @@ static void rx_one(struct me_rx_thread *t, struct sk_buff *skb, unsigned int bou
 		holes = me_mr_flip_enabled() ? frame_build(t, skb, len) : -1;
 		this_cpu_inc(link->stats->rx_copied);
 		if (holes > 0) {
-			me_engine_rx_frame(link->mn, link->idx, &t->frame);
+			me_engine_rx_frame(link->mn, link->idx, src, &t->frame);
 			goto out;
 		}
 		if (holes < 0 && skb_copy_bits(skb, 0, t->bounce, len))
@@ -197,8 +192,7 @@ static void rx_one(struct me_rx_thread *t, struct sk_buff *skb, unsigned int bou
 			len = t->frame.len;
 		buf = t->bounce;
 	}
-	/* Only a HELLO of the link's peer teaches its address (never a frame with holes). */
-	learn_peer_mac(link, skb, me_engine_rx(link->mn, link->idx, buf, len));
+	me_engine_rx(link->mn, link->idx, src, buf, len);
 out:
 	consume_skb(skb);
 	this_cpu_dec(rx_queued);

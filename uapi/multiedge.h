@@ -705,10 +705,15 @@ enum me_stat_index {
 	ME_STAT_CONN_REFUSED,	/* CONNECTs refused: sender not alive by HELLO, or too many */
 	ME_STAT_KEY_REJECTED,	/* remote accesses with a wrong key (answered EACCES) */
 	ME_STAT_CONN_ABORTED,	/* connections aborted after too many wrong keys */
-	ME_STAT_RX_HELLO_HELD,	/* HELLOs of another identity while the link's peer answers */
+	ME_STAT_RX_HELLO_HELD,	/* HELLOs not believed: a new incarnation or MAC of a peer that answers */
 	ME_STAT_PEER_RESTART,	/* new incarnations of peers believed */
 	ME_STAT_RX_COOKIE,	/* connection frames with a wrong cookie: dropped */
 	ME_STAT_PEER_ABORT,	/* connections the peer gave up (it sent ABORT) */
+	/* ABI 9 */
+	ME_STAT_PEER_TABLE_FULL,	/* HELLOs of new peers dropped: table full */
+	ME_STAT_PEER_EVICTED,	/* never-confirmed peers evicted for new ones */
+	ME_STAT_PEER_FORGOTTEN,	/* silent peers without connections forgotten */
+	ME_STAT_RX_ADDR,	/* frames of a peer from another MAC than its HELLO's */
 	ME_STAT_COUNT
 };
 

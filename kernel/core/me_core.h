@@ -157,8 +157,13 @@ void me_link_del(struct me_node *node, u32 link);
 void me_link_set_admin(struct me_node *node, u32 link, bool up);
 /* 1 if the link is up and some peer is alive on it both ways. */
 int me_link_alive(struct me_node *node, u32 link);
-/* Neighbours known on the link, and how many of them are alive. */
-void me_link_counts(struct me_node *node, u32 link, u32 *nbrs, u32 *alive);
+/*
+ * Neighbours known on the link, how many of them are alive, and the
+ * neighbour's node id when there is exactly one (else 0).
+ */
+void me_link_counts(struct me_node *node, u32 link, u32 *nbrs, u32 *alive, u32 *only);
+/* The highest rate estimate of its alive paths (else the NIC's), bytes/us. */
+u32 me_link_rate(struct me_node *node, u32 link);
 
 /* A peer (me_node_peer_at, me_node_peer). */
 struct me_peer_info_core {

@@ -677,19 +677,20 @@ void me_link_del(struct me_node *n, u32 idx)
 	me_atomic_set(&n->links[idx].admin_up, 0);
 }
 
-void me_link_counts(struct me_node *n, u32 idx, u32 *nbrs, u32 *alive)
+void me_link_counts(struct me_node *n, u32 idx, u32 *nbrs, u32 *alive, u32 *only)
 {
-	u32 i, cnt = me_atomic_read(&n->npeers);
+	u32 i, id, cnt = me_atomic_read(&n->npeers);
 
 	*nbrs = 0;
 	*alive = 0;
+	*only = 0;
 	if (idx >= ME_MAX_LINKS || !n->links[idx].present)
 		return;
 	for (i = 0; i < cnt; i++) {
-		if (!me_atomic_read(&n->pids[i]) ||
-		    !me_atomic_read(&n->peers[i].path[idx].known))
+		id = me_atomic_read(&n->pids[i]);
+		if (!id || !me_atomic_read(&n->peers[i].path[idx].known))
 			continue;
-		(*nbrs)++;
+		*only = ++(*nbrs) == 1 ? id : 0;
 		if (me_path_usable(n, &n->peers[i], idx))
 			(*alive)++;
 	}
@@ -697,10 +698,22 @@ void me_link_counts(struct me_node *n, u32 idx, u32 *nbrs, u32 *alive)
 
 int me_link_alive(struct me_node *n, u32 idx)
 {
-	u32 nbrs, alive;
+	u32 nbrs, alive, only;
 
-	me_link_counts(n, idx, &nbrs, &alive);
+	me_link_counts(n, idx, &nbrs, &alive, &only);
 	return alive > 0;
+}
+
+u32 me_link_rate(struct me_node *n, u32 idx)
+{
+	u32 i, r = 0, cnt = me_atomic_read(&n->npeers);
+
+	if (idx >= ME_MAX_LINKS || !n->links[idx].present)
+		return 0;
+	for (i = 0; i < cnt; i++)
+		if (me_atomic_read(&n->pids[i]) && me_path_usable(n, &n->peers[i], idx))
+			r = me_max_u32(r, me_atomic_read(&n->peers[i].path[idx].rate));
+	return r ? r : n->links[idx].rate_init;
 }
 
 /* ---- introspection ---- */

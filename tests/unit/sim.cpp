@@ -226,8 +226,9 @@ me_node_cfg module_cfg(uint32_t id, uint32_t mtu)
 	c.rto_max_ns = 1000000000;
 	c.connect_rto_ns = 100000000;
 	c.hello_ns = 100000000;
-	c.ka_ns = 100000000;
-	c.link_dead_ns = 1000000000;
+	c.ka_ns = 20000000;
+	c.link_dead_ns = 150000000;
+	c.max_peers = 256;
 	c.peer_dead_ns = 3000000000ull;
 	c.rate_ns = 10000000;
 	return c;

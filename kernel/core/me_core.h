@@ -138,6 +138,8 @@ enum me_stat {
 	ME_ST_PEER_FORGOTTEN,	/* silent peers without connections forgotten */
 	ME_ST_RX_ADDR,		/* frame of a peer from another address than
 				 * its HELLO's on that link: no liveness */
+	ME_ST_PATH_STALLED,	/* paths taken down: nothing delivered for a
+				 * keepalive period with data in flight */
 	ME_ST_MAX_
 };
 

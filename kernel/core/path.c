@@ -158,6 +158,8 @@ static void path_check_up(struct me_node *n, struct me_peer *p, u32 link, u64 no
 	    !fresh(n, &pa->last_rx_ns, now) || !fresh(n, &pa->heard_ns, now))
 		return;
 	if (me_atomic_cmpxchg(&pa->alive, 0, 1) == 0) {
+		/* Timers of packets on it run from now (window.c). */
+		me_atomic64_set(&pa->acked_ns, now);
 		me_atomic_set(&p->confirmed, 1);
 		me_stat_inc(n, ME_ST_LINK_UP);
 	}
@@ -522,6 +524,16 @@ static void path_down(struct me_node *n, struct me_peer *p, u32 link)
 		if (c && c->pe == p && me_conn_live(c))
 			me_win_failover(c, link);
 	}
+}
+
+void me_path_suspect(struct me_node *n, struct me_peer *p, u32 link)
+{
+	struct me_path *pa = &p->path[link];
+
+	me_atomic64_set(&pa->heard_ns, 0);
+	pa->last_ka_ns = 0;	/* probe at the next scan */
+	me_stat_inc(n, ME_ST_PATH_STALLED);
+	path_down(n, p, link);
 }
 
 static void rate_update(struct me_node *n, struct me_path *pa, u64 now,

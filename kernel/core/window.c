@@ -784,6 +784,18 @@ void me_win_timer(struct me_conn *c, u64 now)
 		oldest_done = true;
 		if (retransmit(c, s, ME_ST_TX_RTX_RTO))
 			fired = true;
+		/*
+		 * Its path delivered nothing for a keepalive period (and an
+		 * RTO) with this packet in flight: the peer may no longer
+		 * hear us there (a NIC that receives but no longer
+		 * transmits).  Take the path out now, as a missed keepalive
+		 * would later (what it carries goes again on the others);
+		 * it comes back when a probe is answered.  After the
+		 * retransmission: with no other path, the packet still
+		 * goes, on this one.
+		 */
+		if (now - sent >= n->cfg.ka_ns)
+			me_path_suspect(n, c->pe, l);
 	}
 	if (fired) {
 		me_stat_inc(n, ME_ST_RTO_FIRED);

@@ -237,7 +237,7 @@ constexpr const char *stat_names[] = {
 	"tx_nack",     "tx_fail",     "rto_fired",   "link_down",  "link_up",	  "credit_stall",
 	"conn_refused", "key_rejected", "conn_aborted",
 	"rx_hello_held", "peer_restart", "rx_cookie", "peer_abort",
-	"peer_table_full", "peer_evicted", "peer_forgotten", "rx_addr",
+	"peer_table_full", "peer_evicted", "peer_forgotten", "rx_addr", "path_stalled",
 };
 static_assert(std::size(stat_names) == ME_STAT_COUNT,
 	      "a name for every enum me_stat_index entry, in order");

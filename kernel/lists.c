@@ -115,6 +115,8 @@ long me_ioc_nbr_list(struct me_file *f, void __user *uarg)
 			e->tx_pkts = pa.tx_pkts;
 			e->rx_pkts = pa.rx_pkts;
 			e->lost_pkts = pa.lost_pkts;
+			e->tx_bytes = pa.tx_bytes;
+			e->rx_bytes = pa.rx_bytes;
 		}
 	}
 	ret = me_copy_array_out(req.nbrs, req.info_size, out, sizeof(*out), min(cap, n));

@@ -369,12 +369,14 @@ struct me_nbr_info {
 	__aligned_u64 tx_pkts;	/* data packets sent to it here */
 	__aligned_u64 rx_pkts;	/* valid frames from it here */
 	__aligned_u64 lost_pkts; /* packets sent here that went again */
+	__aligned_u64 tx_bytes;	/* bytes of those data packets (with headers) */
+	__aligned_u64 rx_bytes;	/* bytes of the valid frames from it here */
 };
 
 #define ME_NBR_F_ALIVE		(1U << 0)	/* both directions work */
 #define ME_NBR_F_RX		(1U << 1)	/* we hear it (recently) */
 #define ME_NBR_F_HEARD		(1U << 2)	/* it hears us (recently) */
-#define ME_NBR_INFO_SIZE_VER0	64
+#define ME_NBR_INFO_SIZE_VER0	80
 
 struct me_nbr_list {
 	__u32 size;

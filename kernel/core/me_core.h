@@ -189,6 +189,8 @@ struct me_path_info_core {
 	u32 inflight;		/* data bytes not yet acked */
 	u64 rx_age_ns;		/* since its last frame there (~0: never) */
 	u64 tx_pkts, rx_pkts, lost_pkts;
+	u64 tx_bytes;		/* data packets' bytes sent there */
+	u64 rx_bytes;		/* valid frames' bytes received there */
 };
 
 #define ME_PATH_ALIVE	0x1	/* both ways, link up */

@@ -275,6 +275,8 @@ static struct me_peer *peer_take_slot(struct me_node *n, u32 id)
 		me_atomic64_set(&pa->acked_ns, 0);
 		me_atomic64_set(&pa->tx_pkts, 0);
 		me_atomic64_set(&pa->rx_pkts, 0);
+		me_atomic64_set(&pa->tx_bytes, 0);
+		me_atomic64_set(&pa->rx_bytes, 0);
 		me_atomic64_set(&pa->lost_pkts, 0);
 		me_atomic_set(&pa->rate, n->links[l].rate_init ? n->links[l].rate_init : 1250);
 	}
@@ -377,6 +379,7 @@ void me_path_rx(struct me_node *n, u32 link, u64 addr, const struct me_hdr *h,
 	now = me_max_u64(me_now(n), 1);	/* 0 means never */
 	me_atomic64_set(&pa->last_rx_ns, now);
 	me_atomic64_add_return(&pa->rx_pkts, 1);
+	me_atomic64_add_return(&pa->rx_bytes, (u64)h->hdr_len + h->payload_len);
 	if (h->type == ME_PT_KEEPALIVE) {
 		if (h->h.heard_us != ME_KA_NEVER &&
 		    (u64)h->h.heard_us * 1000 <= n->cfg.link_dead_ns) {
@@ -458,9 +461,10 @@ int me_path_any(struct me_node *n, struct me_peer *p)
 	return me_path_pick(n, p, 0, true);
 }
 
-u32 me_path_next_txno(struct me_peer *p, u32 link)
+u32 me_path_next_txno(struct me_peer *p, u32 link, u32 len)
 {
 	me_atomic64_add_return(&p->path[link].tx_pkts, 1);
+	me_atomic64_add_return(&p->path[link].tx_bytes, len);
 	return me_atomic_add_return(&p->path[link].txno, 1) & ME_TXNO_MASK;
 }
 
@@ -822,6 +826,8 @@ bool me_node_path_at(struct me_node *n, u32 slot, u32 link,
 	out->rx_age_ns = rx ? me_elapsed(now, rx) : ~0ull;
 	out->tx_pkts = me_atomic64_read(&pa->tx_pkts);
 	out->rx_pkts = me_atomic64_read(&pa->rx_pkts);
+	out->tx_bytes = me_atomic64_read(&pa->tx_bytes);
+	out->rx_bytes = me_atomic64_read(&pa->rx_bytes);
 	out->lost_pkts = me_atomic64_read(&pa->lost_pkts);
 	return true;
 }

@@ -45,6 +45,8 @@ struct me_path {
 	me_atomic64_t tx_pkts;	/* data packets sent here */
 	me_atomic64_t rx_pkts;	/* valid frames from the peer here */
 	me_atomic64_t lost_pkts; /* packets sent here that went again */
+	me_atomic64_t tx_bytes;	/* bytes of the data packets sent here */
+	me_atomic64_t rx_bytes;	/* bytes of the valid frames from the peer here */
 	u64 last_ka_ns;		/* (timer) */
 	u64 rate_t0;		/* (timer) */
 	u64 rate_d0;		/* (timer) */
@@ -94,7 +96,8 @@ bool me_path_usable(struct me_node *node, struct me_peer *p, u32 link);
 int me_path_pick(struct me_node *node, struct me_peer *p, u32 len, bool force);
 /* Any alive link to the peer (for control packets), -1 if none. */
 int me_path_any(struct me_node *node, struct me_peer *p);
-u32 me_path_next_txno(struct me_peer *p, u32 link);
+/* The transmit number of a data packet of len bytes sent on the path. */
+u32 me_path_next_txno(struct me_peer *p, u32 link, u32 len);
 /*
  * bytes of a transmission on link were acked; fifo: it was the only copy
  * ever sent (not a retransmission), so its txno proves that everything

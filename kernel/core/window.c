@@ -540,7 +540,7 @@ static bool retransmit(struct me_conn *c, u32 s, enum me_stat why)
 	if (pick < 0)
 		goto out;
 	nl = (u32)pick;
-	txno = me_path_next_txno(c->pe, nl);
+	txno = me_path_next_txno(c->pe, nl, len);
 	me_atomic_add_return(&me_pth(c->pe, nl)->inflight, len);
 	if (me_atomic64_cmpxchg(&t->linfo, li, LI(s, txno, 1, nl)) != li) {
 		me_atomic_add_return(&me_pth(c->pe, nl)->inflight, -len);
@@ -684,7 +684,7 @@ void me_win_tx_commit(struct me_conn *c, struct me_txslot *t, u32 seq,
 		      u32 len, u32 link)
 {
 	struct me_node *n = c->node;
-	u32 txno = me_path_next_txno(c->pe, link);
+	u32 txno = me_path_next_txno(c->pe, link, len);
 
 	t->retries = 0;
 	me_atomic_set(&t->len, len);

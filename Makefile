@@ -2,7 +2,7 @@
 #
 #   make            module, user library, tools, tests
 #   make test       install missing deps, build, host unit tests, guest suite
-#   make demo       boot two guests, two links apart: 64 MiB written and read back
+#   make demo       boot three guests on two rails: each writes to and reads from the others
 #   make bench      multiedge against TCP, Soft-RoCE and memcpy in the guests:
 #                   table and plots in build/bench/ (BENCH_ARGS=--quick: short run)
 #   make clean
@@ -94,7 +94,7 @@ run-tests: all
 
 run-demo: all
 	@$(TOP)/scripts/guest-kernel $(KVER) >/dev/null
-	@$(TOP)/scripts/vm --kver $(KVER) --nodes 2 --links 2 -- $(TOP)/scripts/demo
+	@$(TOP)/scripts/vm --kver $(KVER) --nodes 3 --links 2 -- $(TOP)/scripts/demo
 
 run-bench: all
 	@$(TOP)/scripts/guest-kernel $(KVER) >/dev/null

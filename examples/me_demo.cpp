@@ -1,6 +1,16 @@
-// me_demo: remote write and read of a large buffer between two nodes, striped
-// over every attached link.  Run by scripts/demo (`make demo`), one side per
+// me_demo: remote write and read of a large buffer between nodes, striped
+// over every attached link.  Run by scripts/demo (`make demo`), one role per
 // node:
+//
+//   me_demo mesh --nodes N
+//                       every node of N (a cluster: every node reaches every
+//                       other on every link) registers a region with a slot
+//                       per node, writes its data into its slot at every
+//                       other node, reads it back from each, compares, and
+//                       checks what the others wrote into its own region;
+//                       prints throughput and bytes per link and peer
+//
+// or, between two nodes:
 //
 //   me_demo server      registers a region peers may read and write, sends
 //                       its id and key to the other node, waits until the
@@ -23,6 +33,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <optional>
 #include <span>
 #include <string>
@@ -49,12 +60,19 @@ struct Options {
 	seconds discover{60};			// wait for the peer this long
 	seconds wait{600};			// server: wait for "done" this long
 	unsigned min_share = 5;			// % of a phase's data each link must carry
+	std::uint32_t nodes = 0;		// mesh: nodes in the cluster, this one included
+	bool size_given = false;
 };
 
 void usage(FILE *out)
 {
 	std::fputs(
-		"usage: me_demo server|client [options]\n"
+		"usage: me_demo server|client|mesh [options]\n"
+		"\n"
+		"`me_demo mesh --nodes N` on each of N nodes: every node writes SIZE bytes\n"
+		"(default 16 MiB) into its slot of every other node's region, reads them\n"
+		"back, verifies them and what the others wrote into its own region, and\n"
+		"prints bytes per link and peer.\n"
 		"\n"
 		"Run `me_demo server` on one node and `me_demo client` on the other, with\n"
 		"multiedge.ko loaded and the same number of links attached on both (see\n"
@@ -69,6 +87,7 @@ void usage(FILE *out)
 		"  --discover S      wait up to S seconds for the peer on every link (default 60)\n"
 		"  --wait S          server: wait up to S seconds for the client (default 600)\n"
 		"  --min-share PCT   each link must carry PCT% of each phase's data (default 5)\n"
+		"  --nodes N         mesh: nodes in the cluster, this one included (2..64)\n"
 		"\n"
 		"Exit status: 0 if the data arrived intact and every link carried traffic,\n"
 		"1 on any error or mismatch, 2 on bad usage.\n",
@@ -152,19 +171,20 @@ std::uint64_t pattern_word(std::uint64_t index)
 	return z ^ (z >> 31);
 }
 
-void fill_pattern(std::span<std::byte> buf)
+// `writer` tells the data of the mesh's nodes apart (0 for the pair).
+void fill_pattern(std::span<std::byte> buf, std::uint64_t writer = 0)
 {
 	for (std::size_t i = 0; i + 8 <= buf.size(); i += 8) {
-		std::uint64_t w = pattern_word(i / 8);
+		std::uint64_t w = pattern_word(i / 8 + (writer << 40));
 		std::memcpy(buf.data() + i, &w, 8);
 	}
 }
 
 // Offset of the first byte of `buf` that differs from the pattern, if any.
-std::optional<std::size_t> check_pattern(std::span<const std::byte> buf)
+std::optional<std::size_t> check_pattern(std::span<const std::byte> buf, std::uint64_t writer = 0)
 {
 	for (std::size_t i = 0; i + 8 <= buf.size(); i += 8) {
-		std::uint64_t w = pattern_word(i / 8), got;
+		std::uint64_t w = pattern_word(i / 8 + (writer << 40)), got;
 		std::memcpy(&got, buf.data() + i, 8);
 		if (got != w)
 			return i;
@@ -175,6 +195,7 @@ std::optional<std::size_t> check_pattern(std::span<const std::byte> buf)
 // What the nodes tell each other with send/recv.
 constexpr char kMagic[8] = {'m', 'e', '-', 'd', 'e', 'm', 'o', '2'};
 enum class Kind : std::uint32_t { Region = 1, Done = 2 };
+// mesh: whose slot a node writes is its rank, its place among the node ids.
 
 struct Wire {
 	char magic[8];
@@ -568,6 +589,252 @@ int run_server(const Options &o)
 	return status;
 }
 
+// ---- mesh: every node with every other ----
+
+// Waits until `want` peers are alive on every attached link; returns them.
+std::vector<me::PeerInfo> wait_for_peers(const me::Device &dev, std::uint32_t want, seconds limit)
+{
+	auto links = check(dev.links());
+	if (links.empty())
+		die("no link attached in this namespace (attach some first: mectl attach eth0)");
+	std::uint32_t mask = 0;
+	for (const auto &l : links)
+		mask |= 1u << l.index;
+	std::printf("waiting for %u peers on %zu link%s each (discovery, up to %llds) ...\n", want,
+		    links.size(), links.size() == 1 ? "" : "s", static_cast<long long>(limit.count()));
+	auto deadline = Clock::now() + limit;
+	std::vector<me::PeerInfo> peers, ready;
+	for (;;) {
+		peers = check(dev.peers());
+		ready.clear();
+		for (const auto &p : peers)
+			if (p.alive && (p.alive_links & mask) == mask)
+				ready.push_back(p);
+		if (ready.size() >= want)
+			break;
+		if (Clock::now() >= deadline) {
+			std::printf("peers seen so far:\n");
+			print_peers(peers);
+			die(std::to_string(ready.size()) + " of " + std::to_string(want) +
+			    " peers became alive on every link within " +
+			    std::to_string(limit.count()) + " s (are the other nodes running?)");
+		}
+		std::this_thread::sleep_for(milliseconds(100));
+	}
+	std::printf("%zu peers alive on every link:\n", ready.size());
+	print_peers(peers);
+	if (ready.size() > want)
+		die("more peers than --nodes says (" + std::to_string(ready.size()) + " > " +
+		    std::to_string(want) + "): which nodes take part is ambiguous");
+	return ready;
+}
+
+struct NbrBytes {
+	std::uint32_t link = 0, node = 0;
+	std::uint64_t tx = 0, rx = 0;
+};
+
+std::vector<NbrBytes> snap_nbrs(const me::Device &dev)
+{
+	std::vector<NbrBytes> out;
+	for (const auto &n : check(dev.neighbours()))
+		out.push_back({n.link, n.node_id, n.tx_bytes, n.rx_bytes});
+	return out;
+}
+
+// Per peer, per link: the bytes sent to it and received from it between
+// two snapshots; returns the (peer, link) pairs that carried less than
+// min_share % of what was sent to that peer.
+std::vector<std::string> print_nbr_table(const me::Device &dev, const std::vector<NbrBytes> &before,
+					 const std::vector<NbrBytes> &after, unsigned min_share)
+{
+	std::map<std::uint32_t, std::string> ifname;
+	for (const auto &l : check(dev.links()))
+		ifname[l.index] = l.ifname;
+	std::map<std::uint32_t, std::uint64_t> to_peer;
+	std::vector<NbrBytes> d;
+	for (const auto &a : after) {
+		NbrBytes x = a;
+		for (const auto &b : before)
+			if (b.link == a.link && b.node == a.node) {
+				x.tx -= b.tx;
+				x.rx -= b.rx;
+			}
+		to_peer[x.node] += x.tx;
+		d.push_back(x);
+	}
+	std::printf("  %10s %-10s %16s %7s %16s\n", "peer", "link", "tx bytes", "tx %", "rx bytes");
+	std::vector<std::string> idle;
+	for (const auto &x : d) {
+		std::printf("  %10u %-10s %16" PRIu64 " %6.1f%% %16" PRIu64 "\n", x.node,
+			    ifname[x.link].c_str(), x.tx, pct(x.tx, to_peer[x.node]), x.rx);
+		if (x.tx * 100 < to_peer[x.node] * min_share)
+			idle.push_back("peer " + std::to_string(x.node) + " on " + ifname[x.link]);
+	}
+	return idle;
+}
+
+int run_mesh(const Options &o)
+{
+	auto dev = check(me::Device::open());
+	print_node(dev, "mesh");
+	auto self = check(dev.query()).node_id;
+	auto peers = wait_for_peers(dev, o.nodes - 1, o.discover);
+	std::vector<std::uint32_t> ids{self};
+	for (const auto &p : peers)
+		ids.push_back(p.node_id);
+	std::sort(ids.begin(), ids.end());
+	auto rank_of = [&](std::uint32_t id) {
+		return static_cast<std::uint64_t>(std::find(ids.begin(), ids.end(), id) - ids.begin());
+	};
+	const std::uint64_t me_rank = rank_of(self), n = ids.size();
+	std::printf("cluster of %" PRIu64 " nodes; this node has rank %" PRIu64
+		    " (its slot in every region)\n", n, me_rank);
+
+	auto region = map_or_die(n * o.size, "region");
+	auto src = map_or_die(o.size, "source");
+	auto back = map_or_die(n * o.size, "read-back buffer");
+	fill_pattern(src.span(), me_rank + 1);
+	auto mr = check(dev.register_memory(region.data(), region.size(),
+					    me::Access::RemoteRead | me::Access::RemoteWrite));
+	auto src_mr = check(dev.register_memory(src.data(), src.size(), me::Access::None));
+	auto back_mr = check(dev.register_memory(back.data(), back.size(), me::Access::None));
+	std::printf("registered a %s region (%" PRIu64 " slots of %s) for remote read and write\n",
+		    mib(region.size()).c_str(), n, mib(o.size).c_str());
+
+	// A connection to each peer; each tells the others its region on it.
+	std::map<std::uint32_t, me::Connection> conns;
+	auto remote = me::remote_of(mr);
+	std::uint64_t cookie = 1;
+	for (const auto &p : peers) {
+		auto c = check(dev.connect(p.node_id));
+		Wire w{};
+		std::memcpy(w.magic, kMagic, sizeof(kMagic));
+		w.kind = Kind::Region;
+		w.id = remote.id;
+		w.key = remote.key;
+		w.length = mr.length();
+		send_wire(dev, c, w, cookie++);
+		conns.emplace(p.node_id, std::move(c));
+	}
+	std::map<std::uint32_t, me::RemoteRegion> regions;
+	std::map<std::uint32_t, bool> done;
+	auto deadline = Clock::now() + o.discover;
+	auto take = [&](Kind want) {
+		auto m = dev.recv(0, seconds(1));
+		if (!m) {
+			if (m.error().code() != std::errc::timed_out)
+				die(m.error().message());
+			if (Clock::now() >= deadline)
+				die("the other nodes did not answer in time");
+			return;
+		}
+		auto w = parse(m.value());
+		if (!w || w->kind != want || !conns.count(m->peer)) {
+			std::printf("ignoring an unexpected %zu-byte message from %u\n",
+				    m->data.size(), m->peer);
+			return;
+		}
+		if (want == Kind::Region) {
+			if (w->length < n * o.size)
+				die("node " + std::to_string(m->peer) + "'s region is too small for " +
+				    std::to_string(n) + " slots of --size (same --size everywhere?)");
+			regions[m->peer] = me::RemoteRegion{w->id, w->key, w->length};
+		} else {
+			done[m->peer] = w->status == 0;
+		}
+	};
+	while (regions.size() < peers.size())
+		take(Kind::Region);
+	std::printf("every peer offered its region\n");
+
+	// Writes to every peer at once: chunk i goes to peer i % (n - 1).
+	auto phase = [&](bool write, std::uint64_t first) {
+		std::vector<std::pair<std::uint32_t, std::uint64_t>> jobs;	// peer, offset
+		for (std::uint64_t off = 0; off < o.size; off += o.chunk)
+			for (const auto &p : peers)
+				jobs.emplace_back(p.node_id, off);
+		std::uint64_t i = 0;
+		return run_phase(dev, jobs.size() * static_cast<std::uint64_t>(o.chunk), o, first,
+				 [&](std::uint64_t, std::uint32_t, std::uint64_t ck) {
+			auto [peer, off] = jobs[i++];
+			auto len = static_cast<std::uint32_t>(std::min<std::uint64_t>(o.chunk, o.size - off));
+			auto &r = regions[peer];
+			std::uint64_t slot = me_rank * o.size + off;
+			if (write)
+				return conns.at(peer).write(src_mr, off, r, slot, len, ck);
+			return conns.at(peer).read(back_mr, rank_of(peer) * o.size + off, r, slot,
+						   len, ck);
+		});
+	};
+	const std::uint64_t moved = (n - 1) * o.size;
+	auto s0 = snap_nbrs(dev);
+	std::printf("writing %s to each of %zu peers ...\n", mib(o.size).c_str(), peers.size());
+	double tw = phase(true, 10'000'000);
+	auto s1 = snap_nbrs(dev);
+	std::printf("write: %s in %.2f s = %.1f MB/s\n", mib(moved).c_str(), tw,
+		    static_cast<double>(moved) / 1e6 / tw);
+	std::printf("reading it back from each ...\n");
+	double tr = phase(false, 20'000'000);
+	auto s2 = snap_nbrs(dev);
+	std::printf("read:  %s in %.2f s = %.1f MB/s\n", mib(moved).c_str(), tr,
+		    static_cast<double>(moved) / 1e6 / tr);
+
+	int status = 0;
+	for (const auto &p : peers) {
+		auto r = rank_of(p.node_id);
+		if (std::memcmp(back.data() + r * o.size, src.data(), o.size)) {
+			std::printf("verify: what came back from node %u differs from what was written\n",
+				    p.node_id);
+			status = 1;
+		}
+	}
+	if (!status)
+		std::printf("verify: the %s read back from each peer are identical to the source\n",
+			    mib(o.size).c_str());
+
+	for (auto &[peer, c] : conns) {
+		Wire w{};
+		std::memcpy(w.magic, kMagic, sizeof(kMagic));
+		w.kind = Kind::Done;
+		w.status = static_cast<std::uint32_t>(status);
+		send_wire(dev, c, w, cookie++);
+	}
+	deadline = Clock::now() + o.wait;
+	while (done.size() < peers.size())
+		take(Kind::Done);
+	for (const auto &[peer, ok] : done)
+		if (!ok) {
+			std::printf("node %u reported a failure\n", peer);
+			status = 1;
+		}
+	for (const auto &p : peers) {
+		auto r = rank_of(p.node_id);
+		if (auto bad = check_pattern(region.span().subspan(r * o.size, o.size), r + 1)) {
+			std::printf("verify: slot %" PRIu64 " (node %u) differs from its data at byte %zu\n",
+				    r, p.node_id, *bad);
+			status = 1;
+		}
+	}
+	if (!status)
+		std::printf("verify: every other node's %s landed intact in its slot here\n",
+			    mib(o.size).c_str());
+
+	std::printf("bytes per peer and link while writing (data goes out: tx):\n");
+	auto idle = print_nbr_table(dev, s0, s1, o.min_share);
+	std::printf("bytes per peer and link while reading (requests out: tx, data in: rx):\n");
+	print_nbr_table(dev, s1, s2, 0);
+	for (const auto &what : idle) {
+		std::printf("FAIL: %s carried less than %u%% of the data written to it\n", what.c_str(),
+			    o.min_share);
+		status = 1;
+	}
+	for (auto &[peer, c] : conns)
+		check(c.close());
+	std::printf("mesh: %s\n", status ? "FAILED" : "OK: every node's data intact, every link carried traffic to every peer");
+	return status;
+}
+
 bool parse_uint(const char *s, std::uint64_t max, std::uint64_t &out)
 {
 	char *end = nullptr;
@@ -592,7 +859,7 @@ int main(int argc, char **argv)
 		usage(stdout);
 		return 0;
 	}
-	if (role != "server" && role != "client") {
+	if (role != "server" && role != "client" && role != "mesh") {
 		std::fprintf(stderr, "me_demo: unknown role '%s'\n\n", argv[1]);
 		usage(stderr);
 		return 2;
@@ -611,8 +878,11 @@ int main(int argc, char **argv)
 			i++;
 			return v;
 		};
-		if (a == "--size")
+		if (a == "--size") {
 			o.size = value(1024) * kMiB;
+			o.size_given = true;
+		} else if (a == "--nodes")
+			o.nodes = static_cast<std::uint32_t>(value(64));
 		else if (a == "--chunk")
 			o.chunk = static_cast<std::uint32_t>(value(64 * 1024) * 1024);
 		else if (a == "--depth")
@@ -630,5 +900,14 @@ int main(int argc, char **argv)
 		}
 	}
 	std::setvbuf(stdout, nullptr, _IOLBF, 0);
+	if (role == "mesh") {
+		if (o.nodes < 2) {
+			std::fprintf(stderr, "me_demo: mesh needs --nodes N (2..64): the nodes taking part\n");
+			return 2;
+		}
+		if (!o.size_given)
+			o.size = 16 * kMiB;
+		return run_mesh(o);
+	}
 	return role == "server" ? run_server(o) : run_client(o);
 }

@@ -1,6 +1,7 @@
 // libmultiedge: the /dev/multiedge handle.
 #include "multiedge/device.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <iterator>
@@ -205,7 +206,45 @@ Result<std::vector<PeerInfo>> Device::peers() const
 		pi.links = r.links;
 		pi.alive_links = r.alive_links;
 		pi.alive = r.flags & ME_PEER_F_ALIVE;
+		pi.name.assign(r.name, strnlen(r.name, sizeof(r.name)));
+		pi.conns = r.conns;
 		out.push_back(pi);
+	}
+	return out;
+}
+
+Result<std::vector<NeighbourInfo>> Device::neighbours() const
+{
+	if (!file_)
+		return detail::empty_error("ME_IOC_NBR_LIST", "Device");
+	auto raw = detail::list_ioctl<me_nbr_list, me_nbr_info>(
+		fd(), ME_IOC_NBR_LIST, "ME_IOC_NBR_LIST on " + path_, 32,
+		"the loaded module does not know this command: its ABI is older than 9 "
+		"(see mectl info); load the multiedge.ko built with this library",
+		[](me_nbr_list &req, std::uint64_t p) { req.nbrs = p; });
+	if (!raw)
+		return raw.error();
+	std::vector<NeighbourInfo> out;
+	out.reserve(raw->size());
+	for (const me_nbr_info &r : raw.value()) {
+		NeighbourInfo n;
+		n.link = r.link;
+		n.node_id = r.node_id;
+		n.incarnation = r.incarnation;
+		std::copy_n(r.mac, n.mac.size(), n.mac.begin());
+		n.alive = r.flags & ME_NBR_F_ALIVE;
+		n.rx = r.flags & ME_NBR_F_RX;
+		n.heard = r.flags & ME_NBR_F_HEARD;
+		n.rtt_us = r.rtt_us;
+		n.rate_mbps = r.rate_mbps;
+		n.inflight = r.inflight;
+		n.rx_age_ms = r.rx_age_ms;
+		n.tx_pkts = r.tx_pkts;
+		n.rx_pkts = r.rx_pkts;
+		n.lost_pkts = r.lost_pkts;
+		n.tx_bytes = r.tx_bytes;
+		n.rx_bytes = r.rx_bytes;
+		out.push_back(n);
 	}
 	return out;
 }

@@ -12,6 +12,7 @@
 //   auto done = dev.wait_for(1).value();      // the write is at the target
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -79,6 +80,26 @@ struct PeerInfo {
 	std::uint32_t links = 0;	// bit i: link slot i reaches it
 	std::uint32_t alive_links = 0;	// bit i: ... and it answers there
 	bool alive = false;
+	// ABI 9 (empty / 0 from older modules)
+	std::string name;		// from its HELLO
+	std::uint32_t conns = 0;	// connections to it in the namespace
+};
+
+// A neighbour: one peer as reached through one link (Device::neighbours()).
+struct NeighbourInfo {
+	std::uint32_t link = 0;		// link slot (LinkInfo::index)
+	std::uint32_t node_id = 0;
+	std::uint32_t incarnation = 0;
+	std::array<std::uint8_t, 6> mac{};	// its address on that link
+	bool alive = false;		// both directions work
+	bool rx = false;		// we hear it
+	bool heard = false;		// it hears us
+	std::uint32_t rtt_us = 0;	// last keepalive round trip, 0: none
+	std::uint32_t rate_mbps = 0;
+	std::uint32_t inflight = 0;	// data bytes not yet acknowledged
+	std::uint32_t rx_age_ms = 0;	// since its last frame there
+	std::uint64_t tx_pkts = 0, rx_pkts = 0, lost_pkts = 0;
+	std::uint64_t tx_bytes = 0, rx_bytes = 0;
 };
 
 // Counters of one connection of the namespace (Device::connections()).

@@ -171,6 +171,8 @@ public:
 
 	// Nodes found by discovery on this namespace's links.
 	Result<std::vector<PeerInfo>> peers() const;
+	// Every (link, peer) neighbour (ABI 9; ENOTTY from older modules).
+	Result<std::vector<NeighbourInfo>> neighbours() const;
 	// Every connection of the namespace with its counters.
 	Result<std::vector<ConnectionInfo>> connections() const;
 	// The protocol engine's counters by name ("rx_pkts", "tx_rtx_loss", ...).

@@ -1,17 +1,22 @@
 // mectl: command-line control of multiedge.
 //
 //   mectl info             what the loaded module is and what it has seen
-//   mectl links            the attached links of this namespace
-//   mectl peers            the nodes discovery found on them
+//   mectl links            the attached links of this namespace, each with
+//                          the peers it reaches
+//   mectl peers            the nodes discovery found, with the links to each
+//   mectl neighbours       every (link, peer) pair: address, state, RTT, counters
 //   mectl conns            the namespace's connections and their counters
 //   mectl stats            the protocol engine's counters
 //   mectl counters         links, connections and engine counters in one view
 //   mectl attach IFNAME    use an Ethernet device as a link (root)
 //   mectl detach IFNAME    stop using it
 //   mectl version          the library's version
+#include <array>
 #include <cstdio>
 #include <cstring>
+#include <map>
 #include <string>
+#include <vector>
 
 #include "multiedge/multiedge.hpp"
 
@@ -24,8 +29,11 @@ void usage(FILE *out)
 	std::fputs("usage: mectl [--device PATH] <command>\n"
 		   "commands:\n"
 		   "  info            the module's ABI version, ethertype, this node and its accounting\n"
-		   "  links           the links attached in this network namespace\n"
-		   "  peers           the nodes discovered on those links\n"
+		   "  links           the links attached in this network namespace and the peers\n"
+		   "                  each reaches\n"
+		   "  peers           the nodes discovered on those links, with the links to each\n"
+		   "  neighbours      every (link, peer) pair: address, state, RTT and counters\n"
+		   "                  (also: nbrs)\n"
 		   "  conns           the connections of this namespace with their counters\n"
 		   "  stats           the protocol engine's counters\n"
 		   "  counters        links, connections and engine counters in one view\n"
@@ -79,19 +87,45 @@ int cmd_info(multiedge::Device &dev)
 	return 0;
 }
 
-// "0,2,3" for the set bits of a link mask, "-" for none.
-std::string slots(std::uint32_t mask)
+std::string mac_string(const std::array<std::uint8_t, 6> &mac)
 {
-	std::string s;
-	for (unsigned i = 0; i < 32; i++)
-		if (mask & (1u << i))
-			s += (s.empty() ? "" : ",") + std::to_string(i);
-	return s.empty() ? "-" : s;
+	char buf[18];
+	std::snprintf(buf, sizeof(buf), "%02x:%02x:%02x:%02x:%02x:%02x", mac[0], mac[1], mac[2],
+		      mac[3], mac[4], mac[5]);
+	return buf;
 }
 
-std::string node_or_dash(std::uint32_t node)
+// "alive", or which direction is missing: "rx-only" (we hear it, it does not
+// hear us), "tx-only" (it hears us, we no longer hear it), "silent".
+const char *nbr_state(const multiedge::NeighbourInfo &n)
 {
-	return node ? std::to_string(node) : "-";
+	if (n.alive)
+		return "alive";
+	if (n.rx && !n.heard)
+		return "rx-only";
+	if (n.heard && !n.rx)
+		return "tx-only";
+	return n.rx ? "down" : "silent";
+}
+
+std::string rtt_string(std::uint32_t rtt_us)
+{
+	return rtt_us ? std::to_string(rtt_us) : "-";
+}
+
+void print_nbr_header(const char *indent)
+{
+	std::printf("%s%10s %-17s %-7s %8s %9s %10s %12s %12s %9s %8s\n", indent, "node",
+		    "mac", "state", "rtt_us", "rate_mbps", "inflight", "tx_pkts", "rx_pkts",
+		    "lost", "rx_age");
+}
+
+void print_nbr(const char *indent, const multiedge::NeighbourInfo &n)
+{
+	std::printf("%s%10u %-17s %-7s %8s %9u %10u %12llu %12llu %9llu %6ums\n", indent,
+		    n.node_id, mac_string(n.mac).c_str(), nbr_state(n), rtt_string(n.rtt_us).c_str(),
+		    n.rate_mbps, n.inflight, static_cast<ull>(n.tx_pkts),
+		    static_cast<ull>(n.rx_pkts), static_cast<ull>(n.lost_pkts), n.rx_age_ms);
 }
 
 int cmd_links(multiedge::Device &dev)
@@ -99,16 +133,44 @@ int cmd_links(multiedge::Device &dev)
 	auto links = dev.links();
 	if (!links)
 		return fail(links.error());
-	std::printf("%5s %-16s %7s %6s %-5s %-5s %10s %9s %12s %14s\n", "index", "link", "ifindex",
-		    "mtu", "state", "alive", "peer", "rate_mbps", "rx_frames", "rx_bytes");
-	for (const auto &l : links.value())
-		std::printf("%5u %-16s %7u %6u %-5s %-5s %10s %9u %12llu %14llu\n", l.index,
-			    l.ifname.c_str(), l.ifindex, l.mtu, l.up ? "up" : "down",
-			    l.alive ? "yes" : "no", node_or_dash(l.peer_node).c_str(), l.rate_mbps,
-			    static_cast<ull>(l.rx_frames), static_cast<ull>(l.rx_bytes));
+	auto nbrs = dev.neighbours();
+	if (!nbrs)
+		return fail(nbrs.error());
+	for (const auto &l : links.value()) {
+		std::printf("link %u: %s (ifindex %u, mtu %u, %s), %u peer%s, %u alive, %u Mbit/s, "
+			    "rx %llu frames %llu bytes, tx %llu frames %llu bytes\n",
+			    l.index, l.ifname.c_str(), l.ifindex, l.mtu, l.up ? "up" : "down",
+			    l.nbrs, l.nbrs == 1 ? "" : "s", l.nbrs_alive, l.rate_mbps,
+			    static_cast<ull>(l.rx_frames), static_cast<ull>(l.rx_bytes),
+			    static_cast<ull>(l.tx_frames), static_cast<ull>(l.tx_bytes));
+		bool any = false;
+		for (const auto &n : nbrs.value()) {
+			if (n.link != l.index)
+				continue;
+			if (!any)
+				print_nbr_header("    ");
+			any = true;
+			print_nbr("    ", n);
+		}
+		if (!any)
+			std::printf("    (no peer heard on it yet)\n");
+	}
 	if (links->empty())
 		std::printf("(no link attached: mectl attach IFNAME)\n");
 	return 0;
+}
+
+// "eth1,eth2" for the set bits of a link mask, by the links' names.
+std::string link_names(std::uint32_t mask, const std::map<std::uint32_t, std::string> &names)
+{
+	std::string s;
+	for (unsigned i = 0; i < 32; i++) {
+		if (!(mask & (1u << i)))
+			continue;
+		auto it = names.find(i);
+		s += (s.empty() ? "" : ",") + (it != names.end() ? it->second : std::to_string(i));
+	}
+	return s.empty() ? "-" : s;
 }
 
 int cmd_peers(multiedge::Device &dev)
@@ -116,14 +178,45 @@ int cmd_peers(multiedge::Device &dev)
 	auto peers = dev.peers();
 	if (!peers)
 		return fail(peers.error());
-	std::printf("%10s %-11s %-5s %-16s %-16s\n", "node", "incarnation", "alive", "links",
-		    "alive_links");
+	auto links = dev.links();
+	if (!links)
+		return fail(links.error());
+	std::map<std::uint32_t, std::string> names;
+	for (const auto &l : links.value())
+		names[l.index] = l.ifname;
+	std::printf("%10s %-16s %-11s %-5s %5s %-24s %-24s\n", "node", "name", "incarnation",
+		    "alive", "conns", "links", "alive_links");
 	for (const auto &p : peers.value())
-		std::printf("%10u 0x%08x  %-5s %-16s %-16s\n", p.node_id, p.incarnation,
-			    p.alive ? "yes" : "no", slots(p.links).c_str(),
-			    slots(p.alive_links).c_str());
+		std::printf("%10u %-16s 0x%08x  %-5s %5u %-24s %-24s\n", p.node_id,
+			    p.name.empty() ? "-" : p.name.c_str(), p.incarnation,
+			    p.alive ? "yes" : "no", p.conns, link_names(p.links, names).c_str(),
+			    link_names(p.alive_links, names).c_str());
 	if (peers->empty())
 		std::printf("(no peer discovered yet: are links attached on both sides? mectl links)\n");
+	return 0;
+}
+
+int cmd_neighbours(multiedge::Device &dev)
+{
+	auto nbrs = dev.neighbours();
+	if (!nbrs)
+		return fail(nbrs.error());
+	auto links = dev.links();
+	if (!links)
+		return fail(links.error());
+	std::map<std::uint32_t, std::string> names;
+	for (const auto &l : links.value())
+		names[l.index] = l.ifname;
+	std::printf("%-16s ", "link");
+	print_nbr_header("");
+	for (const auto &n : nbrs.value()) {
+		auto it = names.find(n.link);
+		std::printf("%-16s ",
+			    it != names.end() ? it->second.c_str() : std::to_string(n.link).c_str());
+		print_nbr("", n);
+	}
+	if (nbrs->empty())
+		std::printf("(no neighbour yet: are links attached on both sides? mectl links)\n");
 	return 0;
 }
 
@@ -185,13 +278,14 @@ int cmd_counters(multiedge::Device &dev)
 
 	std::printf("links\n");
 	std::printf("%5s %-16s %-5s %10s %12s %14s %12s %14s %9s %9s %9s %12s\n", "index",
-		    "link", "alive", "peer", "tx_frames", "tx_bytes", "rx_frames", "rx_bytes",
+		    "link", "alive", "peers", "tx_frames", "tx_bytes", "rx_frames", "rx_bytes",
 		    "rx_drop", "tx_err", "rx_copy", "tx_zc");
 	for (const auto &l : links.value())
 		std::printf("%5u %-16s %-5s %10s %12llu %14llu %12llu %14llu %9llu %9llu %9llu "
 			    "%12llu\n",
 			    l.index, l.ifname.c_str(), l.alive ? "yes" : "no",
-			    node_or_dash(l.peer_node).c_str(), static_cast<ull>(l.tx_frames),
+			    (std::to_string(l.nbrs_alive) + "/" + std::to_string(l.nbrs)).c_str(),
+			    static_cast<ull>(l.tx_frames),
 			    static_cast<ull>(l.tx_bytes), static_cast<ull>(l.rx_frames),
 			    static_cast<ull>(l.rx_bytes), static_cast<ull>(l.rx_dropped),
 			    static_cast<ull>(l.tx_errors), static_cast<ull>(l.rx_copied),
@@ -252,6 +346,7 @@ int main(int argc, char **argv)
 	static const Command plain[] = {
 		{"info", cmd_info},   {"links", cmd_links}, {"peers", cmd_peers},
 		{"conns", cmd_conns}, {"stats", cmd_stats}, {"counters", cmd_counters},
+		{"neighbours", cmd_neighbours}, {"nbrs", cmd_neighbours},
 	};
 	Handler run = nullptr;
 	for (const auto &c : plain)

@@ -182,6 +182,8 @@ Result<std::vector<LinkInfo>> Device::links() const
 		li.tx_errors = r.tx_errors;
 		li.rx_copied = r.rx_copied;
 		li.tx_zc_frames = r.tx_zc_frames;
+		li.nbrs = r.nbrs;
+		li.nbrs_alive = r.nbrs_alive;
 		out.push_back(std::move(li));
 	}
 	return out;

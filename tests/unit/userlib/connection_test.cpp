@@ -184,7 +184,7 @@ TEST_F(Fake, NewCommandsOnAnOlderModuleSayWhy)
 	EXPECT_TRUE(contains(conn.error().message(), "older than 4")) << conn.error().message();
 }
 
-TEST_F(Fake, LinksAskForTheAbi5EntryAndFillIt)
+TEST_F(Fake, LinksAskForTheAbi9EntryAndFillIt)
 {
 	me_link_info l{};
 	std::strcpy(l.ifname, "eth1");
@@ -200,13 +200,15 @@ TEST_F(Fake, LinksAskForTheAbi5EntryAndFillIt)
 	l.tx_errors = 13;
 	l.rx_copied = 14;
 	l.tx_zc_frames = 15;
+	l.nbrs = 5;
+	l.nbrs_alive = 4;
 	mod.links = {l};
 	Device dev = open();
 	auto links = dev.links();
 	ASSERT_TRUE(links) << links.error().message();
 	ASSERT_EQ(links->size(), 1u);
 	ASSERT_FALSE(mod.link_calls.empty());
-	EXPECT_EQ(mod.link_calls.back().info_size, static_cast<unsigned>(ME_LINK_INFO_SIZE_VER2));
+	EXPECT_EQ(mod.link_calls.back().info_size, static_cast<unsigned>(ME_LINK_INFO_SIZE_VER3));
 	const auto &li = links->front();
 	EXPECT_EQ(li.ifname, "eth1");
 	EXPECT_TRUE(li.up);
@@ -220,6 +222,8 @@ TEST_F(Fake, LinksAskForTheAbi5EntryAndFillIt)
 	EXPECT_EQ(li.tx_errors, 13u);
 	EXPECT_EQ(li.rx_copied, 14u);
 	EXPECT_EQ(li.tx_zc_frames, 15u);
+	EXPECT_EQ(li.nbrs, 5u);
+	EXPECT_EQ(li.nbrs_alive, 4u);
 
 	mod.links[0].flags = ME_LINK_F_UP;
 	links = dev.links();
@@ -250,6 +254,93 @@ TEST_F(Fake, PeersAskAgainWhenThereAreMoreThanGuessed)
 	EXPECT_EQ(peers.value()[39].alive_links, 1u);
 	EXPECT_FALSE(peers.value()[38].alive);
 	EXPECT_EQ(peers.value()[38].links, 3u);
+}
+
+TEST_F(Fake, PeersCarryNameAndConnections)
+{
+	me_peer_info p{};
+	p.node_id = 7;
+	std::strcpy(p.name, "node-seven");
+	p.conns = 3;
+	mod.peers = {p};
+	Device dev = open();
+	auto peers = dev.peers();
+	ASSERT_TRUE(peers) << peers.error().message();
+	ASSERT_EQ(peers->size(), 1u);
+	EXPECT_EQ(peers->front().name, "node-seven");
+	EXPECT_EQ(peers->front().conns, 3u);
+}
+
+// A full 32-byte name (no NUL inside) is taken as 32 characters, never read
+// past the field.
+TEST_F(Fake, PeerNameWithoutNulStopsAtTheField)
+{
+	me_peer_info p{};
+	p.node_id = 7;
+	std::memset(p.name, 'x', sizeof(p.name));
+	mod.peers = {p};
+	Device dev = open();
+	auto peers = dev.peers();
+	ASSERT_TRUE(peers);
+	EXPECT_EQ(peers->front().name, std::string(32, 'x'));
+}
+
+TEST_F(Fake, NeighboursAskAgainWhenThereAreMoreThanGuessed)
+{
+	for (std::uint32_t i = 0; i < 70; i++) {
+		me_nbr_info n{};
+		n.link = i % 2;
+		n.node_id = 200 + i / 2;
+		n.incarnation = 9;
+		n.flags = i % 2 == 0 ? ME_NBR_F_ALIVE | ME_NBR_F_RX | ME_NBR_F_HEARD : ME_NBR_F_RX;
+		n.mac[0] = 0x52;
+		n.mac[5] = static_cast<std::uint8_t>(i);
+		n.rtt_us = 100 + i;
+		n.rate_mbps = 1000;
+		n.inflight = 4096;
+		n.rx_age_ms = 3;
+		n.tx_pkts = 1;
+		n.rx_pkts = 2;
+		n.lost_pkts = 3;
+		n.tx_bytes = 4;
+		n.rx_bytes = 5;
+		mod.nbrs.push_back(n);
+	}
+	Device dev = open();
+	auto nbrs = dev.neighbours();
+	ASSERT_TRUE(nbrs) << nbrs.error().message();
+	ASSERT_EQ(nbrs->size(), 70u);
+	EXPECT_EQ(mod.nbr_calls.size(), 2u);
+	EXPECT_EQ(mod.nbr_calls.back().info_size, static_cast<unsigned>(ME_NBR_INFO_SIZE_VER0));
+	const auto &n = nbrs.value()[69];
+	EXPECT_EQ(n.link, 1u);
+	EXPECT_EQ(n.node_id, 234u);
+	EXPECT_EQ(n.incarnation, 9u);
+	EXPECT_FALSE(n.alive);
+	EXPECT_TRUE(n.rx);
+	EXPECT_FALSE(n.heard);
+	EXPECT_EQ(n.mac[0], 0x52);
+	EXPECT_EQ(n.mac[5], 69);
+	EXPECT_EQ(n.rtt_us, 169u);
+	EXPECT_EQ(n.rate_mbps, 1000u);
+	EXPECT_EQ(n.inflight, 4096u);
+	EXPECT_EQ(n.rx_age_ms, 3u);
+	EXPECT_EQ(n.tx_pkts, 1u);
+	EXPECT_EQ(n.rx_pkts, 2u);
+	EXPECT_EQ(n.lost_pkts, 3u);
+	EXPECT_EQ(n.tx_bytes, 4u);
+	EXPECT_EQ(n.rx_bytes, 5u);
+	EXPECT_TRUE(nbrs.value()[0].alive);
+	EXPECT_TRUE(nbrs.value()[0].heard);
+}
+
+TEST_F(Fake, NeighboursOfAnOlderModuleSayWhatToLoad)
+{
+	mod.abi = 8;
+	Device dev = open();
+	auto nbrs = dev.neighbours();
+	ASSERT_FALSE(nbrs);
+	EXPECT_TRUE(contains(nbrs.error().message(), "older than 9")) << nbrs.error().message();
 }
 
 TEST_F(Fake, NoPeersIsAnEmptyList)

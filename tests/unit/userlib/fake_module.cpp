@@ -203,6 +203,13 @@ int FakeModule::handle(unsigned long cmd, void *arg)
 		peer_calls.push_back(*req);
 		return answer_list(*req, req->peers, peers);
 	}
+	case ME_IOC_NBR_LIST: {
+		if (abi < 9)
+			return -ENOTTY;
+		auto *req = static_cast<me_nbr_list *>(arg);
+		nbr_calls.push_back(*req);
+		return answer_list(*req, req->nbrs, nbrs);
+	}
 	case ME_IOC_CONN_LIST: {
 		auto *req = static_cast<me_conn_list *>(arg);
 		conn_calls.push_back(*req);

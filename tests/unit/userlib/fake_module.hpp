@@ -43,10 +43,12 @@ public:
 	me_query query{};			// the answer to ME_IOC_QUERY
 	std::vector<me_link_info> links;
 	std::vector<me_peer_info> peers;
+	std::vector<me_nbr_info> nbrs;
 	std::vector<me_conn_info> conns;
 	std::vector<std::uint64_t> stats;
 	std::vector<me_link_list> link_calls;	// each request as received
 	std::vector<me_peer_list> peer_calls;
+	std::vector<me_nbr_list> nbr_calls;
 	std::vector<me_conn_list> conn_calls;
 	std::vector<me_stats> stats_calls;
 

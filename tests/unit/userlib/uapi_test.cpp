@@ -7,9 +7,9 @@
 #include "multiedge/multiedge.hpp"
 #include "uapi/multiedge.h"
 
-TEST(Uapi, AbiVersionIs8)
+TEST(Uapi, AbiVersionIs9)
 {
-	EXPECT_EQ(ME_ABI_VERSION, 8);
+	EXPECT_EQ(ME_ABI_VERSION, 9);
 	EXPECT_EQ(ME_FEATURE_URING_CMD, 1u);
 	EXPECT_EQ(ME_FEATURE_RX_AREA, 2u);
 }
@@ -58,8 +58,10 @@ TEST(Uapi, LinkStructLayouts)
 {
 	EXPECT_EQ(sizeof(me_link_req), static_cast<size_t>(ME_LINK_REQ_SIZE_VER0));
 	EXPECT_EQ(offsetof(me_link_req, ifname), 8u);
-	EXPECT_EQ(sizeof(me_link_info), 104u);
-	EXPECT_EQ(sizeof(me_link_info), static_cast<size_t>(ME_LINK_INFO_SIZE_VER2));
+	EXPECT_EQ(sizeof(me_link_info), 112u);
+	EXPECT_EQ(sizeof(me_link_info), static_cast<size_t>(ME_LINK_INFO_SIZE_VER3));
+	EXPECT_EQ(offsetof(me_link_info, nbrs), static_cast<size_t>(ME_LINK_INFO_SIZE_VER2));
+	EXPECT_EQ(offsetof(me_link_info, nbrs_alive), 108u);
 	EXPECT_EQ(offsetof(me_link_info, tx_zc_frames), static_cast<size_t>(ME_LINK_INFO_SIZE_VER1));
 	EXPECT_EQ(offsetof(me_link_info, ifindex), 16u);
 	EXPECT_EQ(offsetof(me_link_info, mtu), 20u);
@@ -96,8 +98,11 @@ TEST(Uapi, MemoryRegionStructLayouts)
 
 TEST(Uapi, PeerStructLayouts)
 {
-	EXPECT_EQ(sizeof(me_peer_info), 24u);
-	EXPECT_EQ(sizeof(me_peer_info), static_cast<size_t>(ME_PEER_INFO_SIZE_VER0));
+	EXPECT_EQ(sizeof(me_peer_info), 64u);
+	EXPECT_EQ(sizeof(me_peer_info), static_cast<size_t>(ME_PEER_INFO_SIZE_VER1));
+	EXPECT_EQ(offsetof(me_peer_info, name), static_cast<size_t>(ME_PEER_INFO_SIZE_VER0));
+	EXPECT_EQ(offsetof(me_peer_info, conns), 56u);
+	EXPECT_EQ(offsetof(me_peer_info, __reserved2), 60u);
 	EXPECT_EQ(offsetof(me_peer_info, incarnation), 4u);
 	EXPECT_EQ(offsetof(me_peer_info, links), 8u);
 	EXPECT_EQ(offsetof(me_peer_info, alive_links), 12u);
@@ -106,6 +111,31 @@ TEST(Uapi, PeerStructLayouts)
 	EXPECT_EQ(sizeof(me_peer_list), static_cast<size_t>(ME_PEER_LIST_SIZE_VER0));
 	EXPECT_EQ(offsetof(me_peer_list, peers), 8u);
 	EXPECT_EQ(offsetof(me_peer_list, info_size), 16u);
+}
+
+TEST(Uapi, NeighbourStructLayouts)
+{
+	EXPECT_EQ(sizeof(me_nbr_info), 80u);
+	EXPECT_EQ(sizeof(me_nbr_info), static_cast<size_t>(ME_NBR_INFO_SIZE_VER0));
+	EXPECT_EQ(offsetof(me_nbr_info, link), 0u);
+	EXPECT_EQ(offsetof(me_nbr_info, node_id), 4u);
+	EXPECT_EQ(offsetof(me_nbr_info, incarnation), 8u);
+	EXPECT_EQ(offsetof(me_nbr_info, flags), 12u);
+	EXPECT_EQ(offsetof(me_nbr_info, mac), 16u);
+	EXPECT_EQ(offsetof(me_nbr_info, rtt_us), 24u);
+	EXPECT_EQ(offsetof(me_nbr_info, rate_mbps), 28u);
+	EXPECT_EQ(offsetof(me_nbr_info, inflight), 32u);
+	EXPECT_EQ(offsetof(me_nbr_info, rx_age_ms), 36u);
+	EXPECT_EQ(offsetof(me_nbr_info, tx_pkts), 40u);
+	EXPECT_EQ(offsetof(me_nbr_info, rx_pkts), 48u);
+	EXPECT_EQ(offsetof(me_nbr_info, lost_pkts), 56u);
+	EXPECT_EQ(offsetof(me_nbr_info, tx_bytes), 64u);
+	EXPECT_EQ(offsetof(me_nbr_info, rx_bytes), 72u);
+	EXPECT_EQ(sizeof(me_nbr_list), static_cast<size_t>(ME_NBR_LIST_SIZE_VER0));
+	EXPECT_EQ(offsetof(me_nbr_list, count), 4u);
+	EXPECT_EQ(offsetof(me_nbr_list, nbrs), 8u);
+	EXPECT_EQ(offsetof(me_nbr_list, info_size), 16u);
+	EXPECT_EQ(offsetof(me_nbr_list, __reserved), 20u);
 }
 
 TEST(Uapi, ConnectionStructLayouts)

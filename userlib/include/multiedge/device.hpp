@@ -104,8 +104,8 @@ struct LinkInfo {
 	std::uint64_t rx_bytes = 0;
 	// ABI 4
 	std::uint32_t index = 0;	// link slot (bit in PeerInfo::links)
-	bool alive = false;		// its peer answers
-	std::uint32_t peer_node = 0;	// node learned by HELLO, 0 if none
+	bool alive = false;		// a peer answers on it
+	std::uint32_t peer_node = 0;	// its peer when it has exactly one, else 0
 	std::uint32_t rate_mbps = 0;
 	std::uint64_t tx_frames = 0;
 	std::uint64_t tx_bytes = 0;
@@ -114,6 +114,9 @@ struct LinkInfo {
 	std::uint64_t rx_copied = 0;
 	// ABI 5
 	std::uint64_t tx_zc_frames = 0;	// frames whose payload went by reference
+	// ABI 9
+	std::uint32_t nbrs = 0;		// peers known on it (Device::neighbours())
+	std::uint32_t nbrs_alive = 0;	// ... alive both ways
 };
 
 // An open handle on /dev/multiedge.  It acts in the network namespace of

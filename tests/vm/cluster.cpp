@@ -4,6 +4,7 @@
 #include <atomic>
 #include <bit>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <fcntl.h>
 #include <sched.h>
@@ -95,6 +96,108 @@ int Cluster::add_link(int a, int b, unsigned mtu)
 	return static_cast<int>(links_.size()) - 1;
 }
 
+int Cluster::add_switch()
+{
+	if (switch_ns_.empty()) {
+		std::string ns = "me-c" + std::to_string(serial_) + "sw";
+		sh("ip netns del " + ns + " 2>/dev/null");
+		if (sh("modprobe bridge") != 0 || sh("ip netns add " + ns) != 0) {
+			ADD_FAILURE() << "cannot create the switch namespace " << ns
+				      << " (is the bridge module there?)";
+			return -1;
+		}
+		switch_ns_ = ns;
+	}
+	// STP off and no forwarding delay: a port forwards as soon as it is
+	// up, like an edge port of a cluster switch.
+	std::string br = "br" + std::to_string(switches_);
+	std::string cmd = "ip -n " + switch_ns_ + " link add " + br +
+			  " type bridge stp_state 0 forward_delay 0 && ip -n " + switch_ns_ +
+			  " link set " + br + " up";
+	if (sh(cmd) != 0) {
+		ADD_FAILURE() << "cannot create switch: " << cmd;
+		return -1;
+	}
+	return switches_++;
+}
+
+int Cluster::plug(int n, int sw, unsigned mtu)
+{
+	if (sw < 0 || sw >= switches_) {
+		ADD_FAILURE() << "no switch " << sw;
+		return -1;
+	}
+	ClusterPort p;
+	p.node = n;
+	p.sw = sw;
+	std::string base = "me" + std::to_string(serial_) + "p" + std::to_string(ports_.size());
+	p.if_node = base + "n";
+	p.if_sw = base + "s";
+	std::string m = std::to_string(mtu);
+	std::string cmd = "ip link add " + p.if_node + " netns " + ns(n) + " mtu " + m +
+			  " type veth peer name " + p.if_sw + " netns " + switch_ns_ + " mtu " + m +
+			  " && ip -n " + switch_ns_ + " link set " + p.if_sw + " master br" +
+			  std::to_string(sw) + " up && ip -n " + ns(n) + " link set " + p.if_node +
+			  " up";
+	if (sh(cmd) != 0) {
+		ADD_FAILURE() << "cannot plug node " << n << " into switch " << sw << ": " << cmd;
+		return -1;
+	}
+	node(n).ifnames.push_back(p.if_node);
+	ports_.push_back(p);
+	return static_cast<int>(ports_.size()) - 1;
+}
+
+AssertionResult Cluster::set_port(int p, bool up, Side side)
+{
+	const auto &pt = port(p);
+	std::string cmd = side == Side::Node ?
+		"ip -n " + ns(pt.node) + " link set " + pt.if_node :
+		"ip -n " + switch_ns_ + " link set " + pt.if_sw;
+	cmd += up ? " up" : " down";
+	if (sh(cmd) != 0)
+		return AssertionFailure() << "failed: " << cmd;
+	return AssertionSuccess();
+}
+
+AssertionResult Cluster::port_qdisc(int p, Side side, const std::string &qdisc)
+{
+	const auto &pt = port(p);
+	std::string where = side == Side::Node ? "tc -n " + ns(pt.node) + " qdisc " :
+						 "tc -n " + switch_ns_ + " qdisc ";
+	std::string dev = " dev " + (side == Side::Node ? pt.if_node : pt.if_sw);
+	if (qdisc.empty()) {
+		// No root qdisc of ours to delete is not an error.
+		sh(where + "del" + dev + " root 2>/dev/null");
+		return AssertionSuccess();
+	}
+	std::string kind = qdisc.substr(0, qdisc.find(' '));
+	if (sh("modprobe sch_" + kind) != 0)
+		return AssertionFailure() << "modprobe sch_" << kind << " failed: the guest "
+					  << "kernel lacks that qdisc";
+	std::string cmd = where + "replace" + dev + " root " + qdisc;
+	if (sh(cmd) != 0)
+		return AssertionFailure() << "failed: " << cmd;
+	return AssertionSuccess();
+}
+
+std::string Cluster::mac_of(int n, const std::string &ifname)
+{
+	std::string cmd = "ip -n " + ns(n) + " -o link show dev " + ifname;
+	FILE *f = ::popen(cmd.c_str(), "r");
+	if (!f)
+		return "";
+	char buf[1024];
+	std::string out;
+	while (std::fgets(buf, sizeof(buf), f))
+		out += buf;
+	::pclose(f);
+	auto at = out.find("link/ether ");
+	if (at == std::string::npos)
+		return "";
+	return out.substr(at + 11, 17);
+}
+
 multiedge::Result<Device> Cluster::open_in(int n) const
 {
 	Enter in(nodes_.at(static_cast<size_t>(n)).ns);
@@ -107,30 +210,37 @@ multiedge::Result<Device> Cluster::open_in(int n) const
 AssertionResult Cluster::start()
 {
 	for (size_t i = 0; i < nodes_.size(); i++) {
-		auto &n = nodes_[i];
-		auto d = open_in(static_cast<int>(i));
-		if (!d)
-			return AssertionFailure() << "node " << i << ": " << d.error().message();
-		n.dev.emplace(std::move(d).value());
-		auto info = n.dev->query();
-		if (!info)
-			return AssertionFailure() << "node " << i << ": " << info.error().message();
-		if (info->abi_version < 4)
-			return AssertionFailure() << "module ABI " << info->abi_version << " < 4";
-		n.id = info->node_id;
-		if (n.id == 0)
-			return AssertionFailure() << "node " << i << " (" << n.ns << ") has node id 0";
-		for (const auto &ifn : n.ifnames) {
-			auto st = n.dev->attach_link(ifn);
-			if (!st)
-				return AssertionFailure() << "node " << i << ": " << st.error().message();
-		}
+		auto r = start_node(static_cast<int>(i));
+		if (!r)
+			return r;
 	}
-	for (size_t i = 0; i < nodes_.size(); i++)
-		for (size_t j = 0; j < i; j++)
-			if (nodes_[i].id == nodes_[j].id)
-				return AssertionFailure() << "nodes " << j << " and " << i
-							  << " share node id " << nodes_[i].id;
+	return AssertionSuccess();
+}
+
+AssertionResult Cluster::start_node(int i)
+{
+	auto &n = node(i);
+	auto d = open_in(i);
+	if (!d)
+		return AssertionFailure() << "node " << i << ": " << d.error().message();
+	n.dev.emplace(std::move(d).value());
+	auto info = n.dev->query();
+	if (!info)
+		return AssertionFailure() << "node " << i << ": " << info.error().message();
+	if (info->abi_version < 4)
+		return AssertionFailure() << "module ABI " << info->abi_version << " < 4";
+	n.id = info->node_id;
+	if (n.id == 0)
+		return AssertionFailure() << "node " << i << " (" << n.ns << ") has node id 0";
+	for (const auto &ifn : n.ifnames) {
+		auto st = n.dev->attach_link(ifn);
+		if (!st)
+			return AssertionFailure() << "node " << i << ": " << st.error().message();
+	}
+	for (size_t j = 0; j < nodes_.size(); j++)
+		if (static_cast<int>(j) != i && nodes_[j].dev && nodes_[j].id == n.id)
+			return AssertionFailure() << "nodes " << j << " and " << i << " share node id "
+						  << n.id;
 	return AssertionSuccess();
 }
 
@@ -221,6 +331,10 @@ void Cluster::teardown()
 			sh("ip netns del " + n.ns + " 2>/dev/null");
 			n.deleted = true;
 		}
+	if (!switch_ns_.empty()) {
+		sh("ip netns del " + switch_ns_ + " 2>/dev/null");
+		switch_ns_.clear();
+	}
 }
 
 void ClusterTest::SetUp()

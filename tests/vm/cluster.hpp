@@ -14,6 +14,15 @@
 //
 // Also: take a link end down, tc netem on a link, delete a node's
 // namespace, and the module's accounting after the fact.
+//
+// Switches: add_switch() makes a Linux bridge in the cluster's "switch"
+// namespace; plug(n, sw) gives node n a link whose other end is a port of
+// that bridge.  One switch per link index ("rail") builds the usual
+// cluster: every NIC of a node reaches every other node.
+//
+//   int sw0 = c.add_switch(), sw1 = c.add_switch();
+//   for (int n : nodes) { c.plug(n, sw0); c.plug(n, sw1); }
+//   c.port_qdisc(p, Side::Node, "netem loss 100%");   // n cannot send there
 #pragma once
 
 #include <gtest/gtest.h>
@@ -38,6 +47,12 @@ struct ClusterNode {
 	bool deleted = false;
 };
 
+// A bridge port: the node's end (a link of the node) and the bridge's end.
+struct ClusterPort {
+	int node = 0, sw = 0;
+	std::string if_node, if_sw;
+};
+
 struct ClusterLink {
 	int a = 0, b = 0;	// node indexes
 	std::string if_a, if_b;	// veth ends in a's and b's namespace
@@ -58,9 +73,18 @@ public:
 	// returns the link index (-1 on error).
 	int add_link(int a, int b, unsigned mtu = 1500);
 
+	// A Linux bridge (STP off, forwarding at once) in the switch namespace;
+	// returns its index (-1 on error).
+	int add_switch();
+	// A veth pair from node n to a port of switch sw, both ends `mtu` and
+	// up; the node's end becomes its next link.  Returns the port index.
+	int plug(int n, int sw, unsigned mtu = 1500);
+
 	// Opens each node's Device in its namespace, records its node id and
 	// attaches its links in creation order.
 	::testing::AssertionResult start();
+	// The same for one node (one that joins a running cluster).
+	::testing::AssertionResult start_node(int n);
 	// Opens (another) Device acting in node n's namespace.
 	multiedge::Result<multiedge::Device> open_in(int n) const;
 	// Runs the calling thread in namespace `ns` until the guard dies.
@@ -86,6 +110,19 @@ public:
 	::testing::AssertionResult set_link(int l, bool up, int side = -1);
 	// tc netem on both ends of link l ("loss 1%", "delay 1ms reorder 25% 50%").
 	::testing::AssertionResult netem(int l, const std::string &args);
+	// Which end of a port a command acts on.
+	enum class Side { Node, Switch };
+	// Sets an end of port p down or up (Node: the node's NIC loses its
+	// carrier; Switch: the cable is pulled at the switch).
+	::testing::AssertionResult set_port(int p, bool up, Side side = Side::Node);
+	// Replaces the root qdisc of an end of port p with `qdisc` ("netem loss
+	// 100%": that end transmits nothing; "tbf rate 200mbit burst 32kb latency
+	// 20ms" on the switch end: a bottleneck with an output queue); an empty
+	// string restores the default.  Egress only: the other direction works.
+	::testing::AssertionResult port_qdisc(int p, Side side, const std::string &qdisc);
+	// The MAC address of node n's interface `ifname` ("aa:bb:..."), "" on error.
+	std::string mac_of(int n, const std::string &ifname);
+
 	// Closes node n's Device and deletes its namespace (with its veths,
 	// and so the other ends).  Regions the test still holds on that node
 	// keep the namespace alive until they are destroyed.
@@ -93,6 +130,7 @@ public:
 
 	ClusterNode &node(int n) { return nodes_.at(static_cast<size_t>(n)); }
 	const ClusterLink &link(int l) const { return links_.at(static_cast<size_t>(l)); }
+	const ClusterPort &port(int p) const { return ports_.at(static_cast<size_t>(p)); }
 	multiedge::Device &dev(int n) { return *node(n).dev; }
 	std::uint32_t id(int n) { return node(n).id; }
 	const std::string &ns(int n) { return node(n).ns; }
@@ -105,6 +143,9 @@ public:
 private:
 	std::vector<ClusterNode> nodes_;
 	std::vector<ClusterLink> links_;
+	std::vector<ClusterPort> ports_;
+	int switches_ = 0;
+	std::string switch_ns_;	// created by the first add_switch()
 	int serial_;
 };
 

@@ -110,6 +110,7 @@ const std::vector<Command> kCommands = {
 	 {EOPNOTSUPP, ENOMEM, ENOSPC}},
 	{"MR_DEREG", ME_IOC_MR_DEREG, sizeof(me_mr_dereg), ME_MR_DEREG_SIZE_VER0, {ENOENT}},
 	{"PEER_LIST", ME_IOC_PEER_LIST, sizeof(me_peer_list), ME_PEER_LIST_SIZE_VER0, {}},
+	{"NBR_LIST", ME_IOC_NBR_LIST, sizeof(me_nbr_list), ME_NBR_LIST_SIZE_VER0, {}},
 	{"CONNECT", ME_IOC_CONNECT, sizeof(me_connect), ME_CONNECT_SIZE_VER0,
 	 {EOPNOTSUPP, ENETDOWN, EHOSTUNREACH, ETIMEDOUT, ECONNRESET, ENOSPC, EINTR}},
 	{"DISCONNECT", ME_IOC_DISCONNECT, sizeof(me_disconnect), ME_DISCONNECT_SIZE_VER0,
@@ -568,6 +569,7 @@ void Child::build(const Command &c, uint8_t *arg, int file)
 	}
 	case ME_IOC_LINK_LIST:
 	case ME_IOC_PEER_LIST:
+	case ME_IOC_NBR_LIST:
 	case ME_IOC_CONN_LIST: {
 		auto *r = reinterpret_cast<me_link_list *>(arg);	// the same head
 		r->count = static_cast<uint32_t>(chance(90) ? pick(0, 40) : pick(0, ~0u));
@@ -691,6 +693,7 @@ void Child::one_ioctl()
 			break;
 		case ME_IOC_LINK_LIST:
 		case ME_IOC_PEER_LIST:
+		case ME_IOC_NBR_LIST:
 		case ME_IOC_CONN_LIST:
 			reinterpret_cast<me_link_list *>(arg)->links =
 				fold(reinterpret_cast<me_link_list *>(arg)->links);

@@ -166,6 +166,7 @@ TEST_F(OpsTest, SizeRulesOnEveryNewIoctl)
 	ASSERT_NO_FATAL_FAILURE(SetUpPair());
 	int fd = fd0();
 	me_peer_info pinfo[4];
+	me_nbr_info ninfo[4];
 	me_conn_info cinfo[4];
 	uint64_t values[ME_STAT_COUNT];
 	me_completion ents[4];
@@ -173,6 +174,8 @@ TEST_F(OpsTest, SizeRulesOnEveryNewIoctl)
 
 	me_peer_list pl{sizeof(pl), 4, reinterpret_cast<uintptr_t>(pinfo), sizeof(me_peer_info), 0};
 	check_size_rules(fd, ME_IOC_PEER_LIST, pl, ME_PEER_LIST_SIZE_VER0, "PEER_LIST");
+	me_nbr_list nl{sizeof(nl), 4, reinterpret_cast<uintptr_t>(ninfo), sizeof(me_nbr_info), 0};
+	check_size_rules(fd, ME_IOC_NBR_LIST, nl, ME_NBR_LIST_SIZE_VER0, "NBR_LIST");
 	me_connect cn{};
 	cn.size = sizeof(cn);
 	cn.peer = c_->id(1);
@@ -208,6 +211,15 @@ TEST_F(OpsTest, SizeRulesOnEveryNewIoctl)
 	EXPECT_EQ(bpl.l.count, 1u);
 	EXPECT_EQ(pinfo[0].node_id, c_->id(1));
 	struct {
+		me_nbr_list l;
+		unsigned char tail[16];
+	} bnl{};
+	bnl.l = nl;
+	bnl.l.size = sizeof(bnl);
+	EXPECT_EQ(io(fd, ME_IOC_NBR_LIST, &bnl), 0);
+	EXPECT_GE(bnl.l.count, 1u);
+	EXPECT_EQ(ninfo[0].node_id, c_->id(1));
+	struct {
 		me_conn_list l;
 		unsigned char tail[16];
 	} bcl{};
@@ -231,6 +243,8 @@ TEST_F(OpsTest, SizeRulesOnEveryNewIoctl)
 	bpq.q.size = sizeof(bpq);
 	EXPECT_EQ(io(fd, ME_IOC_POLL_CQ, &bpq), 0);
 	for (unsigned char c : bpl.tail)
+		EXPECT_EQ(c, 0);
+	for (unsigned char c : bnl.tail)
 		EXPECT_EQ(c, 0);
 	for (unsigned char c : bcl.tail)
 		EXPECT_EQ(c, 0);
@@ -259,6 +273,16 @@ TEST_F(OpsTest, ReservedFieldsUnknownFlagsAndBadArrays)
 	pl.peers = 16;
 	EXPECT_EQ(io(fd, ME_IOC_PEER_LIST, &pl), EFAULT) << "PEER_LIST array";
 
+	me_nbr_info ninfo[4];
+	me_nbr_list nl{sizeof(nl), 4, reinterpret_cast<uintptr_t>(ninfo), sizeof(me_nbr_info), 1};
+	EXPECT_EQ(io(fd, ME_IOC_NBR_LIST, &nl), EINVAL) << "NBR_LIST reserved";
+	nl.__reserved = 0;
+	nl.info_size = ME_NBR_INFO_SIZE_VER0 - 8;
+	EXPECT_EQ(io(fd, ME_IOC_NBR_LIST, &nl), EINVAL) << "NBR_LIST info_size";
+	nl.info_size = sizeof(me_nbr_info);
+	nl.nbrs = 16;
+	EXPECT_EQ(io(fd, ME_IOC_NBR_LIST, &nl), EFAULT) << "NBR_LIST array";
+
 	me_conn_list cl{sizeof(cl), 4, reinterpret_cast<uintptr_t>(cinfo), sizeof(me_conn_info), 1};
 	EXPECT_EQ(io(fd, ME_IOC_CONN_LIST, &cl), EINVAL) << "CONN_LIST reserved";
 	cl.__reserved = 0;
@@ -281,12 +305,14 @@ TEST_F(OpsTest, ReservedFieldsUnknownFlagsAndBadArrays)
 		const auto arr = reinterpret_cast<uintptr_t>(page);
 		me_peer_list big_pl{sizeof(big_pl), 4, arr, 1u << 30, 0};
 		me_conn_list big_cl{sizeof(big_cl), 4, arr, 4097, 0};
+		me_nbr_list big_nl{sizeof(big_nl), 4, arr, 8192, 0};
 		me_poll_cq big_q = poll_of(ents, 4);
 		big_q.entries = arr;
 		big_q.entry_size = 1u << 20;
 		std::memset(page, 0xa5, 4096);
 		EXPECT_EQ(io(fd, ME_IOC_PEER_LIST, &big_pl), E2BIG) << "PEER_LIST info_size";
 		EXPECT_EQ(io(fd, ME_IOC_CONN_LIST, &big_cl), E2BIG) << "CONN_LIST info_size";
+		EXPECT_EQ(io(fd, ME_IOC_NBR_LIST, &big_nl), E2BIG) << "NBR_LIST info_size";
 		EXPECT_EQ(io(fd, ME_IOC_POLL_CQ, &big_q), E2BIG) << "POLL_CQ entry_size";
 		EXPECT_TRUE(std::all_of(page, page + 4096, [](uint8_t b) { return b == 0xa5; }))
 			<< "the array was written";

@@ -717,6 +717,7 @@ enum me_stat_index {
 	ME_STAT_PEER_FORGOTTEN,	/* silent peers without connections forgotten */
 	ME_STAT_RX_ADDR,	/* frames of a peer from another MAC than its HELLO's */
 	ME_STAT_PATH_STALLED,	/* neighbours taken down: data in flight, nothing acked for ka_ms */
+	ME_STAT_PATH_TOLD_DOWN,	/* neighbours taken down: the peer took its end down */
 	ME_STAT_COUNT
 };
 

@@ -140,6 +140,8 @@ enum me_stat {
 				 * its HELLO's on that link: no liveness */
 	ME_ST_PATH_STALLED,	/* paths taken down: nothing delivered for a
 				 * keepalive period with data in flight */
+	ME_ST_PATH_TOLD_DOWN,	/* paths taken down: the peer's keepalive
+				 * said it took its end down */
 	ME_ST_MAX_
 };
 

@@ -158,6 +158,7 @@ static void path_check_up(struct me_node *n, struct me_peer *p, u32 link, u64 no
 	    !fresh(n, &pa->last_rx_ns, now) || !fresh(n, &pa->heard_ns, now))
 		return;
 	if (me_atomic_cmpxchg(&pa->alive, 0, 1) == 0) {
+		me_atomic_set(&pa->failed, 0);
 		/* Timers of packets on it run from now (window.c). */
 		me_atomic64_set(&pa->acked_ns, now);
 		me_atomic_set(&p->confirmed, 1);
@@ -166,7 +167,8 @@ static void path_check_up(struct me_node *n, struct me_peer *p, u32 link, u64 no
 }
 
 static void send_small(struct me_node *n, u32 link, u64 addr, u32 type,
-		       u32 dst, u32 dst_inc, u16 flags, u32 heard_us, u64 echo)
+		       u32 dst, u32 dst_inc, u16 flags, u32 heard_us, u64 echo,
+		       u32 down)
 {
 	u8 buf[ME_HDR_HELLO + ME_HELLO_NAME];
 	struct me_hdr h;
@@ -178,6 +180,7 @@ static void send_small(struct me_node *n, u32 link, u64 addr, u32 type,
 	h.h.link = link;
 	h.h.heard_us = heard_us;
 	h.h.echo = echo;
+	h.h.down = down;
 	if (type == ME_PT_HELLO)
 		while (name < ME_HELLO_NAME && n->cfg.name[name])
 			name++;
@@ -199,6 +202,21 @@ static u32 heard_age_us(struct me_path *pa, u64 now)
 	return age >= ME_KA_NEVER ? ME_KA_NEVER : (u32)age;
 }
 
+#if ME_MAX_LINKS > ME_WIRE_LINKS
+#error "a KEEPALIVE's down mask must name every link"
+#endif
+
+/* Our links whose path to the peer went down after it was alive. */
+static u32 failed_links(struct me_peer *p)
+{
+	u32 l, mask = 0;
+
+	for (l = 0; l < ME_MAX_LINKS; l++)
+		if (me_atomic_read(&p->path[l].failed))
+			mask |= 1u << l;
+	return mask;
+}
+
 static void send_ka(struct me_node *n, struct me_peer *p, u32 link,
 		    bool reply, u64 echo, u64 now)
 {
@@ -206,7 +224,8 @@ static void send_ka(struct me_node *n, struct me_peer *p, u32 link,
 
 	send_small(n, link, me_atomic64_read(&pa->addr), ME_PT_KEEPALIVE,
 		   me_peer_id(n, p), me_atomic_read(&p->inc),
-		   reply ? ME_F_REPLY : 0, heard_age_us(pa, now), reply ? echo : now);
+		   reply ? ME_F_REPLY : 0, heard_age_us(pa, now), reply ? echo : now,
+		   failed_links(p));
 }
 
 /* Forget every path of a peer slot (new incarnation, slot reuse). */
@@ -222,6 +241,8 @@ static void peer_reset_paths(struct me_peer *p)
 		me_atomic64_set(&pa->last_rx_ns, 0);
 		me_atomic64_set(&pa->heard_ns, 0);
 		me_atomic_set(&pa->rtt_us, 0);
+		me_atomic_set(&pa->peer_link, ME_LINK_NONE);
+		me_atomic_set(&pa->failed, 0);
 	}
 }
 
@@ -349,6 +370,59 @@ static struct me_peer *hello_rx(struct me_node *n, u32 link, u64 addr,
 	return p;
 }
 
+/*
+ * Takes a path down; its packets in flight go again on the connections'
+ * other paths.  With `tell` (we found it dead ourselves), the path is
+ * marked failed and the peer hears of it at once on every path still
+ * alive, so it stops sending here without waiting link_dead_ns for a
+ * silence that, in a one-way failure, never comes (we still hear it).
+ */
+static void path_down(struct me_node *n, struct me_peer *p, u32 link, bool tell)
+{
+	u32 i, l, cnt = me_atomic_read(&n->nconns);
+	u64 now;
+
+	if (me_atomic_cmpxchg(&p->path[link].alive, 1, 0) != 1)
+		return;
+	me_stat_inc(n, ME_ST_LINK_DOWN);
+	for (i = 0; i < cnt; i++) {
+		struct me_conn *c = me_ptr_load((void **)&n->conns[i]);
+
+		if (c && c->pe == p && me_conn_live(c))
+			me_win_failover(c, link);
+	}
+	if (!tell)
+		return;
+	me_atomic_set(&p->path[link].failed, 1);
+	now = me_max_u64(me_now(n), 1);
+	for (l = 0; l < ME_MAX_LINKS; l++)
+		if (me_path_usable(n, p, l))
+			send_ka(n, p, l, false, 0, now);
+}
+
+/*
+ * The peer took its paths to us on the links of `down` down (it stopped
+ * hearing us there, or cannot send there).  Our ends go down too, without
+ * telling back: the peer knows.  A keepalive of the peer on the path that
+ * says it hears us brings ours back.
+ */
+static void peer_told_down(struct me_node *n, struct me_peer *p, u32 down)
+{
+	u32 l;
+
+	for (l = 0; l < ME_MAX_LINKS; l++) {
+		struct me_path *pa = &p->path[l];
+		u32 pl = me_atomic_read(&pa->peer_link);
+
+		if (pl >= ME_WIRE_LINKS || !(down & (1u << pl)) ||
+		    !me_atomic_read(&pa->alive))
+			continue;
+		me_atomic64_set(&pa->heard_ns, 0);
+		me_stat_inc(n, ME_ST_PATH_TOLD_DOWN);
+		path_down(n, p, l, false);
+	}
+}
+
 void me_path_rx(struct me_node *n, u32 link, u64 addr, const struct me_hdr *h,
 		struct me_peer *p)
 {
@@ -380,7 +454,12 @@ void me_path_rx(struct me_node *n, u32 link, u64 addr, const struct me_hdr *h,
 	me_atomic64_set(&pa->last_rx_ns, now);
 	me_atomic64_add_return(&pa->rx_pkts, 1);
 	me_atomic64_add_return(&pa->rx_bytes, (u64)h->hdr_len + h->payload_len);
+	if ((h->type == ME_PT_HELLO || h->type == ME_PT_KEEPALIVE) &&
+	    h->h.link < ME_WIRE_LINKS)
+		me_atomic_set(&pa->peer_link, h->h.link);
 	if (h->type == ME_PT_KEEPALIVE) {
+		if (h->h.down)
+			peer_told_down(n, p, h->h.down);
 		if (h->h.heard_us != ME_KA_NEVER &&
 		    (u64)h->h.heard_us * 1000 <= n->cfg.link_dead_ns) {
 			u64 t = me_max_u64(now - me_min_u64(now, (u64)h->h.heard_us * 1000), 1);
@@ -398,7 +477,7 @@ void me_path_rx(struct me_node *n, u32 link, u64 addr, const struct me_hdr *h,
 	if (h->type == ME_PT_KEEPALIVE && !(h->flags & ME_F_REPLY))
 		send_ka(n, p, link, true, h->h.echo, now);
 	if (fresh_path) {
-		send_small(n, link, addr, ME_PT_HELLO, h->src_node, 0, 0, 0, 0);
+		send_small(n, link, addr, ME_PT_HELLO, h->src_node, 0, 0, 0, 0, 0);
 		send_ka(n, p, link, false, 0, now);
 	}
 }
@@ -515,21 +594,6 @@ bool me_path_lost(struct me_node *n, struct me_peer *p, u32 link, u32 txno)
 	return txno_lt(txno + n->cfg.dupthresh, acked);
 }
 
-static void path_down(struct me_node *n, struct me_peer *p, u32 link)
-{
-	u32 i, cnt = me_atomic_read(&n->nconns);
-
-	if (me_atomic_cmpxchg(&p->path[link].alive, 1, 0) != 1)
-		return;
-	me_stat_inc(n, ME_ST_LINK_DOWN);
-	for (i = 0; i < cnt; i++) {
-		struct me_conn *c = me_ptr_load((void **)&n->conns[i]);
-
-		if (c && c->pe == p && me_conn_live(c))
-			me_win_failover(c, link);
-	}
-}
-
 void me_path_suspect(struct me_node *n, struct me_peer *p, u32 link)
 {
 	struct me_path *pa = &p->path[link];
@@ -537,7 +601,7 @@ void me_path_suspect(struct me_node *n, struct me_peer *p, u32 link)
 	me_atomic64_set(&pa->heard_ns, 0);
 	pa->last_ka_ns = 0;	/* probe at the next scan */
 	me_stat_inc(n, ME_ST_PATH_STALLED);
-	path_down(n, p, link);
+	path_down(n, p, link, true);
 }
 
 static void rate_update(struct me_node *n, struct me_path *pa, u64 now,
@@ -581,12 +645,12 @@ static void path_timer(struct me_node *n, struct me_peer *p, u32 link, u64 now,
 	if (!me_atomic_read(&pa->known))
 		return;
 	if (!link_up(n, link)) {
-		path_down(n, p, link);
+		path_down(n, p, link, true);
 		return;
 	}
 	if (me_atomic_read(&pa->alive) &&
 	    (!fresh(n, &pa->last_rx_ns, now) || !fresh(n, &pa->heard_ns, now)))
-		path_down(n, p, link);
+		path_down(n, p, link, true);
 	if ((me_elapsed(now, me_atomic64_read(&pa->last_rx_ns)) >= n->cfg.ka_ns ||
 	     me_elapsed(now, me_atomic64_read(&pa->heard_ns)) >= n->cfg.ka_ns) &&
 	    me_elapsed(now, pa->last_ka_ns) >= n->cfg.ka_ns) {
@@ -623,7 +687,7 @@ void me_path_timer(struct me_node *n, u64 now)
 		if (now - k->last_hello_ns >= n->cfg.hello_ns) {
 			k->last_hello_ns = now;
 			send_small(n, l, ME_ADDR_BCAST, ME_PT_HELLO, ME_NODE_BCAST,
-				   0, 0, 0, 0);
+				   0, 0, 0, 0, 0);
 		}
 	}
 	if (me_elapsed(now, n->last_scan_ns) < scan_period(n))
@@ -667,6 +731,8 @@ int me_link_add(struct me_node *n, u32 idx, u32 mtu, u32 rate_mbps)
 		me_atomic_set(&pa->alive, 0);
 		me_atomic64_set(&pa->last_rx_ns, 0);
 		me_atomic64_set(&pa->heard_ns, 0);
+		me_atomic_set(&pa->peer_link, ME_LINK_NONE);
+		me_atomic_set(&pa->failed, 0);
 		me_atomic_set(&pa->rate, rate);
 	}
 	l->rate_init = rate;

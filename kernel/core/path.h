@@ -47,6 +47,10 @@ struct me_path {
 	me_atomic64_t lost_pkts; /* packets sent here that went again */
 	me_atomic64_t tx_bytes;	/* bytes of the data packets sent here */
 	me_atomic64_t rx_bytes;	/* bytes of the valid frames from the peer here */
+	me_atomic_t peer_link;	/* the peer's link index at the other end
+				 * (its HELLO/KEEPALIVE), ME_LINK_NONE: unknown */
+	me_atomic_t failed;	/* went down after being alive: our
+				 * keepalives tell the peer (wire.h down) */
 	u64 last_ka_ns;		/* (timer) */
 	u64 rate_t0;		/* (timer) */
 	u64 rate_d0;		/* (timer) */

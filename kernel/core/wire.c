@@ -148,6 +148,7 @@ int me_wire_parse(const void *buf, u32 len, struct me_hdr *h)
 		h->h.link = me_get_be32(p + 40);
 		h->h.heard_us = 0;
 		h->h.echo = 0;
+		h->h.down = 0;
 		if (h->cookie || h->src_conn || h->dst_conn)
 			return ME_EWIRE_FIELD;
 		if (h->type == ME_PT_HELLO)
@@ -155,8 +156,10 @@ int me_wire_parse(const void *buf, u32 len, struct me_hdr *h)
 			       h->flags ? ME_EWIRE_FIELD : 0;
 		h->h.heard_us = me_get_be32(p + 44);
 		h->h.echo = me_get_be64(p + 48);
+		h->h.down = me_get_be32(p + 56);
 		if (h->payload_len || h->dst_node == ME_NODE_BCAST ||
-		    (h->flags & ~ME_F_REPLY))
+		    (h->flags & ~ME_F_REPLY) || me_get_be32(p + 60) ||
+		    (h->h.down >> ME_WIRE_LINKS))
 			return ME_EWIRE_FIELD;
 		return 0;
 	case ME_PT_CONNECT:
@@ -241,6 +244,8 @@ u32 me_wire_build(u8 *p, const struct me_hdr *h)
 		if (h->type == ME_PT_KEEPALIVE) {
 			me_put_be32(p + 44, h->h.heard_us);
 			me_put_be64(p + 48, h->h.echo);
+			me_put_be32(p + 56, h->h.down);
+			me_put_be32(p + 60, 0);
 		}
 		break;
 	case ME_PT_CONNECT:

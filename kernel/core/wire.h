@@ -17,7 +17,8 @@
  * in CONNECT/ACCEPT, 64-bit region keys.
  * 3: the neighbour model: HELLO may be unicast (the answer to a new
  * neighbour); KEEPALIVE says how long ago its sender last heard the
- * receiver on that link and carries a timestamp its reply echoes.
+ * receiver on that link, carries a timestamp its reply echoes and names
+ * the sender's links whose path to the receiver it took down.
  */
 #define ME_WIRE_VERSION		3
 
@@ -50,11 +51,12 @@ enum me_pkt_type {
 #define ME_HDR_ACK	68
 #define ME_HDR_CONN	64
 #define ME_HDR_HELLO	48
-#define ME_HDR_KA	56
+#define ME_HDR_KA	64
 #define ME_HDR_ABORT	48
 #define ME_HDR_MAX	88
 
 #define ME_SACK_BITS	128
+#define ME_WIRE_LINKS	16	/* bits of a KEEPALIVE's down mask */
 #define ME_HELLO_NAME	32
 #define ME_READ_REQ_PAY	16	/* local region u32, reserved u32, local off u64 */
 #define ME_MAX_MSG	0x7fffffffu
@@ -115,6 +117,9 @@ struct me_hdr {
 					 * long ago (0xffffffff: never) */
 			u64 echo;	/* KEEPALIVE: the sender's clock in a
 					 * probe, the probe's in a reply */
+			u32 down;	/* KEEPALIVE: bit i: the sender took its
+					 * path to the receiver on its link i
+					 * down (it was alive) */
 		} h;
 		struct {		/* ABORT */
 			u32 status;	/* positive errno: why it ended */

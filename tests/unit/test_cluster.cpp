@@ -275,6 +275,12 @@ TEST(Cluster, one_way_failure__traffic_moves_connections_live)
 	       "(%.1f RTTs), node %d after %.1f us (%.1f RTTs)\n",
 	       b + 1, a + 1, (t_a - t_fail) / 1e3, double(t_a - t_fail) / rtt, b + 1,
 	       (t_b - t_fail) / 1e3, double(t_b - t_fail) / rtt);
+	// The mute node finds out from its stalled data; its peer, which still
+	// hears it everywhere else, is told by its keepalives, not by a
+	// link_dead_ns silence (20 round trips here).
+	EXPECT_LT(t_b - t_fail, 10 * rtt);
+	EXPECT_LT(t_a - t_fail, 10 * rtt);
+	EXPECT_GT(me_node_stat(C.sim.nodes[a]->node, ME_ST_PATH_TOLD_DOWN), 0u);
 	uint64_t ab0 = C.tx_pkts(a, b, 0), ab1 = C.tx_pkts(a, b, 1);
 	ASSERT_TRUE(C.sim.run([&] { return C.all_done(); }, C.sim.now + 1000000000));
 	C.check();

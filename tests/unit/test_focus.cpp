@@ -54,6 +54,7 @@ TEST(Wire, roundtrip__every_type)
 			if (t == ME_PT_KEEPALIVE) {
 				h.h.heard_us = 1234;
 				h.h.echo = 0x1122334455667788ull;
+				h.h.down = 0x8001;
 			}
 		} else if (t == ME_PT_ACK || t == ME_PT_NACK) {
 			h.a.cum = 5; h.a.right = 90; h.a.sack[3] = 0x81;
@@ -78,6 +79,7 @@ TEST(Wire, roundtrip__every_type)
 		if (t == ME_PT_KEEPALIVE) {
 			EXPECT_EQ(o.h.heard_us, 1234u);
 			EXPECT_EQ(o.h.echo, 0x1122334455667788ull);
+			EXPECT_EQ(o.h.down, 0x8001u);
 		}
 		if (t == ME_PT_ACK) {
 			EXPECT_EQ(o.a.right, 90u);
@@ -192,6 +194,20 @@ TEST(Wire, parse__bad_fields)
 	hl.cookie = 0;
 	hb = build(hl);
 	EXPECT_EQ(me_wire_parse(hb.data(), (uint32_t)hb.size(), &o), 0);
+	// A KEEPALIVE's down mask names links 0..15 only; its tail is zero.
+	hl.type = ME_PT_KEEPALIVE;
+	hl.dst_node = 2;
+	hl.h.down = 0xffff;
+	hb = build(hl);
+	EXPECT_EQ(me_wire_parse(hb.data(), (uint32_t)hb.size(), &o), 0);
+	EXPECT_EQ(o.h.down, 0xffffu);
+	hl.h.down = 0x10000;
+	hb = build(hl);
+	EXPECT_EQ(me_wire_parse(hb.data(), (uint32_t)hb.size(), &o), ME_EWIRE_FIELD);
+	hl.h.down = 1;
+	hb = build(hl);
+	hb[ME_HDR_KA - 1] = 1;
+	EXPECT_EQ(me_wire_parse(hb.data(), (uint32_t)hb.size(), &o), ME_EWIRE_FIELD);
 }
 
 // Receive threads store timestamps after the timer read its clock: ages

@@ -594,9 +594,23 @@ bool me_path_lost(struct me_node *n, struct me_peer *p, u32 link, u32 txno)
 	return txno_lt(txno + n->cfg.dupthresh, acked);
 }
 
-void me_path_suspect(struct me_node *n, struct me_peer *p, u32 link)
+void me_path_suspect(struct me_node *n, struct me_peer *p, u32 link, u64 since)
 {
 	struct me_path *pa = &p->path[link];
+	u32 l;
+
+	/*
+	 * Only when another path to the peer delivered since this one last
+	 * did: then this path fails, not the peer or the whole network being
+	 * slow (an overloaded receiver, queues everywhere), which taking
+	 * paths down would only make worse by sending their packets again.
+	 */
+	for (l = 0; l < ME_MAX_LINKS; l++)
+		if (l != link && me_path_usable(n, p, l) &&
+		    me_atomic64_read(&p->path[l].acked_ns) > since)
+			break;
+	if (l == ME_MAX_LINKS)
+		return;
 
 	me_atomic64_set(&pa->heard_ns, 0);
 	pa->last_ka_ns = 0;	/* probe at the next scan */

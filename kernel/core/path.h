@@ -111,11 +111,12 @@ void me_path_acked(struct me_node *node, struct me_peer *p, u32 link,
 		   u32 txno, u32 bytes, bool fifo);
 bool me_path_lost(struct me_node *node, struct me_peer *p, u32 link, u32 txno);
 /*
- * The path delivered nothing for long with data in flight: it is down
- * (its packets go again on other paths) until a keepalive exchange shows
- * that the peer hears us there.
+ * The path delivered nothing since `since` with data in flight: if
+ * another path to the peer delivered since then, this one is down (its
+ * packets go again on other paths) until a keepalive exchange shows that
+ * the peer hears us there.
  */
-void me_path_suspect(struct me_node *node, struct me_peer *p, u32 link);
+void me_path_suspect(struct me_node *node, struct me_peer *p, u32 link, u64 since);
 /* When the path last showed progress (an ack advanced acked_txno). */
 u64 me_path_acked_ns(struct me_peer *p, u32 link);
 void me_path_timer(struct me_node *node, u64 now);

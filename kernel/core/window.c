@@ -790,12 +790,13 @@ void me_win_timer(struct me_conn *c, u64 now)
 		 * hear us there (a NIC that receives but no longer
 		 * transmits).  Take the path out now, as a missed keepalive
 		 * would later (what it carries goes again on the others);
-		 * it comes back when a probe is answered.  After the
+		 * it comes back when a probe is answered.  Only if another
+		 * path to the peer delivered meanwhile (path.c).  After the
 		 * retransmission: with no other path, the packet still
 		 * goes, on this one.
 		 */
 		if (now - sent >= n->cfg.ka_ns)
-			me_path_suspect(n, c->pe, l);
+			me_path_suspect(n, c->pe, l, sent);
 	}
 	if (fired) {
 		me_stat_inc(n, ME_ST_RTO_FIRED);

@@ -234,9 +234,13 @@ TEST(MultiThread, concurrent_rx__exactly_once)
 		});
 	}
 
+	// Discovery first: a connection needs a peer alive on some link.
+	auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+	while (!me_peer_alive_links(a.node, 2) && std::chrono::steady_clock::now() < deadline)
+		std::this_thread::sleep_for(std::chrono::milliseconds(1));
+	ASSERT_NE(me_peer_alive_links(a.node, 2), 0u) << "node 2 never came alive at node 1";
 	me_conn *c = nullptr;
 	ASSERT_EQ(me_conn_connect(a.node, 2, ME_MODE_UNORDERED, &c), 0);
-	auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
 	while (me_conn_state(c) != ME_CS_ESTABLISHED &&
 	       std::chrono::steady_clock::now() < deadline)
 		std::this_thread::sleep_for(std::chrono::milliseconds(1));

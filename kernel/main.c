@@ -14,6 +14,7 @@
 #include "link.h"
 #include "mr.h"
 #include "ops.h"
+#include "uring.h"
 #include "uapi/multiedge.h"
 
 static int __init me_init(void)
@@ -32,9 +33,12 @@ static int __init me_init(void)
 	ret = me_ops_init();
 	if (ret)
 		return ret;
-	ret = me_link_init();
+	ret = me_uring_init();
 	if (ret)
 		goto err_ops;
+	ret = me_link_init();
+	if (ret)
+		goto err_uring;
 
 	ret = me_chardev_init();
 	if (ret)
@@ -46,6 +50,8 @@ static int __init me_init(void)
 
 err_link:
 	me_link_uninit();
+err_uring:
+	me_uring_exit();
 err_ops:
 	me_ops_uninit();
 	return ret;
@@ -58,6 +64,7 @@ static void __exit me_exit(void)
 	me_engine_check_unload();
 	me_mr_check_unload();
 	me_area_exit();
+	me_uring_exit();
 	me_ops_uninit();
 	pr_info("unloaded\n");
 }

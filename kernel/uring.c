@@ -12,15 +12,25 @@
  * command's pdu and io_uring_cmd_complete_in_task() posts the CQE from the
  * submitter's task work (or io_uring's fallback work once it has exited).
  *
+ * A full connection queue: the command is parked, never handed back to
+ * io_uring with -EAGAIN.  io_uring would issue it again from a worker,
+ * and some kernels (6.10 to 6.13.3) then let the command read an SQE slot
+ * the application has meanwhile filled with another one.  The struct
+ * me_post is read once, at the first issue, and a parked command keeps
+ * its copy: a work item on our own workqueue posts it, waiting for room.
+ *
  * Lifetime: an in-flight command holds a reference on the file (io_uring's
  * own), so me_release() cannot run until every one has completed, and the
  * engine completes every operation it accepted.  6.1 cannot cancel a
  * uring_cmd; none of ours needs cancelling, as none waits for an event
- * that might never come.
+ * that might never come (a parked one waits for room, which the engine's
+ * completions or the connection's end make).
  */
 #include <linux/io_uring.h>
+#include <linux/slab.h>
 #include <linux/string.h>
 #include <linux/uaccess.h>
+#include <linux/workqueue.h>
 
 #include "chardev.h"
 #include "ops.h"
@@ -94,6 +104,39 @@ static int post_from_ptr(const void *cmd, struct me_post *req)
 	return ret < 0 ? ret : 0;
 }
 
+/* A command whose connection queue was full, with its parsed post. */
+struct me_uring_park {
+	struct work_struct work;
+	struct io_uring_cmd *ucmd;
+	struct me_file *f;	/* kept by io_uring's reference on the file */
+	struct me_post req;
+};
+
+static struct workqueue_struct *park_wq;
+
+static void park_post(struct work_struct *work)
+{
+	struct me_uring_park *pk = container_of(work, struct me_uring_park, work);
+	int ret;
+
+	ret = me_ops_post(pk->f, &pk->req, pk->ucmd, true);
+	if (ret)
+		me_uring_complete(pk->ucmd, ret == -ERESTARTSYS ? -EINTR : ret, 0);
+	kfree(pk);
+}
+
+int me_uring_init(void)
+{
+	/* Unbound: a parked post may wait long for room; many may wait. */
+	park_wq = alloc_workqueue("multiedge_uring", WQ_UNBOUND, 0);
+	return park_wq ? 0 : -ENOMEM;
+}
+
+void me_uring_exit(void)
+{
+	destroy_workqueue(park_wq);
+}
+
 int me_uring_cmd(struct io_uring_cmd *ucmd, unsigned int issue_flags)
 {
 	struct me_file *f = ucmd->file->private_data;
@@ -117,8 +160,8 @@ int me_uring_cmd(struct io_uring_cmd *ucmd, unsigned int issue_flags)
 
 	/*
 	 * The first issue runs in the submitter's io_uring_enter() and must
-	 * not block: a full queue there returns -EAGAIN, and io_uring issues
-	 * the command again from a worker, where me_ops_post() may wait.
+	 * not block: a full queue there parks the command (above).  An
+	 * io_uring worker (IOSQE_ASYNC) may wait in me_ops_post().
 	 */
 	ret = me_ops_post(f, &req, ucmd,
 			  !nonblock_issue && !(req.flags & ME_POST_F_NONBLOCK));
@@ -128,6 +171,18 @@ int me_uring_cmd(struct io_uring_cmd *ucmd, unsigned int issue_flags)
 	if (ret == -EAGAIN && (req.flags & ME_POST_F_NONBLOCK)) {
 		/* The caller asked for -EAGAIN, not a worker: a CQE says so. */
 		me_uring_complete(ucmd, -EAGAIN, 0);
+		return -EIOCBQUEUED;
+	}
+	if (ret == -EAGAIN) {
+		struct me_uring_park *pk = kmalloc(sizeof(*pk), GFP_KERNEL);
+
+		if (!pk)
+			return -ENOMEM;
+		INIT_WORK(&pk->work, park_post);
+		pk->ucmd = ucmd;
+		pk->f = f;
+		pk->req = req;
+		queue_work(park_wq, &pk->work);
 		return -EIOCBQUEUED;
 	}
 	return ret ? ret : -EIOCBQUEUED;

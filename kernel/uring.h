@@ -15,6 +15,10 @@ int me_uring_cmd(struct io_uring_cmd *ucmd, unsigned int issue_flags);
  */
 void me_uring_complete(struct io_uring_cmd *ucmd, int status, u32 len);
 
+/* The workqueue of parked commands (full connection queues). */
+int me_uring_init(void);
+void me_uring_exit(void);
+
 /* ME_FEATURE_URING_CMD when the kernel has io_uring, else 0. */
 u32 me_uring_features(void);
 

@@ -750,12 +750,16 @@ struct me_stats {
  *     size field first, as for the ioctl; bytes past size are ignored.
  *   - ring with 64-byte SQEs: sqe->cmd (16 bytes) holds struct
  *     me_uring_ptr, the address of the struct in the submitter's memory.
- *     It is read when the SQE is issued, which may happen again later from
- *     an io_uring worker (see below): keep it unchanged until the CQE.
+ *     It is read once, when the SQE is first issued: inside
+ *     io_uring_enter() for a plain submission, later for IOSQE_ASYNC or
+ *     an SQPOLL ring.  Keeping it until the CQE is always safe.
  *
  * A post that would block (the connection's operation queue is full) is
- * handed by io_uring to one of its workers, which waits for room; with
- * ME_POST_F_NONBLOCK it completes with -EAGAIN instead.  Operations
+ * parked in the module with the struct as read at its first issue and
+ * posted when there is room (never handed back to io_uring, whose re-issue
+ * read a reused SQE slot on some kernels); with ME_POST_F_NONBLOCK it
+ * completes with -EAGAIN instead.  An IOSQE_ASYNC post waits for room in
+ * the io_uring worker that issues it.  Operations
  * deferred that way may reach the wire after later submissions (link SQEs
  * with IOSQE_IO_LINK where order matters).  An unknown cmd_op completes
  * with -ENOTTY; a struct me_uring_ptr with a nonzero __reserved with
@@ -765,10 +769,11 @@ struct me_stats {
  * An operation the module has accepted holds the file: closing the file
  * descriptor, tearing the ring down or the submitter's exit cancels none
  * of them; each completes (a dead peer fails it within its timeout) and
- * io_uring then releases the file.  Submissions the module has not
- * accepted yet (not issued, or waiting in an io_uring worker for room) are
- * io_uring's to cancel at teardown or exit: they post nothing, and a
- * worker's waiting one completes with -EINTR if its CQE can still be seen.
+ * io_uring then releases the file; so does a parked one.  Submissions the
+ * module has not accepted yet (not issued, or an IOSQE_ASYNC one waiting
+ * in an io_uring worker for room) are io_uring's to cancel at teardown or
+ * exit: they post nothing, and a worker's waiting one completes with
+ * -EINTR if its CQE can still be seen.
  */
 struct me_uring_ptr {
 	__aligned_u64 arg;	/* user pointer to the command's struct */

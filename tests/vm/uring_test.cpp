@@ -1040,10 +1040,10 @@ constexpr size_t kQueueLen = size_t{kQueueOps} * kQueueOpLen;
 } // namespace
 
 // 1024 writes of 64 KiB at once: the connection queue takes 256, the
-// nonblocking issue of the others returns -EAGAIN and io_uring issues them
-// again from its workers, which wait for room.  The submit does not wait
-// for the transfer, and workers of the submitting thread took part.
-TEST_F(UringTest, FullConnectionQueueGoesToWorkers)
+// module parks the others (kernel/uring.c) until there is room, without
+// handing them back to io_uring: no io_uring worker of the submitting
+// thread takes part.  The submit does not wait for the transfer.
+TEST_F(UringTest, FullConnectionQueueParksCommands)
 {
 	ASSERT_NO_FATAL_FAILURE(SetUpPair(1, kQueueLen));
 	auto run = [&](bool sqe128) {
@@ -1074,7 +1074,7 @@ TEST_F(UringTest, FullConnectionQueueGoesToWorkers)
 			    "%zu done at submit\n",
 			    sqe128 ? "Sqe128" : "Sqe64", submit_s, total_s, workers,
 			    done_at_submit->size());
-		EXPECT_GT(workers, 0) << "no io_uring worker: nothing was deferred";
+		EXPECT_EQ(workers, 0) << "a post was handed back to io_uring (-EAGAIN)";
 		EXPECT_LT(submit_s, total_s / 2) << "the submit waited for the transfer";
 		EXPECT_LT(done_at_submit->size(), kQueueOps / 2);
 		std::set<uint64_t> ids;
@@ -1085,6 +1085,58 @@ TEST_F(UringTest, FullConnectionQueueGoesToWorkers)
 		}
 		EXPECT_EQ(ids.size(), kQueueOps);
 		EXPECT_EQ(first_difference(target_->data(), local_->data(), kQueueLen), -1);
+	};
+	for (bool sqe128 : {false, true}) {
+		SCOPED_TRACE(sqe128 ? "128-byte SQEs" : "64-byte SQEs");
+		on_fresh_thread([&] { run(sqe128); });
+		if (HasFatalFailure())
+			return;
+	}
+}
+
+// Parked commands keep the struct me_post read at their first issue: the
+// application may overwrite its structs (64-byte SQEs point at them) and
+// refill every SQ ring slot as soon as the submit returns, and what was
+// submitted still lands.  (io_uring of 6.10 to 6.13.3 issued a command
+// handed back with -EAGAIN again from an SQE slot the application had
+// refilled meanwhile: writes completed with success and wrong data.)
+TEST_F(UringTest, ParkedCommandsKeepWhatWasSubmitted)
+{
+	ASSERT_NO_FATAL_FAILURE(SetUpPair(1, kQueueLen));
+	std::vector<me_post> posts(kQueueOps);
+	auto run = [&](bool sqe128) {
+		fill_random(local_->data(), kQueueLen, sqe128 ? 61 : 62);
+		std::memset(target_->data(), 0, kQueueLen);
+		RawRing ring(kQueueOps, sqe128 ? IORING_SETUP_SQE128 : 0);
+		ASSERT_EQ(ring.error(), 0) << errno_name(ring.error());
+		for (uint32_t i = 0; i < kQueueOps; i++) {
+			posts[i] = make_post(ME_OP_WRITE, conn_->id(), mr_local_->id(),
+					     uint64_t{i} * kQueueOpLen, kQueueOpLen, &remote_,
+					     uint64_t{i} * kQueueOpLen);
+			prep_post(ring, ring.sqe(), c_->dev(0).fd(), &posts[i], i);
+		}
+		ASSERT_EQ(io_uring_submit(ring.get()), static_cast<int>(kQueueOps));
+		// Another operation in every struct, garbage in every slot.
+		for (auto &p : posts) {
+			p.opcode = ME_OP_READ;
+			p.len = 1;
+			p.local_off = 0;
+			p.remote_off = 0;
+		}
+		for (uint32_t i = 0; i < kQueueOps; i++) {
+			io_uring_sqe *s = io_uring_get_sqe(ring.get());
+			ASSERT_NE(s, nullptr);
+			std::memset(static_cast<void *>(s), 0xa5, sqe128 ? 128 : 64);
+		}
+		auto got = collect(ring.get(), kQueueOps);
+		int bad = 0;
+		for (uint32_t i = 0; i < kQueueOps; i++)
+			if (res_name(got, i) != "0" && bad++ < 5)
+				ADD_FAILURE() << "write " << i << ": " << res_name(got, i);
+		EXPECT_EQ(bad, 0);
+		EXPECT_EQ(first_difference(target_->data(), local_->data(), kQueueLen), -1)
+			<< "a parked write took the overwritten struct or slot";
+		EXPECT_TRUE(ops_drained());
 	};
 	for (bool sqe128 : {false, true}) {
 		SCOPED_TRACE(sqe128 ? "128-byte SQEs" : "64-byte SQEs");

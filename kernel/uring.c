@@ -174,7 +174,7 @@ int me_uring_cmd(struct io_uring_cmd *ucmd, unsigned int issue_flags)
 		return -EIOCBQUEUED;
 	}
 	if (ret == -EAGAIN) {
-		struct me_uring_park *pk = kmalloc(sizeof(*pk), GFP_KERNEL);
+		struct me_uring_park *pk = kmalloc(sizeof(*pk), GFP_KERNEL_ACCOUNT);
 
 		if (!pk)
 			return -ENOMEM;

@@ -160,16 +160,35 @@ int cmd_links(multiedge::Device &dev)
 	return 0;
 }
 
+using LinkNames = std::map<std::uint32_t, std::string>;
+
+// The attached links' names by slot; false (after saying why) on error.
+bool link_names_of(multiedge::Device &dev, LinkNames &names)
+{
+	auto links = dev.links();
+	if (!links) {
+		fail(links.error());
+		return false;
+	}
+	for (const auto &l : links.value())
+		names[l.index] = l.ifname;
+	return true;
+}
+
+// A link slot's name, or its number when no attached link has it.
+std::string link_name(const LinkNames &names, std::uint32_t slot)
+{
+	auto it = names.find(slot);
+	return it != names.end() ? it->second : std::to_string(slot);
+}
+
 // "eth1,eth2" for the set bits of a link mask, by the links' names.
-std::string link_names(std::uint32_t mask, const std::map<std::uint32_t, std::string> &names)
+std::string link_names(std::uint32_t mask, const LinkNames &names)
 {
 	std::string s;
-	for (unsigned i = 0; i < 32; i++) {
-		if (!(mask & (1u << i)))
-			continue;
-		auto it = names.find(i);
-		s += (s.empty() ? "" : ",") + (it != names.end() ? it->second : std::to_string(i));
-	}
+	for (unsigned i = 0; i < 32; i++)
+		if (mask & (1u << i))
+			s += (s.empty() ? "" : ",") + link_name(names, i);
 	return s.empty() ? "-" : s;
 }
 
@@ -178,12 +197,9 @@ int cmd_peers(multiedge::Device &dev)
 	auto peers = dev.peers();
 	if (!peers)
 		return fail(peers.error());
-	auto links = dev.links();
-	if (!links)
-		return fail(links.error());
-	std::map<std::uint32_t, std::string> names;
-	for (const auto &l : links.value())
-		names[l.index] = l.ifname;
+	LinkNames names;
+	if (!link_names_of(dev, names))
+		return 1;
 	std::printf("%10s %-16s %-11s %-5s %5s %-24s %-24s\n", "node", "name", "incarnation",
 		    "alive", "conns", "links", "alive_links");
 	for (const auto &p : peers.value())
@@ -201,18 +217,13 @@ int cmd_neighbours(multiedge::Device &dev)
 	auto nbrs = dev.neighbours();
 	if (!nbrs)
 		return fail(nbrs.error());
-	auto links = dev.links();
-	if (!links)
-		return fail(links.error());
-	std::map<std::uint32_t, std::string> names;
-	for (const auto &l : links.value())
-		names[l.index] = l.ifname;
+	LinkNames names;
+	if (!link_names_of(dev, names))
+		return 1;
 	std::printf("%-16s ", "link");
 	print_nbr_header("");
 	for (const auto &n : nbrs.value()) {
-		auto it = names.find(n.link);
-		std::printf("%-16s ",
-			    it != names.end() ? it->second.c_str() : std::to_string(n.link).c_str());
+		std::printf("%-16s ", link_name(names, n.link).c_str());
 		print_nbr("", n);
 	}
 	if (nbrs->empty())

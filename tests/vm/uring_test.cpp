@@ -341,11 +341,30 @@ private:
 	UringQueue &q_;
 };
 
+// The full-queue tests: 1024 writes of 64 KiB, each into its own slot.
+constexpr uint32_t kQueueOps = 1024;		// 4x the connection's op queue
+constexpr uint32_t kQueueOpLen = 64 * 1024;
+constexpr size_t kQueueLen = size_t{kQueueOps} * kQueueOpLen;
+
 class UringTest : public ClusterTest {
 protected:
 	// Nodes 0 and 1 on `links` links, a connection 0 -> 1, a local region
 	// on node 0 and a target region on node 1, both `len` bytes, random
 	// contents.
+	// posts[i] for i < n: a write of kQueueOpLen from local offset
+	// i * kQueueOpLen to the same target offset, prepared in ring r with
+	// user_data i.
+	void prep_slot_writes(RawRing &r, std::vector<me_post> &posts, uint32_t n,
+			      uint8_t sqe_flags = 0, uint32_t post_flags = 0)
+	{
+		for (uint32_t i = 0; i < n; i++) {
+			posts[i] = make_post(ME_OP_WRITE, conn_->id(), mr_local_->id(),
+					     uint64_t{i} * kQueueOpLen, kQueueOpLen, &remote_,
+					     uint64_t{i} * kQueueOpLen, post_flags);
+			prep_post(r, r.sqe(), c_->dev(0).fd(), &posts[i], i, sqe_flags);
+		}
+	}
+
 	void SetUpPair(unsigned links = 1, size_t len = kLen)
 	{
 		ASSERT_NO_FATAL_FAILURE(make_pair(links));
@@ -1031,14 +1050,6 @@ TEST_F(UringTest, ThousandsInFlight)
 	expect_no_device_completion(0, "after 4096 ring operations");
 }
 
-namespace {
-
-constexpr uint32_t kQueueOps = 1024;		// 4x the connection's op queue
-constexpr uint32_t kQueueOpLen = 64 * 1024;
-constexpr size_t kQueueLen = size_t{kQueueOps} * kQueueOpLen;
-
-} // namespace
-
 // 1024 writes of 64 KiB at once: the connection queue takes 256, the
 // module parks the others (kernel/uring.c) until there is room, without
 // handing them back to io_uring: no io_uring worker of the submitting
@@ -1109,12 +1120,7 @@ TEST_F(UringTest, ParkedCommandsKeepWhatWasSubmitted)
 		std::memset(target_->data(), 0, kQueueLen);
 		RawRing ring(kQueueOps, sqe128 ? IORING_SETUP_SQE128 : 0);
 		ASSERT_EQ(ring.error(), 0) << errno_name(ring.error());
-		for (uint32_t i = 0; i < kQueueOps; i++) {
-			posts[i] = make_post(ME_OP_WRITE, conn_->id(), mr_local_->id(),
-					     uint64_t{i} * kQueueOpLen, kQueueOpLen, &remote_,
-					     uint64_t{i} * kQueueOpLen);
-			prep_post(ring, ring.sqe(), c_->dev(0).fd(), &posts[i], i);
-		}
+		prep_slot_writes(ring, posts, kQueueOps);
 		ASSERT_EQ(io_uring_submit(ring.get()), static_cast<int>(kQueueOps));
 		// Another operation in every struct, garbage in every slot.
 		for (auto &p : posts) {
@@ -1156,12 +1162,7 @@ TEST_F(UringTest, AsyncSqesBlockInWorkersAndComplete)
 		fill_random(local_->data(), kQueueLen, sqe128 ? 51 : 52);
 		RawRing ring(kQueueOps, sqe128 ? IORING_SETUP_SQE128 : 0);
 		ASSERT_EQ(ring.error(), 0) << errno_name(ring.error());
-		for (uint32_t i = 0; i < kQueueOps; i++) {
-			posts[i] = make_post(ME_OP_WRITE, conn_->id(), mr_local_->id(),
-					     uint64_t{i} * kQueueOpLen, kQueueOpLen, &remote_,
-					     uint64_t{i} * kQueueOpLen);
-			prep_post(ring, ring.sqe(), c_->dev(0).fd(), &posts[i], i, IOSQE_ASYNC);
-		}
+		prep_slot_writes(ring, posts, kQueueOps, IOSQE_ASYNC);
 		auto t0 = std::chrono::steady_clock::now();
 		ASSERT_EQ(io_uring_submit(ring.get()), static_cast<int>(kQueueOps));
 		const int workers = wait_for_workers(this_tid());
@@ -1197,12 +1198,7 @@ TEST_F(UringTest, NonblockPostsOnAFullQueueCompleteWithEAGAIN)
 		RawRing ring(kQueueOps, sqe128 ? IORING_SETUP_SQE128 : 0);
 		ASSERT_EQ(ring.error(), 0) << errno_name(ring.error());
 		const std::vector<uint8_t> before(target_->data(), target_->data() + kQueueLen);
-		for (uint32_t i = 0; i < kQueueOps; i++) {
-			posts[i] = make_post(ME_OP_WRITE, conn_->id(), mr_local_->id(),
-					     uint64_t{i} * kQueueOpLen, kQueueOpLen, &remote_,
-					     uint64_t{i} * kQueueOpLen, ME_POST_F_NONBLOCK);
-			prep_post(ring, ring.sqe(), c_->dev(0).fd(), &posts[i], i);
-		}
+		prep_slot_writes(ring, posts, kQueueOps, 0, ME_POST_F_NONBLOCK);
 		ASSERT_EQ(io_uring_submit(ring.get()), static_cast<int>(kQueueOps));
 		auto got = collect(ring.get(), kQueueOps);
 		uint32_t ok = 0, again = 0;
@@ -1257,12 +1253,7 @@ TEST_F(UringTest, RingTornDownWithOperationsInFlight)
 		const std::vector<uint8_t> before(target_->data(), target_->data() + len_);
 		auto ring = std::make_unique<RawRing>(kN, sqe128 ? IORING_SETUP_SQE128 : 0);
 		ASSERT_EQ(ring->error(), 0) << errno_name(ring->error());
-		for (uint32_t i = 0; i < kN; i++) {
-			posts[i] = make_post(ME_OP_WRITE, conn_->id(), mr_local_->id(),
-					     uint64_t{i} * kQueueOpLen, kQueueOpLen, &remote_,
-					     uint64_t{i} * kQueueOpLen);
-			prep_post(*ring, ring->sqe(), c_->dev(0).fd(), &posts[i], i);
-		}
+		prep_slot_writes(*ring, posts, kN);
 		ASSERT_EQ(io_uring_submit(ring->get()), static_cast<int>(kN));
 		const uint64_t in_flight = accounting().ops_inflight;
 		auto t0 = std::chrono::steady_clock::now();
@@ -1332,12 +1323,7 @@ TEST_F(UringTest, SubmittingThreadExitsWithOperationsInFlight)
 		uint64_t in_flight = 0;
 		int submitted = 0;
 		on_fresh_thread([&] {
-			for (uint32_t i = 0; i < kN; i++) {
-				posts[i] = make_post(ME_OP_WRITE, conn_->id(), mr_local_->id(),
-						     uint64_t{i} * kQueueOpLen, kQueueOpLen, &remote_,
-						     uint64_t{i} * kQueueOpLen);
-				prep_post(ring, ring.sqe(), c_->dev(0).fd(), &posts[i], i);
-			}
+			prep_slot_writes(ring, posts, kN);
 			submitted = io_uring_submit(ring.get());
 			in_flight = accounting().ops_inflight;
 		});

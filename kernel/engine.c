@@ -45,7 +45,7 @@ MODULE_PARM_DESC(window_kb,
 static unsigned int max_conns = 1024;
 module_param(max_conns, uint, 0444);
 MODULE_PARM_DESC(max_conns,
-		 "Connection ids per namespace life (1..65536, default 1024; ids are not reused)");
+		 "Connection slots per namespace (1..65536, default 1024); a slot is reused, under a new id, once its connection ended and lingered");
 
 static unsigned int max_peers = 256;
 module_param(max_peers, uint, 0444);

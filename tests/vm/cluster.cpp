@@ -27,6 +27,18 @@ namespace {
 
 std::atomic<int> cluster_serial{0};
 
+// The command making a veth pair of `mtu` from if_a in ns_a to if_b in
+// ns_b, both ends up; with `b_master`, if_b becomes a port of that bridge.
+std::string veth_cmd(const std::string &if_a, const std::string &ns_a, const std::string &if_b,
+		     const std::string &ns_b, unsigned mtu, const std::string &b_master = "")
+{
+	const std::string m = std::to_string(mtu);
+	return "ip link add " + if_a + " netns " + ns_a + " mtu " + m + " type veth peer name " +
+	       if_b + " netns " + ns_b + " mtu " + m + " && ip -n " + ns_b + " link set " + if_b +
+	       (b_master.empty() ? "" : " master " + b_master) + " up && ip -n " + ns_a +
+	       " link set " + if_a + " up";
+}
+
 } // namespace
 
 Cluster::Enter::Enter(const std::string &ns)
@@ -81,11 +93,7 @@ int Cluster::add_link(int a, int b, unsigned mtu)
 	std::string base = "me" + std::to_string(serial_) + "l" + std::to_string(links_.size());
 	l.if_a = base + "a";
 	l.if_b = base + "b";
-	std::string m = std::to_string(mtu);
-	std::string cmd = "ip link add " + l.if_a + " netns " + ns(a) + " mtu " + m +
-			  " type veth peer name " + l.if_b + " netns " + ns(b) + " mtu " + m +
-			  " && ip -n " + ns(a) + " link set " + l.if_a + " up && ip -n " + ns(b) +
-			  " link set " + l.if_b + " up";
+	std::string cmd = veth_cmd(l.if_a, ns(a), l.if_b, ns(b), mtu);
 	if (sh(cmd) != 0) {
 		ADD_FAILURE() << "cannot create link: " << cmd;
 		return -1;
@@ -133,12 +141,8 @@ int Cluster::plug(int n, int sw, unsigned mtu)
 	std::string base = "me" + std::to_string(serial_) + "p" + std::to_string(ports_.size());
 	p.if_node = base + "n";
 	p.if_sw = base + "s";
-	std::string m = std::to_string(mtu);
-	std::string cmd = "ip link add " + p.if_node + " netns " + ns(n) + " mtu " + m +
-			  " type veth peer name " + p.if_sw + " netns " + switch_ns_ + " mtu " + m +
-			  " && ip -n " + switch_ns_ + " link set " + p.if_sw + " master br" +
-			  std::to_string(sw) + " up && ip -n " + ns(n) + " link set " + p.if_node +
-			  " up";
+	std::string cmd =
+		veth_cmd(p.if_node, ns(n), p.if_sw, switch_ns_, mtu, "br" + std::to_string(sw));
 	if (sh(cmd) != 0) {
 		ADD_FAILURE() << "cannot plug node " << n << " into switch " << sw << ": " << cmd;
 		return -1;

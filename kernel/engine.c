@@ -69,7 +69,21 @@ MODULE_PARM_DESC(tx_zc_min,
 
 static unsigned int link_window_kb = 512;
 module_param(link_window_kb, uint, 0444);
-MODULE_PARM_DESC(link_window_kb, "Data in flight per link, KiB (16..65536, default 512)");
+MODULE_PARM_DESC(link_window_kb,
+		 "Data in flight per neighbour and link at most (the largest congestion window), KiB (16..65536, default 512)");
+
+static bool cc = true;
+module_param(cc, bool, 0444);
+MODULE_PARM_DESC(cc, "Congestion control per neighbour and link (delay-based windows; default on, off: every path may hold link_window_kb)");
+
+static unsigned int cc_target_us = 100;
+module_param(cc_target_us, uint, 0444);
+MODULE_PARM_DESC(cc_target_us,
+		 "Round trip congestion control aims at, us; a path whose own base round trip reaches it aims at 3/2 of that instead (10..1000000, default 100)");
+
+static unsigned int cc_init_pkts = 2;
+module_param(cc_init_pkts, uint, 0444);
+MODULE_PARM_DESC(cc_init_pkts, "A path's first congestion window, packets (1..1024, default 2)");
 
 static unsigned int answer_ms = 30000;
 module_param(answer_ms, uint, 0444);
@@ -85,10 +99,11 @@ int me_engine_init(void)
 	if (tick_us < 100 || tick_us > 100000 || window_kb < 64 || window_kb > 65536 ||
 	    !max_conns || max_conns > 65536 || link_window_kb < 16 || link_window_kb > 65536 ||
 	    answer_ms < 500 || answer_ms > 3600000 || max_peers < 2 || max_peers > 65536 ||
-	    !ka_ms || ka_ms > 10000 || link_dead_ms < 3 * ka_ms || link_dead_ms > 60000) {
-		pr_err("bad parameter: tick_us=%u window_kb=%u max_conns=%u link_window_kb=%u answer_ms=%u max_peers=%u ka_ms=%u link_dead_ms=%u\n",
+	    !ka_ms || ka_ms > 10000 || link_dead_ms < 3 * ka_ms || link_dead_ms > 60000 ||
+	    cc_target_us < 10 || cc_target_us > 1000000 || !cc_init_pkts || cc_init_pkts > 1024) {
+		pr_err("bad parameter: tick_us=%u window_kb=%u max_conns=%u link_window_kb=%u answer_ms=%u max_peers=%u ka_ms=%u link_dead_ms=%u cc_target_us=%u cc_init_pkts=%u\n",
 		       tick_us, window_kb, max_conns, link_window_kb, answer_ms, max_peers,
-		       ka_ms, link_dead_ms);
+		       ka_ms, link_dead_ms, cc_target_us, cc_init_pkts);
 		return -EINVAL;
 	}
 	return 0;
@@ -370,6 +385,9 @@ static void fill_cfg(struct me_net *mn, struct me_node_cfg *cfg, unsigned int pa
 	cfg->linger_ns = cfg->peer_dead_ns;
 	cfg->answer_ns = (u64)answer_ms * NSEC_PER_MSEC;
 	cfg->rate_ns = 10 * NSEC_PER_MSEC;
+	cfg->cc = cc;
+	cfg->cc_init = cc_init_pkts * packet_size;
+	cfg->cc_target_ns = (u64)cc_target_us * NSEC_PER_USEC;
 	cfg->zc_min = tx_zc_min;
 	node_name(mn, cfg->name, sizeof(cfg->name));
 }

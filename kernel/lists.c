@@ -117,6 +117,8 @@ long me_ioc_nbr_list(struct me_file *f, void __user *uarg)
 			e->lost_pkts = pa.lost_pkts;
 			e->tx_bytes = pa.tx_bytes;
 			e->rx_bytes = pa.rx_bytes;
+			e->cwnd = pa.cwnd;
+			e->data_rtt_us = pa.data_rtt_us;
 		}
 	}
 	ret = me_copy_array_out(req.nbrs, req.info_size, out, sizeof(*out), min(cap, n));

@@ -371,12 +371,16 @@ struct me_nbr_info {
 	__aligned_u64 lost_pkts; /* packets sent here that went again */
 	__aligned_u64 tx_bytes;	/* bytes of those data packets (with headers) */
 	__aligned_u64 rx_bytes;	/* bytes of the valid frames from it here */
+	/* Since size VER1 (older callers get the first VER0 bytes): */
+	__u32 cwnd;		/* congestion window, bytes in flight allowed */
+	__u32 data_rtt_us;	/* last round trip of data here, 0: none yet */
 };
 
 #define ME_NBR_F_ALIVE		(1U << 0)	/* both directions work */
 #define ME_NBR_F_RX		(1U << 1)	/* we hear it (recently) */
 #define ME_NBR_F_HEARD		(1U << 2)	/* it hears us (recently) */
 #define ME_NBR_INFO_SIZE_VER0	80
+#define ME_NBR_INFO_SIZE_VER1	88
 
 struct me_nbr_list {
 	__u32 size;

@@ -91,6 +91,11 @@ struct me_node_cfg {
 	u32 key_fail_max;	/* remote accesses with a wrong key per
 				 * connection before it is aborted */
 	u64 rate_ns;		/* link rate estimation period */
+	u32 cc;			/* congestion control per path (cc.c), 0: off
+				 * (every path may hold link_window) */
+	u32 cc_init;		/* a path's first window, bytes */
+	u64 cc_target_ns;	/* round trip aimed at (at least 3/2 of the
+				 * path's base RTT) */
 	u32 zc_min;		/* payload bytes per packet sent by reference
 				 * (me_plat_ops.zc_tx), 0: always copied */
 	u64 linger_ns;		/* an ended connection answers duplicates
@@ -189,6 +194,8 @@ struct me_path_info_core {
 	u32 rtt_us;		/* last keepalive round trip, 0: none */
 	u32 rate;		/* bytes per microsecond */
 	u32 inflight;		/* data bytes not yet acked */
+	u32 cwnd;		/* congestion window, bytes (cc.c) */
+	u32 data_rtt_us;	/* last round trip of data, 0: none */
 	u64 rx_age_ns;		/* since its last frame there (~0: never) */
 	u64 tx_pkts, rx_pkts, lost_pkts;
 	u64 tx_bytes;		/* data packets' bytes sent there */

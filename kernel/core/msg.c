@@ -717,6 +717,9 @@ static bool pump_one(struct me_conn *c)
 	h.d.imm = j.imm;
 	if (last)
 		h.flags |= ME_F_LAST | ME_F_ACKREQ;
+	/* The window's edge: an ack at once clocks out the next packets. */
+	if (me_path_edge(n, c->pe, (u32)link, ME_HDR_SEQ + plen))
+		h.flags |= ME_F_ACKREQ;
 	me_wire_build(t->buf, &h);
 	if (j.type == ME_PT_READ_REQ) {
 		u8 *p = t->buf + ME_HDR_SEQ;

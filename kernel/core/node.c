@@ -41,6 +41,9 @@ void me_node_cfg_default(struct me_node_cfg *cfg)
 	cfg->max_passive = 64;
 	cfg->key_fail_max = 16;
 	cfg->rate_ns = 1000000;
+	cfg->cc = 1;
+	cfg->cc_init = 8 * 1500;
+	cfg->cc_target_ns = 100000;	/* 100 us */
 	cfg->linger_ns = 1000000000;	/* 1 s: > the peer's CLOSE retries */
 }
 

@@ -52,6 +52,7 @@
 #include "node.h"
 #include "conn.h"
 #include "window.h"
+#include "cc.h"
 
 /* Keepalive extension: the sender last heard the receiver this long ago. */
 #define ME_KA_NEVER	0xffffffffu	/* ... never (or longer than 4295 s) */
@@ -161,6 +162,7 @@ static void path_check_up(struct me_node *n, struct me_peer *p, u32 link, u64 no
 		me_atomic_set(&pa->failed, 0);
 		/* Timers of packets on it run from now (window.c). */
 		me_atomic64_set(&pa->acked_ns, now);
+		me_cc_start(n, pa, now);
 		me_atomic_set(&p->confirmed, 1);
 		me_stat_inc(n, ME_ST_LINK_UP);
 	}
@@ -300,6 +302,7 @@ static struct me_peer *peer_take_slot(struct me_node *n, u32 id)
 		me_atomic64_set(&pa->rx_bytes, 0);
 		me_atomic64_set(&pa->lost_pkts, 0);
 		me_atomic_set(&pa->rate, n->links[l].rate_init ? n->links[l].rate_init : 1250);
+		me_cc_forget(pa, me_now(n));
 	}
 	me_atomic_set(&p->confirmed, 0);
 	me_atomic_set(&p->conns, 0);
@@ -469,9 +472,11 @@ void me_path_rx(struct me_node *n, u32 link, u64 addr, const struct me_hdr *h,
 		}
 		/* The echo is our own clock: only an answer to a probe of ours. */
 		if ((h->flags & ME_F_REPLY) && h->h.echo && h->h.echo <= now &&
-		    now - h->h.echo < 10000000000ull)
+		    now - h->h.echo < 10000000000ull) {
 			me_atomic_set(&pa->rtt_us,
 				      (u32)me_max_u64(me_div_u64(now - h->h.echo, 1000), 1));
+			me_cc_probe_rtt(n, pa, now - h->h.echo, now);
+		}
 	}
 	path_check_up(n, p, link, now);
 	if (h->type == ME_PT_KEEPALIVE && !(h->flags & ME_F_REPLY))
@@ -491,10 +496,11 @@ void me_path_rx(struct me_node *n, u32 link, u64 addr, const struct me_hdr *h,
  * link_window would hold packets several times longer than a fast one.
  * At least one MTU, so that every path can carry a packet.
  */
-static u64 link_cap(struct me_node *n, u64 rate, u64 maxrate)
+static u64 link_cap(struct me_node *n, struct me_path *pa, u64 rate, u64 maxrate)
 {
 	u64 cap = me_div_u64((u64)n->cfg.link_window * rate, (u32)maxrate);
 
+	cap = me_min_u64(cap, me_cc_window(n, pa));
 	return me_max_u64(cap, n->cfg.mtu);
 }
 
@@ -522,7 +528,7 @@ int me_path_pick(struct me_node *n, struct me_peer *p, u32 len, bool force)
 			continue;
 		infl = me_atomic_read(&p->path[i].inflight);
 		rate = me_atomic_read(&p->path[i].rate);
-		if (!force && infl + len > link_cap(n, rate, maxrate))
+		if (!force && infl + len > link_cap(n, &p->path[i], rate, maxrate))
 			continue;
 		/* (infl+len)/rate < (best_infl+len)/best_rate */
 		if (best < 0 || (infl + len) * best_rate <
@@ -533,6 +539,14 @@ int me_path_pick(struct me_node *n, struct me_peer *p, u32 len, bool force)
 		}
 	}
 	return best;
+}
+
+bool me_path_edge(struct me_node *n, struct me_peer *p, u32 link, u32 len)
+{
+	struct me_path *pa = &p->path[link];
+	u64 infl = me_atomic_read(&pa->inflight);
+
+	return infl + len + n->cfg.mtu > me_cc_window(n, pa);
 }
 
 int me_path_any(struct me_node *n, struct me_peer *p)
@@ -582,16 +596,30 @@ void me_path_acked(struct me_node *n, struct me_peer *p, u32 link, u32 txno,
 	}
 }
 
+void me_path_ack_done(struct me_node *n, struct me_peer *p, u32 link,
+		      u32 bytes, u64 rtt_ns)
+{
+	me_cc_acked(n, &p->path[link], bytes, rtt_ns, me_now(n));
+}
+
 u64 me_path_acked_ns(struct me_peer *p, u32 link)
 {
 	return me_atomic64_read(&p->path[link].acked_ns);
 }
 
+/*
+ * dupthresh later packets of the path acked, or as many as its window
+ * holds when that is fewer (RFC 5827's early retransmit: a window of
+ * two packets never sees sixteen acked behind a hole).  Callers also
+ * require the packet to be reorder_ns old.
+ */
 bool me_path_lost(struct me_node *n, struct me_peer *p, u32 link, u32 txno)
 {
-	u32 acked = me_atomic_read(&p->path[link].acked_txno);
+	struct me_path *pa = &p->path[link];
+	u32 acked = me_atomic_read(&pa->acked_txno);
+	u32 thresh = me_min_u32(n->cfg.dupthresh, me_cc_window(n, pa) / n->cfg.mtu);
 
-	return txno_lt(txno + n->cfg.dupthresh, acked);
+	return txno_lt(txno + me_max_u32(thresh, 1) - 1, acked);
 }
 
 void me_path_suspect(struct me_node *n, struct me_peer *p, u32 link, u64 since)
@@ -622,7 +650,7 @@ static void rate_update(struct me_node *n, struct me_path *pa, u64 now,
 			u64 maxrate)
 {
 	u64 d = me_atomic64_read(&pa->delivered);
-	u64 cap = link_cap(n, me_atomic_read(&pa->rate), maxrate);
+	u64 cap = link_cap(n, pa, me_atomic_read(&pa->rate), maxrate);
 	bool busy = me_atomic_read(&pa->inflight) >= cap / 2;
 	u64 dt = now - pa->rate_t0;
 
@@ -902,6 +930,9 @@ bool me_node_path_at(struct me_node *n, u32 slot, u32 link,
 	out->rtt_us = me_atomic_read(&pa->rtt_us);
 	out->rate = me_atomic_read(&pa->rate);
 	out->inflight = me_atomic_read(&pa->inflight);
+	out->cwnd = me_cc_window(n, pa);
+	out->data_rtt_us = (u32)me_min_u64(me_div_u64(me_atomic64_read(&pa->cc_rtt_ns), 1000),
+					   0xffffffffu);
 	rx = me_atomic64_read(&pa->last_rx_ns);
 	out->rx_age_ns = rx ? me_elapsed(now, rx) : ~0ull;
 	out->tx_pkts = me_atomic64_read(&pa->tx_pkts);

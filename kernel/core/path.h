@@ -51,6 +51,14 @@ struct me_path {
 				 * (its HELLO/KEEPALIVE), ME_LINK_NONE: unknown */
 	me_atomic_t failed;	/* went down after being alive: our
 				 * keepalives tell the peer (wire.h down) */
+	/* Congestion control (cc.c). */
+	me_atomic_t cwnd;	/* bytes that may be in flight */
+	me_atomic_t ssthresh;	/* grow by bytes acked below this */
+	me_atomic64_t base_ns;	/* smallest RTT of the previous period */
+	me_atomic64_t base_next_ns; /* ... and of the current one */
+	me_atomic64_t base_t0;	/* the current period's start */
+	me_atomic64_t cc_dec_ns; /* last decrease of cwnd */
+	me_atomic64_t cc_rtt_ns; /* last round-trip sample of data */
 	u64 last_ka_ns;		/* (timer) */
 	u64 rate_t0;		/* (timer) */
 	u64 rate_d0;		/* (timer) */
@@ -98,6 +106,11 @@ void me_path_rx(struct me_node *node, u32 link, u64 addr,
 bool me_path_usable(struct me_node *node, struct me_peer *p, u32 link);
 /* Pick the link for `len` bytes to peer; -1 if none usable now. */
 int me_path_pick(struct me_node *node, struct me_peer *p, u32 len, bool force);
+/*
+ * After `len` more bytes on the path, no full packet fits in its window:
+ * the packet should ask for an ack at once (the window's edge).
+ */
+bool me_path_edge(struct me_node *node, struct me_peer *p, u32 link, u32 len);
 /* Any alive link to the peer (for control packets), -1 if none. */
 int me_path_any(struct me_node *node, struct me_peer *p);
 /* The transmit number of a data packet of len bytes sent on the path. */
@@ -109,6 +122,12 @@ u32 me_path_next_txno(struct me_peer *p, u32 link, u32 len);
  */
 void me_path_acked(struct me_node *node, struct me_peer *p, u32 link,
 		   u32 txno, u32 bytes, bool fifo);
+/*
+ * One ack acked `bytes` sent on the path; rtt_ns: the smallest round trip
+ * among them sent only once (0: none).  Congestion control (cc.c).
+ */
+void me_path_ack_done(struct me_node *node, struct me_peer *p, u32 link,
+		      u32 bytes, u64 rtt_ns);
 bool me_path_lost(struct me_node *node, struct me_peer *p, u32 link, u32 txno);
 /*
  * The path delivered nothing since `since` with data in flight: if

@@ -22,6 +22,7 @@
 #include "node.h"
 #include "msg.h"
 #include "path.h"
+#include "cc.h"
 
 #define LI(seq, txno, rtx, link) (((u64)(seq) << 32) | \
 	((u64)((txno) & ME_TXNO_MASK) << 8) | ((rtx) ? 0x80 : 0) | ((link) & 0x7f))
@@ -480,17 +481,24 @@ static void slot_tx(struct me_conn *c, struct me_txslot *t, u32 link, u32 len)
 		me_stat_inc(n, ME_ST_TX_FAIL);
 }
 
+/* What one ack acked per path, for congestion control (cc.c). */
+struct ack_sum {
+	u32 links;			/* mask of the paths below */
+	u32 bytes[ME_MAX_LINKS];
+	u64 rtt[ME_MAX_LINKS];		/* smallest, of packets sent once */
+};
+
 /*
  * Account the acknowledgement of sequence number s once: the thread that
  * swaps linfo from in-flight to NONE owns it.  Only after that swap may
  * the packetizer refill the entry, so len/sent_ns read before the swap
  * belong to s.
  */
-static void account(struct me_conn *c, u32 s)
+static void account(struct me_conn *c, u32 s, struct ack_sum *sum)
 {
 	struct me_txslot *t = &c->tx[s & (c->window - 1)];
 	u64 li, sent;
-	u32 len;
+	u32 len, l;
 
 	for (;;) {
 		li = me_atomic64_read(&t->linfo);
@@ -502,12 +510,22 @@ static void account(struct me_conn *c, u32 s)
 					LI(s, 0, 0, ME_LINK_NONE)) == li)
 			break;
 	}
-	me_path_acked(c->node, c->pe, li_link(li), li_txno(li), len, !li_rtx(li));
+	l = li_link(li);
+	me_path_acked(c->node, c->pe, l, li_txno(li), len, !li_rtx(li));
+	if (!(sum->links & (1u << l))) {
+		sum->links |= 1u << l;
+		sum->bytes[l] = 0;
+		sum->rtt[l] = 0;
+	}
+	sum->bytes[l] += len;
 	if (!li_rtx(li)) {	/* Karn: no samples from retransmissions */
 		u64 now = me_now(c->node);
 
-		if (now > sent)
+		if (now > sent) {
 			rtt_sample(c, now - sent);
+			if (!sum->rtt[l] || now - sent < sum->rtt[l])
+				sum->rtt[l] = now - sent;
+		}
 	}
 	zc_settle(c, t);
 }
@@ -548,6 +566,10 @@ static bool retransmit(struct me_conn *c, u32 s, enum me_stat why)
 	}
 	me_atomic_add_return(&me_pth(c->pe, li_link(li))->inflight, -len);
 	me_atomic64_add_return(&me_pth(c->pe, li_link(li))->lost_pkts, 1);
+	if (why == ME_ST_TX_RTX_LOSS)
+		me_cc_lost(n, me_pth(c->pe, li_link(li)), me_now(n));
+	else if (why == ME_ST_TX_RTX_RTO)
+		me_cc_timeout(n, me_pth(c->pe, li_link(li)), me_now(n));
 	me_atomic64_set(&t->sent_ns, me_now(n));
 	t->buf[3] |= ME_F_RTX | ME_F_ACKREQ;
 	slot_tx(c, t, nl, len);
@@ -569,8 +591,10 @@ void me_win_rx_ack(struct me_conn *c, u32 link, const struct me_hdr *h)
 	u32 cum = h->a.cum, max = me_atomic_read(&c->snd_max);
 	u32 u, s, i, highest, cs;
 	bool progress = false, sacked = false;
+	struct ack_sum sum;
 
 	(void)link;
+	sum.links = 0;
 	if (me_seq_lt(max, cum)) {
 		me_stat_inc(n, ME_ST_RX_BADACK);
 		return;
@@ -584,7 +608,7 @@ void me_win_rx_ack(struct me_conn *c, u32 link, const struct me_hdr *h)
 		if (me_atomic_cmpxchg(&c->snd_una, u, cum) == u) {
 			/* [u, cum) is ours alone to walk. */
 			for (s = u; s != cum; s++)
-				account(c, s);
+				account(c, s, &sum);
 			progress = true;
 			break;
 		}
@@ -596,7 +620,7 @@ void me_win_rx_ack(struct me_conn *c, u32 link, const struct me_hdr *h)
 		s = cum + 1 + h->a.base + i;
 		if (!me_seq_lt(s, max))
 			break;
-		account(c, s);
+		account(c, s, &sum);
 		highest = s;
 		sacked = true;
 	}
@@ -631,6 +655,12 @@ void me_win_rx_ack(struct me_conn *c, u32 link, const struct me_hdr *h)
 			    me_elapsed(now, me_atomic64_read(&t->sent_ns)) >= n->cfg.reorder_ns)
 				retransmit(c, s, ME_ST_TX_RTX_LOSS);
 		}
+	}
+	while (sum.links) {
+		u32 l = __builtin_ctz(sum.links);
+
+		sum.links &= sum.links - 1;
+		me_path_ack_done(n, c->pe, l, sum.bytes[l], sum.rtt[l]);
 	}
 	if (progress) {
 		me_atomic_set(&c->backoff, 0);
@@ -760,8 +790,6 @@ void me_win_timer(struct me_conn *c, u64 now)
 				fired = true;
 			continue;
 		}
-		if (oldest_done)
-			continue;
 		/*
 		 * Time from the later of the packet's transmission and the
 		 * last progress on its link (like TCP restarting its timer
@@ -776,14 +804,19 @@ void me_win_timer(struct me_conn *c, u64 now)
 		if (now < sent || now - sent < rto)
 			continue;
 		/*
-		 * Like TCP, resend only the oldest timed-out packet: the
-		 * acks it provokes let sack-based loss detection repair the
-		 * rest, and resending a whole window on a spurious timeout
-		 * (queueing delay) would only deepen the queues.
+		 * Every timed-out packet goes again, not only the oldest as
+		 * TCP does: the acks of retransmissions never prove link
+		 * order (their first copy may be what arrived), so a lost
+		 * tail would otherwise take one timer pass per packet.  A
+		 * timeout from queueing delay alone is rare under
+		 * congestion control (queues stay near its target), and
+		 * the window it shrank to limits what follows.
 		 */
-		oldest_done = true;
 		if (retransmit(c, s, ME_ST_TX_RTX_RTO))
 			fired = true;
+		if (oldest_done)
+			continue;
+		oldest_done = true;
 		/*
 		 * Its path delivered nothing for a keepalive period (and an
 		 * RTO) with this packet in flight: the peer may no longer

@@ -231,6 +231,8 @@ me_node_cfg module_cfg(uint32_t id, uint32_t mtu)
 	c.max_peers = 256;
 	c.peer_dead_ns = 3000000000ull;
 	c.rate_ns = 10000000;
+	c.cc_init = 2 * mtu;
+	c.cc_target_ns = 100000;
 	return c;
 }
 

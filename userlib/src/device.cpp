@@ -246,6 +246,8 @@ Result<std::vector<NeighbourInfo>> Device::neighbours() const
 		n.lost_pkts = r.lost_pkts;
 		n.tx_bytes = r.tx_bytes;
 		n.rx_bytes = r.rx_bytes;
+		n.cwnd = r.cwnd;
+		n.data_rtt_us = r.data_rtt_us;
 		out.push_back(n);
 	}
 	return out;

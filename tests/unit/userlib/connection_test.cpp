@@ -304,6 +304,8 @@ TEST_F(Fake, NeighboursAskAgainWhenThereAreMoreThanGuessed)
 		n.lost_pkts = 3;
 		n.tx_bytes = 4;
 		n.rx_bytes = 5;
+		n.cwnd = 18000 + i;
+		n.data_rtt_us = 300 + i;
 		mod.nbrs.push_back(n);
 	}
 	Device dev = open();
@@ -311,7 +313,7 @@ TEST_F(Fake, NeighboursAskAgainWhenThereAreMoreThanGuessed)
 	ASSERT_TRUE(nbrs) << nbrs.error().message();
 	ASSERT_EQ(nbrs->size(), 70u);
 	EXPECT_EQ(mod.nbr_calls.size(), 2u);
-	EXPECT_EQ(mod.nbr_calls.back().info_size, static_cast<unsigned>(ME_NBR_INFO_SIZE_VER0));
+	EXPECT_EQ(mod.nbr_calls.back().info_size, static_cast<unsigned>(ME_NBR_INFO_SIZE_VER1));
 	const auto &n = nbrs.value()[69];
 	EXPECT_EQ(n.link, 1u);
 	EXPECT_EQ(n.node_id, 234u);
@@ -328,6 +330,8 @@ TEST_F(Fake, NeighboursAskAgainWhenThereAreMoreThanGuessed)
 	EXPECT_EQ(n.tx_pkts, 1u);
 	EXPECT_EQ(n.rx_pkts, 2u);
 	EXPECT_EQ(n.lost_pkts, 3u);
+	EXPECT_EQ(n.cwnd, 18069u);
+	EXPECT_EQ(n.data_rtt_us, 369u);
 	EXPECT_EQ(n.tx_bytes, 4u);
 	EXPECT_EQ(n.rx_bytes, 5u);
 	EXPECT_TRUE(nbrs.value()[0].alive);

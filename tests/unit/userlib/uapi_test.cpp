@@ -115,8 +115,9 @@ TEST(Uapi, PeerStructLayouts)
 
 TEST(Uapi, NeighbourStructLayouts)
 {
-	EXPECT_EQ(sizeof(me_nbr_info), 80u);
-	EXPECT_EQ(sizeof(me_nbr_info), static_cast<size_t>(ME_NBR_INFO_SIZE_VER0));
+	EXPECT_EQ(sizeof(me_nbr_info), 88u);
+	EXPECT_EQ(sizeof(me_nbr_info), static_cast<size_t>(ME_NBR_INFO_SIZE_VER1));
+	EXPECT_EQ(offsetof(me_nbr_info, cwnd), static_cast<size_t>(ME_NBR_INFO_SIZE_VER0));
 	EXPECT_EQ(offsetof(me_nbr_info, link), 0u);
 	EXPECT_EQ(offsetof(me_nbr_info, node_id), 4u);
 	EXPECT_EQ(offsetof(me_nbr_info, incarnation), 8u);

@@ -100,6 +100,8 @@ struct NeighbourInfo {
 	std::uint32_t rx_age_ms = 0;	// since its last frame there
 	std::uint64_t tx_pkts = 0, rx_pkts = 0, lost_pkts = 0;
 	std::uint64_t tx_bytes = 0, rx_bytes = 0;
+	std::uint32_t cwnd = 0;		// congestion window, bytes
+	std::uint32_t data_rtt_us = 0;	// last round trip of data, 0: none
 };
 
 // Counters of one connection of the namespace (Device::connections()).

@@ -1,0 +1,33 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * cc.h - congestion control per (link, peer) path: a delay-based window
+ * (Swift-style AIMD toward a target round-trip time), see cc.c.
+ */
+#ifndef ME_CC_H
+#define ME_CC_H
+
+#include "me_core.h"
+
+struct me_node;
+struct me_path;
+
+/* A new peer in the path's slot: no round trip measured yet. */
+void me_cc_forget(struct me_path *pa, u64 now);
+/* The path came alive (again): start from the initial window. */
+void me_cc_start(struct me_node *node, struct me_path *pa, u64 now);
+/* Bytes the path may have in flight now (at least one MTU). */
+u32 me_cc_window(struct me_node *node, struct me_path *pa);
+/*
+ * One acknowledgement acked `bytes` sent on the path; rtt_ns is the
+ * smallest round trip among them that was sent once only (0: none).
+ */
+void me_cc_acked(struct me_node *node, struct me_path *pa, u32 bytes,
+		 u64 rtt_ns, u64 now);
+/* A keepalive exchange on the path took rtt_ns. */
+void me_cc_probe_rtt(struct me_node *node, struct me_path *pa, u64 rtt_ns, u64 now);
+/* A packet sent on the path was lost (found by later packets' acks). */
+void me_cc_lost(struct me_node *node, struct me_path *pa, u64 now);
+/* A packet sent on the path timed out. */
+void me_cc_timeout(struct me_node *node, struct me_path *pa, u64 now);
+
+#endif /* ME_CC_H */

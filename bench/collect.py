@@ -476,6 +476,7 @@ def table(rows, d):
             p("")
 
     flip_section(rows, d, p, targets)
+    incast_section(d, p, targets)
 
     p("### Targets")
     p("")
@@ -577,6 +578,53 @@ def flip_section(rows, d, p, targets):
         targets.append((f"copy/flip crossover ({what}): the size from which lazy flip stays at "
                         "least as fast as copying into the area",
                         size_name(cross) if cross else "none in the sizes measured", cross is not None))
+
+
+INCAST_RE = re.compile(
+    r"^incast (\d+)->1 (\S+)\s+goodput\s+([\d.]+)% of the port, resent\s+([\d.]+)%, "
+    r"Jain ([\d.]+), probe P99 ([\d.]+) ms loaded, ([\d.]+) ms idle")
+
+
+def read_incast(d):
+    """Phase I's lines (raw/incast.txt): {(senders, system): figures}."""
+    out = {}
+    path = os.path.join(d, "raw", "incast.txt")
+    if not os.path.exists(path):
+        return out
+    for line in open(path):
+        m = INCAST_RE.match(line.strip())
+        if m:
+            n, system = int(m.group(1)), m.group(2)
+            out[(n, system)] = dict(goodput=float(m.group(3)), rtx=float(m.group(4)),
+                                    jain=float(m.group(5)), p99=float(m.group(6)),
+                                    idle=float(m.group(7)))
+    return out
+
+
+def incast_section(d, p, targets):
+    fig = read_incast(d)
+    if not fig:
+        return
+    p("### Incast: N senders into one bridge port (200 Mbit/s tbf, 256 KiB queue), phase I")
+    p("")
+    p("| senders | system | goodput, % of the port | packets resent | Jain | probe P99 loaded | idle |")
+    p("|---|---|---:|---:|---:|---:|---:|")
+    for (n, system), f in sorted(fig.items()):
+        p(f"| {n} | {system} | {f['goodput']:.1f} | {f['rtx']:.2f}% | {f['jain']:.3f} | "
+          f"{f['p99']:.2f} ms | {f['idle']:.2f} ms |")
+    p("")
+    for n in sorted({n for n, _ in fig}):
+        f = fig.get((n, "multiedge"))
+        if not f:
+            continue
+        targets.append((f"incast {n}->1: goodput >= 90% of the port", f"{f['goodput']:.1f}%",
+                        f["goodput"] >= 90))
+        targets.append((f"incast {n}->1: packets resent <= 2%", f"{f['rtx']:.2f}%", f["rtx"] <= 2))
+        targets.append((f"incast {n}->1: Jain's fairness >= 0.9", f"{f['jain']:.3f}", f["jain"] >= 0.9))
+        ratio_ = f["p99"] / f["idle"] if f["idle"] else None
+        targets.append((f"incast {n}->1: probe P99 <= 3x its idle P99",
+                        f"{f['p99']:.2f} ms vs {f['idle']:.2f} ms ({fr(ratio_)})",
+                        ratio_ is not None and ratio_ <= 3))
 
 
 def main():

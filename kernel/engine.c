@@ -76,10 +76,10 @@ static bool cc = true;
 module_param(cc, bool, 0444);
 MODULE_PARM_DESC(cc, "Congestion control per neighbour and link (delay-based windows; default on, off: every path may hold link_window_kb)");
 
-static unsigned int cc_target_us = 100;
+static unsigned int cc_target_us = 1000;
 module_param(cc_target_us, uint, 0444);
 MODULE_PARM_DESC(cc_target_us,
-		 "Round trip congestion control aims at, us; a path whose own base round trip reaches it aims at 3/2 of that instead (10..1000000, default 100)");
+		 "Round trip congestion control aims at, us; a path whose own base round trip reaches it aims at 3/2 of that instead (10..1000000, default 1000)");
 
 static unsigned int cc_init_pkts = 2;
 module_param(cc_init_pkts, uint, 0444);

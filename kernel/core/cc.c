@@ -15,9 +15,9 @@
  * and share it fairly whatever they measured before; only where the base
  * itself reaches it (an emulated or distant link, a target set too low)
  * the target is 3/2 of the base instead.  Below the target the window
- * grows (by
- * the bytes acked while under ssthresh, then by one MTU per window of
- * bytes acked); above it, it shrinks at most once per round trip, in
+ * grows: by the bytes acked while under ssthresh or while the sample is
+ * nearer the base than the target, else by one MTU per window of bytes
+ * acked.  Above it, it shrinks at most once per round trip, in
  * proportion to how far above the target the sample is:
  *
  *	cwnd *= max(1 - beta * (rtt - target) / rtt, 1 - max_mdf)
@@ -122,7 +122,15 @@ void me_cc_acked(struct me_node *n, struct me_path *pa, u32 bytes, u64 rtt,
 	base = base_rtt(pa, rtt, now);
 	target = base < n->cfg.cc_target_ns ? n->cfg.cc_target_ns : base + base / 2;
 	if (rtt < target) {
-		if (cwnd < me_atomic_read(&pa->ssthresh))
+		/*
+		 * Slow start below ssthresh, and also while the sample is
+		 * in the lower half between base and target: far from the
+		 * target the window may double per round trip (a host whose
+		 * round trip jitters by milliseconds shrinks its window
+		 * often, and one MTU per round trip would take thousands of
+		 * round trips to regrow).
+		 */
+		if (cwnd < me_atomic_read(&pa->ssthresh) || rtt < base + (target - base) / 2)
 			set_window(n, pa, cwnd, (u64)cwnd + bytes);
 		else
 			set_window(n, pa, cwnd, cwnd +

@@ -5,9 +5,11 @@
  * Initiator: me_msg_submit() queues an operation; the pump turns queued
  * operations and pending responses into sequenced packets (one message at a
  * time, so every message is a contiguous run of sequence numbers).  A write
- * or notify completes when the target's STATUS arrives, which the target
- * sends only after the last byte is in place; a read completes when its
- * last response byte is in place in local memory (or on an error STATUS).
+ * or notify completes when the ack of its last packet arrives (the target
+ * processes a packet, the last byte of its message in place, before its
+ * cumulative point passes it), or on the target's STATUS, which it sends
+ * only for a failure (me_msg_acked()); a read completes when its last
+ * response byte is in place in local memory (or on an error STATUS).
  *
  * Target: me_msg_rx() places write payload at (region, addr + msg_off)
  * after checking the *whole* message range, so a bad key/range/permission
@@ -47,6 +49,7 @@ int me_msg_alloc(struct me_conn *c)
 	me_atomic_set(&c->resp_credits, c->nresp);
 	me_lock_init(&c->sub_lock);
 	me_lock_init(&c->pump_lock);
+	me_lock_init(&c->done_lock);
 	return 0;
 }
 
@@ -272,6 +275,7 @@ static void resp_push(struct me_conn *c, const struct me_resp *src)
 	me_atomic_set(&e->ready, idx + 1);	/* publish */
 }
 
+/* Counted before the request's packet is marked processed (me_msg_acked). */
 static void push_status(struct me_conn *c, u32 op_id, s32 status)
 {
 	struct me_resp r;
@@ -280,7 +284,13 @@ static void push_status(struct me_conn *c, u32 op_id, s32 status)
 	r.type = ME_PT_STATUS;
 	r.op_id = op_id;
 	r.status = (u32)-status;
+	me_atomic_add_return(&c->status_queued, 1);
 	resp_push(c, &r);
+}
+
+u32 me_msg_status_queued(struct me_conn *c)
+{
+	return me_atomic_read(&c->status_queued);
 }
 
 /*
@@ -377,6 +387,11 @@ static int rx_write(struct me_conn *c, const struct me_hdr *h)
 		q.off = h->d.addr;
 		n->ops->complete(n->ctx, &q);
 	}
+	/* Success is told by the ack of the message's last packet. */
+	if (!err) {
+		resp_unreserve(c);
+		return 0;
+	}
 	push_status(c, h->d.op_id, err);
 	me_msg_pump(c);
 	return 0;
@@ -452,6 +467,63 @@ static void rx_read_resp(struct me_conn *c, const struct me_hdr *h)
 	complete_op(c, op, h->d.op_id, -(s32)me_atomic_read(&op->err));
 }
 
+/*
+ * Completion by acks (wire 4).  Under done_lock: ops from ack_op on
+ * whose message was sent in full, in op order (so in order of their last
+ * packets); writes and notifies whose last packet is below cum complete
+ * with success unless a STATUS completed them first; reads and CLOSE
+ * complete otherwise and are passed over.
+ */
+static void acked_pass(struct me_conn *c, u32 cum)
+{
+	u32 packed = me_atomic_read(&c->op_packed), id;
+
+	for (id = c->ack_op; me_seq_lt(id, packed); id++) {
+		struct me_op *op = &c->ops[id & (c->nops - 1)];
+
+		if (me_atomic_read(&op->state) != OPST(id, ME_OP_QUEUED) ||
+		    (op->type != ME_PT_WRITE && op->type != ME_PT_NOTIFY))
+			continue;
+		if (!me_seq_lt(me_atomic_read(&op->last_seq), cum))
+			break;
+		complete_op(c, op, id, 0);
+	}
+	c->ack_op = id;
+}
+
+/*
+ * Every packet below cum was processed at the target before cum passed
+ * it, and a failed message queues its STATUS while its last packet is
+ * processed, so `nstatus` counts every failure among the messages below
+ * cum.  Once that many STATUS frames were processed here (each completed
+ * its op with the failure), the writes and notifies below cum still open
+ * succeeded.  Until then the ack waits (the newest one; an older one it
+ * replaces is covered by it once its STATUS frames arrive).
+ */
+void me_msg_acked(struct me_conn *c, u32 cum, u32 nstatus)
+{
+	me_lock(&c->done_lock);
+	if ((s32)(c->status_seen - nstatus) >= 0) {
+		acked_pass(c, cum);
+	} else if (!c->ack_pend || me_seq_lt(c->pend_cum, cum)) {
+		c->ack_pend = true;
+		c->pend_cum = cum;
+		c->pend_status = nstatus;
+	}
+	me_unlock(&c->done_lock);
+}
+
+static void status_seen(struct me_conn *c)
+{
+	me_lock(&c->done_lock);
+	c->status_seen++;
+	if (c->ack_pend && (s32)(c->status_seen - c->pend_status) >= 0) {
+		c->ack_pend = false;
+		acked_pass(c, c->pend_cum);
+	}
+	me_unlock(&c->done_lock);
+}
+
 static void rx_status(struct me_conn *c, const struct me_hdr *h)
 {
 	struct me_op *op = op_find(c, h->d.op_id);
@@ -459,10 +531,12 @@ static void rx_status(struct me_conn *c, const struct me_hdr *h)
 	if (!op || op->type == ME_PT_CLOSE ||
 	    (op->type == ME_PT_READ_REQ && !h->d.imm && op->len)) {
 		me_stat_inc(c->node, ME_ST_RX_BADOP);
+		status_seen(c);
 		return;
 	}
 	me_atomic64_set(&c->progress_ns, me_now(c->node));
 	complete_op(c, op, h->d.op_id, -(s32)h->d.imm);
+	status_seen(c);
 }
 
 int me_msg_rx(struct me_conn *c, const struct me_hdr *h)
@@ -620,7 +694,7 @@ bool me_msg_answer_overdue(struct me_conn *c, u64 now)
 	return false;
 }
 
-static void job_done(struct me_conn *c)
+static void job_done(struct me_conn *c, u32 seq)
 {
 	if (c->cur_kind == 2) {
 		c->resp_tail++;
@@ -628,6 +702,7 @@ static void job_done(struct me_conn *c)
 	} else {
 		struct me_op *op = &c->ops[c->op_pack & (c->nops - 1)];
 
+		me_atomic_set(&op->last_seq, seq);
 		if (op->type != ME_PT_CLOSE)
 			mark_due(c, op);
 		pack_put(c, c->op_pack);
@@ -761,7 +836,7 @@ static bool pump_one(struct me_conn *c)
 	 */
 	c->cur_off += chunk;
 	if (last)
-		job_done(c);
+		job_done(c, seq);
 	me_win_tx_commit(c, t, seq, ME_HDR_SEQ + plen, (u32)link);
 	return true;
 }

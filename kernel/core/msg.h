@@ -30,6 +30,8 @@ struct me_op {
 	me_atomic_t due;	/* 0, 1: sent in full and awaiting its answer
 				 * (since due_ns), 2: completed */
 	me_atomic64_t due_ns;
+	me_atomic_t last_seq;	/* write/notify: its last packet's sequence
+				 * number, set before op_packed passes it */
 	u32 type;		/* ME_PT_WRITE/NOTIFY/READ_REQ/CLOSE */
 	u64 cookie;
 	u32 lregion;
@@ -76,6 +78,14 @@ void me_msg_pump(struct me_conn *c);
  * -EAGAIN when no response slot was free (nothing changed, retry later).
  */
 int me_msg_rx(struct me_conn *c, const struct me_hdr *h);
+/*
+ * An ack: packets below cum arrived and were processed, and the peer had
+ * queued `nstatus` STATUS frames on the connection by then.  Writes and
+ * notifies acked in full that no STATUS failed are complete.
+ */
+void me_msg_acked(struct me_conn *c, u32 cum, u32 nstatus);
+/* STATUS frames queued so far (the count acks carry). */
+u32 me_msg_status_queued(struct me_conn *c);
 /*
  * An operation sent in full has waited longer than cfg.answer_ns for its
  * answer (a STATUS or the read's data), and in that time the peer neither

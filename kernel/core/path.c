@@ -545,8 +545,12 @@ bool me_path_edge(struct me_node *n, struct me_peer *p, u32 link, u32 len)
 {
 	struct me_path *pa = &p->path[link];
 	u64 infl = me_atomic_read(&pa->inflight);
+	u32 w = me_cc_window(n, pa);
 
-	return infl + len + n->cfg.mtu > me_cc_window(n, pa);
+	/* A window of ack_every packets or more is acked without asking. */
+	if (w >= (u64)n->cfg.ack_every * n->cfg.mtu)
+		return false;
+	return infl + len + n->cfg.mtu > w;
 }
 
 int me_path_any(struct me_node *n, struct me_peer *p)

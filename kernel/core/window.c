@@ -307,6 +307,8 @@ void me_win_send_ack(struct me_conn *c, int link, bool nack)
 	cum = me_atomic_read(&c->rcv_cum);
 	h.a.cum = cum;
 	h.a.right = cum + c->credit;
+	/* After cum: covers every STATUS of the messages below it (msg.c). */
+	h.a.status = me_msg_status_queued(c);
 	/*
 	 * The bitmap covers 128 sequence numbers, the window up to 32768.
 	 * When packets beyond its reach have arrived (striping over several
@@ -667,6 +669,7 @@ void me_win_rx_ack(struct me_conn *c, u32 link, const struct me_hdr *h)
 		/* The peer is working on our operations (msg.c, answer_ns). */
 		me_atomic64_set(&c->progress_ns, me_now(n));
 	}
+	me_msg_acked(c, cum, h->a.status);
 	cs = me_atomic_read(&c->close_seq);
 	if (cs && me_seq_le(cs, me_atomic_read(&c->snd_una)))
 		me_conn_close_acked(c);

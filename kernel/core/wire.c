@@ -195,6 +195,7 @@ int me_wire_parse(const void *buf, u32 len, struct me_hdr *h)
 		h->a.right = me_get_be32(p + 44);
 		memcpy(h->a.sack, p + 48, sizeof(h->a.sack));
 		h->a.base = me_get_be32(p + 64);
+		h->a.status = me_get_be32(p + 68);
 		if (h->a.base > ME_WIN_MAX - ME_SACK_BITS || h->payload_len)
 			return ME_EWIRE_FIELD;
 		if (!me_seq_le(h->a.cum, h->a.right) ||
@@ -263,6 +264,7 @@ u32 me_wire_build(u8 *p, const struct me_hdr *h)
 		me_put_be32(p + 44, h->a.right);
 		memcpy(p + 48, h->a.sack, sizeof(h->a.sack));
 		me_put_be32(p + 64, h->a.base);
+		me_put_be32(p + 68, h->a.status);
 		break;
 	case ME_PT_ABORT:
 		me_put_be32(p + 40, h->x.status);

@@ -20,7 +20,7 @@
  * receiver on that link, carries a timestamp its reply echoes and names
  * the sender's links whose path to the receiver it took down.
  */
-#define ME_WIRE_VERSION		3
+#define ME_WIRE_VERSION		4
 
 enum me_pkt_type {
 	ME_PT_HELLO = 1,	/* discovery, every link, periodically */
@@ -48,7 +48,7 @@ enum me_pkt_type {
 
 #define ME_HDR_COMMON	40
 #define ME_HDR_SEQ	88	/* common + sequenced extension */
-#define ME_HDR_ACK	68
+#define ME_HDR_ACK	72
 #define ME_HDR_CONN	64
 #define ME_HDR_HELLO	48
 #define ME_HDR_KA	64
@@ -101,6 +101,8 @@ struct me_hdr {
 			u32 right;
 			u32 base;	/* sack bit i: seq cum + 1 + base + i */
 			u8 sack[ME_SACK_BITS / 8];
+			u32 status;	/* STATUS frames its sender had queued
+					 * on the connection when it read cum */
 		} a;
 		struct {		/* CONNECT, ACCEPT */
 			u32 isn;

@@ -111,7 +111,8 @@ TEST(Wire, parse__bad_fields)
 	};
 	bad([](auto &c) { c[0] = 1; }, ME_EWIRE_VERSION);		// before cookies
 	bad([](auto &c) { c[0] = 2; }, ME_EWIRE_VERSION);		// before neighbours
-	bad([](auto &c) { c[0] = 4; }, ME_EWIRE_VERSION);
+	bad([](auto &c) { c[0] = 3; }, ME_EWIRE_VERSION);		// before completion by ack
+	bad([](auto &c) { c[0] = 5; }, ME_EWIRE_VERSION);
 	bad([](auto &c) { c[1] = 0; }, ME_EWIRE_TYPE);
 	bad([](auto &c) { c[1] = ME_PT_MAX_; }, ME_EWIRE_TYPE);
 	bad([](auto &c) { c[3] = 0x80; }, ME_EWIRE_FIELD);		// flags
@@ -530,14 +531,15 @@ TEST(Conn, peer_death__pending_ops_fail)
 	P.w->check(false);
 }
 
-// A peer that acknowledges every packet but never answers (its STATUS,
-// or a read's data, never arrive): past answer_ns the operation fails with
-// ETIMEDOUT and the connection is given up, instead of waiting forever
-// (issue 13 #6).  The peer's own side of the connection may live on.
+// A peer that acknowledges every packet but never answers (the STATUS of
+// a write that failed there, whose acks say a STATUS is due, or a read's
+// data, never arrive): past answer_ns the operation fails with ETIMEDOUT
+// and the connection is given up, instead of waiting forever (issue 13
+// #6).  The peer's own side of the connection may live on.
 TEST(Conn, unanswered_operation__fails_after_answer_timeout)
 {
 	for (uint32_t type : {(uint32_t)ME_PT_STATUS, (uint32_t)ME_PT_READ_RESP}) {
-		SCOPED_TRACE(type == ME_PT_STATUS ? "write, no STATUS" : "read, no data");
+		SCOPED_TRACE(type == ME_PT_STATUS ? "failed write, no STATUS" : "read, no data");
 		me_node_cfg ca = default_cfg(1), cb = default_cfg(2);
 		ca.answer_ns = 100000000;	// 100 ms
 		ca.peer_dead_ns = cb.peer_dead_ns = 10000000000ull;
@@ -546,6 +548,9 @@ TEST(Conn, unanswered_operation__fails_after_answer_timeout)
 		P.sim.drop_hook = [&](const TxEvent &e) {
 			return e.parsed && e.node == 1 && e.h.type == type;
 		};
+		// A write that succeeds completes by its ack: make it fail.
+		if (type == ME_PT_STATUS)
+			P.sim.nodes[1]->regions[kDst].access = ME_ACC_READ;
 		uint64_t t0 = P.sim.now;
 		ASSERT_EQ(P.w->submit(P.c, 0, type == ME_PT_STATUS ? Op::WRITE : Op::READ, 5000), 0);
 		ASSERT_TRUE(P.sim.run([&] { return P.w->all_done(); }, P.sim.now + 2000000000ull))

@@ -4,8 +4,9 @@
 // finite queue (tbf on the bridge's end of the port), while a prober's
 // 8-byte writes to the receiver cross the same port.
 //
-// What is asserted: every write completes with its bytes in place, no
-// connection dies, every sender gets writes through.  What is printed, per
+// What is asserted, with congestion control: every write completes with
+// its bytes in place, no connection dies, every sender gets writes
+// through (without it, only that no byte is out of place).  What is printed, per
 // case and for TCP (cubic) streams over the same port: goodput against the
 // port's rate, data packets sent again, Jain's fairness among the senders,
 // the prober's P99 latency loaded and idle.  The module is loaded with
@@ -455,13 +456,27 @@ TEST_P(IncastTest, SendersShareOnePort)
 	Figures f;
 	std::vector<double> per;
 	double total = 0;
+	// Without congestion control (the baseline) writes may time out and
+	// senders starve: counted and printed, not asserted; a byte out of
+	// place never passes.
+	const bool cc = GetParam().cc;
+	size_t failed = 0;
 	for (const Stream &s : st.streams()) {
-		EXPECT_TRUE(s.failures.empty()) << s.from << " -> 0: " << s.failures.front();
+		for (const std::string &why : s.failures) {
+			EXPECT_TRUE(cc == false && why.rfind("target differs", 0) != 0)
+				<< s.from << " -> 0: " << why;
+			failed++;
+		}
 		double b = static_cast<double>(Streams::done_between(s, t0, t1)) * kMsg;
-		EXPECT_GT(b, 0) << "sender " << s.from << " starved";
+		if (cc) {
+			EXPECT_GT(b, 0) << "sender " << s.from << " starved";
+		}
 		per.push_back(b);
 		total += b;
 	}
+	if (failed)
+		std::printf("incast %d->1 without congestion control: %zu write(s) failed\n",
+			    senders, failed);
 	EXPECT_TRUE(probe.failures.empty()) << probe.failures.front();
 	double secs = std::chrono::duration<double>(t1 - t0).count();
 	f.goodput = total / secs / port_bytes_per_s();

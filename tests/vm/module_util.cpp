@@ -27,10 +27,14 @@ std::string module_path()
 
 int load_module(const std::string &params)
 {
+	// ME_MODULE_PARAMS: parameters added to every load (experiments).
+	std::string all = params;
+	if (const char *extra = std::getenv("ME_MODULE_PARAMS"); extra && *extra)
+		all += (all.empty() ? "" : " ") + std::string(extra);
 	int fd = ::open(module_path().c_str(), O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return errno;
-	int ret = static_cast<int>(::syscall(SYS_finit_module, fd, params.c_str(), 0));
+	int ret = static_cast<int>(::syscall(SYS_finit_module, fd, all.c_str(), 0));
 	int err = ret ? errno : 0;
 	::close(fd);
 	return err;

@@ -23,7 +23,8 @@
  *	cwnd *= max(1 - beta * (rtt - target) / rtt, 1 - max_mdf)
  *
  * with beta = 0.8 and max_mdf = 0.5.  A packet found lost halves the
- * window (once per round trip); a timeout drops it to one MTU.  The
+ * window (once per round trip); a timeout drops it to one MTU and
+ * ssthresh to half the window (not again for timeouts in a row).  The
  * window stays within [MTU, link_window]; path selection (path.c) sends
  * on a path only while its bytes in flight fit in the window.
  *
@@ -110,13 +111,25 @@ static void set_window(struct me_node *n, struct me_path *pa, u32 old, u64 w)
 	me_atomic_cmpxchg(&pa->cwnd, old, (u32)w);
 }
 
+/* cwnd *= max(1 - beta (rtt - target) / rtt, 1 - max_mdf); rtt > target. */
+static void decrease(struct me_node *n, struct me_path *pa, u32 cwnd, u64 rtt,
+		     u64 target)
+{
+	u64 f = me_div_u64((u64)ME_CC_BETA * (rtt - target),
+			   (u32)me_min_u64(rtt, 0xffffffffull));
+	u64 w = (u64)cwnd * (1024 - me_min_u64(f, ME_CC_MAX_MDF)) / 1024;
+
+	set_window(n, pa, cwnd, w);
+	me_atomic_set(&pa->ssthresh, (u32)me_max_u64(w, cc_min(n)));
+}
+
 void me_cc_acked(struct me_node *n, struct me_path *pa, u32 bytes, u64 rtt,
 		 u64 now)
 {
 	u32 cwnd = me_atomic_read(&pa->cwnd);
 	u64 base, target;
 
-	if (!n->cfg.cc || !rtt)
+	if (!n->cfg.cc || !rtt || !cwnd)
 		return;
 	me_atomic64_set(&pa->cc_rtt_ns, rtt);
 	base = base_rtt(pa, rtt, now);
@@ -137,17 +150,8 @@ void me_cc_acked(struct me_node *n, struct me_path *pa, u32 bytes, u64 rtt,
 				   me_max_u64(me_div_u64((u64)n->cfg.mtu * bytes, cwnd), 1));
 		return;
 	}
-	if (!may_decrease(pa, rtt, now))
-		return;
-	{
-		u64 f = me_div_u64((u64)ME_CC_BETA * (rtt - target), (u32)me_min_u64(rtt, 0xffffffffull));
-		u64 w;
-
-		f = me_min_u64(f, ME_CC_MAX_MDF);
-		w = (u64)cwnd * (1024 - f) / 1024;
-		set_window(n, pa, cwnd, w);
-		me_atomic_set(&pa->ssthresh, me_max_u32((u32)me_max_u64(w, cc_min(n)), cc_min(n)));
-	}
+	if (may_decrease(pa, rtt, now))
+		decrease(n, pa, cwnd, rtt, target);
 }
 
 void me_cc_probe_rtt(struct me_node *n, struct me_path *pa, u64 rtt, u64 now)
@@ -181,6 +185,8 @@ void me_cc_timeout(struct me_node *n, struct me_path *pa, u64 now)
 	if (!n->cfg.cc)
 		return;
 	me_atomic64_set(&pa->cc_dec_ns, now);
-	me_atomic_set(&pa->ssthresh, me_max_u32(cwnd / 2, cc_min(n)));
+	/* Timeouts in a row (an outage) keep the ssthresh of the first. */
+	if (cwnd > cc_min(n))
+		me_atomic_set(&pa->ssthresh, me_max_u32(cwnd / 2, cc_min(n)));
 	me_atomic_set(&pa->cwnd, cc_min(n));
 }

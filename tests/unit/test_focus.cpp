@@ -879,3 +879,74 @@ TEST(Conn, dead_connection__returns_its_links_budget)
 	EXPECT_TRUE(P.sim.run([&] { return w2.all_done(); }, P.sim.now + 1000000000ull))
 		<< "the link's budget is still held by the dead connection";
 }
+
+// Wire 4: a write completes on the ack of its last packet; the target sends
+// a STATUS only for a failure.  64 small writes in flight cost about one
+// frame each way per write (data; ack), not two (data and the STATUS's
+// ack; the ack and the STATUS).
+TEST(Msg, small_writes__about_one_frame_each_way)
+{
+	Pair P(31, 1);
+	ASSERT_NE(P.c, nullptr);
+	uint64_t frames[2] = {0, 0};
+	P.sim.tx_hook = [&](const TxEvent &e) {
+		if (e.parsed && e.h.type != ME_PT_HELLO && e.h.type != ME_PT_KEEPALIVE)
+			frames[e.node]++;
+	};
+	const int n = 64;
+	for (int i = 0; i < n; i++)
+		ASSERT_EQ(P.w->submit(P.c, 0, Op::WRITE, 8), 0);
+	ASSERT_TRUE(P.sim.run([&] { return P.w->all_done(); }, P.sim.now + 100000000));
+	P.w->check();
+	printf("64 writes of 8 B: %.2f frames per write from the initiator, %.2f from the target\n",
+	       (double)frames[0] / n, (double)frames[1] / n);
+	EXPECT_LE(frames[0], (uint64_t)n * 5 / 4);
+	EXPECT_LE(frames[1], (uint64_t)n * 5 / 4);
+	EXPECT_EQ(me_node_stat(P.sim.nodes[1]->node, ME_ST_TX_DATA), 0u) << "a STATUS for a success";
+}
+
+// Failures among successes: each failed write completes with the target's
+// error (its STATUS), each other one with success (its ack), exactly once,
+// also when the STATUS frames are delayed behind the acks that count them.
+TEST(Msg, failed_writes_among_successes__each_told_its_own)
+{
+	for (bool late : {false, true}) {
+		SCOPED_TRACE(late ? "STATUS delayed" : "in order");
+		Pair P(32, 2);
+		ASSERT_NE(P.c, nullptr);
+		P.sim.add_region(1, 9, 4096, kKey, ME_ACC_READ);	// not writable
+		std::map<uint64_t, std::pair<int, int32_t>> done;	// cookie -> (count, status)
+		P.sim.cqe_hook = [&](Node &nd, const me_cqe &q) {
+			if (nd.idx == 0 && q.type == ME_CQE_WRITE) {
+				done[q.cookie].first++;
+				done[q.cookie].second = q.status;
+			}
+		};
+		if (late) {
+			// The first copy of every STATUS is lost: the acks that
+			// count it arrive long before its retransmission.
+			P.sim.drop_hook = [&](const TxEvent &e) {
+				if (!e.parsed || e.node != 1 || e.h.type != ME_PT_STATUS ||
+				    (e.h.flags & ME_F_RTX))
+					return false;
+				return true;
+			};
+		}
+		for (uint64_t i = 1; i <= 40; i++) {
+			me_rw rw{};
+			rw.cookie = i;
+			rw.len = 100;
+			rw.remote_key = kKey;
+			rw.local_region = kSrc;
+			rw.remote_region = i % 4 == 0 ? 9 : kDst;
+			rw.remote_off = i % 4 == 0 ? 0 : i * 128;
+			ASSERT_EQ(me_conn_write(P.c, &rw), 0);
+		}
+		ASSERT_TRUE(P.sim.run([&] { return done.size() == 40; }, P.sim.now + 2000000000ull));
+		for (uint64_t i = 1; i <= 40; i++) {
+			EXPECT_EQ(done[i].first, 1) << "cookie " << i;
+			EXPECT_EQ(done[i].second, i % 4 == 0 ? -EACCES : 0) << "cookie " << i;
+		}
+		EXPECT_EQ(me_conn_state(P.c), ME_CS_ESTABLISHED);
+	}
+}

@@ -86,12 +86,12 @@ struct me_conn {
 	me_atomic64_t progress_ns;	/* last ack of new data or answer */
 	me_atomic_t key_rejected;	/* remote accesses with a wrong key */
 	me_atomic_t status_queued;	/* STATUS frames we queued (target) */
-	/* (done_lock) completion by acks (msg.c, me_msg_acked) */
-	me_lock_t done_lock;
-	u32 status_seen;	/* STATUS frames of the peer processed */
-	u32 ack_op;		/* next op to complete by an ack */
-	bool ack_pend;		/* an ack waits for STATUS frames: */
-	u32 pend_cum, pend_status;	/* ... its cum and count */
+	/* completion by acks (msg.c, me_msg_acked) */
+	me_atomic_t ack_status;	/* largest STATUS count acks carried */
+	me_atomic_t status_seen;	/* STATUS frames of the peer processed */
+	me_lock_t done_lock;	/* one completion pass at a time (trylock) */
+	me_atomic_t done_again;	/* a pass is wanted */
+	u32 ack_op;		/* (done_lock) next op to complete by an ack */
 	u64 answer_check_ns;	/* (timer) last scan for overdue answers */
 	struct me_resp *resp;
 	u32 nresp;

@@ -468,7 +468,7 @@ static void rx_read_resp(struct me_conn *c, const struct me_hdr *h)
 }
 
 /*
- * Completion by acks (wire 4).  Under done_lock: ops from ack_op on
+ * Completion by acks (wire 4).  With done_lock held: ops from ack_op on
  * whose message was sent in full, in op order (so in order of their last
  * packets); writes and notifies whose last packet is below cum complete
  * with success unless a STATUS completed them first; reads and CLOSE
@@ -494,34 +494,45 @@ static void acked_pass(struct me_conn *c, u32 cum)
 /*
  * Every packet below cum was processed at the target before cum passed
  * it, and a failed message queues its STATUS while its last packet is
- * processed, so `nstatus` counts every failure among the messages below
- * cum.  Once that many STATUS frames were processed here (each completed
- * its op with the failure), the writes and notifies below cum still open
- * succeeded.  Until then the ack waits (the newest one; an older one it
- * replaces is covered by it once its STATUS frames arrive).
+ * processed, so an ack's `status` counts every failure among the
+ * messages below its cum.  Once that many STATUS frames were processed
+ * here (each completed its op with the failure first), the writes and
+ * notifies below cum still open succeeded.
+ *
+ * snd_una is the newest cum, ack_status the largest count; an ack stores
+ * its count before it moves snd_una, and the pass reads snd_una first, so
+ * the count it compares with is at least that of the ack that moved
+ * snd_una there (a larger one only waits for more STATUS frames, which
+ * are sequenced and come).  One pass at a time (trylock): whoever wants
+ * one sets done_again first; the holder loops while it is set and
+ * re-checks after unlocking, so no receive thread waits for another.
  */
-void me_msg_acked(struct me_conn *c, u32 cum, u32 nstatus)
+static void done_run(struct me_conn *c)
 {
-	me_lock(&c->done_lock);
-	if ((s32)(c->status_seen - nstatus) >= 0) {
-		acked_pass(c, cum);
-	} else if (!c->ack_pend || me_seq_lt(c->pend_cum, cum)) {
-		c->ack_pend = true;
-		c->pend_cum = cum;
-		c->pend_status = nstatus;
+again:
+	me_atomic_set(&c->done_again, 1);
+	if (!me_trylock(&c->done_lock))
+		return;
+	while (me_atomic_xchg(&c->done_again, 0)) {
+		u32 cum = me_atomic_read(&c->snd_una);
+		u32 want = me_atomic_read(&c->ack_status);
+
+		if ((s32)(me_atomic_read(&c->status_seen) - want) >= 0)
+			acked_pass(c, cum);
 	}
 	me_unlock(&c->done_lock);
+	if (me_atomic_read(&c->done_again))
+		goto again;
 }
 
-static void status_seen(struct me_conn *c)
+void me_msg_ack_status(struct me_conn *c, u32 nstatus)
 {
-	me_lock(&c->done_lock);
-	c->status_seen++;
-	if (c->ack_pend && (s32)(c->status_seen - c->pend_status) >= 0) {
-		c->ack_pend = false;
-		acked_pass(c, c->pend_cum);
-	}
-	me_unlock(&c->done_lock);
+	me_atomic_seq_max(&c->ack_status, nstatus);
+}
+
+void me_msg_acked(struct me_conn *c)
+{
+	done_run(c);
 }
 
 static void rx_status(struct me_conn *c, const struct me_hdr *h)
@@ -531,12 +542,12 @@ static void rx_status(struct me_conn *c, const struct me_hdr *h)
 	if (!op || op->type == ME_PT_CLOSE ||
 	    (op->type == ME_PT_READ_REQ && !h->d.imm && op->len)) {
 		me_stat_inc(c->node, ME_ST_RX_BADOP);
-		status_seen(c);
-		return;
+	} else {
+		me_atomic64_set(&c->progress_ns, me_now(c->node));
+		complete_op(c, op, h->d.op_id, -(s32)h->d.imm);
 	}
-	me_atomic64_set(&c->progress_ns, me_now(c->node));
-	complete_op(c, op, h->d.op_id, -(s32)h->d.imm);
-	status_seen(c);
+	me_atomic_add_return(&c->status_seen, 1);
+	done_run(c);
 }
 
 int me_msg_rx(struct me_conn *c, const struct me_hdr *h)

@@ -79,11 +79,15 @@ void me_msg_pump(struct me_conn *c);
  */
 int me_msg_rx(struct me_conn *c, const struct me_hdr *h);
 /*
- * An ack: packets below cum arrived and were processed, and the peer had
- * queued `nstatus` STATUS frames on the connection by then.  Writes and
- * notifies acked in full that no STATUS failed are complete.
+ * An ack says that the peer had queued `nstatus` STATUS frames on the
+ * connection when it read its cum: recorded before the ack moves snd_una.
  */
-void me_msg_acked(struct me_conn *c, u32 cum, u32 nstatus);
+void me_msg_ack_status(struct me_conn *c, u32 nstatus);
+/*
+ * After an ack moved snd_una: writes and notifies acked in full that no
+ * STATUS failed are complete (once every STATUS the acks count arrived).
+ */
+void me_msg_acked(struct me_conn *c);
 /* STATUS frames queued so far (the count acks carry). */
 u32 me_msg_status_queued(struct me_conn *c);
 /*

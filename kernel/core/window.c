@@ -602,6 +602,8 @@ void me_win_rx_ack(struct me_conn *c, u32 link, const struct me_hdr *h)
 		return;
 	}
 	me_atomic_seq_max(&c->snd_right, h->a.right);
+	/* Before snd_una moves (me_msg_acked()). */
+	me_msg_ack_status(c, h->a.status);
 
 	for (;;) {
 		u = me_atomic_read(&c->snd_una);
@@ -669,7 +671,7 @@ void me_win_rx_ack(struct me_conn *c, u32 link, const struct me_hdr *h)
 		/* The peer is working on our operations (msg.c, answer_ns). */
 		me_atomic64_set(&c->progress_ns, me_now(n));
 	}
-	me_msg_acked(c, cum, h->a.status);
+	me_msg_acked(c);
 	cs = me_atomic_read(&c->close_seq);
 	if (cs && me_seq_le(cs, me_atomic_read(&c->snd_una)))
 		me_conn_close_acked(c);

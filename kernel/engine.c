@@ -482,21 +482,28 @@ void me_engine_link_admin(struct me_net *mn, unsigned int idx, bool up)
 	me_link_set_admin(mn->core, idx, up);
 }
 
-void me_engine_rx(struct me_net *mn, unsigned int idx, u64 src, const void *buf, u32 len)
+int me_engine_rx_begin(struct me_net *mn, struct me_rx_batch *b)
 {
-	int idx_srcu = srcu_read_lock(&mn->conn_srcu);
-
-	me_core_rx(mn->core, idx, src, buf, len);
-	srcu_read_unlock(&mn->conn_srcu, idx_srcu);
+	me_core_rx_batch_begin(b);
+	return srcu_read_lock(&mn->conn_srcu);
 }
 
-void me_engine_rx_frame(struct me_net *mn, unsigned int idx, u64 src,
+void me_engine_rx_end(struct me_net *mn, struct me_rx_batch *b, int srcu_idx)
+{
+	me_core_rx_batch_end(b);
+	srcu_read_unlock(&mn->conn_srcu, srcu_idx);
+}
+
+void me_engine_rx(struct me_net *mn, struct me_rx_batch *b, unsigned int idx, u64 src,
+		  const void *buf, u32 len)
+{
+	me_core_rx_batch(mn->core, b, idx, src, buf, len, NULL);
+}
+
+void me_engine_rx_frame(struct me_net *mn, struct me_rx_batch *b, unsigned int idx, u64 src,
 			struct me_rx_frame *fr)
 {
-	int idx_srcu = srcu_read_lock(&mn->conn_srcu);
-
-	me_core_rx_frame(mn->core, idx, src, fr->buf, fr->len, fr);
-	srcu_read_unlock(&mn->conn_srcu, idx_srcu);
+	me_core_rx_batch(mn->core, b, idx, src, fr->buf, fr->len, fr);
 }
 
 u64 me_engine_conns(void)

@@ -5,6 +5,7 @@
 #include <linux/types.h>
 
 struct me_net;
+struct me_rx_batch;
 struct me_rx_frame;
 struct me_file;
 struct me_conn;
@@ -27,12 +28,21 @@ int me_engine_link_add(struct me_net *mn, unsigned int idx, unsigned int mtu,
 void me_engine_link_del(struct me_net *mn, unsigned int idx);
 void me_engine_link_admin(struct me_net *mn, unsigned int idx, bool up);
 /*
- * A received packet (after the Ethernet header) from source MAC @src (as
- * a u64, 0 if none), from a receive thread.
+ * A receive thread hands the frames of one wakeup over as a batch (@b,
+ * core/me_core.h): begin, then each frame, then end.  From begin to end
+ * no connection is freed (conn_srcu); the acks the frames asked for leave
+ * at the end, one per connection.
  */
-void me_engine_rx(struct me_net *mn, unsigned int idx, u64 src, const void *buf, u32 len);
+int me_engine_rx_begin(struct me_net *mn, struct me_rx_batch *b);
+void me_engine_rx_end(struct me_net *mn, struct me_rx_batch *b, int srcu_idx);
+/*
+ * A received packet (after the Ethernet header) from source MAC @src (as
+ * a u64, 0 if none).
+ */
+void me_engine_rx(struct me_net *mn, struct me_rx_batch *b, unsigned int idx, u64 src,
+		  const void *buf, u32 len);
 /* A frame with holes (rxframe.h): placement may flip its pages. */
-void me_engine_rx_frame(struct me_net *mn, unsigned int idx, u64 src,
+void me_engine_rx_frame(struct me_net *mn, struct me_rx_batch *b, unsigned int idx, u64 src,
 			struct me_rx_frame *fr);
 
 /* The file's connection @id, or NULL if it is not the file's. */

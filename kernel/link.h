@@ -6,6 +6,7 @@
 #include <linux/ptr_ring.h>
 #include <linux/types.h>
 
+#include "core/me_core.h"
 #include "rxframe.h"
 
 struct me_net;
@@ -36,6 +37,7 @@ struct me_rx_thread {
 	bool sleeping;			/* about to sleep or asleep: wake it */
 	u8 *bounce;			/* for frames not in one linear buffer */
 	struct me_rx_frame frame;	/* the frame being handled (rxframe.h) */
+	struct me_rx_batch batch;	/* the frames of one wakeup (rx.c) */
 };
 
 /*

@@ -41,7 +41,7 @@ MODULE_PARM_DESC(rx_ring, "Frames queued per link before the handler drops (64..
 /* Frames in rings, all links: per CPU, since the handler and threads differ. */
 static DEFINE_PER_CPU(long, rx_queued);
 
-/* Frames a thread handles before it offers the CPU to others. */
+/* Frames a thread hands the engine as one batch, at most; then it offers the CPU. */
 #define RX_BATCH	64
 
 u64 me_rx_queued(void)
@@ -183,7 +183,7 @@ static void rx_one(struct me_rx_thread *t, struct sk_buff *skb, unsigned int bou
 		holes = me_mr_flip_enabled() ? frame_build(t, skb, len) : -1;
 		this_cpu_inc(link->stats->rx_copied);
 		if (holes > 0) {
-			me_engine_rx_frame(link->mn, link->idx, src, &t->frame);
+			me_engine_rx_frame(link->mn, &t->batch, link->idx, src, &t->frame);
 			goto out;
 		}
 		if (holes < 0 && skb_copy_bits(skb, 0, t->bounce, len))
@@ -192,10 +192,30 @@ static void rx_one(struct me_rx_thread *t, struct sk_buff *skb, unsigned int bou
 			len = t->frame.len;
 		buf = t->bounce;
 	}
-	me_engine_rx(link->mn, link->idx, src, buf, len);
+	me_engine_rx(link->mn, &t->batch, link->idx, src, buf, len);
 out:
 	consume_skb(skb);
 	this_cpu_dec(rx_queued);
+}
+
+/*
+ * One wakeup's work: @skb and what else the ring holds, up to RX_BATCH
+ * frames, as one batch for the engine (one conn_srcu section, the acks
+ * the frames ask for sent once per connection at the end).  The batch
+ * ends when the ring is empty, so an ack waits only for frames that had
+ * already arrived.
+ */
+static void rx_batch(struct me_rx_thread *t, struct sk_buff *skb, unsigned int bounce_len)
+{
+	struct me_link *link = t->link;
+	unsigned int n = 0;
+	int idx;
+
+	idx = me_engine_rx_begin(link->mn, &t->batch);
+	do {
+		rx_one(t, skb, bounce_len);
+	} while (++n < RX_BATCH && (skb = ptr_ring_consume(&link->ring)) != NULL);
+	me_engine_rx_end(link->mn, &t->batch, idx);
 }
 
 static int rx_thread(void *arg)
@@ -203,7 +223,6 @@ static int rx_thread(void *arg)
 	struct me_rx_thread *t = arg;
 	struct me_link *link = t->link;
 	unsigned int bounce_len = link->mn->packet_size;
-	unsigned int done = 0;
 
 	while (!kthread_should_stop()) {
 		struct sk_buff *skb;
@@ -229,9 +248,8 @@ static int rx_thread(void *arg)
 			WRITE_ONCE(t->sleeping, false);
 			__set_current_state(TASK_RUNNING);
 		}
-		rx_one(t, skb, bounce_len);
-		if (++done % RX_BATCH == 0)
-			cond_resched();
+		rx_batch(t, skb, bounce_len);
+		cond_resched();
 	}
 	__set_current_state(TASK_RUNNING);
 	return 0;

@@ -228,6 +228,26 @@ int me_core_rx(struct me_node *node, u32 link, u64 src, const void *buf, u32 len
 /* The same, passing the host's frame on to mr_write/rx_fill (me_plat.h). */
 int me_core_rx_frame(struct me_node *node, u32 link, u64 src, const void *buf,
 		     u32 len, void *rx);
+
+/*
+ * A receive batch: a host thread that takes several frames per wakeup
+ * hands them in between begin and end.  The acknowledgements the frames
+ * ask for (other than nacks) are sent at the end, one per connection,
+ * instead of one per trigger: a batch of 64 small writes is answered by
+ * one ack.  The host keeps every connection alive from begin to end (the
+ * module holds conn_srcu across the batch).  A batch is one thread's.
+ */
+#define ME_RX_BATCH_ACKS	16
+struct me_rx_batch {
+	u32 nacks;
+	struct me_conn *conn[ME_RX_BATCH_ACKS];
+	u32 link[ME_RX_BATCH_ACKS];
+};
+void me_core_rx_batch_begin(struct me_rx_batch *b);
+int me_core_rx_batch(struct me_node *node, struct me_rx_batch *b, u32 link, u64 src,
+		     const void *buf, u32 len, void *rx);
+void me_core_rx_batch_end(struct me_rx_batch *b);
+
 void me_core_timer(struct me_node *node);
 
 /* A one-sided operation. */

@@ -140,11 +140,31 @@ static const enum me_stat parse_stat[] = {
 
 int me_core_rx(struct me_node *n, u32 link, u64 src, const void *buf, u32 len)
 {
-	return me_core_rx_frame(n, link, src, buf, len, NULL);
+	return me_core_rx_batch(n, NULL, link, src, buf, len, NULL);
 }
 
 int me_core_rx_frame(struct me_node *n, u32 link, u64 src, const void *buf,
 		     u32 len, void *rx)
+{
+	return me_core_rx_batch(n, NULL, link, src, buf, len, rx);
+}
+
+void me_core_rx_batch_begin(struct me_rx_batch *b)
+{
+	b->nacks = 0;
+}
+
+void me_core_rx_batch_end(struct me_rx_batch *b)
+{
+	u32 i;
+
+	for (i = 0; i < b->nacks; i++)
+		me_win_send_ack(b->conn[i], (int)b->link[i], false);
+	b->nacks = 0;
+}
+
+int me_core_rx_batch(struct me_node *n, struct me_rx_batch *b, u32 link, u64 src,
+		     const void *buf, u32 len, void *rx)
 {
 	struct me_conn *c;
 	struct me_hdr h;
@@ -161,6 +181,7 @@ int me_core_rx_frame(struct me_node *n, u32 link, u64 src, const void *buf,
 		return ret;
 	}
 	h.rx = rx;
+	h.batch = b;
 	if ((u32)h.hdr_len + h.payload_len > n->cfg.mtu) {
 		me_stat_inc(n, ME_ST_RX_FIELD);
 		return ME_EWIRE_FIELD;

@@ -197,6 +197,32 @@ again:
 	}
 }
 
+/*
+ * An ack the frame asked for: at once, or at the end of the receive batch
+ * it came in (me_core_rx_batch_end), once per connection and batch.
+ * Nacks never wait.
+ */
+static void ack_or_defer(struct me_conn *c, u32 link, const struct me_hdr *h)
+{
+	struct me_rx_batch *b = h->batch;
+	u32 i;
+
+	if (b) {
+		for (i = 0; i < b->nacks; i++) {
+			if (b->conn[i] == c) {
+				b->link[i] = link;
+				return;
+			}
+		}
+		if (b->nacks < ME_RX_BATCH_ACKS) {
+			b->conn[b->nacks] = c;
+			b->link[b->nacks++] = link;
+			return;
+		}
+	}
+	me_win_send_ack(c, (int)link, false);
+}
+
 void me_win_rx_data(struct me_conn *c, u32 link, const struct me_hdr *h,
 		    const u8 *pkt, u32 len)
 {
@@ -219,7 +245,7 @@ void me_win_rx_data(struct me_conn *c, u32 link, const struct me_hdr *h,
 	if (me_seq_lt(s, cum)) {
 		me_stat_inc(n, ME_ST_RX_DUP);
 		me_cstat_add(c, ME_CST_RX_DROP, 1);
-		me_win_send_ack(c, (int)link, false);
+		ack_or_defer(c, link, h);
 		return;
 	}
 	if (s - cum >= w) {
@@ -232,7 +258,7 @@ void me_win_rx_data(struct me_conn *c, u32 link, const struct me_hdr *h,
 	if (rx_seq(v) == s) {
 		me_stat_inc(n, ME_ST_RX_DUP);
 		me_cstat_add(c, ME_CST_RX_DROP, 1);
-		me_win_send_ack(c, (int)link, false);
+		ack_or_defer(c, link, h);
 		return;
 	}
 	/* Not the previous lap: only possible if rcv_cum moved meanwhile. */
@@ -278,8 +304,10 @@ void me_win_rx_data(struct me_conn *c, u32 link, const struct me_hdr *h,
 	cum = me_atomic_read(&c->rcv_cum);
 	if (me_seq_lt(cum, s) && me_atomic_read(&c->nack_cum) != cum)
 		nack = true;
-	if (nack || (h->flags & ME_F_ACKREQ) || unacked >= n->cfg.ack_every)
-		me_win_send_ack(c, (int)link, nack);
+	if (nack)
+		me_win_send_ack(c, (int)link, true);
+	else if ((h->flags & ME_F_ACKREQ) || unacked >= n->cfg.ack_every)
+		ack_or_defer(c, link, h);
 }
 
 /*

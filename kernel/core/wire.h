@@ -129,6 +129,7 @@ struct me_hdr {
 	};
 	const u8 *payload;	/* points into the parsed buffer */
 	void *rx;		/* the host's frame (me_core_rx_frame), or NULL */
+	struct me_rx_batch *batch; /* the receive batch it came in, or NULL */
 };
 
 /* Parse results other than 0 (also used as statistics buckets). */

@@ -461,10 +461,36 @@ int Sim::tx(Node &n, uint32_t link, uint64_t dst, const void *buf, uint32_t len)
 // after rx_fill), so a core reading payload any other way reads garbage.
 void Sim::deliver(Node &n, uint32_t link, uint64_t src, std::vector<uint8_t> pkt)
 {
+	if (!rx_batch_ns) {
+		deliver_one(n, link, src, std::move(pkt), nullptr);
+		return;
+	}
+	auto &q = n.rxq[link];
+	if (q.empty())
+		at(now + rx_batch_ns, [this, &n, link] { rx_drain(n, link); });
+	q.emplace_back(src, std::move(pkt));
+}
+
+void Sim::rx_drain(Node &n, uint32_t link)
+{
+	auto q = std::move(n.rxq[link]);
+	n.rxq[link].clear();
+	for (size_t i = 0; i < q.size();) {
+		me_rx_batch b;
+		me_core_rx_batch_begin(&b);
+		for (size_t k = 0; k < kRxBatch && i < q.size(); k++, i++)
+			deliver_one(n, link, q[i].first, std::move(q[i].second), &b);
+		me_core_rx_batch_end(&b);
+	}
+}
+
+void Sim::deliver_one(Node &n, uint32_t link, uint64_t src, std::vector<uint8_t> pkt,
+		      me_rx_batch *b)
+{
 	uint8_t t = pkt.size() > 1 ? pkt[1] : 0;
 	if (!frame_payload || pkt.size() < ME_HDR_COMMON ||
 	    (t != ME_PT_WRITE && t != ME_PT_NOTIFY && t != ME_PT_READ_RESP)) {
-		me_core_rx(n.node, link, src, pkt.data(), (uint32_t)pkt.size());
+		me_core_rx_batch(n.node, b, link, src, pkt.data(), (uint32_t)pkt.size(), nullptr);
 		return;
 	}
 	RxFrame f;
@@ -473,7 +499,7 @@ void Sim::deliver(Node &n, uint32_t link, uint64_t src, std::vector<uint8_t> pkt
 	uint32_t hdr = (uint32_t)pkt[4] << 8 | pkt[5];
 	if (hdr < pkt.size())
 		memset(pkt.data() + hdr, 0xEE, pkt.size() - hdr);
-	me_core_rx_frame(n.node, link, src, pkt.data(), (uint32_t)pkt.size(), &f);
+	me_core_rx_batch(n.node, b, link, src, pkt.data(), (uint32_t)pkt.size(), &f);
 }
 
 int Sim::add_switch(uint64_t queue_bytes)

@@ -77,6 +77,8 @@ struct Node {
 	std::vector<int> link_wire;	// local link index -> wire id, or -1
 	std::vector<int> link_port;	// local link index -> switch port, or -1
 	bool ticking = true;
+	// Frames waiting for the link's receive thread (Sim::rx_batch_ns).
+	std::map<uint32_t, std::vector<std::pair<uint64_t, std::vector<uint8_t>>>> rxq;
 
 	// Zero-copy references (me_plat.h), modelled as the module keeps
 	// them: an operation's payload is alive while the engine has not
@@ -182,6 +184,12 @@ public:
 	// Hand data frames over with their payload only reachable through
 	// mr_write's rx (as a flipping host does); false: plain buffers.
 	bool frame_payload = true;
+	// 0: each frame reaches the core when it arrives.  Else a link's
+	// receive thread wakes this long after a frame found it idle and
+	// hands the core everything queued by then as receive batches of
+	// up to kRxBatch frames (me_core_rx_batch), as the module's do.
+	uint64_t rx_batch_ns = 0;
+	static constexpr size_t kRxBatch = 64;
 
 	// platform
 	int tx(Node &n, uint32_t link, uint64_t dst, const void *buf, uint32_t len);
@@ -201,6 +209,9 @@ private:
 	std::priority_queue<Ev> q;
 	uint64_t evseq = 0;
 	void tick(int idx);
+	void rx_drain(Node &n, uint32_t link);
+	void deliver_one(Node &n, uint32_t link, uint64_t src, std::vector<uint8_t> pkt,
+			 me_rx_batch *b);
 	int port_tx(Node &n, uint32_t link, uint64_t dst, const void *buf, uint32_t len);
 	void switch_forward(int in, uint64_t src, uint64_t dst, const std::vector<uint8_t> &pkt);
 	void start_node(Node &n);

@@ -41,7 +41,7 @@ void me_engine_rx_end(struct me_net *mn, struct me_rx_batch *b, int srcu_idx);
  */
 void me_engine_rx(struct me_net *mn, struct me_rx_batch *b, unsigned int idx, u64 src,
 		  const void *buf, u32 len);
-/* A frame with holes (rxframe.h): placement may flip its pages. */
+/* A frame with payload left in its pages (rxframe.h): placement reads or flips them. */
 void me_engine_rx_frame(struct me_net *mn, struct me_rx_batch *b, unsigned int idx, u64 src,
 			struct me_rx_frame *fr);
 

@@ -448,26 +448,26 @@ int me_mr_copy_from(struct me_net *mn, u32 id, u64 off, void *dst, u32 len)
 
 /*
  * Copies payload at frame offset @fo (src) into page @pg of the region:
- * from the frame's buffer, or straight from a page it left out.
+ * from the frame's buffer, or straight from the skb's pages (segments).
  */
 static void place_copy(struct me_mr *mr, unsigned long pg, u32 in_page, const void *src,
 		       u32 n, const struct me_rx_frame *fr, u32 fo)
 {
 	u32 done = 0;
 
-	if (!fr || !fr->nholes) {
+	if (!fr || !fr->nsegs) {
 		page_copy(mr, pg, in_page, (void *)src, n, true);
 		return;
 	}
 	while (done < n) {
-		struct page *hole;
-		u32 poff, k = me_frame_segment(fr, fo + done, n - done, &hole, &poff);
+		struct page *seg;
+		u32 poff, k = me_frame_segment(fr, fo + done, n - done, &seg, &poff);
 		u8 *va;
 
-		if (!hole) {
+		if (!seg) {
 			page_copy(mr, pg, in_page + done, (void *)src + done, k, true);
 		} else {
-			va = kmap_local_page(hole);
+			va = kmap_local_page(seg);
 			page_copy(mr, pg, in_page + done, va + poff, k, true);
 			kunmap_local(va);
 		}
@@ -513,7 +513,7 @@ int me_mr_place(struct me_net *mn, u32 id, u64 off, const void *src, u32 len,
 		struct page *page = NULL;
 
 		if (fr && n == PAGE_SIZE)
-			page = me_frame_hole_at(fr, fo);
+			page = me_frame_flip_page_at(fr, fo);
 		if (page && may_flip(mr)) {
 			get_page(page);
 			me_area_flip(mr->area, mr->area_first + pg, page, flip_is_eager(mr));

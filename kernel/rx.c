@@ -9,9 +9,11 @@
  * The threads of a link are created on the NIC's NUMA node and may only run
  * on its CPUs, so payload is copied by a CPU near the NIC.
  *
- * A frame's fragments that are whole pages owned by nobody but the skb are
- * not copied into the thread's buffer: they stay "holes" the engine's
- * placement reads from the page, or flips into a receive area (rxframe.h).
+ * A data frame's page fragments are not copied into the thread's buffer:
+ * they stay "segments" the engine's placement reads in place, or, when a
+ * fragment is a whole page owned by nobody but the skb, may flip into a
+ * receive area (rxframe.h).  Only the header and the skb's linear part
+ * are copied.
  */
 #include <linux/etherdevice.h>
 #include <linux/highmem.h>
@@ -54,13 +56,13 @@ u64 me_rx_queued(void)
 	return sum > 0 ? sum : 0;
 }
 
-struct page *me_frame_hole_at(const struct me_rx_frame *fr, u32 off)
+struct page *me_frame_flip_page_at(const struct me_rx_frame *fr, u32 off)
 {
 	unsigned int i;
 
-	for (i = 0; i < fr->nholes && fr->holes[i].off <= off; i++)
-		if (fr->holes[i].off == off)
-			return fr->holes[i].page;
+	for (i = 0; i < fr->nsegs && fr->segs[i].off <= off; i++)
+		if (fr->segs[i].off == off && fr->segs[i].flip)
+			return fr->segs[i].page;
 	return NULL;
 }
 
@@ -70,16 +72,18 @@ u32 me_frame_segment(const struct me_rx_frame *fr, u32 off, u32 len, struct page
 	unsigned int i;
 
 	*page = NULL;
-	for (i = 0; i < fr->nholes; i++) {
-		u32 h = fr->holes[i].off;
+	for (i = 0; i < fr->nsegs; i++) {
+		u32 s = fr->segs[i].off, e = s + fr->segs[i].len;
 
-		if (off >= h && off < h + PAGE_SIZE) {
-			*page = fr->holes[i].page;
-			*poff = off - h;
-			return min_t(u32, len, h + PAGE_SIZE - off);
+		if (off >= s && off < e) {
+			u32 p = fr->segs[i].poff + (off - s);
+
+			*page = nth_page(fr->segs[i].page, p >> PAGE_SHIFT);
+			*poff = p & ~PAGE_MASK;
+			return min3(len, e - off, (u32)PAGE_SIZE - *poff);
 		}
-		if (h > off)
-			return min_t(u32, len, h - off);
+		if (s > off)
+			return min_t(u32, len, s - off);
 	}
 	return len;
 }
@@ -88,69 +92,88 @@ void me_frame_fill(struct me_rx_frame *fr)
 {
 	unsigned int i;
 
-	for (i = 0; i < fr->nholes; i++)
-		memcpy_from_page(fr->buf + fr->holes[i].off, fr->holes[i].page, 0, PAGE_SIZE);
-	fr->nholes = 0;
+	for (i = 0; i < fr->nsegs; i++) {
+		u32 off = fr->segs[i].off, end = off + fr->segs[i].len;
+
+		while (off < end) {
+			struct page *page;
+			u32 poff, n = me_frame_segment(fr, off, end - off, &page, &poff);
+
+			memcpy_from_page(fr->buf + off, page, poff, n);
+			off += n;
+		}
+	}
+	fr->nsegs = 0;
 }
 
 /*
- * May fragment @f (frame offset @off, the frame @len long) stay a hole?
+ * May fragment @f (frame offset @off, the frame @len long) be flipped?
  * Only a whole order-0 page nobody else references: then the flip that
- * takes it leaves nothing the stack or a driver still uses.  And only past
- * the header: the engine parses [0, ME_HDR_MAX) from the bounce buffer, so
- * every header byte must be copied there from this frame (a hole would
- * leave the previous frame's bytes in its place).
+ * takes it leaves nothing the stack or a driver still uses.
  */
-static bool frag_is_hole(const skb_frag_t *f, u32 off, u32 len)
+static bool frag_is_flippable(const skb_frag_t *f, u32 off, u32 len)
 {
 	struct page *page = skb_frag_page(f);
 
-	return off >= ME_HDR_MAX && skb_frag_off(f) == 0 && skb_frag_size(f) == PAGE_SIZE &&
-	       off + PAGE_SIZE <= len && !PageCompound(page) && !PageSlab(page) &&
-	       !PageAnon(page) && !page_mapped(page) && page_ref_count(page) == 1;
+	return skb_frag_off(f) == 0 && skb_frag_size(f) == PAGE_SIZE && off + PAGE_SIZE <= len &&
+	       !PageCompound(page) && !PageSlab(page) && !PageAnon(page) && !page_mapped(page) &&
+	       page_ref_count(page) == 1;
 }
 
 /*
- * Linearizes a non-linear frame into the bounce buffer, leaving whole
- * exclusively owned pages of data frames out as holes.  Returns the number
- * of holes, or -1 if it did not look at the frame (nothing copied).
+ * Prepares a non-linear data frame for the engine without copying its
+ * payload: the linear part goes to the bounce buffer, and at least the
+ * first ME_HDR_MAX bytes (the engine parses the header from there, so
+ * every header byte is copied from this frame), and each page fragment
+ * past that becomes a segment that placement reads in place.  Returns the
+ * number of segments, or -1 if the frame must be copied whole (not a data
+ * frame, a frag list, too many fragments).
  */
 static int frame_build(struct me_rx_thread *t, struct sk_buff *skb, u32 len)
 {
 	struct me_rx_frame *fr = &t->frame;
 	struct skb_shared_info *sh = skb_shinfo(skb);
-	u32 head = skb_headlen(skb), off = head;
+	u32 head = skb_headlen(skb), off = head, lin;
+	bool may_flip;
 	unsigned int i;
 	u8 type;
 
 	fr->buf = t->bounce;
 	fr->len = len;
-	fr->nholes = 0;
-	if (skb_cloned(skb) || skb->pp_recycle || skb_zcopy(skb) || skb_has_frag_list(skb) ||
-	    head < 2 || head >= len)
+	fr->nsegs = 0;
+	if (skb_has_frag_list(skb) || head < 2 || head >= len)
 		return -1;
 	type = skb->data[1];
 	if (type != ME_PT_WRITE && type != ME_PT_NOTIFY && type != ME_PT_READ_RESP)
 		return -1;
-	memcpy(fr->buf, skb->data, head);
-	/* Other fragments by skb_copy_bits: one may span a compound page's pages. */
+	/* Pages of a clone, a page pool or a sender's memory are only read. */
+	may_flip = me_mr_flip_enabled() && !skb_cloned(skb) && !skb->pp_recycle &&
+		   !skb_zcopy(skb);
+	lin = max(head, min_t(u32, len, ME_HDR_MAX));
+	if (skb_copy_bits(skb, 0, fr->buf, lin))
+		return -1;
 	for (i = 0; i < sh->nr_frags && off < len; i++) {
 		const skb_frag_t *f = &sh->frags[i];
 		u32 n = min_t(u32, skb_frag_size(f), len - off);
+		u32 skip = off < lin ? min(lin - off, n) : 0;
 
-		if (fr->nholes < ME_RX_HOLES && frag_is_hole(f, off, len)) {
-			fr->holes[fr->nholes].off = off;
-			fr->holes[fr->nholes].page = skb_frag_page(f);
-			fr->nholes++;
-		} else if (skb_copy_bits(skb, off, fr->buf + off, n)) {
-			fr->nholes = 0;		/* rx_one copies it whole */
-			return -1;
+		if (skip < n) {
+			if (fr->nsegs == ME_RX_SEGS) {
+				fr->nsegs = 0;
+				return -1;
+			}
+			fr->segs[fr->nsegs].off = off + skip;
+			fr->segs[fr->nsegs].len = n - skip;
+			fr->segs[fr->nsegs].poff = skb_frag_off(f) + skip;
+			fr->segs[fr->nsegs].page = skb_frag_page(f);
+			fr->segs[fr->nsegs].flip = may_flip && !skip && frag_is_flippable(f, off, len);
+			fr->nsegs++;
 		}
 		off += n;
 	}
 	if (off < len)		/* cannot be: skb->len covers the frags */
 		fr->len = off;
-	return fr->nholes;
+	return fr->nsegs;
 }
 
 /*
@@ -175,21 +198,23 @@ static void rx_one(struct me_rx_thread *t, struct sk_buff *skb, unsigned int bou
 	const void *buf = skb->data;
 	u64 src = frame_src(skb);
 	u32 len = skb->len;
-	int holes;
+	int segs;
 
 	if (skb_headlen(skb) < len) {
 		/* Only the engine's own bytes matter; the rest is padding. */
 		len = min(len, bounce_len);
-		holes = me_mr_flip_enabled() ? frame_build(t, skb, len) : -1;
-		this_cpu_inc(link->stats->rx_copied);
-		if (holes > 0) {
+		segs = frame_build(t, skb, len);
+		if (segs > 0) {
 			me_engine_rx_frame(link->mn, &t->batch, link->idx, src, &t->frame);
 			goto out;
 		}
-		if (holes < 0 && skb_copy_bits(skb, 0, t->bounce, len))
-			goto out;
-		if (!holes)	/* frame_build copied it all */
+		if (segs < 0) {
+			this_cpu_inc(link->stats->rx_copied);
+			if (skb_copy_bits(skb, 0, t->bounce, len))
+				goto out;
+		} else {	/* frame_build copied it all */
 			len = t->frame.len;
+		}
 		buf = t->bounce;
 	}
 	me_engine_rx(link->mn, &t->batch, link->idx, src, buf, len);

@@ -180,7 +180,8 @@ struct me_link_info {
 	__aligned_u64 tx_bytes;
 	__aligned_u64 rx_dropped;	/* receive ring full, or link detaching */
 	__aligned_u64 tx_errors;	/* not sent: device down, no memory, queue full */
-	__aligned_u64 rx_copied;	/* non-linear frames copied to process */
+	__aligned_u64 rx_copied;	/* non-linear frames copied whole to process
+					 * (data frames' fragments are read in place) */
 	/* ABI 5 */
 	__aligned_u64 tx_zc_frames;	/* frames whose payload went by reference */
 	/* ABI 9 */

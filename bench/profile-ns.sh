@@ -31,8 +31,8 @@ for ((i = 0; i < 100; i++)); do
 done
 
 report() { # NAME
-	perf report -i "$out/$1.data" --no-children --sort sym --stdio 2>/dev/null |
-		grep -v '^#' | grep -v '^$' | head -40 >"$out/$1.txt"
+	perf report -i "$out/$1.data" --no-children --sort sym --stdio >"$out/$1.full" 2>/dev/null || true
+	grep -v '^#' "$out/$1.full" | grep -v '^$' | head -40 >"$out/$1.txt" || true
 }
 
 ip netns exec b "$B/me_bench" server --idle 60 >"$out/server.log" 2>&1 &

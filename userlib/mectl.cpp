@@ -59,7 +59,7 @@ void usage(FILE *out)
 		   "  up [--config FILE] [--wait S]\n"
 		   "                  attach every NIC FILE lists (default " ME_LINKS_CONF "),\n"
 		   "                  waiting up to S seconds (default 0) for each to appear;\n"
-		   "                  one is already attached\n"
+		   "                  (one already attached is left as it is)\n"
 		   "  down [--config FILE]\n"
 		   "                  detach every NIC FILE lists that is attached\n"
 		   "  version         show the library version\n",

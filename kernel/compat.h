@@ -7,7 +7,7 @@
  *
  * Headers that moved are found with __has_include; interfaces that changed
  * shape are told apart by LINUX_VERSION_CODE, at the release that changed
- * them (in brackets).
+ * them (in brackets; the builds check 6.1 and 6.12 only).
  */
 #ifndef ME_COMPAT_H
 #define ME_COMPAT_H
@@ -24,8 +24,8 @@
 #endif
 
 /*
- * [6.7] struct io_uring_cmd and IO_URING_F_* moved from <linux/io_uring.h>
- * to <linux/io_uring/cmd.h>.
+ * struct io_uring_cmd and IO_URING_F_* moved from <linux/io_uring.h> to
+ * <linux/io_uring/cmd.h> (6.12 has it, 6.1 not): found by __has_include.
  */
 #if __has_include(<linux/io_uring/cmd.h>)
 #include <linux/io_uring/cmd.h>

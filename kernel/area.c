@@ -33,7 +33,6 @@
  * Pages leaving an area (replaced, or freed with it) go to a small pool
  * the transmit path builds frames from.
  */
-#include <linux/bit_spinlock.h>
 #include <linux/highmem.h>
 #include <linux/kref.h>
 #include <linux/list.h>
@@ -44,8 +43,11 @@
 #include <linux/sched/signal.h>
 #include <linux/slab.h>
 #include <linux/spinlock.h>
+/* Last: it uses cpu_relax() without including <asm/processor.h> (6.12). */
+#include <linux/bit_spinlock.h>
 
 #include "area.h"
+#include "compat.h"
 #include "mr.h"
 #include "uapi/multiedge.h"
 
@@ -273,7 +275,7 @@ static void remap(struct me_area *a, unsigned long first, unsigned long last)
 		unsigned long s = max(addr, vma->vm_start), e = min(end, vma->vm_end);
 
 		if (vma_is_area(vma, a)) {
-			zap_page_range(vma, s, e - s);
+			me_zap_range(vma, s, e - s);
 			atomic64_inc(&tlb_flushes);
 			insert_range(a, vma, s, e);
 		}
@@ -555,7 +557,7 @@ int me_area_mmap(struct file *file, struct vm_area_struct *vma)
 	a->uaddr = vma->vm_start;
 
 	/* Not inherited by fork: the threads update only this mm. */
-	vma->vm_flags |= VM_MIXEDMAP | VM_IO | VM_DONTCOPY | VM_DONTEXPAND | VM_DONTDUMP;
+	me_vm_flags_set(vma, VM_MIXEDMAP | VM_IO | VM_DONTCOPY | VM_DONTEXPAND | VM_DONTDUMP);
 	vma->vm_ops = &area_vm_ops;
 	vma->vm_private_data = a;
 	/* Populate now; whatever fails is filled by the fault handler. */

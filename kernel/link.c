@@ -26,9 +26,9 @@
 #include <linux/skbuff.h>
 #include <linux/slab.h>
 #include <linux/string.h>
-#include <asm/unaligned.h>
 
 #include "area.h"
+#include "compat.h"
 #include "core/me_core.h"
 #include "core/wire.h"
 #include "engine.h"

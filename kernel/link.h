@@ -88,8 +88,8 @@ int me_link_xmit(struct me_net *mn, u32 idx, u64 dst, const void *buf, u32 len);
 /*
  * Sends @hdr followed by [off, off + plen) of @mr's pinned pages as skb
  * fragments, without copying: the skb takes a reference on @uarg
- * (refcnt) and its release calls @uarg->callback.  Any context but hard
- * IRQ.
+ * (refcnt) and its release calls @uarg's completion callback (set with
+ * me_ubuf_set_complete(), compat.h).  Any context but hard IRQ.
  */
 int me_link_xmit_zc(struct me_net *mn, u32 idx, u64 dst, const void *hdr, u32 hlen,
 		    const struct me_mr *mr, u64 off, u32 plen, struct ubuf_info *uarg);

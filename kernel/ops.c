@@ -22,6 +22,7 @@
 
 #include "core/me_core.h"
 #include "chardev.h"
+#include "compat.h"
 #include "conns.h"
 #include "engine.h"
 #include "link.h"
@@ -361,7 +362,7 @@ static int post(struct me_file *f, const struct me_post *req,
 	if (!kop)
 		return -ENOMEM;
 	refcount_set(&kop->ubuf.refcnt, 1);
-	kop->ubuf.callback = kop_skb_released;
+	me_ubuf_set_complete(&kop->ubuf, kop_skb_released);
 	kop->ubuf.flags = SKBFL_ZEROCOPY_FRAG;
 	kop->conn = req->conn;
 	kop->finished = false;

@@ -26,13 +26,13 @@
  * that might never come (a parked one waits for room, which the engine's
  * completions or the connection's end make).
  */
-#include <linux/io_uring.h>
 #include <linux/slab.h>
 #include <linux/string.h>
 #include <linux/uaccess.h>
 #include <linux/workqueue.h>
 
 #include "chardev.h"
+#include "compat.h"
 #include "ops.h"
 #include "uring.h"
 #include "uapi/multiedge.h"
@@ -152,9 +152,9 @@ int me_uring_cmd(struct io_uring_cmd *ucmd, unsigned int issue_flags)
 	if (issue_flags & IO_URING_F_IOPOLL)
 		return -EOPNOTSUPP;	/* nothing to poll: completions come from the network */
 	if (issue_flags & IO_URING_F_SQE128)
-		ret = post_from_sqe128(ucmd->cmd, &req);
+		ret = post_from_sqe128(me_uring_cmd_bytes(ucmd), &req);
 	else
-		ret = post_from_ptr(ucmd->cmd, &req);
+		ret = post_from_ptr(me_uring_cmd_bytes(ucmd), &req);
 	if (ret)
 		return ret;
 

@@ -10,17 +10,34 @@
 //   mectl counters         links, connections and engine counters in one view
 //   mectl attach IFNAME    use an Ethernet device as a link (root)
 //   mectl detach IFNAME    stop using it
+//   mectl up [--config FILE] [--wait S]
+//                          attach every NIC the boot configuration lists
+//                          (default /etc/multiedge/links.conf; the systemd
+//                          unit multiedge.service runs this at boot)
+//   mectl down [--config FILE]
+//                          detach them
 //   mectl version          the library's version
 #include <array>
+#include <cerrno>
+#include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <map>
 #include <string>
+#include <thread>
 #include <vector>
+
+#include <unistd.h>
 
 #include "multiedge/multiedge.hpp"
 
 namespace {
+
+#ifndef ME_LINKS_CONF
+#define ME_LINKS_CONF "/etc/multiedge/links.conf"
+#endif
 
 using ull = unsigned long long;
 
@@ -39,6 +56,12 @@ void usage(FILE *out)
 		   "  counters        links, connections and engine counters in one view\n"
 		   "  attach IFNAME   use Ethernet device IFNAME as a link (needs CAP_NET_ADMIN)\n"
 		   "  detach IFNAME   stop using IFNAME\n"
+		   "  up [--config FILE] [--wait S]\n"
+		   "                  attach every NIC FILE lists (default " ME_LINKS_CONF "),\n"
+		   "                  waiting up to S seconds (default 0) for each to appear;\n"
+		   "                  (one already attached is left as it is)\n"
+		   "  down [--config FILE]\n"
+		   "                  detach every NIC FILE lists that is attached\n"
 		   "  version         show the library version\n",
 		   out);
 }
@@ -319,6 +342,85 @@ int cmd_link(multiedge::Device &dev, bool attach, const std::string &ifname)
 	return 0;
 }
 
+// The boot configuration: one interface name per line; '#' starts a
+// comment.  Returns false (after saying why) if FILE cannot be read or
+// names something that cannot be an interface.
+bool read_links_conf(const std::string &file, std::vector<std::string> &names)
+{
+	std::ifstream in(file);
+	if (!in) {
+		std::fprintf(stderr, "mectl: cannot read %s: %s\n", file.c_str(), std::strerror(errno));
+		return false;
+	}
+	std::string line;
+	for (int lineno = 1; std::getline(in, line); lineno++) {
+		line = line.substr(0, line.find('#'));
+		const char *ws = " \t\r";
+		auto b = line.find_first_not_of(ws);
+		if (b == std::string::npos)
+			continue;
+		auto e = line.find_last_not_of(ws);
+		std::string name = line.substr(b, e - b + 1);
+		// IFNAMSIZ is 16 with the terminating NUL.
+		if (name.size() > 15 || name == "." || name == ".." ||
+		    name.find_first_of(" \t/:") != std::string::npos) {
+			std::fprintf(stderr, "mectl: %s:%d: '%s' is not an interface name\n",
+				     file.c_str(), lineno, name.c_str());
+			return false;
+		}
+		names.push_back(name);
+	}
+	return true;
+}
+
+// A NIC renamed or probed late at boot may appear after us: wait for it.
+bool wait_for_netdev(const std::string &name, std::chrono::steady_clock::time_point deadline)
+{
+	std::string path = "/sys/class/net/" + name;
+	for (;;) {
+		if (::access(path.c_str(), F_OK) == 0)
+			return true;
+		if (std::chrono::steady_clock::now() >= deadline)
+			return false;
+		std::this_thread::sleep_for(std::chrono::milliseconds(100));
+	}
+}
+
+int cmd_up_down(const std::string &path, bool up, const std::string &conf, int wait_s)
+{
+	std::vector<std::string> names;
+	if (!read_links_conf(conf, names))
+		return 1;
+	auto dev = multiedge::Device::open(path);
+	if (!dev)
+		return fail(dev.error());
+	auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(wait_s);
+	int failed = 0;
+	for (const auto &name : names) {
+		if (up && !wait_for_netdev(name, deadline)) {
+			std::fprintf(stderr, "mectl: %s: no such interface%s\n", name.c_str(),
+				     wait_s ? " (waited for it)" : "");
+			failed++;
+			continue;
+		}
+		auto st = up ? dev->attach_link(name) : dev->detach_link(name);
+		int err = st ? 0 : st.error().code().value();
+		if (up && err == EEXIST) {
+			std::printf("%s: already attached\n", name.c_str());
+		} else if (!up && err == ENOENT) {
+			std::printf("%s: not attached\n", name.c_str());
+		} else if (err) {
+			fail(st.error());
+			failed++;
+		} else {
+			std::printf("%s: %s\n", name.c_str(), up ? "attached" : "detached");
+		}
+	}
+	if (names.empty())
+		std::printf("(%s lists no interface)\n", conf.c_str());
+	return failed ? 1 : 0;
+}
+
 } // namespace
 
 int main(int argc, char **argv)
@@ -349,6 +451,34 @@ int main(int argc, char **argv)
 	}
 	std::string cmd = argv[i];
 	int nargs = argc - i - 1;
+
+	if (cmd == "up" || cmd == "down") {
+		std::string conf = ME_LINKS_CONF;
+		int wait_s = 0;
+		for (int j = i + 1; j < argc; j++) {
+			std::string opt = argv[j];
+			if ((opt == "--config" || (cmd == "up" && opt == "--wait")) && j + 1 < argc) {
+				std::string val = argv[++j];
+				if (opt == "--config") {
+					conf = val;
+				} else {
+					char *end;
+					long v = std::strtol(val.c_str(), &end, 10);
+					if (val.empty() || *end || v < 0 || v > 3600) {
+						std::fprintf(stderr, "mectl: --wait takes 0..3600 seconds, not '%s'\n",
+							     val.c_str());
+						return 2;
+					}
+					wait_s = static_cast<int>(v);
+				}
+			} else {
+				std::fprintf(stderr, "mectl: %s: unexpected '%s'\n", cmd.c_str(), opt.c_str());
+				usage(stderr);
+				return 2;
+			}
+		}
+		return cmd_up_down(path, cmd == "up", conf, wait_s);
+	}
 
 	using Handler = int (*)(multiedge::Device &);
 	struct Command {

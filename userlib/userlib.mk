@@ -35,9 +35,10 @@ $(LIBME_PC): $(TOP)/userlib/multiedge.pc.in
 	@mkdir -p $(@D)
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(LIBME_VERSION)|' $< > $@
 
+# mectl up reads the boot configuration under SYSCONFDIR (packaging.mk).
 $(BUILD)/obj/userlib/mectl.o: $(TOP)/userlib/mectl.cpp
 	@mkdir -p $(@D)
-	$(CXX) $(LIBME_CXXFLAGS) -MMD -MP -c $< -o $@
+	$(CXX) $(LIBME_CXXFLAGS) -DME_LINKS_CONF='"$(SYSCONFDIR)/multiedge/links.conf"' -MMD -MP -c $< -o $@
 
 $(MECTL): $(BUILD)/obj/userlib/mectl.o $(LIBME_A)
 	@mkdir -p $(@D)

@@ -23,8 +23,16 @@
  *	cwnd *= max(1 - beta * (rtt - target) / rtt, 1 - max_mdf)
  *
  * with beta = 0.8 and max_mdf = 0.5.  A packet found lost halves the
- * window (once per round trip); a timeout drops it to one MTU and
- * ssthresh to half the window (not again for timeouts in a row).  The
+ * window (once per round trip).  A retransmission timeout on a path that
+ * lost packets within the last ME_CC_LOSS_RTTS round trips (congestion:
+ * a queue overflowed) drops it to one MTU.  On a path that lost nothing
+ * it halves it, and only the ME_CC_RTO_RESET-th timeout in a row without
+ * an ack drops it to one MTU (Swift's RETX_RESET_THRESHOLD): a receiver
+ * that pauses past the RTO (its receive thread waiting for a CPU on a
+ * busy host) makes every packet in flight time out at once, and
+ * collapsing the window for each such pause kept it far below the path's
+ * capacity; a path that has really stopped still reaches one MTU within
+ * three timeouts (the RTO doubles between them).  The
  * window stays within [MTU, link_window]; path selection (path.c) sends
  * on a path only while its bytes in flight fit in the window.
  *
@@ -39,6 +47,8 @@
 #define ME_CC_BASE_NS	(10ull * 1000 * 1000 * 1000)	/* base RTT period */
 #define ME_CC_BETA	819	/* 0.8 in 1/1024 */
 #define ME_CC_MAX_MDF	512	/* at most halve per round trip, 1/1024 */
+#define ME_CC_RTO_RESET	3	/* timeouts in a row that reset the window */
+#define ME_CC_LOSS_RTTS	64	/* a loss this recent makes a timeout congestion */
 
 static u32 cc_min(struct me_node *n)
 {
@@ -58,6 +68,8 @@ void me_cc_start(struct me_node *n, struct me_path *pa, u64 now)
 	me_atomic_set(&pa->cwnd, init);
 	me_atomic_set(&pa->ssthresh, cc_max(n));
 	me_atomic64_set(&pa->cc_dec_ns, 0);
+	me_atomic64_set(&pa->cc_loss_ns, 0);
+	me_atomic_set(&pa->rto_run, 0);
 }
 
 void me_cc_forget(struct me_path *pa, u64 now)
@@ -129,7 +141,11 @@ void me_cc_acked(struct me_node *n, struct me_path *pa, u32 bytes, u64 rtt,
 	u32 cwnd = me_atomic_read(&pa->cwnd);
 	u64 base, target;
 
-	if (!n->cfg.cc || !rtt || !cwnd)
+	if (!n->cfg.cc)
+		return;
+	if (bytes && me_atomic_read(&pa->rto_run))
+		me_atomic_set(&pa->rto_run, 0);
+	if (!rtt || !cwnd)
 		return;
 	me_atomic64_set(&pa->cc_rtt_ns, rtt);
 	base = base_rtt(pa, rtt, now);
@@ -172,7 +188,10 @@ void me_cc_lost(struct me_node *n, struct me_path *pa, u64 now)
 {
 	u32 cwnd = me_atomic_read(&pa->cwnd);
 
-	if (!n->cfg.cc || !may_decrease(pa, round_trip(n, pa), now))
+	if (!n->cfg.cc)
+		return;
+	me_atomic64_set(&pa->cc_loss_ns, now);
+	if (!may_decrease(pa, round_trip(n, pa), now))
 		return;
 	set_window(n, pa, cwnd, (u64)cwnd * (1024 - ME_CC_MAX_MDF) / 1024);
 	me_atomic_set(&pa->ssthresh, me_atomic_read(&pa->cwnd));
@@ -181,12 +200,32 @@ void me_cc_lost(struct me_node *n, struct me_path *pa, u64 now)
 void me_cc_timeout(struct me_node *n, struct me_path *pa, u64 now)
 {
 	u32 cwnd = me_atomic_read(&pa->cwnd);
+	u64 rtt, loss;
 
 	if (!n->cfg.cc)
 		return;
-	me_atomic64_set(&pa->cc_dec_ns, now);
-	/* Timeouts in a row (an outage) keep the ssthresh of the first. */
-	if (cwnd > cc_min(n))
-		me_atomic_set(&pa->ssthresh, me_max_u32(cwnd / 2, cc_min(n)));
+	rtt = round_trip(n, pa);
+	loss = me_atomic64_read(&pa->cc_loss_ns);
+	if (loss && me_elapsed(now, loss) < ME_CC_LOSS_RTTS * rtt) {
+		/* Congestion: one MTU; timeouts in a row keep the first ssthresh. */
+		me_atomic64_set(&pa->cc_dec_ns, now);
+		if (cwnd > cc_min(n))
+			me_atomic_set(&pa->ssthresh, me_max_u32(cwnd / 2, cc_min(n)));
+		me_atomic_set(&pa->cwnd, cc_min(n));
+		return;
+	}
+	/*
+	 * A pause or an outage.  One timer pass resends every packet that
+	 * timed out: one event per round trip (the RTO is longer than one),
+	 * not one per packet.
+	 */
+	if (!may_decrease(pa, rtt, now))
+		return;
+	if (me_atomic_add_return(&pa->rto_run, 1) < ME_CC_RTO_RESET) {
+		set_window(n, pa, cwnd, (u64)cwnd * (1024 - ME_CC_MAX_MDF) / 1024);
+		me_atomic_set(&pa->ssthresh, me_atomic_read(&pa->cwnd));
+		return;
+	}
+	/* An outage: the ssthresh the first timeouts set stays. */
 	me_atomic_set(&pa->cwnd, cc_min(n));
 }

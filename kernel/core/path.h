@@ -59,6 +59,8 @@ struct me_path {
 	me_atomic64_t base_t0;	/* the current period's start */
 	me_atomic64_t cc_dec_ns; /* last decrease of cwnd */
 	me_atomic64_t cc_rtt_ns; /* last round-trip sample of data */
+	me_atomic_t rto_run;	/* timeouts since the last ack on the path */
+	me_atomic64_t cc_loss_ns; /* last packet found lost by acks, 0: none */
 	u64 last_ka_ns;		/* (timer) */
 	u64 rate_t0;		/* (timer) */
 	u64 rate_d0;		/* (timer) */

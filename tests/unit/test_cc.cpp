@@ -1,0 +1,144 @@
+// SPDX-License-Identifier: GPL-2.0
+// Congestion control's answer to retransmission timeouts (cc.c): a pause
+// of the receiver longer than the RTO makes every packet in flight time
+// out at once; that costs half the window, not all of it, and only
+// timeouts in a row with no ack between them (an outage), or a timeout
+// soon after losses (congestion), reset the window to one packet.
+#include "harness.hpp"
+
+using namespace mesim;
+
+namespace {
+
+uint32_t cwnd_of(Sim &sim, int node)
+{
+	me_path_info_core pa{};
+	for (uint32_t slot = 0; slot < sim.nodes[node]->cfg.max_peers; slot++)
+		if (me_node_path_at(sim.nodes[node]->node, slot, 0, &pa))
+			return pa.cwnd;
+	ADD_FAILURE() << "no path at node " << node;
+	return 0;
+}
+
+size_t in_flight(const Workload &w)
+{
+	size_t n = 0;
+	for (const auto &[cookie, op] : w.ops)
+		n += op.completions == 0;
+	return n;
+}
+
+uint64_t rto_fired(Sim &sim)
+{
+	return me_node_stat(sim.nodes[0]->node, ME_ST_RTO_FIRED);
+}
+
+}  // namespace
+
+TEST(Cc, timeouts__halve_the_window_until_three_in_a_row)
+{
+	const uint32_t mtu = 9000;
+	Sim sim(71);
+	LinkParams lp;
+	lp.gbps = 1;
+	lp.delay_ns = 200000;	// a window of several packets
+	setup_pair(sim, 1, lp, module_cfg(1, mtu), module_cfg(2, mtu), 16 << 20);
+	me_conn *c = sim.connect(0, 1, ME_MODE_UNORDERED);
+	ASSERT_NE(c, nullptr);
+	Workload w(sim, 71);
+	// Keep 16 writes of 64 KiB posted until the window has grown.
+	auto keep_busy = [&] {
+		while (in_flight(w) < 16)
+			ASSERT_EQ(w.submit(c, 0, Op::WRITE, 64 * 1024), 0);
+	};
+	for (int i = 0; i < 40; i++) {
+		ASSERT_NO_FATAL_FAILURE(keep_busy());
+		sim.run_for(500000);
+	}
+	const uint32_t grown = cwnd_of(sim, 0);
+	ASSERT_GE(grown, 8 * mtu) << "the window never grew";
+
+	// The receiver's acks stop (as if its receive thread stalled): the
+	// first timeout halves the window.
+	bool hold = true;
+	sim.drop_hook = [&](const TxEvent &e) { return hold && e.node == 1; };
+	const uint64_t fired0 = rto_fired(sim);
+	uint32_t before = cwnd_of(sim, 0);
+	ASSERT_TRUE(sim.run([&] { return rto_fired(sim) > fired0; }, sim.now + 100000000));
+	uint32_t after = cwnd_of(sim, 0);
+	printf("window %u B after growing; %u B before the first timeout, %u B after it\n", grown,
+	       before, after);
+	EXPECT_GE(after, before / 2 - mtu);
+	EXPECT_LE(after, before / 2 + mtu);
+
+	// Still no ack: the third timeout in a row resets it to one packet.
+	ASSERT_TRUE(sim.run([&] { return rto_fired(sim) >= fired0 + 3; }, sim.now + 1000000000));
+	EXPECT_EQ(cwnd_of(sim, 0), mtu);
+
+	// Acks again: everything completes, and the next single timeout
+	// halves the window it grew back to, it does not reset it.
+	hold = false;
+	ASSERT_TRUE(sim.run([&] { return w.all_done(); }, sim.now + 2000000000));
+	for (int i = 0; i < 40; i++) {
+		ASSERT_NO_FATAL_FAILURE(keep_busy());
+		sim.run_for(500000);
+	}
+	hold = true;
+	const uint64_t fired1 = rto_fired(sim);
+	before = cwnd_of(sim, 0);
+	ASSERT_GT(before, 2 * mtu);
+	ASSERT_TRUE(sim.run([&] { return rto_fired(sim) > fired1; }, sim.now + 100000000));
+	after = cwnd_of(sim, 0);
+	EXPECT_GE(after, before / 2 - mtu);
+	EXPECT_GT(after, mtu) << "a first timeout after acks counted as one in a row";
+	hold = false;
+	sim.drop_hook = nullptr;
+	ASSERT_TRUE(sim.run([&] { return w.all_done(); }, sim.now + 2000000000));
+	w.check();
+}
+
+// A timeout on a path that has just lost packets (found by the acks of
+// later ones: a queue overflowed) is congestion: the window goes to one
+// packet at once.
+TEST(Cc, timeout_after_losses__resets_the_window)
+{
+	const uint32_t mtu = 9000;
+	Sim sim(73);
+	LinkParams lp;
+	lp.gbps = 1;
+	lp.delay_ns = 200000;
+	setup_pair(sim, 1, lp, module_cfg(1, mtu), module_cfg(2, mtu), 16 << 20);
+	me_conn *c = sim.connect(0, 1, ME_MODE_UNORDERED);
+	ASSERT_NE(c, nullptr);
+	Workload w(sim, 73);
+	auto keep_busy = [&] {
+		while (in_flight(w) < 16)
+			ASSERT_EQ(w.submit(c, 0, Op::WRITE, 64 * 1024), 0);
+	};
+	for (int i = 0; i < 40; i++) {
+		ASSERT_NO_FATAL_FAILURE(keep_busy());
+		sim.run_for(500000);
+	}
+	ASSERT_GE(cwnd_of(sim, 0), 8 * mtu) << "the window never grew";
+
+	// Every fourth data packet is lost until the acks found a loss; then
+	// the acks stop.
+	const uint64_t lost0 = me_node_stat(sim.nodes[0]->node, ME_ST_TX_RTX_LOSS);
+	int n = 0;
+	bool hold = false;
+	sim.drop_hook = [&](const TxEvent &e) {
+		if (e.node == 1)
+			return hold;
+		return e.parsed && e.h.type == ME_PT_WRITE && ++n % 4 == 0;
+	};
+	ASSERT_TRUE(sim.run([&] {
+		return me_node_stat(sim.nodes[0]->node, ME_ST_TX_RTX_LOSS) > lost0;
+	}, sim.now + 100000000));
+	hold = true;
+	const uint64_t fired0 = rto_fired(sim);
+	ASSERT_TRUE(sim.run([&] { return rto_fired(sim) > fired0; }, sim.now + 100000000));
+	EXPECT_EQ(cwnd_of(sim, 0), mtu);
+	sim.drop_hook = nullptr;
+	ASSERT_TRUE(sim.run([&] { return w.all_done(); }, sim.now + 2000000000));
+	w.check();
+}

@@ -477,6 +477,7 @@ def table(rows, d):
 
     flip_section(rows, d, p, targets)
     incast_section(d, p, targets)
+    issue16_targets(rows, targets)
 
     p("### Targets")
     p("")
@@ -485,6 +486,56 @@ def table(rows, d):
     for name, what, ok in targets:
         p(f"| {name} | {what} | {'yes' if ok else 'NO'} |")
     return "\n".join(out) + "\n"
+
+
+def issue16_targets(rows, targets):
+    """Issue 16's targets that the sections above do not judge already."""
+    # Sender CPU per MB, whole guest (/proc/stat) for both, phase A sweep.
+    cpu = []
+    for s in sorted({r["size"] for r in rows if r["phase"] == "A" and r["size"] >= 65536}):
+        me = val(pick(rows, system="multiedge", test="oneway", phase="A", size=s), "cpu_us_per_mb")
+        tcp = val(pick(rows, system="tcp", test="oneway", phase="A", size=s), "cpu_us_per_mb")
+        if ratio(me, tcp) is not None:
+            cpu.append((s, ratio(me, tcp)))
+    if cpu:
+        hi = max(cpu, key=lambda x: x[1])
+        targets.append(("sender CPU per MB >= 64 KiB <= 0.7x TCP's (sweep, phase A; "
+                        "the receiver's is not measured for TCP)",
+                        f"highest {hi[1]:.2f}x (at {size_name(hi[0])}); "
+                        + ", ".join(f"{size_name(s)} {r:.2f}x" for s, r in cpu), hi[1] <= 0.7))
+    # Data packets resent on links that lose nothing: every one-way size of
+    # the two guests (A, P) and of the namespace pair (D).
+    for label, phases in (("two guests, phases A and P", ("A", "P")),
+                          ("one guest over veth, phase D", ("D",))):
+        rs = [r for r in rows if r["system"] == "multiedge" and r["test"] == "oneway"
+              and r["phase"] in phases and r.get("rtx_pct") is not None]
+        if rs:
+            w = max(rs, key=lambda r: r["rtx_pct"])
+            targets.append((f"data packets resent on a clean link <= 0.5% at every size ({label})",
+                            f"worst {w['rtx_pct']:.2f}% ({size_name(w['size'])}, {w['condition'] or 'A'})",
+                            w["rtx_pct"] <= 0.5))
+    # One guest, two namespaces over veth, MTU 9000: multiedge against TCP.
+    ns = []
+    for s in (65536, MIB):
+        me = val(pick(rows, system="multiedge", test="oneway", phase="D",
+                      condition="netns mtu=9000", size=s), "mbps")
+        tcp = val(pick(rows, system="tcp", test="oneway", phase="D",
+                       condition="netns mtu=9000", size=s), "mbps")
+        if ratio(me, tcp) is not None:
+            ns.append((s, ratio(me, tcp)))
+    if ns:
+        lo = min(ns, key=lambda x: x[1])
+        targets.append(("netns one-way >= 1.0x TCP at MTU 9000 (phase D)",
+                        ", ".join(f"{size_name(s)} {r:.2f}x" for s, r in ns), lo[1] >= 1.0))
+    # 8 B ping-pong: at most 0.8x TCP's latency, paired repetitions.
+    pr = [r for r in rows if r["phase"] == "P"]
+    me = med([r["lat_us"] for r in pr if r["system"] == "multiedge" and r["test"] == "pingpong"
+              and r["size"] == 8])
+    tcp = med([r["lat_us"] for r in pr if r["system"] == "tcp" and r["test"] == "pingpong"
+               and r["size"] == 8])
+    if ratio(me, tcp) is not None:
+        targets.append(("8 B ping-pong <= 0.8x TCP's latency (paired, median)",
+                        f"{ratio(me, tcp):.2f}x ({me:.0f} us vs {tcp:.0f} us)", me <= 0.8 * tcp))
 
 
 FLIP_TARGETS = [("pinned", "pinned, copy"), ("area-copy", "area, copy"),

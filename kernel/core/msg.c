@@ -102,14 +102,14 @@ static void complete_op(struct me_conn *c, struct me_op *op, u32 id,
 	 * them before the cmpxchg, after which the submitter may reuse it.
 	 */
 	memset(&q, 0, sizeof(q));
-	q.type = op->type == ME_PT_READ_REQ ? ME_CQE_READ : ME_CQE_WRITE;
+	q.type = me_atomic_read(&op->type) == ME_PT_READ_REQ ? ME_CQE_READ : ME_CQE_WRITE;
 	q.status = status;
 	q.cookie = op->cookie;
 	q.conn = c->id;
 	q.peer = c->peer;
 	q.len = status ? 0 : op->len;
 	q.imm = op->imm;
-	if (op->type == ME_PT_CLOSE)
+	if (me_atomic_read(&op->type) == ME_PT_CLOSE)
 		q.type = 0;	/* reported as ME_CQE_CONN_CLOSED */
 	if (me_atomic_cmpxchg(&op->state, OPST(id, ME_OP_QUEUED),
 			      OPST(id, ME_OP_DONE)) != OPST(id, ME_OP_QUEUED))
@@ -117,7 +117,7 @@ static void complete_op(struct me_conn *c, struct me_op *op, u32 id,
 	/* No longer awaiting an answer (see mark_due()). */
 	if (me_atomic_xchg(&op->due, 2) == 1)
 		me_atomic_add_return(&c->answers_due, -1);
-	if (status && op->type != ME_PT_CLOSE)
+	if (status && me_atomic_read(&op->type) != ME_PT_CLOSE)
 		me_cstat_add(c, ME_CST_ERRORS, 1);
 	if (q.type)
 		n->ops->complete(n->ctx, &q);
@@ -173,7 +173,7 @@ int me_msg_submit(struct me_conn *c, u32 type, const struct me_rw *rw)
 		return -ENOTCONN;
 	}
 	op = &c->ops[head & (c->nops - 1)];
-	op->type = type;
+	me_atomic_set(&op->type, type);
 	if (rw) {
 		op->cookie = rw->cookie;
 		op->lregion = rw->local_region;
@@ -438,7 +438,7 @@ static void rx_read_resp(struct me_conn *c, const struct me_hdr *h)
 	u64 loff;
 	int err;
 
-	if (!op || op->type != ME_PT_READ_REQ) {
+	if (!op || me_atomic_read(&op->type) != ME_PT_READ_REQ) {
 		me_stat_inc(n, ME_ST_RX_BADOP);
 		return;
 	}
@@ -480,9 +480,10 @@ static void acked_pass(struct me_conn *c, u32 cum)
 
 	for (id = c->ack_op; me_seq_lt(id, packed); id++) {
 		struct me_op *op = &c->ops[id & (c->nops - 1)];
+		u32 type = me_atomic_read(&op->type);
 
 		if (me_atomic_read(&op->state) != OPST(id, ME_OP_QUEUED) ||
-		    (op->type != ME_PT_WRITE && op->type != ME_PT_NOTIFY))
+		    (type != ME_PT_WRITE && type != ME_PT_NOTIFY))
 			continue;
 		if (!me_seq_lt(me_atomic_read(&op->last_seq), cum))
 			break;
@@ -539,8 +540,8 @@ static void rx_status(struct me_conn *c, const struct me_hdr *h)
 {
 	struct me_op *op = op_find(c, h->d.op_id);
 
-	if (!op || op->type == ME_PT_CLOSE ||
-	    (op->type == ME_PT_READ_REQ && !h->d.imm && op->len)) {
+	if (!op || me_atomic_read(&op->type) == ME_PT_CLOSE ||
+	    (me_atomic_read(&op->type) == ME_PT_READ_REQ && !h->d.imm && op->len)) {
 		me_stat_inc(c->node, ME_ST_RX_BADOP);
 	} else {
 		me_atomic64_set(&c->progress_ns, me_now(c->node));
@@ -599,12 +600,12 @@ struct job {
 	u64 laddr;
 };
 
-static void job_from_op(struct job *j, const struct me_op *op, u32 id)
+static void job_from_op(struct job *j, struct me_op *op, u32 id)
 {
 	memset(j, 0, sizeof(*j));
-	j->type = op->type;
+	j->type = me_atomic_read(&op->type);
 	j->op_id = id;
-	if (op->type == ME_PT_CLOSE)
+	if (j->type == ME_PT_CLOSE)
 		return;
 	j->cookie = op->cookie;
 	j->len = op->len;
@@ -640,7 +641,7 @@ static void pack_put(struct me_conn *c, u32 id)
 	struct me_node *n = c->node;
 	struct me_op *op = &c->ops[id & (c->nops - 1)];
 
-	if (me_zc_on(n) && me_zc_type(op->type))
+	if (me_zc_on(n) && me_zc_type(me_atomic_read(&op->type)))
 		n->ops->zc_put(n->ctx, op->cookie);
 }
 
@@ -665,7 +666,7 @@ static bool next_job(struct me_conn *c, struct job *j)
 			me_atomic_set(&c->op_packed, c->op_pack);
 			continue;
 		}
-		if (op->type == ME_PT_CLOSE && !all_prior_done(c))
+		if (me_atomic_read(&op->type) == ME_PT_CLOSE && !all_prior_done(c))
 			return false;
 		c->cur_kind = 1;
 		job_from_op(j, op, c->op_pack);
@@ -714,7 +715,7 @@ static void job_done(struct me_conn *c, u32 seq)
 		struct me_op *op = &c->ops[c->op_pack & (c->nops - 1)];
 
 		me_atomic_set(&op->last_seq, seq);
-		if (op->type != ME_PT_CLOSE)
+		if (me_atomic_read(&op->type) != ME_PT_CLOSE)
 			mark_due(c, op);
 		pack_put(c, c->op_pack);
 		c->op_pack++;

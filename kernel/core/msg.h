@@ -32,7 +32,9 @@ struct me_op {
 	me_atomic64_t due_ns;
 	me_atomic_t last_seq;	/* write/notify: its last packet's sequence
 				 * number, set before op_packed passes it */
-	u32 type;		/* ME_PT_WRITE/NOTIFY/READ_REQ/CLOSE */
+	me_atomic_t type;	/* ME_PT_WRITE/NOTIFY/READ_REQ/CLOSE; atomic:
+				 * the ack pass reads it of ops a STATUS may
+				 * complete and a submit reuse meanwhile */
 	u64 cookie;
 	u32 lregion;
 	u64 loff;

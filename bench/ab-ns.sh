@@ -10,6 +10,7 @@
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 B=$top/build/bin
+. "$top/bench/ns-module.sh"
 ko_a=${1:?usage: ab-ns.sh OLD.ko NEW.ko [REPS [SIZES [MTUS]]]}
 ko_b=${2:?usage: ab-ns.sh OLD.ko NEW.ko [REPS [SIZES [MTUS]]]}
 reps=${3:-3} sizes=${4:-65536,1048576} mtus=${5:-1500 9000}
@@ -29,21 +30,6 @@ setup_ns() { # MTU
 	ip -n a addr add 10.9.3.1/24 dev va; ip -n b addr add 10.9.3.2/24 dev vb
 }
 
-load() { # KO
-	for ((i = 0; i < 50; i++)); do
-		[ -d /sys/module/multiedge ] || break
-		rmmod multiedge 2>/dev/null || sleep 0.2
-	done
-	insmod "$1"
-	ip netns exec a "$B/mectl" attach va >/dev/null
-	ip netns exec b "$B/mectl" attach vb >/dev/null
-	for ((i = 0; i < 100; i++)); do
-		ip netns exec a "$B/mectl" peers 2>/dev/null | grep -q alive && return 0
-		sleep 0.1
-	done
-	echo "ab-ns: peer not alive with $1" >&2
-	return 1
-}
 
 # Engine counter NAME of namespace NS (`mectl stats`).
 counter() { ip netns exec "$1" "$B/mectl" stats 2>/dev/null | awk -v k="$2" '$1 == k {print $2; exit}'; }
@@ -89,7 +75,7 @@ for ((r = 1; r <= reps; r++)); do
 			((r % 2)) || order="b a"
 			for which in $order; do
 				ko=$ko_a; [ "$which" = b ] && ko=$ko_b
-				load "$ko" || exit 1
+				ns_load "$ko" || exit 1
 				run_me "$which" "$mtu" "$size"
 			done
 			run_tcp "$mtu" "$size"
@@ -97,10 +83,7 @@ for ((r = 1; r <= reps; r++)); do
 	done
 	echo "ab-ns: repetition $r of $reps done"
 done
-for ((i = 0; i < 50; i++)); do
-	[ -d /sys/module/multiedge ] || break
-	rmmod multiedge 2>/dev/null || sleep 0.2
-done
+ns_unload
 ip netns del a; ip netns del b
 
 python3 - "$out/rows" "$ko_a" "$ko_b" <<'EOF'

@@ -11,6 +11,7 @@
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 B=${ME_BIN:-$top/build/bin}
+. "$top/bench/ns-module.sh"
 ko=${1:-${ME_KO:-$top/kernel/multiedge.ko}}
 sizes=${2:-65536,1048576} mtus=${3:-1500 9000} secs=${4:-2}
 out=$top/build/rtx-ns
@@ -24,22 +25,6 @@ setup_ns() { # MTU
 	ip -n a link set va up; ip -n b link set vb up
 }
 
-load() {
-	for ((i = 0; i < 50; i++)); do
-		[ -d /sys/module/multiedge ] || break
-		rmmod multiedge 2>/dev/null || sleep 0.2
-	done
-	# shellcheck disable=SC2086
-	insmod "$ko" ${ME_MODULE_PARAMS:-}
-	ip netns exec a "$B/mectl" attach va >/dev/null
-	ip netns exec b "$B/mectl" attach vb >/dev/null
-	for ((i = 0; i < 100; i++)); do
-		ip netns exec a "$B/mectl" peers 2>/dev/null | grep -q alive && return 0
-		sleep 0.1
-	done
-	echo "rtx-ns: peer not alive" >&2
-	return 1
-}
 
 stats() { ip netns exec "$1" "$B/mectl" stats 2>/dev/null; }
 softnet_drops() { local s=0 d; while read -r _ d _; do s=$((s + 16#$d)); done </proc/net/softnet_stat; echo $s; }
@@ -47,7 +32,8 @@ softnet_drops() { local s=0 d; while read -r _ d _; do s=$((s + 16#$d)); done </
 for mtu in $mtus; do
 	for size in ${sizes//,/ }; do
 		setup_ns "$mtu"
-		load
+		# shellcheck disable=SC2086
+		ns_load "$ko" ${ME_MODULE_PARAMS:-}
 		ip netns exec b "$B/me_bench" server --idle 60 >>"$out/server.log" 2>&1 &
 		sp=$!
 		sleep 0.3
@@ -75,8 +61,5 @@ for mtu in $mtus; do
 		echo "  veth vb:"; ip -n b -s link show vb | sed 's/^/    /'
 	done
 done
-for ((i = 0; i < 50; i++)); do
-	[ -d /sys/module/multiedge ] || break
-	rmmod multiedge 2>/dev/null || sleep 0.2
-done
+ns_unload
 ip netns del a; ip netns del b

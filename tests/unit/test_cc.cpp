@@ -33,28 +33,45 @@ uint64_t rto_fired(Sim &sim)
 	return me_node_stat(sim.nodes[0]->node, ME_ST_RTO_FIRED);
 }
 
+constexpr uint32_t kMtu = 9000;
+
+// Node 0 writes to node 1 over one 1 Gbit/s link with 200 us of delay each
+// way, so that the window holds several packets once it has grown.
+struct Stream {
+	Sim sim;
+	me_conn *c = nullptr;
+	Workload w;
+
+	explicit Stream(uint64_t seed) : sim(seed), w(sim, seed)
+	{
+		LinkParams lp;
+		lp.gbps = 1;
+		lp.delay_ns = 200000;
+		setup_pair(sim, 1, lp, module_cfg(1, kMtu), module_cfg(2, kMtu), 16 << 20);
+		c = sim.connect(0, 1, ME_MODE_UNORDERED);
+	}
+
+	// Keeps 16 writes of 64 KiB posted for 20 ms: the window grows.
+	void grow()
+	{
+		for (int i = 0; i < 40; i++) {
+			while (in_flight(w) < 16)
+				ASSERT_EQ(w.submit(c, 0, Op::WRITE, 64 * 1024), 0);
+			sim.run_for(500000);
+		}
+	}
+};
+
 }  // namespace
 
 TEST(Cc, timeouts__halve_the_window_until_three_in_a_row)
 {
-	const uint32_t mtu = 9000;
-	Sim sim(71);
-	LinkParams lp;
-	lp.gbps = 1;
-	lp.delay_ns = 200000;	// a window of several packets
-	setup_pair(sim, 1, lp, module_cfg(1, mtu), module_cfg(2, mtu), 16 << 20);
-	me_conn *c = sim.connect(0, 1, ME_MODE_UNORDERED);
-	ASSERT_NE(c, nullptr);
-	Workload w(sim, 71);
-	// Keep 16 writes of 64 KiB posted until the window has grown.
-	auto keep_busy = [&] {
-		while (in_flight(w) < 16)
-			ASSERT_EQ(w.submit(c, 0, Op::WRITE, 64 * 1024), 0);
-	};
-	for (int i = 0; i < 40; i++) {
-		ASSERT_NO_FATAL_FAILURE(keep_busy());
-		sim.run_for(500000);
-	}
+	const uint32_t mtu = kMtu;
+	Stream S(71);
+	ASSERT_NE(S.c, nullptr);
+	Sim &sim = S.sim;
+	Workload &w = S.w;
+	ASSERT_NO_FATAL_FAILURE(S.grow());
 	const uint32_t grown = cwnd_of(sim, 0);
 	ASSERT_GE(grown, 8 * mtu) << "the window never grew";
 
@@ -79,10 +96,7 @@ TEST(Cc, timeouts__halve_the_window_until_three_in_a_row)
 	// halves the window it grew back to, it does not reset it.
 	hold = false;
 	ASSERT_TRUE(sim.run([&] { return w.all_done(); }, sim.now + 2000000000));
-	for (int i = 0; i < 40; i++) {
-		ASSERT_NO_FATAL_FAILURE(keep_busy());
-		sim.run_for(500000);
-	}
+	ASSERT_NO_FATAL_FAILURE(S.grow());
 	hold = true;
 	const uint64_t fired1 = rto_fired(sim);
 	before = cwnd_of(sim, 0);
@@ -102,23 +116,12 @@ TEST(Cc, timeouts__halve_the_window_until_three_in_a_row)
 // packet at once.
 TEST(Cc, timeout_after_losses__resets_the_window)
 {
-	const uint32_t mtu = 9000;
-	Sim sim(73);
-	LinkParams lp;
-	lp.gbps = 1;
-	lp.delay_ns = 200000;
-	setup_pair(sim, 1, lp, module_cfg(1, mtu), module_cfg(2, mtu), 16 << 20);
-	me_conn *c = sim.connect(0, 1, ME_MODE_UNORDERED);
-	ASSERT_NE(c, nullptr);
-	Workload w(sim, 73);
-	auto keep_busy = [&] {
-		while (in_flight(w) < 16)
-			ASSERT_EQ(w.submit(c, 0, Op::WRITE, 64 * 1024), 0);
-	};
-	for (int i = 0; i < 40; i++) {
-		ASSERT_NO_FATAL_FAILURE(keep_busy());
-		sim.run_for(500000);
-	}
+	const uint32_t mtu = kMtu;
+	Stream S(73);
+	ASSERT_NE(S.c, nullptr);
+	Sim &sim = S.sim;
+	Workload &w = S.w;
+	ASSERT_NO_FATAL_FAILURE(S.grow());
 	ASSERT_GE(cwnd_of(sim, 0), 8 * mtu) << "the window never grew";
 
 	// Every fourth data packet is lost until the acks found a loss; then

@@ -53,6 +53,7 @@ LIBRARIES    :=   # libraries built by `make`
 
 include $(wildcard $(TOP)/kernel/core/core.mk)
 include $(TOP)/userlib/userlib.mk
+include $(TOP)/fabric/fabric.mk
 include $(TOP)/packaging/packaging.mk
 include $(TOP)/examples/examples.mk
 include $(TOP)/bench/bench.mk

@@ -84,7 +84,7 @@ static long me_ioc_query(struct me_file *f, void __user *uarg)
 	memset(&q, 0, sizeof(q));
 	q.size = usize;
 	q.abi_version = ME_ABI_VERSION;
-	q.features = me_uring_features() | ME_FEATURE_RX_AREA;
+	q.features = me_uring_features() | ME_FEATURE_RX_AREA | ME_FEATURE_RECV_POLL;
 	q.ethertype = me_link_ethertype();
 	q.rx_frames = stats.rx_frames;
 	q.rx_dropped = stats.rx_dropped;
@@ -206,12 +206,15 @@ static long me_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
 	}
 }
 
-/* Readable while completions are queued. */
+/*
+ * Readable (EPOLLIN) while completions are queued; EPOLLRDBAND (ABI 10)
+ * while a message waits that ME_IOC_RECV would take.
+ */
 static __poll_t me_poll(struct file *file, poll_table *wait)
 {
 	struct me_file *f = file->private_data;
 
-	return me_cq_poll(&f->cq, file, wait);
+	return me_cq_poll(&f->cq, file, wait) | me_recvq_poll(f, file, wait);
 }
 
 static int me_open(struct inode *inode, struct file *file)

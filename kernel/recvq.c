@@ -326,3 +326,16 @@ long me_recvq_ioc_recv(struct me_file *f, void __user *uarg)
 		return -EFAULT;
 	return ret;
 }
+
+__poll_t me_recvq_poll(struct me_file *f, struct file *file, poll_table *wait)
+{
+	struct me_net *mn = me_net(f->net);
+
+	poll_wait(file, &mn->msg_wait, wait);
+	/*
+	 * Unlocked: a stale "yes" costs the caller one -EAGAIN, and every
+	 * arrival wakes msg_wait after its count changed.  Messages of
+	 * connections nobody adopted yet wait for any file.
+	 */
+	return READ_ONCE(f->nr_msgs) || READ_ONCE(mn->nr_msgs) ? EPOLLRDBAND : 0;
+}

@@ -2,6 +2,7 @@
 #ifndef ME_RECVQ_H
 #define ME_RECVQ_H
 
+#include <linux/poll.h>
 #include <linux/types.h>
 
 struct me_file;
@@ -34,5 +35,7 @@ void me_recvq_conn_retired(struct me_net *mn, u32 id);
 int me_recvq_arrived(struct me_net *mn, u32 conn, const void *data, u32 len);
 
 long me_recvq_ioc_recv(struct me_file *f, void __user *uarg);
+/* EPOLLRDBAND while a message waits for @f (poll(2) of its file). */
+__poll_t me_recvq_poll(struct me_file *f, struct file *file, poll_table *wait);
 
 #endif /* ME_RECVQ_H */

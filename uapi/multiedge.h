@@ -54,8 +54,11 @@
  * lists every peer (not at most 16) with its name; me_link_info counts a
  * link's neighbours, and peer_node is the neighbour only when it has
  * exactly one.
+ * 10: poll(2) of the file reports EPOLLRDBAND while a message waits that
+ * ME_IOC_RECV would take (ME_FEATURE_RECV_POLL); EPOLLIN still means
+ * completions only.
  */
-#define ME_ABI_VERSION		9
+#define ME_ABI_VERSION		10
 
 /* Default ethertype: IEEE 802.1 Local Experimental 1. */
 #define ME_DEFAULT_ETHERTYPE	0x88B5
@@ -120,6 +123,8 @@ struct me_query {
 #define ME_FEATURE_URING_CMD	(1U << 0)
 /* ABI 6: receive areas (mmap) with page flipping, see struct me_mr_reg. */
 #define ME_FEATURE_RX_AREA	(1U << 1)
+/* ABI 10: poll(2) reports EPOLLRDBAND while a message waits (ME_IOC_RECV). */
+#define ME_FEATURE_RECV_POLL	(1U << 2)
 
 #define ME_QUERY_SIZE_VER0	32	/* first published size */
 #define ME_QUERY_SIZE_VER1	48	/* + pinned_pages, regions */
@@ -614,6 +619,9 @@ struct me_poll_cq {
  *      len (room at buf), timeout_ms (with WAIT; 0 = forever)
  * out: len (the message's length), peer, conn (the receiving side's id of
  *      the connection it came on)
+ *
+ * ABI 10: the file polls EPOLLRDBAND (POLLRDBAND) while a message waits
+ * that this call would take (with peer 0).
  *
  * Errors: -EOPNOTSUPP unknown flag; -EAGAIN no message (without WAIT);
  * -ETIMEDOUT none in time; -EINTR signal; -EMSGSIZE the message is longer

@@ -101,6 +101,13 @@ bool readable(int fd, int timeout_ms)
 	return ::poll(&p, 1, timeout_ms) == 1 && (p.revents & POLLIN);
 }
 
+// ABI 10: POLLRDBAND while a message waits for ME_IOC_RECV.
+bool message_waits(int fd, int timeout_ms)
+{
+	pollfd p{fd, POLLRDBAND, 0};
+	return ::poll(&p, 1, timeout_ms) == 1 && (p.revents & POLLRDBAND);
+}
+
 // The file's completion queue must be empty: checked with the raw ioctl,
 // so that a misbehaving POLL_CQ shows as what it is.
 void expect_cq_empty(int fd, const char *where)
@@ -711,6 +718,7 @@ TEST_F(OpsTest, RecvSemantics)
 	auto t0 = std::chrono::steady_clock::now();
 	EXPECT_EQ(io(fd1, ME_IOC_RECV, &rv), ETIMEDOUT);
 	EXPECT_GE(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(150));
+	EXPECT_FALSE(message_waits(fd1, 0)) << "POLLRDBAND with no message";
 
 	// One message of 100 bytes.
 	fill_random(local_->data(), 100, 9);
@@ -718,6 +726,8 @@ TEST_F(OpsTest, RecvSemantics)
 	auto sent = c_->dev(0).wait_for(1, std::chrono::seconds(30));
 	ME_ASSERT_OK(sent);
 	ASSERT_EQ(sent->status, 0) << sent->describe();
+	EXPECT_TRUE(message_waits(fd1, 0)) << "no POLLRDBAND while a message waits";
+	EXPECT_FALSE(readable(fd1, 0)) << "POLLIN is for completions only";
 
 	rv = me_recv{};
 	rv.size = sizeof(rv);
@@ -757,6 +767,21 @@ TEST_F(OpsTest, RecvSemantics)
 	EXPECT_EQ(std::memcmp(buf, local_->data(), 100), 0);
 	rv = fresh();
 	EXPECT_EQ(io(fd1, ME_IOC_RECV, &rv), EAGAIN) << "taken once only";
+	EXPECT_FALSE(message_waits(fd1, 0)) << "POLLRDBAND after the message was taken";
+
+	// A poller sleeping for a message wakes when one lands.
+	std::thread later([&] {
+		std::this_thread::sleep_for(std::chrono::milliseconds(200));
+		auto st = conn_->send(*mr_local_, 0, 8, 2);
+		EXPECT_TRUE(st.ok()) << st.error().message();
+	});
+	EXPECT_TRUE(message_waits(fd1, 10000)) << "a sleeping poll missed the message";
+	later.join();
+	rv = fresh();
+	EXPECT_EQ(io(fd1, ME_IOC_RECV, &rv), 0);
+	auto sent2 = c_->dev(0).wait_for(2, std::chrono::seconds(30));
+	ME_ASSERT_OK(sent2);
+	EXPECT_EQ(sent2->status, 0) << sent2->describe();
 }
 
 TEST_F(OpsTest, UnloadRefusedWhileOpenAndCleanAfterClose)

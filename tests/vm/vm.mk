@@ -14,7 +14,8 @@ GUEST_TESTS += $(GUEST_BIN)/module_test $(GUEST_BIN)/link_test $(GUEST_BIN)/mr_t
 # The data path suites drive several nodes (namespaces) through cluster.cpp.
 GUEST_CLUSTER_TESTS := $(addprefix $(GUEST_BIN)/,data_test fault_test ops_ioctl_test uring_test \
 					       examples_test zerocopy_test area_test area_life_test \
-					       mixed_test switch_test incast_test ioctl_fuzz_test)
+					       mixed_test switch_test incast_test ioctl_fuzz_test \
+					       fabric_test)
 GUEST_TESTS += $(GUEST_CLUSTER_TESTS)
 
 $(BUILD)/obj/vm/%.o: $(TOP)/tests/vm/%.cpp
@@ -39,6 +40,9 @@ $(GUEST_BIN)/mixed_test $(GUEST_PAIR_TEST): $(BUILD)/obj/vm/mixed_load.o
 $(GUEST_BIN)/fault_test: $(BUILD)/obj/core/plain/wire.o
 $(GUEST_PAIR_TEST): $(BUILD)/obj/vm/cluster.o
 PROGRAMS += $(GUEST_PAIR_TEST)
+# The provider's tests call libfabric, which loads the provider built here.
+$(GUEST_BIN)/fabric_test: LIBME_LIBS += -lfabric
+$(GUEST_BIN)/fabric_test: | $(MEFI_SO)
 
 -include $(wildcard $(BUILD)/obj/vm/*.d)
 

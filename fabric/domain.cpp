@@ -1,0 +1,500 @@
+// The domain (one open /dev/multiedge), its progress, memory registration
+// and address vectors.
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+#include <fcntl.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+#include "fabric/mefi.hpp"
+#include "fabric/nosys.hpp"
+
+namespace mefi {
+
+namespace {
+
+// Registers [buf, +len) on `fd`; 0 or a positive errno.
+int reg(int fd, const void *buf, std::size_t len, std::uint32_t access, std::uint32_t *region,
+	std::uint64_t *key)
+{
+	me_mr_reg r{};
+	r.size = sizeof(r);
+	r.access = access;
+	r.addr = reinterpret_cast<std::uintptr_t>(buf);
+	r.length = len;
+	if (::ioctl(fd, ME_IOC_MR_REG, &r))
+		return errno;
+	*region = r.region;
+	*key = r.key | static_cast<std::uint64_t>(r.key_hi) << 32;
+	return 0;
+}
+
+void dereg(int fd, std::uint32_t region)
+{
+	me_mr_dereg d{};
+	d.size = sizeof(d);
+	d.region = region;
+	if (::ioctl(fd, ME_IOC_MR_DEREG, &d))
+		MEFI_WARN("deregistering region %u: %s\n", region, std::strerror(errno));
+}
+
+// ---- memory regions ----
+
+int mr_close(fid *f)
+{
+	MemoryRegion *mr = self_of<MemoryRegion>(reinterpret_cast<fid_mr *>(f));
+	Domain *d = mr->domain;
+	std::lock_guard<std::recursive_mutex> g(d->mu);
+	if (mr->region)
+		dereg(d->fd, mr->region);
+	d->refs--;
+	delete mr;
+	return 0;
+}
+
+fi_ops mr_fi_ops = [] {
+	fi_ops o{};
+	o.size = sizeof(fi_ops);
+	o.close = mr_close;
+	MEFI_NOSYS(o, bind);
+	MEFI_NOSYS(o, control);
+	MEFI_NOSYS(o, ops_open);
+	MEFI_NOSYS(o, tostr);
+	MEFI_NOSYS(o, ops_set);
+	return o;
+}();
+
+int mr_reg(fid *f, const void *buf, std::size_t len, std::uint64_t access, std::uint64_t offset,
+	   std::uint64_t, std::uint64_t flags, fid_mr **out, void *context)
+{
+	if (f->fclass != FI_CLASS_DOMAIN || !out)
+		return -FI_EINVAL;
+	if (flags || offset)
+		return -FI_EBADFLAGS;
+	if (access & ~(FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE))
+		return -FI_EINVAL;
+	if (len && !buf)
+		return -FI_EINVAL;
+	Domain *d = self_of<Domain>(reinterpret_cast<fid_domain *>(f));
+	auto *mr = new (std::nothrow) MemoryRegion(d, buf, len, context);
+	if (!mr)
+		return -FI_ENOMEM;
+	if (len) {
+		std::uint32_t a = 0;
+		if (access & FI_REMOTE_READ)
+			a |= ME_ACCESS_REMOTE_READ;
+		if (access & FI_REMOTE_WRITE)
+			a |= ME_ACCESS_REMOTE_WRITE;
+		int err = reg(d->fd, buf, len, a, &mr->region, &mr->key);
+		if (err) {
+			delete mr;
+			return -fi_error_of(err == ENOSPC ? ENOMEM : err);
+		}
+	}
+	std::lock_guard<std::recursive_mutex> g(d->mu);
+	d->refs++;
+	mr->h.fid.key = mr->key;
+	*out = &mr->h.fid;
+	return 0;
+}
+
+int mr_regv(fid *f, const iovec *iov, std::size_t count, std::uint64_t access,
+	    std::uint64_t offset, std::uint64_t key, std::uint64_t flags, fid_mr **out,
+	    void *context)
+{
+	if (count != 1 || !iov)
+		return -FI_EINVAL;
+	return mr_reg(f, iov->iov_base, iov->iov_len, access, offset, key, flags, out, context);
+}
+
+int mr_regattr(fid *f, const fi_mr_attr *attr, std::uint64_t flags, fid_mr **out)
+{
+	if (!attr || attr->iface != FI_HMEM_SYSTEM)
+		return -FI_EINVAL;
+	return mr_regv(f, attr->mr_iov, attr->iov_count, attr->access, attr->offset,
+		       attr->requested_key, flags, out, attr->context);
+}
+
+fi_ops_mr mr_ops = [] {
+	fi_ops_mr o{};
+	o.size = sizeof(fi_ops_mr);
+	o.reg = mr_reg;
+	o.regv = mr_regv;
+	o.regattr = mr_regattr;
+	return o;
+}();
+
+// ---- address vectors ----
+
+int av_close(fid *f)
+{
+	AddressVector *av = self_of<AddressVector>(reinterpret_cast<fid_av *>(f));
+	Domain *d = av->domain;
+	std::lock_guard<std::recursive_mutex> g(d->mu);
+	if (d->ep && d->ep->av == av)
+		return -FI_EBUSY;
+	d->refs--;
+	delete av;
+	return 0;
+}
+
+fi_ops av_fi_ops = [] {
+	fi_ops o{};
+	o.size = sizeof(fi_ops);
+	o.close = av_close;
+	MEFI_NOSYS(o, bind);
+	MEFI_NOSYS(o, control);
+	MEFI_NOSYS(o, ops_open);
+	MEFI_NOSYS(o, tostr);
+	MEFI_NOSYS(o, ops_set);
+	return o;
+}();
+
+fi_addr_t av_add(AddressVector *av, std::uint32_t node)
+{
+	if (av->type == FI_AV_MAP)
+		return node;
+	av->table.push_back(node);
+	return av->table.size() - 1;
+}
+
+int av_insert(fid_av *f, const void *addr, std::size_t count, fi_addr_t *fi_addr,
+	      std::uint64_t flags, void *)
+{
+	AddressVector *av = self_of<AddressVector>(f);
+	if (flags & ~FI_SYNC_ERR)
+		return -FI_EBADFLAGS;
+	if (count && !addr)
+		return -FI_EINVAL;
+	std::lock_guard<std::recursive_mutex> g(av->domain->mu);
+	const auto *p = static_cast<const std::uint8_t *>(addr);
+	int inserted = 0;
+	for (std::size_t i = 0; i < count; i++) {
+		std::optional<std::uint32_t> node = parse_addr(p + i * kAddrLen, kAddrLen);
+		fi_addr_t a = node ? av_add(av, *node) : FI_ADDR_NOTAVAIL;
+		if (node)
+			inserted++;
+		else
+			MEFI_WARN("fi_av_insert: address %zu is not a multiedge one\n", i);
+		if (fi_addr)
+			fi_addr[i] = a;
+	}
+	return inserted;
+}
+
+int av_insertsvc(fid_av *f, const char *node, const char *service, fi_addr_t *fi_addr,
+		 std::uint64_t flags, void *context)
+{
+	if (!node || (service && *service))
+		return -FI_EINVAL;
+	char buf[kAddrLen] = {};
+	std::size_t n = std::strlen(node);
+	if (n >= kAddrLen)
+		return -FI_EINVAL;
+	std::memcpy(buf, node, n);
+	return av_insert(f, buf, 1, fi_addr, flags, context);
+}
+
+int av_remove(fid_av *f, fi_addr_t *fi_addr, std::size_t count, std::uint64_t flags)
+{
+	AddressVector *av = self_of<AddressVector>(f);
+	if (flags)
+		return -FI_EBADFLAGS;
+	std::lock_guard<std::recursive_mutex> g(av->domain->mu);
+	for (std::size_t i = 0; i < count; i++) {
+		if (!av->node_of(fi_addr[i]))
+			return -FI_EINVAL;
+		if (av->type == FI_AV_TABLE)
+			av->table[fi_addr[i]] = 0;
+	}
+	return 0;
+}
+
+int av_lookup(fid_av *f, fi_addr_t fi_addr, void *addr, std::size_t *addrlen)
+{
+	AddressVector *av = self_of<AddressVector>(f);
+	std::lock_guard<std::recursive_mutex> g(av->domain->mu);
+	std::optional<std::uint32_t> node = av->node_of(fi_addr);
+	if (!node)
+		return -FI_EINVAL;
+	char buf[kAddrLen] = {};
+	std::string s = addr_string(*node);
+	std::memcpy(buf, s.c_str(), s.size());
+	std::memcpy(addr, buf, std::min(*addrlen, kAddrLen));
+	*addrlen = kAddrLen;
+	return 0;
+}
+
+const char *av_straddr(fid_av *, const void *addr, char *buf, std::size_t *len)
+{
+	std::optional<std::uint32_t> node = parse_addr(addr, kAddrLen);
+	std::string s = node ? addr_string(*node) : std::string("fi_me://?");
+	if (buf && *len)
+		std::snprintf(buf, *len, "%s", s.c_str());
+	*len = s.size() + 1;
+	return buf;
+}
+
+fi_ops_av av_ops = [] {
+	fi_ops_av o{};
+	o.size = sizeof(fi_ops_av);
+	o.insert = av_insert;
+	o.insertsvc = av_insertsvc;
+	MEFI_NOSYS(o, insertsym);
+	o.remove = av_remove;
+	o.lookup = av_lookup;
+	o.straddr = av_straddr;
+	MEFI_NOSYS(o, av_set);
+	return o;
+}();
+
+int av_open(fid_domain *f, fi_av_attr *attr, fid_av **out, void *context)
+{
+	if (!attr)
+		return -FI_EINVAL;
+	if (attr->name || (attr->flags & (FI_EVENT | FI_READ)))
+		return -FI_ENOSYS;	// no shared or asynchronous AVs
+	if (attr->type != FI_AV_UNSPEC && attr->type != FI_AV_MAP && attr->type != FI_AV_TABLE)
+		return -FI_EINVAL;
+	Domain *d = self_of<Domain>(f);
+	fi_av_type t = attr->type == FI_AV_UNSPEC ? FI_AV_TABLE : attr->type;
+	auto *av = new (std::nothrow) AddressVector(d, t, context);
+	if (!av)
+		return -FI_ENOMEM;
+	attr->type = t;
+	std::lock_guard<std::recursive_mutex> g(d->mu);
+	d->refs++;
+	*out = &av->h.fid;
+	return 0;
+}
+
+// ---- domain ----
+
+int domain_close(fid *f)
+{
+	Domain *d = self_of<Domain>(reinterpret_cast<fid_domain *>(f));
+	{
+		std::lock_guard<std::recursive_mutex> g(d->mu);
+		if (d->refs)
+			return -FI_EBUSY;
+	}
+	delete d;
+	return 0;
+}
+
+fi_ops domain_fi_ops = [] {
+	fi_ops o{};
+	o.size = sizeof(fi_ops);
+	o.close = domain_close;
+	MEFI_NOSYS(o, bind);
+	MEFI_NOSYS(o, control);
+	MEFI_NOSYS(o, ops_open);
+	MEFI_NOSYS(o, tostr);
+	MEFI_NOSYS(o, ops_set);
+	return o;
+}();
+
+} // namespace
+
+int cq_open(fid_domain *domain, fi_cq_attr *attr, fid_cq **cq, void *context);
+int endpoint_open(fid_domain *domain, fi_info *info, fid_ep **ep, void *context);
+
+namespace {
+fi_ops_domain domain_ops = [] {
+	fi_ops_domain o{};
+	o.size = sizeof(fi_ops_domain);
+	o.av_open = av_open;
+	o.cq_open = cq_open;
+	o.endpoint = endpoint_open;
+	MEFI_NOSYS(o, scalable_ep);
+	MEFI_NOSYS(o, cntr_open);
+	MEFI_NOSYS(o, poll_open);
+	MEFI_NOSYS(o, stx_ctx);
+	MEFI_NOSYS(o, srx_ctx);
+	MEFI_NOSYS(o, query_atomic);
+	MEFI_NOSYS(o, query_collective);
+	MEFI_NOSYS(o, endpoint2);
+	return o;
+}();
+} // namespace
+
+int domain_open(fid_fabric *fabric, fi_info *info, fid_domain **out, void *context)
+{
+	if (!info || !info->domain_attr || (info->domain_attr->name &&
+					    std::strcmp(info->domain_attr->name, "multiedge")))
+		return -FI_EINVAL;
+	int fd = ::open(ME_DEVICE_PATH, O_RDWR | O_CLOEXEC);
+	if (fd < 0) {
+		int err = errno;
+		MEFI_WARN("%s: %s\n", ME_DEVICE_PATH, std::strerror(err));
+		return -fi_error_of(err == ENOENT ? ENODEV : err);
+	}
+	me_query q{};
+	q.size = sizeof(q);
+	if (::ioctl(fd, ME_IOC_QUERY, &q) || q.abi_version < 10 ||
+	    !(q.features & ME_FEATURE_RECV_POLL)) {
+		MEFI_WARN("%s: the module is older than ABI 10\n", ME_DEVICE_PATH);
+		::close(fd);
+		return -FI_ENOSYS;
+	}
+	auto *d = new (std::nothrow) Domain(self_of<Fabric>(fabric), fd, q.node_id, context);
+	if (!d) {
+		::close(fd);
+		return -FI_ENOMEM;
+	}
+	int err = d->init_bounce();
+	if (err) {
+		MEFI_WARN("registering the send buffer: %s\n", std::strerror(err));
+		delete d;
+		return -fi_error_of(err);
+	}
+	*out = &d->h.fid;
+	return 0;
+}
+
+Domain::Domain(Fabric *fabric, int fd, std::uint32_t node, void *context)
+	: fabric(fabric), fd(fd), node(node)
+{
+	h.self = this;
+	h.fid.fid.fclass = FI_CLASS_DOMAIN;
+	h.fid.fid.context = context;
+	h.fid.fid.ops = &domain_fi_ops;
+	h.fid.ops = &domain_ops;
+	h.fid.mr = &mr_ops;
+}
+
+Domain::~Domain()
+{
+	// Closing the file deregisters the bounce region and gives up every
+	// connection of it.
+	::close(fd);
+	std::free(bounce);
+}
+
+int Domain::init_bounce()
+{
+	std::size_t len = std::size_t{kSlots} * ME_SEND_MAX;
+	void *p = nullptr;
+	if (posix_memalign(&p, 4096, len))
+		return ENOMEM;
+	std::memset(p, 0, len);
+	bounce = static_cast<std::uint8_t *>(p);
+	std::uint64_t key = 0;
+	int err = reg(fd, bounce, len, 0, &bounce_region, &key);
+	if (err)
+		return err;
+	free_slots.reserve(kSlots);
+	for (int i = kSlots - 1; i >= 0; i--)
+		free_slots.push_back(i);
+	return 0;
+}
+
+void Domain::progress()
+{
+	if (!ep)
+		return;
+	me_completion cs[64];
+	for (;;) {
+		me_poll_cq q{};
+		q.size = sizeof(q);
+		q.count = 64;
+		q.entry_size = sizeof(me_completion);
+		q.entries = reinterpret_cast<std::uintptr_t>(cs);
+		if (::ioctl(fd, ME_IOC_POLL_CQ, &q)) {
+			MEFI_WARN("polling completions: %s\n", std::strerror(errno));
+			break;
+		}
+		for (unsigned i = 0; i < q.count && ep; i++)
+			ep->on_completion(cs[i]);
+		if (q.count < 64 || !ep)
+			break;
+	}
+	std::uint8_t buf[ME_SEND_MAX];
+	for (int i = 0; i < 256 && ep; i++) {
+		me_recv r{};
+		r.size = sizeof(r);
+		r.buf = reinterpret_cast<std::uintptr_t>(buf);
+		r.len = sizeof(buf);
+		if (::ioctl(fd, ME_IOC_RECV, &r)) {
+			if (errno != EAGAIN)
+				MEFI_WARN("receiving: %s\n", std::strerror(errno));
+			break;
+		}
+		ep->on_message(r.peer, r.conn, buf, r.len);
+	}
+	if (ep)
+		ep->retry();
+}
+
+AddressVector::AddressVector(Domain *d, fi_av_type type, void *context) : domain(d), type(type)
+{
+	h.self = this;
+	h.fid.fid.fclass = FI_CLASS_AV;
+	h.fid.fid.context = context;
+	h.fid.fid.ops = &av_fi_ops;
+	h.fid.ops = &av_ops;
+}
+
+std::optional<std::uint32_t> AddressVector::node_of(fi_addr_t a) const
+{
+	if (type == FI_AV_MAP) {
+		if (a == 0 || a >= 0xffffffffULL)
+			return std::nullopt;
+		return static_cast<std::uint32_t>(a);
+	}
+	if (a >= table.size() || !table[a])
+		return std::nullopt;
+	return table[a];
+}
+
+fi_addr_t AddressVector::addr_of(std::uint32_t node) const
+{
+	if (type == FI_AV_MAP)
+		return node;
+	for (std::size_t i = 0; i < table.size(); i++)
+		if (table[i] == node)
+			return i;
+	return FI_ADDR_NOTAVAIL;
+}
+
+MemoryRegion::MemoryRegion(Domain *d, const void *buf, std::size_t len, void *context)
+	: domain(d), addr(static_cast<const std::uint8_t *>(buf)), len(len)
+{
+	h.self = this;
+	h.fid.fid.fclass = FI_CLASS_MR;
+	h.fid.fid.context = context;
+	h.fid.fid.ops = &mr_fi_ops;
+	h.fid.mem_desc = this;
+}
+
+bool MemoryRegion::covers(const void *buf, std::size_t n) const
+{
+	auto *p = static_cast<const std::uint8_t *>(buf);
+	return region && p >= addr && n <= len && static_cast<std::size_t>(p - addr) <= len - n;
+}
+
+TempRegion::~TempRegion()
+{
+	if (region)
+		dereg(domain->fd, region);
+}
+
+int TempRegion::make(Domain *d, const void *buf, std::size_t len, std::uint32_t access,
+		     bool may_copy)
+{
+	domain = d;
+	int err = reg(d->fd, buf, len, access, &region, &key);
+	if (err != EFAULT || !may_copy)
+		return err;
+	// Read-only memory (a constant, say) cannot be registered: send a copy.
+	copy = {static_cast<std::uint8_t *>(std::malloc(len)), std::free};
+	if (!copy)
+		return ENOMEM;
+	std::memcpy(copy.get(), buf, len);
+	return reg(d->fd, copy.get(), len, access, &region, &key);
+}
+
+} // namespace mefi

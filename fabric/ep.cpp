@@ -1,0 +1,645 @@
+// The endpoint's data path: messages over multiedge sends (eager up to
+// kEagerMax bytes, rendezvous by remote read above), tag matching,
+// unexpected messages, ordering per sending endpoint, retries.
+//
+// Every message carries a sequence number of its (sender, session)
+// stream: the receiver delivers in that order, holding early ones, so a
+// message the peer's full receive queue refused (ENOBUFS: the sender sends
+// it again) or one that took another connection never overtakes.
+#include <sys/ioctl.h>
+
+#include <cerrno>
+#include <cstring>
+#include <random>
+#include <set>
+
+#include "fabric/mefi.hpp"
+
+namespace mefi {
+
+namespace {
+
+constexpr unsigned kWindow = 32;	// sends per peer the module holds at once
+constexpr unsigned kSlotReserve = 64;	// send slots only Fins may take
+constexpr std::size_t kMaxHeld = 4096;	// early messages held per stream
+constexpr auto kRefusedLimit = std::chrono::seconds(60);
+
+std::uint32_t random_session()
+{
+	std::random_device rd;
+	std::uint32_t s = 0;
+	while (!s)
+		s = rd();
+	return s;
+}
+
+std::uint64_t stream_key(std::uint32_t node, std::uint32_t session)
+{
+	return static_cast<std::uint64_t>(node) << 32 | session;
+}
+
+} // namespace
+
+Endpoint::~Endpoint()
+{
+	// Sends the module still holds keep their slots out of the free list:
+	// it may read them until it completes them, and nobody will see that.
+	std::set<Op *> all;
+	for (auto &[cookie, op] : posted)
+		all.insert(op);
+	for (auto &[node, p] : peers)
+		for (Op *op : p.waiting) {
+			domain->free_slots.push_back(op->slot);
+			all.insert(op);
+		}
+	for (auto &[id, op] : rendezvous)
+		all.insert(op);
+	for (Op *op : reads)
+		all.insert(op);
+	for (Op *op : all)
+		delete op;
+}
+
+ssize_t Endpoint::send(const void *buf, std::size_t len, void *desc, fi_addr_t dest,
+		       std::uint64_t tag, std::uint64_t data, std::uint64_t flags, bool tagged,
+		       void *context)
+{
+	(void)desc;	// every rendezvous registers its own region (remote read)
+	if (!enabled)
+		return -FI_EOPBADSTATE;
+	if (len && !buf)
+		return -FI_EINVAL;
+	std::optional<std::uint32_t> node = av->node_of(dest);
+	if (!node)
+		return -FI_EINVAL;
+	if (*node == domain->node) {
+		MEFI_WARN("sending to the endpoint's own node is not supported\n");
+		return -FI_EINVAL;
+	}
+	if (len > ME_OP_MAX_LEN)
+		return -FI_EMSGSIZE;
+	if ((flags & FI_INJECT) && len > kEagerMax)
+		return -FI_EMSGSIZE;
+	if (domain->free_slots.size() <= kSlotReserve) {
+		domain->progress();
+		if (domain->free_slots.size() <= kSlotReserve)
+			return -FI_EAGAIN;
+	}
+
+	auto op = std::make_unique<Op>();
+	op->type = Op::Type::Send;
+	op->node = *node;
+	op->context = context;
+	op->cq_flags = FI_SEND | (tagged ? FI_TAGGED : FI_MSG);
+	op->report = tx_cq && !(flags & FI_INJECT) && (!tx_selective || (flags & FI_COMPLETION));
+	op->user_len = len;
+	Header &h = op->h;
+	h.flags = (tagged ? kFlagTagged : 0) | ((flags & FI_REMOTE_CQ_DATA) ? kFlagData : 0);
+	h.tag = tagged ? tag : 0;
+	h.data = (flags & FI_REMOTE_CQ_DATA) ? data : 0;
+	h.len = len;
+	const std::uint8_t *payload = static_cast<const std::uint8_t *>(buf);
+	std::size_t n = len;
+	if (len <= kEagerMax) {
+		h.kind = Kind::Eager;
+	} else {
+		op->temp = std::make_unique<TempRegion>();
+		int err = op->temp->make(domain, buf, len, ME_ACCESS_REMOTE_READ, true);
+		if (err)
+			return -fi_error_of(err == ENOSPC ? ENOMEM : err);
+		h.kind = Kind::Rts;
+		h.region = op->temp->region;
+		h.key = op->temp->key;
+		h.id = next_id++;
+		payload = nullptr;
+		n = 0;
+	}
+	Op *raw = op.release();
+	if (h.kind == Kind::Rts)
+		rendezvous[h.id] = raw;
+	return queue_send(*node, raw, payload, n);
+}
+
+ssize_t Endpoint::queue_send(std::uint32_t node, Op *op, const std::uint8_t *payload,
+			     std::size_t n)
+{
+	op->slot = domain->free_slots.back();
+	domain->free_slots.pop_back();
+	Peer &p = peers[node];
+	op->h.seq = p.tx_seq++;
+	op->h.session = session;
+	std::uint8_t *at = domain->bounce + std::size_t(op->slot) * ME_SEND_MAX;
+	encode(op->h, at);
+	if (n)
+		std::memcpy(at + kHeaderSize, payload, n);
+	op->send_len = static_cast<std::uint32_t>(kHeaderSize + n);
+	p.waiting.push_back(op);
+	flush(node);
+	return 0;
+}
+
+int Endpoint::connect(std::uint32_t node, Peer &p)
+{
+	me_connect c{};
+	c.size = sizeof(c);
+	c.peer = node;
+	c.timeout_ms = 5000;
+	if (::ioctl(domain->fd, ME_IOC_CONNECT, &c)) {
+		int err = errno;
+		MEFI_WARN("connecting to node %u: %s\n", node, std::strerror(err));
+		return err;
+	}
+	p.conn = c.conn;
+	return 0;
+}
+
+void Endpoint::flush(std::uint32_t node)
+{
+	Peer &p = peers[node];
+	bool reconnected = false;
+	while (!p.waiting.empty() && p.inflight < kWindow) {
+		if (!p.conn) {
+			int err = connect(node, p);
+			if (err) {
+				fail_node(node, fi_error_of(err));
+				return;
+			}
+		}
+		Op *op = p.waiting.front();
+		if (!op->cookie)
+			op->cookie = next_cookie++;
+		me_post m{};
+		m.size = sizeof(m);
+		m.opcode = ME_OP_SEND;
+		m.flags = ME_POST_F_NONBLOCK;
+		m.conn = p.conn;
+		m.cookie = op->cookie;
+		m.local_region = domain->bounce_region;
+		m.local_off = std::uint64_t(op->slot) * ME_SEND_MAX;
+		m.len = op->send_len;
+		if (::ioctl(domain->fd, ME_IOC_POST, &m)) {
+			int err = errno;
+			if (err == EAGAIN)
+				return;		// the module's queues: retry() later
+			if ((err == ENOTCONN || err == ENOENT) && !reconnected) {
+				p.conn = 0;	// closed or died: once more on a new one
+				reconnected = true;
+				continue;
+			}
+			p.waiting.pop_front();
+			complete_tx(op, fi_error_of(err));
+			release(op);
+			continue;
+		}
+		p.waiting.pop_front();
+		p.inflight++;
+		posted[op->cookie] = op;
+	}
+}
+
+// Everything waiting for `node` fails with `err` (it cannot be reached).
+void Endpoint::fail_node(std::uint32_t node, int err)
+{
+	Peer &p = peers[node];
+	while (!p.waiting.empty()) {
+		Op *op = p.waiting.front();
+		p.waiting.pop_front();
+		complete_tx(op, err);
+		release(op);
+	}
+}
+
+// Frees an operation that the module no longer holds, with its slot and
+// region.
+void Endpoint::release(Op *op)
+{
+	if (op->slot >= 0)
+		domain->free_slots.push_back(op->slot);
+	if (op->type == Op::Type::Send && op->h.kind == Kind::Rts)
+		rendezvous.erase(op->h.id);
+	delete op;
+}
+
+void Endpoint::send_fin(std::uint32_t node, std::uint64_t id, int status)
+{
+	if (domain->free_slots.empty()) {
+		fins.push_back({node, id, status});
+		return;
+	}
+	auto *op = new Op;
+	op->type = Op::Type::Send;
+	op->node = node;
+	op->report = false;
+	op->h.kind = Kind::Fin;
+	op->h.id = id;
+	op->h.status = status;
+	queue_send(node, op, nullptr, 0);
+}
+
+void Endpoint::complete_tx(Op *op, int err)
+{
+	if (!tx_cq || (!err && !op->report))
+		return;
+	Entry e;
+	e.e.op_context = op->context;
+	e.e.flags = op->cq_flags;
+	e.err = err;
+	tx_cq->push(e);
+}
+
+void Endpoint::complete_rx(const RecvRequest &r, std::uint32_t node, const Header &h,
+			   std::size_t got, int err, std::size_t olen)
+{
+	if (!rx_cq || (!err && rx_selective && !(r.flags & FI_COMPLETION)))
+		return;
+	Entry e;
+	e.e.op_context = r.context;
+	e.e.flags = FI_RECV | ((h.flags & kFlagTagged) ? FI_TAGGED : FI_MSG) |
+		    ((h.flags & kFlagData) ? FI_REMOTE_CQ_DATA : 0);
+	e.e.len = got;
+	e.e.buf = r.buf;
+	e.e.data = h.data;
+	e.e.tag = h.tag;
+	e.src = av ? av->addr_of(node) : FI_ADDR_NOTAVAIL;
+	e.err = err;
+	e.olen = olen;
+	rx_cq->push(e);
+}
+
+bool Endpoint::matches(const RecvRequest &r, std::uint32_t node, const Header &h) const
+{
+	if (r.tagged != ((h.flags & kFlagTagged) != 0))
+		return false;
+	if (r.src && r.src != node)
+		return false;
+	return !r.tagged || ((h.tag ^ r.tag) & ~r.ignore) == 0;
+}
+
+ssize_t Endpoint::recv(void *buf, std::size_t len, void *desc, fi_addr_t src, std::uint64_t tag,
+		       std::uint64_t ignore, std::uint64_t flags, bool tagged, void *context)
+{
+	if (!enabled)
+		return -FI_EOPBADSTATE;
+	if (len && !buf && !(flags & (FI_PEEK | FI_CLAIM)))
+		return -FI_EINVAL;
+	RecvRequest r;
+	r.tagged = tagged;
+	r.buf = static_cast<std::uint8_t *>(buf);
+	r.len = len;
+	r.mr = static_cast<MemoryRegion *>(desc);
+	if (r.mr && !r.mr->covers(buf, len))
+		r.mr = nullptr;
+	if (src != FI_ADDR_UNSPEC) {
+		std::optional<std::uint32_t> node = av->node_of(src);
+		if (!node)
+			return -FI_EINVAL;
+		r.src = *node;
+	}
+	r.tag = tag;
+	r.ignore = ignore;
+	r.context = context;
+	r.flags = flags;
+	domain->progress();
+	if (flags & FI_PEEK) {
+		if (!tagged)
+			return -FI_EINVAL;
+		peek(r);
+		return 0;
+	}
+	if (flags & FI_CLAIM) {
+		if (!tagged)
+			return -FI_EINVAL;
+		for (auto it = unexpected.begin(); it != unexpected.end(); ++it) {
+			if (it->claimed_by != context)
+				continue;
+			if (flags & FI_DISCARD) {
+				if (it->h.kind == Kind::Rts)
+					send_fin(it->node, it->h.id, 0);
+				complete_rx(r, it->node, it->h, 0, 0, 0);
+			} else {
+				fulfil(r, it->node, it->h, it->payload.data());
+			}
+			unexpected.erase(it);
+			return 0;
+		}
+		return -FI_EINVAL;	// nothing claimed with this context
+	}
+	for (auto it = unexpected.begin(); it != unexpected.end(); ++it) {
+		if (it->claimed_by || !matches(r, it->node, it->h))
+			continue;
+		fulfil(r, it->node, it->h, it->payload.data());
+		unexpected.erase(it);
+		return 0;
+	}
+	(tagged ? posted_tagged : posted_msg).push_back(r);
+	return 0;
+}
+
+void Endpoint::peek(const RecvRequest &r)
+{
+	for (auto it = unexpected.begin(); it != unexpected.end(); ++it) {
+		if (it->claimed_by || !matches(r, it->node, it->h))
+			continue;
+		Entry e;
+		e.e.op_context = r.context;
+		e.e.flags = FI_RECV | FI_TAGGED | ((it->h.flags & kFlagData) ? FI_REMOTE_CQ_DATA : 0);
+		e.e.len = it->h.len;
+		e.e.data = it->h.data;
+		e.e.tag = it->h.tag;
+		e.src = av->addr_of(it->node);
+		if (rx_cq)
+			rx_cq->push(e);
+		if (r.flags & FI_CLAIM) {
+			it->claimed_by = r.context;
+		} else if (r.flags & FI_DISCARD) {
+			if (it->h.kind == Kind::Rts)
+				send_fin(it->node, it->h.id, 0);
+			unexpected.erase(it);
+		}
+		return;
+	}
+	if (rx_cq) {
+		Entry e;
+		e.e.op_context = r.context;
+		e.e.flags = FI_RECV | FI_TAGGED;
+		e.err = FI_ENOMSG;
+		rx_cq->push(e);
+	}
+}
+
+ssize_t Endpoint::cancel(void *context)
+{
+	for (auto *list : {&posted_msg, &posted_tagged})
+		for (auto it = list->begin(); it != list->end(); ++it) {
+			if (it->context != context)
+				continue;
+			if (rx_cq) {
+				Entry e;
+				e.e.op_context = context;
+				e.e.flags = FI_RECV | (it->tagged ? FI_TAGGED : FI_MSG);
+				e.e.buf = it->buf;
+				e.e.tag = it->tag;
+				e.err = FI_ECANCELED;
+				rx_cq->push(e);
+			}
+			list->erase(it);
+			return 0;
+		}
+	return -FI_ENOENT;
+}
+
+void Endpoint::fulfil(RecvRequest &r, std::uint32_t node, const Header &h,
+		      const std::uint8_t *payload)
+{
+	if (h.kind == Kind::Rts) {
+		start_read(r, node, h);
+		return;
+	}
+	std::size_t n = std::min<std::size_t>(h.len, r.len);
+	if (n)
+		std::memcpy(r.buf, payload, n);
+	complete_rx(r, node, h, n, h.len > r.len ? FI_ETRUNC : 0, h.len - n);
+}
+
+void Endpoint::start_read(const RecvRequest &r, std::uint32_t node, const Header &h)
+{
+	std::size_t n = std::min<std::size_t>(h.len, r.len);
+	if (!n) {
+		send_fin(node, h.id, 0);
+		complete_rx(r, node, h, 0, FI_ETRUNC, h.len);
+		return;
+	}
+	auto op = std::make_unique<Op>();
+	op->type = Op::Type::Read;
+	op->node = node;
+	op->req = r;
+	op->h = h;
+	op->user_len = n;
+	if (!r.mr) {
+		op->temp = std::make_unique<TempRegion>();
+		int err = op->temp->make(domain, r.buf, n, 0, false);
+		if (err) {
+			MEFI_WARN("registering a receive buffer: %s\n", std::strerror(err));
+			send_fin(node, h.id, EIO);
+			complete_rx(r, node, h, 0, fi_error_of(err), 0);
+			return;
+		}
+	}
+	Op *raw = op.release();
+	if (!post_read(raw))
+		reads.push_back(raw);
+}
+
+// Posts a rendezvous read; false when the module's queues are full.
+bool Endpoint::post_read(Op *op)
+{
+	Peer &p = peers[op->node];
+	op->cookie = next_cookie++;
+	me_post m{};
+	m.size = sizeof(m);
+	m.opcode = ME_OP_READ;
+	m.flags = ME_POST_F_NONBLOCK;
+	m.conn = p.conn;
+	m.cookie = op->cookie;
+	if (op->temp) {
+		m.local_region = op->temp->region;
+		m.local_off = 0;
+	} else {
+		m.local_region = op->req.mr->region;
+		m.local_off = static_cast<std::uint64_t>(op->req.buf - op->req.mr->addr);
+	}
+	m.len = static_cast<std::uint32_t>(op->user_len);
+	m.remote_region = op->h.region;
+	m.remote_key = static_cast<std::uint32_t>(op->h.key);
+	m.remote_key_hi = static_cast<std::uint32_t>(op->h.key >> 32);
+	m.remote_off = 0;
+	if (!p.conn || ::ioctl(domain->fd, ME_IOC_POST, &m)) {
+		int err = p.conn ? errno : ENOTCONN;
+		if (err == EAGAIN)
+			return false;
+		send_fin(op->node, op->h.id, EIO);
+		complete_rx(op->req, op->node, op->h, 0, fi_error_of(err), 0);
+		delete op;
+		return true;
+	}
+	posted[op->cookie] = op;
+	return true;
+}
+
+void Endpoint::retry()
+{
+	while (!fins.empty() && !domain->free_slots.empty()) {
+		Fin f = fins.front();
+		fins.pop_front();
+		send_fin(f.node, f.id, f.status);
+	}
+	while (!reads.empty()) {
+		if (!post_read(reads.front()))
+			break;
+		reads.pop_front();
+	}
+	for (auto &[node, p] : peers)
+		if (!p.waiting.empty())
+			flush(node);
+}
+
+void Endpoint::on_completion(const me_completion &c)
+{
+	if (c.type == ME_CQ_CONN_CLOSED || c.type == ME_CQ_CONN_DEAD) {
+		for (auto &[node, p] : peers)
+			if (p.conn == c.conn)
+				p.conn = 0;	// the next send connects again
+		if (c.type == ME_CQ_CONN_DEAD) {
+			// The peer is gone: no Fin will come for what it was sent.
+			std::vector<Op *> lost;
+			for (auto &[id, op] : rendezvous)
+				if (op->node == c.peer && !op->cookie && op->slot < 0)
+					lost.push_back(op);
+			for (Op *op : lost) {
+				complete_tx(op, fi_error_of(c.status < 0 ? -c.status : EIO));
+				release(op);
+			}
+		}
+		return;
+	}
+	auto it = posted.find(c.cookie);
+	if (it == posted.end())
+		return;
+	Op *op = it->second;
+	posted.erase(it);
+	int err = c.status < 0 ? -c.status : 0;
+	const std::uint32_t node = op->node;
+
+	if (op->type == Op::Type::Read) {
+		if (err) {
+			send_fin(op->node, op->h.id, EIO);
+			complete_rx(op->req, op->node, op->h, 0, fi_error_of(err), 0);
+		} else {
+			send_fin(op->node, op->h.id, 0);
+			bool trunc = op->h.len > op->req.len;
+			complete_rx(op->req, op->node, op->h, op->user_len, trunc ? FI_ETRUNC : 0,
+				    op->h.len - op->user_len);
+		}
+		delete op;
+		return;
+	}
+
+	Peer &p = peers[op->node];
+	p.inflight--;
+	auto now = std::chrono::steady_clock::now();
+	if (err == ENOBUFS || err == ECANCELED) {
+		// Refused by a full receive queue, or never sent: again, in
+		// turn (the receiver orders by sequence number).
+		if (err == ENOBUFS && op->refused == std::chrono::steady_clock::time_point{})
+			op->refused = now;
+		if (err == ECANCELED || now - op->refused < kRefusedLimit) {
+			if (err == ECANCELED && p.conn == c.conn)
+				p.conn = 0;
+			op->cookie = 0;
+			p.waiting.push_front(op);
+			flush(op->node);
+			return;
+		}
+		err = ETIMEDOUT;	// a receiver that takes nothing for a minute
+	}
+	if (err) {
+		if (p.conn == c.conn && err != EACCES && err != ERANGE)
+			p.conn = 0;
+		if (op->h.kind != Kind::Fin)
+			complete_tx(op, fi_error_of(err));
+		release(op);
+	} else if (op->h.kind == Kind::Rts && !op->fin_seen) {
+		// Sent; the send completes with the receiver's Fin.
+		domain->free_slots.push_back(op->slot);
+		op->slot = -1;
+		op->cookie = 0;
+	} else {
+		if (op->h.kind == Kind::Eager)
+			complete_tx(op, 0);
+		else if (op->h.kind == Kind::Rts)	// its Fin came first
+			complete_tx(op, op->fin_status ? fi_error_of(op->fin_status) : 0);
+		release(op);
+	}
+	flush(node);
+}
+
+void Endpoint::on_message(std::uint32_t node, std::uint32_t conn, const std::uint8_t *msg,
+			  std::size_t len)
+{
+	std::optional<Header> h = decode(msg, len);
+	if (!h) {
+		if (!dropped++)
+			MEFI_WARN("dropped a malformed message from node %u\n", node);
+		return;
+	}
+	Peer &p = peers[node];
+	if (!p.conn)
+		p.conn = conn;		// adopted: answers and sends may use it
+	Stream &s = streams[stream_key(node, h->session)];
+	if (h->seq != s.rx_seq) {
+		if (static_cast<std::int32_t>(h->seq - s.rx_seq) > 0 && s.held.size() < kMaxHeld)
+			s.held.emplace(h->seq, std::vector<std::uint8_t>(msg, msg + len));
+		else
+			dropped++;	// a duplicate, or too far ahead
+		return;
+	}
+	deliver(node, *h, msg + kHeaderSize);
+	s.rx_seq++;
+	for (auto it = s.held.begin(); it != s.held.end() && it->first == s.rx_seq;
+	     it = s.held.erase(it)) {
+		std::optional<Header> early = decode(it->second.data(), it->second.size());
+		deliver(node, *early, it->second.data() + kHeaderSize);
+		s.rx_seq++;
+	}
+}
+
+void Endpoint::deliver(std::uint32_t node, const Header &h, const std::uint8_t *payload)
+{
+	if (h.kind == Kind::Fin) {
+		auto it = rendezvous.find(h.id);
+		if (it == rendezvous.end() || it->second->node != node || it->second->fin_seen) {
+			dropped++;	// not an Rts of ours to that node
+			return;
+		}
+		Op *op = it->second;
+		if (op->cookie) {
+			// Its Rts's own completion is still to come (harvested
+			// later): the send completes then.
+			op->fin_seen = true;
+			op->fin_status = h.status;
+			return;
+		}
+		complete_tx(op, h.status ? fi_error_of(h.status) : 0);
+		release(op);
+		return;
+	}
+	auto &list = (h.flags & kFlagTagged) ? posted_tagged : posted_msg;
+	for (auto it = list.begin(); it != list.end(); ++it) {
+		if (!matches(*it, node, h))
+			continue;
+		RecvRequest r = *it;
+		list.erase(it);
+		fulfil(r, node, h, payload);
+		return;
+	}
+	Unexpected u;
+	u.h = h;
+	u.node = node;
+	if (h.kind == Kind::Eager)
+		u.payload.assign(payload, payload + h.len);
+	unexpected.push_back(std::move(u));
+}
+
+Endpoint::Endpoint(Domain *d, const fi_info *info, void *context)
+	: domain(d), session(random_session())
+{
+	h.self = this;
+	h.fid.fid.fclass = FI_CLASS_EP;
+	h.fid.fid.context = context;
+	if (info && info->tx_attr)
+		tx_op_flags = info->tx_attr->op_flags;
+	if (info && info->rx_attr)
+		rx_op_flags = info->rx_attr->op_flags;
+}
+
+} // namespace mefi

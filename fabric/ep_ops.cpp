@@ -1,0 +1,429 @@
+// The endpoint as libfabric sees it: fi_endpoint, bind, enable, names, and
+// the message and tagged operation tables, each taking the domain's lock
+// and handing over to Endpoint (ep.cpp).
+#include <cstring>
+#include <new>
+
+#include "fabric/mefi.hpp"
+#include "fabric/nosys.hpp"
+
+namespace mefi {
+
+namespace {
+
+struct Locked {
+	explicit Locked(fid_ep *f) : ep(self_of<Endpoint>(f)), g(ep->domain->mu) {}
+	Endpoint *ep;
+	std::lock_guard<std::recursive_mutex> g;
+};
+
+bool one_iov(std::size_t count)
+{
+	return count <= 1;
+}
+
+// ---- fid ----
+
+int ep_close(fid *f)
+{
+	Endpoint *ep = self_of<Endpoint>(reinterpret_cast<fid_ep *>(f));
+	Domain *d = ep->domain;
+	std::lock_guard<std::recursive_mutex> g(d->mu);
+	d->ep = nullptr;
+	d->refs--;
+	delete ep;
+	return 0;
+}
+
+int ep_bind(fid *f, fid *bfid, std::uint64_t flags)
+{
+	Endpoint *ep = self_of<Endpoint>(reinterpret_cast<fid_ep *>(f));
+	std::lock_guard<std::recursive_mutex> g(ep->domain->mu);
+	if (ep->enabled)
+		return -FI_EOPBADSTATE;
+	switch (bfid->fclass) {
+	case FI_CLASS_AV: {
+		AddressVector *av = self_of<AddressVector>(reinterpret_cast<fid_av *>(bfid));
+		if (av->domain != ep->domain)
+			return -FI_EINVAL;
+		ep->av = av;
+		return 0;
+	}
+	case FI_CLASS_CQ: {
+		auto *cq = self_of<CompletionQueue>(reinterpret_cast<fid_cq *>(bfid));
+		if (cq->domain != ep->domain)
+			return -FI_EINVAL;
+		if (flags & ~(FI_TRANSMIT | FI_RECV | FI_SELECTIVE_COMPLETION))
+			return -FI_EBADFLAGS;
+		if (!(flags & (FI_TRANSMIT | FI_RECV)))
+			return -FI_EINVAL;
+		if (flags & FI_TRANSMIT) {
+			ep->tx_cq = cq;
+			ep->tx_selective = flags & FI_SELECTIVE_COMPLETION;
+		}
+		if (flags & FI_RECV) {
+			ep->rx_cq = cq;
+			ep->rx_selective = flags & FI_SELECTIVE_COMPLETION;
+		}
+		return 0;
+	}
+	case FI_CLASS_EQ:
+		return 0;	// an RDM endpoint raises no events
+	case FI_CLASS_CNTR:
+		return -FI_ENOSYS;	// counters are not offered
+	default:
+		return -FI_EINVAL;
+	}
+}
+
+int ep_control(fid *f, int command, void *arg)
+{
+	Endpoint *ep = self_of<Endpoint>(reinterpret_cast<fid_ep *>(f));
+	std::lock_guard<std::recursive_mutex> g(ep->domain->mu);
+	switch (command) {
+	case FI_ENABLE:
+		if (!ep->av)
+			return -FI_ENOAV;
+		if (!ep->tx_cq && !ep->rx_cq)
+			return -FI_ENOCQ;
+		ep->enabled = true;
+		return 0;
+	case FI_GETOPSFLAG:
+	case FI_SETOPSFLAG: {
+		auto *flags = static_cast<std::uint64_t *>(arg);
+		if (!flags)
+			return -FI_EINVAL;
+		bool tx = *flags & FI_TRANSMIT, rx = *flags & FI_RECV;
+		if (tx == rx)
+			return -FI_EINVAL;
+		std::uint64_t &ops = tx ? ep->tx_op_flags : ep->rx_op_flags;
+		if (command == FI_GETOPSFLAG)
+			*flags = ops | (tx ? FI_TRANSMIT : FI_RECV);
+		else
+			ops = *flags & ~(FI_TRANSMIT | FI_RECV);
+		return 0;
+	}
+	default:
+		return -FI_ENOSYS;
+	}
+}
+
+fi_ops ep_fi_ops = [] {
+	fi_ops o{};
+	o.size = sizeof(fi_ops);
+	o.close = ep_close;
+	o.bind = ep_bind;
+	o.control = ep_control;
+	MEFI_NOSYS(o, ops_open);
+	MEFI_NOSYS(o, tostr);
+	MEFI_NOSYS(o, ops_set);
+	return o;
+}();
+
+// ---- fi_ops_ep ----
+
+ssize_t ep_cancel(fid_t f, void *context)
+{
+	Locked l(reinterpret_cast<fid_ep *>(f));
+	return l.ep->cancel(context);
+}
+
+int ep_getopt(fid_t, int, int, void *, std::size_t *)
+{
+	return -FI_ENOPROTOOPT;
+}
+
+int ep_setopt(fid_t, int, int, const void *, std::size_t)
+{
+	return -FI_ENOPROTOOPT;
+}
+
+fi_ops_ep ep_ops = [] {
+	fi_ops_ep o{};
+	o.size = sizeof(fi_ops_ep);
+	o.cancel = ep_cancel;
+	o.getopt = ep_getopt;
+	o.setopt = ep_setopt;
+	MEFI_NOSYS(o, tx_ctx);
+	MEFI_NOSYS(o, rx_ctx);
+	MEFI_NOSYS(o, rx_size_left);
+	MEFI_NOSYS(o, tx_size_left);
+	return o;
+}();
+
+// ---- fi_ops_cm ----
+
+int ep_getname(fid_t f, void *addr, std::size_t *addrlen)
+{
+	Endpoint *ep = self_of<Endpoint>(reinterpret_cast<fid_ep *>(f));
+	if (!addrlen)
+		return -FI_EINVAL;
+	char buf[kAddrLen] = {};
+	std::string s = addr_string(ep->domain->node);
+	std::memcpy(buf, s.c_str(), s.size());
+	std::size_t room = *addrlen;
+	*addrlen = kAddrLen;
+	if (room < kAddrLen || !addr)
+		return -FI_ETOOSMALL;
+	std::memcpy(addr, buf, kAddrLen);
+	return 0;
+}
+
+fi_ops_cm cm_ops = [] {
+	fi_ops_cm o{};
+	o.size = sizeof(fi_ops_cm);
+	MEFI_NOSYS(o, setname);
+	o.getname = ep_getname;
+	MEFI_NOSYS(o, getpeer);
+	MEFI_NOSYS(o, connect);
+	MEFI_NOSYS(o, listen);
+	MEFI_NOSYS(o, accept);
+	MEFI_NOSYS(o, reject);
+	MEFI_NOSYS(o, shutdown);
+	MEFI_NOSYS(o, join);
+	return o;
+}();
+
+// ---- fi_ops_msg and fi_ops_tagged ----
+
+template <bool Tagged> struct Ops {
+	static ssize_t recv_tagged(fid_ep *f, void *buf, std::size_t len, void *desc,
+				   fi_addr_t src, std::uint64_t tag, std::uint64_t ignore,
+				   void *context)
+	{
+		Locked l(f);
+		return l.ep->recv(buf, len, desc, src, tag, ignore, l.ep->rx_op_flags, Tagged,
+				  context);
+	}
+	static ssize_t recvv_tagged(fid_ep *f, const iovec *iov, void **desc, std::size_t count,
+				    fi_addr_t src, std::uint64_t tag, std::uint64_t ignore,
+				    void *context)
+	{
+		if (!one_iov(count))
+			return -FI_EINVAL;
+		return recv_tagged(f, count ? iov->iov_base : nullptr, count ? iov->iov_len : 0,
+				   desc ? desc[0] : nullptr, src, tag, ignore, context);
+	}
+	static ssize_t send_tagged(fid_ep *f, const void *buf, std::size_t len, void *desc,
+				   fi_addr_t dest, std::uint64_t tag, void *context)
+	{
+		Locked l(f);
+		return l.ep->send(buf, len, desc, dest, tag, 0, l.ep->tx_op_flags, Tagged, context);
+	}
+	static ssize_t sendv_tagged(fid_ep *f, const iovec *iov, void **desc, std::size_t count,
+				    fi_addr_t dest, std::uint64_t tag, void *context)
+	{
+		if (!one_iov(count))
+			return -FI_EINVAL;
+		return send_tagged(f, count ? iov->iov_base : nullptr, count ? iov->iov_len : 0,
+				   desc ? desc[0] : nullptr, dest, tag, context);
+	}
+	static ssize_t inject_tagged(fid_ep *f, const void *buf, std::size_t len, fi_addr_t dest,
+				     std::uint64_t tag)
+	{
+		Locked l(f);
+		return l.ep->send(buf, len, nullptr, dest, tag, 0, FI_INJECT, Tagged, nullptr);
+	}
+	static ssize_t senddata_tagged(fid_ep *f, const void *buf, std::size_t len, void *desc,
+				       std::uint64_t data, fi_addr_t dest, std::uint64_t tag,
+				       void *context)
+	{
+		Locked l(f);
+		return l.ep->send(buf, len, desc, dest, tag, data,
+				  l.ep->tx_op_flags | FI_REMOTE_CQ_DATA, Tagged, context);
+	}
+	static ssize_t injectdata_tagged(fid_ep *f, const void *buf, std::size_t len,
+					 std::uint64_t data, fi_addr_t dest, std::uint64_t tag)
+	{
+		Locked l(f);
+		return l.ep->send(buf, len, nullptr, dest, tag, data, FI_INJECT | FI_REMOTE_CQ_DATA,
+				  Tagged, nullptr);
+	}
+};
+
+using MsgOps = Ops<false>;
+using TagOps = Ops<true>;
+
+ssize_t msg_recv(fid_ep *f, void *buf, std::size_t len, void *desc, fi_addr_t src, void *ctx)
+{
+	return MsgOps::recv_tagged(f, buf, len, desc, src, 0, 0, ctx);
+}
+ssize_t msg_recvv(fid_ep *f, const iovec *iov, void **desc, std::size_t count, fi_addr_t src,
+		  void *ctx)
+{
+	return MsgOps::recvv_tagged(f, iov, desc, count, src, 0, 0, ctx);
+}
+ssize_t msg_recvmsg(fid_ep *f, const fi_msg *m, std::uint64_t flags)
+{
+	if (!m || !one_iov(m->iov_count))
+		return -FI_EINVAL;
+	Locked l(f);
+	return l.ep->recv(m->iov_count ? m->msg_iov->iov_base : nullptr,
+			  m->iov_count ? m->msg_iov->iov_len : 0, m->desc ? m->desc[0] : nullptr,
+			  m->addr, 0, 0, flags, false, m->context);
+}
+ssize_t msg_send(fid_ep *f, const void *buf, std::size_t len, void *desc, fi_addr_t dest,
+		 void *ctx)
+{
+	return MsgOps::send_tagged(f, buf, len, desc, dest, 0, ctx);
+}
+ssize_t msg_sendv(fid_ep *f, const iovec *iov, void **desc, std::size_t count, fi_addr_t dest,
+		  void *ctx)
+{
+	return MsgOps::sendv_tagged(f, iov, desc, count, dest, 0, ctx);
+}
+ssize_t msg_sendmsg(fid_ep *f, const fi_msg *m, std::uint64_t flags)
+{
+	if (!m || !one_iov(m->iov_count))
+		return -FI_EINVAL;
+	Locked l(f);
+	return l.ep->send(m->iov_count ? m->msg_iov->iov_base : nullptr,
+			  m->iov_count ? m->msg_iov->iov_len : 0, m->desc ? m->desc[0] : nullptr,
+			  m->addr, 0, m->data, flags, false, m->context);
+}
+ssize_t msg_inject(fid_ep *f, const void *buf, std::size_t len, fi_addr_t dest)
+{
+	return MsgOps::inject_tagged(f, buf, len, dest, 0);
+}
+ssize_t msg_senddata(fid_ep *f, const void *buf, std::size_t len, void *desc, std::uint64_t data,
+		     fi_addr_t dest, void *ctx)
+{
+	return MsgOps::senddata_tagged(f, buf, len, desc, data, dest, 0, ctx);
+}
+ssize_t msg_injectdata(fid_ep *f, const void *buf, std::size_t len, std::uint64_t data,
+		       fi_addr_t dest)
+{
+	return MsgOps::injectdata_tagged(f, buf, len, data, dest, 0);
+}
+
+ssize_t tag_recvmsg(fid_ep *f, const fi_msg_tagged *m, std::uint64_t flags)
+{
+	if (!m || !one_iov(m->iov_count))
+		return -FI_EINVAL;
+	Locked l(f);
+	return l.ep->recv(m->iov_count ? m->msg_iov->iov_base : nullptr,
+			  m->iov_count ? m->msg_iov->iov_len : 0, m->desc ? m->desc[0] : nullptr,
+			  m->addr, m->tag, m->ignore, flags, true, m->context);
+}
+ssize_t tag_sendmsg(fid_ep *f, const fi_msg_tagged *m, std::uint64_t flags)
+{
+	if (!m || !one_iov(m->iov_count))
+		return -FI_EINVAL;
+	Locked l(f);
+	return l.ep->send(m->iov_count ? m->msg_iov->iov_base : nullptr,
+			  m->iov_count ? m->msg_iov->iov_len : 0, m->desc ? m->desc[0] : nullptr,
+			  m->addr, m->tag, m->data, flags, true, m->context);
+}
+
+fi_ops_msg msg_ops = [] {
+	fi_ops_msg o{};
+	o.size = sizeof(fi_ops_msg);
+	o.recv = msg_recv;
+	o.recvv = msg_recvv;
+	o.recvmsg = msg_recvmsg;
+	o.send = msg_send;
+	o.sendv = msg_sendv;
+	o.sendmsg = msg_sendmsg;
+	o.inject = msg_inject;
+	o.senddata = msg_senddata;
+	o.injectdata = msg_injectdata;
+	return o;
+}();
+
+fi_ops_tagged tagged_ops = [] {
+	fi_ops_tagged o{};
+	o.size = sizeof(fi_ops_tagged);
+	o.recv = TagOps::recv_tagged;
+	o.recvv = TagOps::recvv_tagged;
+	o.recvmsg = tag_recvmsg;
+	o.send = TagOps::send_tagged;
+	o.sendv = TagOps::sendv_tagged;
+	o.sendmsg = tag_sendmsg;
+	o.inject = TagOps::inject_tagged;
+	o.senddata = TagOps::senddata_tagged;
+	o.injectdata = TagOps::injectdata_tagged;
+	return o;
+}();
+
+fi_ops_rma rma_ops = [] {
+	fi_ops_rma o{};
+	o.size = sizeof(fi_ops_rma);
+	MEFI_NOSYS(o, read);
+	MEFI_NOSYS(o, readv);
+	MEFI_NOSYS(o, readmsg);
+	MEFI_NOSYS(o, write);
+	MEFI_NOSYS(o, writev);
+	MEFI_NOSYS(o, writemsg);
+	MEFI_NOSYS(o, inject);
+	MEFI_NOSYS(o, writedata);
+	MEFI_NOSYS(o, injectdata);
+	return o;
+}();
+
+fi_ops_atomic atomic_ops = [] {
+	fi_ops_atomic o{};
+	o.size = sizeof(fi_ops_atomic);
+	MEFI_NOSYS(o, write);
+	MEFI_NOSYS(o, writev);
+	MEFI_NOSYS(o, writemsg);
+	MEFI_NOSYS(o, inject);
+	MEFI_NOSYS(o, readwrite);
+	MEFI_NOSYS(o, readwritev);
+	MEFI_NOSYS(o, readwritemsg);
+	MEFI_NOSYS(o, compwrite);
+	MEFI_NOSYS(o, compwritev);
+	MEFI_NOSYS(o, compwritemsg);
+	MEFI_NOSYS(o, writevalid);
+	MEFI_NOSYS(o, readwritevalid);
+	MEFI_NOSYS(o, compwritevalid);
+	return o;
+}();
+
+fi_ops_collective collective_ops = [] {
+	fi_ops_collective o{};
+	o.size = sizeof(fi_ops_collective);
+	MEFI_NOSYS(o, barrier);
+	MEFI_NOSYS(o, broadcast);
+	MEFI_NOSYS(o, alltoall);
+	MEFI_NOSYS(o, allreduce);
+	MEFI_NOSYS(o, allgather);
+	MEFI_NOSYS(o, reduce_scatter);
+	MEFI_NOSYS(o, reduce);
+	MEFI_NOSYS(o, scatter);
+	MEFI_NOSYS(o, gather);
+	MEFI_NOSYS(o, msg);
+	MEFI_NOSYS(o, barrier2);
+	return o;
+}();
+
+} // namespace
+
+int endpoint_open(fid_domain *domain, fi_info *info, fid_ep **out, void *context)
+{
+	if (!out)
+		return -FI_EINVAL;
+	if (info && info->ep_attr && info->ep_attr->type != FI_EP_RDM &&
+	    info->ep_attr->type != FI_EP_UNSPEC)
+		return -FI_EINVAL;
+	Domain *d = self_of<Domain>(domain);
+	std::lock_guard<std::recursive_mutex> g(d->mu);
+	if (d->ep)
+		return -FI_ENOSPC;	// one endpoint per domain (ep_cnt 1)
+	auto *ep = new (std::nothrow) Endpoint(d, info, context);
+	if (!ep)
+		return -FI_ENOMEM;
+	ep->h.fid.fid.ops = &ep_fi_ops;
+	ep->h.fid.ops = &ep_ops;
+	ep->h.fid.cm = &cm_ops;
+	ep->h.fid.msg = &msg_ops;
+	ep->h.fid.tagged = &tagged_ops;
+	ep->h.fid.rma = &rma_ops;
+	ep->h.fid.atomic = &atomic_ops;
+	ep->h.fid.collective = &collective_ops;
+	d->ep = ep;
+	d->refs++;
+	*out = &ep->h.fid;
+	return 0;
+}
+
+} // namespace mefi

@@ -1,0 +1,348 @@
+// libmultiedge-fi: multiedge as a libfabric provider (FI_EP_RDM, FI_MSG and
+// FI_TAGGED).  Documentation/libfabric.md says what it offers and how it
+// maps onto the module; this header is what its files share.
+//
+// Objects: one open /dev/multiedge per domain (regions, connections and
+// completions belong to an open file, so everything a domain posts shares
+// it), one endpoint per domain.  Progress is manual: completion queue reads
+// and posts drive it, under the domain's lock (FI_THREAD_SAFE).
+#pragma once
+
+#include <rdma/fabric.h>
+#include <rdma/fi_atomic.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_collective.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_eq.h>
+#include <rdma/fi_errno.h>
+#include <rdma/fi_rma.h>
+#include <rdma/fi_tagged.h>
+#include <rdma/providers/fi_log.h>
+#include <rdma/providers/fi_prov.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <list>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <type_traits>
+#include <unordered_map>
+#include <vector>
+
+#include "multiedge.h"
+
+namespace mefi {
+
+extern fi_provider provider;
+
+#define MEFI_WARN(...) FI_WARN(&mefi::provider, FI_LOG_CORE, __VA_ARGS__)
+
+// A libfabric object: the C struct libfabric sees, first, then the C++
+// object behind it (standard layout: a pointer to the struct is one to
+// the handle).
+template <typename Fid, typename Self> struct Handle {
+	Fid fid{};
+	Self *self = nullptr;
+};
+
+template <typename Self, typename Fid> Self *self_of(Fid *f)
+{
+	// The generic struct fid is only the start of the object's own.
+	static_assert(!std::is_same_v<Fid, fid>, "cast to the object's fid_* type first");
+	return reinterpret_cast<Handle<Fid, Self> *>(f)->self;
+}
+
+// An endpoint's name: "fi_me://<node>" (FI_ADDR_STR).
+constexpr std::size_t kAddrLen = 32;
+std::string addr_string(std::uint32_t node);
+// The node an address names, or nullopt when it is not one of ours.
+std::optional<std::uint32_t> parse_addr(const void *addr, std::size_t len);
+
+// What one message of the provider carries in front of its payload, in a
+// multiedge send (at most ME_SEND_MAX bytes).  Little-endian on the wire.
+enum class Kind : std::uint8_t {
+	Eager = 1,	// the whole message follows
+	Rts = 2,	// ready to send: read [0, len) of region/key, then Fin
+	Fin = 3,	// the receiver is done with an Rts's region
+};
+
+constexpr std::uint8_t kFlagTagged = 1u << 0;
+constexpr std::uint8_t kFlagData = 1u << 1;	// carries remote CQ data
+
+struct Header {
+	Kind kind = Kind::Eager;
+	std::uint8_t flags = 0;
+	std::uint32_t seq = 0;		// per (sender, receiver), from 0
+	std::uint64_t tag = 0;
+	std::uint64_t data = 0;		// remote CQ data
+	std::uint64_t len = 0;		// Eager: payload; Rts: whole message
+	std::uint32_t region = 0;	// Rts
+	std::uint64_t key = 0;		// Rts
+	std::uint64_t id = 0;		// Rts, Fin: the sender's operation
+	std::int32_t status = 0;	// Fin: 0 or a positive errno
+	std::uint32_t session = 0;	// the sending endpoint's, random
+};
+
+constexpr std::size_t kHeaderSize = 64;
+constexpr std::size_t kEagerMax = ME_SEND_MAX - kHeaderSize;
+
+void encode(const Header &h, std::uint8_t *out);
+// Parses and checks a received message; nullopt when it is malformed.
+std::optional<Header> decode(const std::uint8_t *in, std::size_t len);
+
+// fi_domain(): opens the device for a new domain (domain.cpp).
+int domain_open(fid_fabric *fabric, fi_info *info, fid_domain **dom, void *context);
+
+// Maps a positive errno from the module to a libfabric error (positive).
+int fi_error_of(int err);
+
+class Domain;
+class Endpoint;
+
+// fid_fabric: holds nothing but its event queues' factory.
+class Fabric {
+public:
+	explicit Fabric(void *context);
+	Handle<fid_fabric, Fabric> h;
+};
+
+// fid_eq: events written by the application (RDM endpoints raise none).
+class EventQueue {
+public:
+	EventQueue(Fabric *fabric, const fi_eq_attr &attr, void *context);
+	Handle<fid_eq, EventQueue> h;
+
+	struct Event {
+		std::uint32_t type;
+		std::vector<std::uint8_t> data;
+		bool error;
+	};
+	std::mutex mu;
+	std::condition_variable cv;
+	std::deque<Event> events;
+};
+
+// fid_av: node ids by fi_addr_t (FI_AV_TABLE: indices; FI_AV_MAP: the
+// node id itself).
+class AddressVector {
+public:
+	AddressVector(Domain *d, fi_av_type type, void *context);
+	Handle<fid_av, AddressVector> h;
+	Domain *domain;
+	fi_av_type type;
+	std::vector<std::uint32_t> table;	// FI_AV_TABLE; 0: removed
+
+	std::optional<std::uint32_t> node_of(fi_addr_t a) const;
+	fi_addr_t addr_of(std::uint32_t node) const;
+};
+
+// What a completion queue hands out, in the largest format.
+struct Entry {
+	fi_cq_tagged_entry e{};
+	fi_addr_t src = FI_ADDR_NOTAVAIL;
+	int err = 0;			// positive libfabric error; 0: success
+	std::size_t olen = 0;		// FI_ETRUNC: bytes that did not fit
+};
+
+// fid_cq.  Entries are produced by its domain's progress.
+class CompletionQueue {
+public:
+	CompletionQueue(Domain *d, const fi_cq_attr &attr, void *context);
+	Handle<fid_cq, CompletionQueue> h;
+	Domain *domain;
+	fi_cq_format format;
+	fi_wait_obj wait;
+	std::deque<Entry> done;		// guarded by the domain's lock
+	std::deque<Entry> errors;
+	bool signalled = false;
+
+	void push(Entry e);
+};
+
+// fid_mr: a region registered on the domain's file.
+class MemoryRegion {
+public:
+	MemoryRegion(Domain *d, const void *buf, std::size_t len, void *context);
+	Handle<fid_mr, MemoryRegion> h;
+	Domain *domain;
+	const std::uint8_t *addr;
+	std::size_t len;
+	std::uint32_t region = 0;	// 0 for length 0: nothing registered
+	std::uint64_t key = 0;
+
+	bool covers(const void *buf, std::size_t n) const;
+};
+
+// A region the provider registered for one operation; deregistered when
+// it goes.  `copy` holds the bytes when the caller's memory could not be
+// registered (read-only pages).
+class TempRegion {
+public:
+	TempRegion() = default;
+	TempRegion(const TempRegion &) = delete;
+	TempRegion &operator=(const TempRegion &) = delete;
+	~TempRegion();
+	// Registers [buf, +len) with `access`; for a read-only send buffer,
+	// a copy of it.  Returns 0 or a positive errno.
+	int make(Domain *d, const void *buf, std::size_t len, std::uint32_t access,
+		 bool may_copy);
+
+	Domain *domain = nullptr;
+	std::uint32_t region = 0;
+	std::uint64_t key = 0;
+	std::unique_ptr<std::uint8_t[], void (*)(void *)> copy{nullptr, nullptr};
+};
+
+// A posted receive (or a peek or claim) waiting for its message.
+struct RecvRequest {
+	bool tagged = false;
+	std::uint8_t *buf = nullptr;
+	std::size_t len = 0;
+	MemoryRegion *mr = nullptr;	// the caller's desc, if it covers buf
+	std::uint32_t src = 0;		// node; 0: any
+	std::uint64_t tag = 0, ignore = 0;
+	void *context = nullptr;
+	std::uint64_t flags = 0;	// FI_COMPLETION and the like
+};
+
+// A message that came before its receive: an Eager one's bytes, or an
+// Rts to answer later.
+struct Unexpected {
+	Header h;
+	std::uint32_t node = 0;
+	std::vector<std::uint8_t> payload;
+	void *claimed_by = nullptr;	// FI_CLAIM's context
+};
+
+// One operation posted to the module; its cookie is its address.
+struct Op {
+	enum class Type { Send, Read } type = Type::Send;
+	std::uint64_t cookie = 0;	// the module's completion names it
+	std::uint32_t node = 0;
+	int slot = -1;			// bounce slot of a Send
+	std::uint32_t send_len = 0;
+	Header h;			// what a Send carries
+	// The user's side: whom to tell, how.
+	void *context = nullptr;
+	std::uint64_t cq_flags = 0;	// FI_SEND | FI_TAGGED ...
+	bool report = true;		// a completion is wanted
+	// Rendezvous: the sender's registered buffer, waiting for a Fin;
+	// the receiver's read and the request it fills.
+	std::unique_ptr<TempRegion> temp;
+	std::size_t user_len = 0;
+	RecvRequest req;
+	std::chrono::steady_clock::time_point refused{};	// first ENOBUFS
+	bool fin_seen = false;		// an Rts's Fin came before its completion
+	int fin_status = 0;
+};
+
+// What the provider knows of one peer node, as a destination.
+struct Peer {
+	std::uint32_t conn = 0;		// a connection of the file to it
+	std::uint32_t tx_seq = 0;	// next to send
+	std::deque<Op *> waiting;	// sends not yet given to the module
+	unsigned inflight = 0;		// sends the module holds
+};
+
+// Messages of one sending endpoint (node, session), delivered in order.
+struct Stream {
+	std::uint32_t rx_seq = 0;	// next to deliver
+	std::map<std::uint32_t, std::vector<std::uint8_t>> held;  // early ones
+};
+
+class Domain {
+public:
+	Domain(Fabric *fabric, int fd, std::uint32_t node, void *context);
+	~Domain();
+	Handle<fid_domain, Domain> h;
+	Fabric *fabric;
+	const int fd;
+	const std::uint32_t node;
+	std::recursive_mutex mu;
+	Endpoint *ep = nullptr;
+	int refs = 0;			// AVs, CQs, MRs, endpoints open on it
+
+	// Sends leave from bounce slots of one registered buffer.
+	static constexpr unsigned kSlots = 1024;
+	std::uint8_t *bounce = nullptr;
+	std::uint32_t bounce_region = 0;
+	std::vector<int> free_slots;
+
+	int init_bounce();
+	// Drains the module's completions and messages.  Domain lock held.
+	void progress();
+};
+
+// fid_ep (FI_EP_RDM).
+class Endpoint {
+public:
+	Endpoint(Domain *d, const fi_info *info, void *context);
+	~Endpoint();
+	Handle<fid_ep, Endpoint> h;
+	Domain *domain;
+	AddressVector *av = nullptr;
+	CompletionQueue *tx_cq = nullptr, *rx_cq = nullptr;
+	bool tx_selective = false, rx_selective = false;
+	bool enabled = false;
+	std::uint64_t tx_op_flags = 0, rx_op_flags = 0;
+
+	const std::uint32_t session;	// names this endpoint's streams
+	std::unordered_map<std::uint32_t, Peer> peers;
+	std::unordered_map<std::uint64_t, Stream> streams;	// node << 32 | session
+	std::list<RecvRequest> posted_msg, posted_tagged;
+	std::list<Unexpected> unexpected;
+	std::unordered_map<std::uint64_t, Op *> posted;		// by cookie
+	std::unordered_map<std::uint64_t, Op *> rendezvous;	// sends by Rts id
+	std::deque<Op *> reads;		// rendezvous reads the module refused (full)
+	struct Fin {
+		std::uint32_t node;
+		std::uint64_t id;
+		int status;
+	};
+	std::deque<Fin> fins;		// Fins waiting for a send slot
+	std::uint64_t next_cookie = 1, next_id = 1;
+	std::uint64_t dropped = 0;	// malformed or duplicate messages
+
+	// Posting (domain lock held by the callers in ep.cpp).
+	ssize_t send(const void *buf, std::size_t len, void *desc, fi_addr_t dest,
+		     std::uint64_t tag, std::uint64_t data, std::uint64_t flags, bool tagged,
+		     void *context);
+	ssize_t recv(void *buf, std::size_t len, void *desc, fi_addr_t src, std::uint64_t tag,
+		     std::uint64_t ignore, std::uint64_t flags, bool tagged, void *context);
+	ssize_t cancel(void *context);
+
+	// Progress hooks.
+	void on_message(std::uint32_t node, std::uint32_t conn, const std::uint8_t *msg,
+			std::size_t len);
+	void on_completion(const me_completion &c);
+	// Posts what waited for room (window, slots, the module's queues).
+	void retry();
+
+private:
+	void deliver(std::uint32_t node, const Header &h, const std::uint8_t *payload);
+	void fulfil(RecvRequest &r, std::uint32_t node, const Header &h,
+		    const std::uint8_t *payload);
+	void start_read(const RecvRequest &r, std::uint32_t node, const Header &h);
+	bool post_read(Op *op);
+	void fail_node(std::uint32_t node, int err);
+	bool matches(const RecvRequest &r, std::uint32_t node, const Header &h) const;
+	void flush(std::uint32_t node);
+	int connect(std::uint32_t node, Peer &p);
+	ssize_t queue_send(std::uint32_t node, Op *op, const std::uint8_t *payload,
+			   std::size_t n);
+	void send_fin(std::uint32_t node, std::uint64_t id, int status);
+	void complete_tx(Op *op, int err);
+	void complete_rx(const RecvRequest &r, std::uint32_t node, const Header &h,
+			 std::size_t got, int err, std::size_t olen);
+	void release(Op *op);
+	void peek(const RecvRequest &r);
+};
+
+} // namespace mefi

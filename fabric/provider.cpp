@@ -1,0 +1,555 @@
+// The provider's entry point (fi_prov_ini), fi_getinfo, the fabric and its
+// event queues, and the small shared helpers (addresses, message header,
+// errors).
+#include <cerrno>
+#include <cinttypes>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include <fcntl.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+#include "fabric/mefi.hpp"
+#include "fabric/nosys.hpp"
+
+namespace mefi {
+
+namespace {
+
+constexpr const char *kName = "multiedge";
+constexpr std::uint64_t kCaps = FI_MSG | FI_TAGGED | FI_SEND | FI_RECV | FI_SOURCE |
+				FI_DIRECTED_RECV;
+constexpr std::uint64_t kTxCaps = FI_MSG | FI_TAGGED | FI_SEND;
+constexpr std::uint64_t kRxCaps = FI_MSG | FI_TAGGED | FI_RECV | FI_SOURCE | FI_DIRECTED_RECV;
+constexpr std::size_t kQueueSize = 1024;
+
+// This namespace's node, or a positive errno (module not loaded: ENOENT).
+int query_node(std::uint32_t *node)
+{
+	int fd = ::open(ME_DEVICE_PATH, O_RDWR | O_CLOEXEC);
+	if (fd < 0)
+		return errno;
+	me_query q{};
+	q.size = sizeof(q);
+	int err = ::ioctl(fd, ME_IOC_QUERY, &q) ? errno : 0;
+	::close(fd);
+	if (!err)
+		*node = q.node_id;
+	return err;
+}
+
+bool name_ok(const char *want)
+{
+	return !want || !std::strcmp(want, kName);
+}
+
+// Whether `hints` can be met; logs the first reason it cannot.
+bool hints_ok(const fi_info *hints)
+{
+	if (!hints)
+		return true;
+	if (hints->caps & ~kCaps)
+		return false;
+	if (hints->addr_format != FI_FORMAT_UNSPEC && hints->addr_format != FI_ADDR_STR)
+		return false;
+	if (hints->ep_attr) {
+		if (hints->ep_attr->type != FI_EP_UNSPEC && hints->ep_attr->type != FI_EP_RDM)
+			return false;
+		if (hints->ep_attr->max_msg_size > ME_OP_MAX_LEN)
+			return false;
+		if (hints->ep_attr->tx_ctx_cnt > 1 || hints->ep_attr->rx_ctx_cnt > 1)
+			return false;
+	}
+	if (hints->tx_attr) {
+		if (hints->tx_attr->caps & ~kTxCaps)
+			return false;
+		if (hints->tx_attr->inject_size > kEagerMax || hints->tx_attr->iov_limit > 1)
+			return false;
+	}
+	if (hints->rx_attr) {
+		if (hints->rx_attr->caps & ~kRxCaps)
+			return false;
+		if (hints->rx_attr->iov_limit > 1)
+			return false;
+	}
+	if (hints->domain_attr) {
+		const fi_domain_attr *d = hints->domain_attr;
+		if (!name_ok(d->name))
+			return false;
+		if (d->control_progress == FI_PROGRESS_AUTO || d->data_progress == FI_PROGRESS_AUTO)
+			return false;
+		if (d->cq_data_size > 8)
+			return false;
+	}
+	if (hints->fabric_attr && !name_ok(hints->fabric_attr->name))
+		return false;
+	return true;
+}
+
+char *dup_addr(std::uint32_t node, std::size_t *len)
+{
+	std::string s = addr_string(node);
+	char *p = static_cast<char *>(std::calloc(1, kAddrLen));
+	if (p)
+		std::memcpy(p, s.c_str(), s.size() + 1);
+	*len = kAddrLen;
+	return p;
+}
+
+fi_info *make_info(std::uint32_t version, std::uint32_t node, const fi_info *hints,
+		   std::optional<std::uint32_t> dest)
+{
+	fi_info *fi = fi_allocinfo();
+	if (!fi)
+		return nullptr;
+	fi->caps = hints && hints->caps ? hints->caps : kCaps;
+	fi->mode = 0;
+	fi->addr_format = FI_ADDR_STR;
+	fi->src_addr = dup_addr(node, &fi->src_addrlen);
+	if (dest)
+		fi->dest_addr = dup_addr(*dest, &fi->dest_addrlen);
+
+	fi->tx_attr->caps = fi->caps & kTxCaps;
+	fi->tx_attr->op_flags = hints && hints->tx_attr ? hints->tx_attr->op_flags : 0;
+	fi->tx_attr->msg_order = FI_ORDER_SAS;
+	fi->tx_attr->comp_order = FI_ORDER_NONE;
+	fi->tx_attr->inject_size = kEagerMax;
+	fi->tx_attr->size = kQueueSize;
+	fi->tx_attr->iov_limit = 1;
+	fi->tx_attr->rma_iov_limit = 0;
+
+	fi->rx_attr->caps = fi->caps & kRxCaps;
+	fi->rx_attr->op_flags = hints && hints->rx_attr ? hints->rx_attr->op_flags : 0;
+	fi->rx_attr->msg_order = FI_ORDER_SAS;
+	fi->rx_attr->comp_order = FI_ORDER_NONE;
+	fi->rx_attr->total_buffered_recv = 0;
+	fi->rx_attr->size = kQueueSize;
+	fi->rx_attr->iov_limit = 1;
+
+	fi->ep_attr->type = FI_EP_RDM;
+	fi->ep_attr->protocol = FI_PROTO_UNSPEC;
+	fi->ep_attr->protocol_version = 1;
+	fi->ep_attr->max_msg_size = ME_OP_MAX_LEN;
+	fi->ep_attr->mem_tag_format = 0xaaaaaaaaaaaaaaaaULL;
+	fi->ep_attr->tx_ctx_cnt = 1;
+	fi->ep_attr->rx_ctx_cnt = 1;
+
+	fi_domain_attr *d = fi->domain_attr;
+	d->name = strdup(kName);
+	d->threading = FI_THREAD_SAFE;
+	d->control_progress = FI_PROGRESS_MANUAL;
+	d->data_progress = FI_PROGRESS_MANUAL;
+	d->resource_mgmt = FI_RM_ENABLED;
+	d->av_type = hints && hints->domain_attr ? hints->domain_attr->av_type : FI_AV_UNSPEC;
+	// No MR mode is needed: nothing is offered for remote access (FI_RMA
+	// is not a capability yet) and local buffers need no registration.
+	d->mr_mode = FI_VERSION_LT(version, FI_VERSION(1, 5)) ? FI_MR_SCALABLE : 0;
+	d->mr_key_size = 8;
+	d->cq_data_size = 8;
+	d->cq_cnt = 64;
+	d->ep_cnt = 1;
+	d->tx_ctx_cnt = 1;
+	d->rx_ctx_cnt = 1;
+	d->max_ep_tx_ctx = 1;
+	d->max_ep_rx_ctx = 1;
+	d->mr_iov_limit = 1;
+	d->mr_cnt = ME_MR_MAX_PER_FILE - 1;	// one holds the send slots
+
+	fi->fabric_attr->name = strdup(kName);
+	fi->fabric_attr->prov_version = provider.version;
+	if (!fi->src_addr || (dest && !fi->dest_addr) || !d->name || !fi->fabric_attr->name) {
+		fi_freeinfo(fi);
+		return nullptr;
+	}
+	return fi;
+}
+
+int getinfo(std::uint32_t version, const char *node, const char *service, std::uint64_t flags,
+	    const fi_info *hints, fi_info **info)
+{
+	*info = nullptr;
+	if (!hints_ok(hints))
+		return -FI_ENODATA;
+	std::uint32_t me = 0;
+	int err = query_node(&me);
+	if (err) {
+		if (err == ENOENT)
+			FI_INFO(&provider, FI_LOG_CORE,
+				"%s missing: the multiedge module is not loaded\n", ME_DEVICE_PATH);
+		else
+			MEFI_WARN("%s: %s\n", ME_DEVICE_PATH, std::strerror(err));
+		return -FI_ENODATA;
+	}
+	if (service && *service)
+		return -FI_ENODATA;	// no services: one endpoint per node
+	std::optional<std::uint32_t> dest;
+	if (node && *node) {
+		std::optional<std::uint32_t> n = parse_addr(node, std::strlen(node) + 1);
+		if (!n)
+			return -FI_ENODATA;
+		if (flags & FI_SOURCE) {
+			if (*n != me)
+				return -FI_ENODATA;
+		} else {
+			dest = n;
+		}
+	}
+	if (hints && hints->src_addr) {
+		std::optional<std::uint32_t> n = parse_addr(hints->src_addr, hints->src_addrlen);
+		if (!n || *n != me)
+			return -FI_ENODATA;
+	}
+	if (!dest && hints && hints->dest_addr) {
+		dest = parse_addr(hints->dest_addr, hints->dest_addrlen);
+		if (!dest)
+			return -FI_ENODATA;
+	}
+	*info = make_info(version, me, hints, dest);
+	return *info ? 0 : -FI_ENOMEM;
+}
+
+// ---- event queue ----
+
+int eq_close(fid *f)
+{
+	delete self_of<EventQueue>(reinterpret_cast<fid_eq *>(f));
+	return 0;
+}
+
+ssize_t eq_take(EventQueue *q, std::uint32_t *event, void *buf, std::size_t len,
+		std::uint64_t flags, bool want_error)
+{
+	if (q->events.empty())
+		return -FI_EAGAIN;
+	EventQueue::Event &e = q->events.front();
+	if (e.error != want_error)
+		return want_error ? -FI_EAGAIN : -FI_EAVAIL;
+	if (len < e.data.size())
+		return -FI_ETOOSMALL;
+	if (event)
+		*event = e.type;
+	std::memcpy(buf, e.data.data(), e.data.size());
+	ssize_t n = static_cast<ssize_t>(e.data.size());
+	if (!(flags & FI_PEEK))
+		q->events.pop_front();
+	return n;
+}
+
+ssize_t eq_read(fid_eq *eq, std::uint32_t *event, void *buf, std::size_t len, std::uint64_t flags)
+{
+	EventQueue *q = self_of<EventQueue>(eq);
+	std::lock_guard<std::mutex> g(q->mu);
+	return eq_take(q, event, buf, len, flags, false);
+}
+
+ssize_t eq_readerr(fid_eq *eq, fi_eq_err_entry *buf, std::uint64_t flags)
+{
+	EventQueue *q = self_of<EventQueue>(eq);
+	std::lock_guard<std::mutex> g(q->mu);
+	return eq_take(q, nullptr, buf, sizeof(*buf), flags, true);
+}
+
+ssize_t eq_write(fid_eq *eq, std::uint32_t event, const void *buf, std::size_t len,
+		 std::uint64_t)
+{
+	EventQueue *q = self_of<EventQueue>(eq);
+	const auto *p = static_cast<const std::uint8_t *>(buf);
+	{
+		std::lock_guard<std::mutex> g(q->mu);
+		q->events.push_back({event, std::vector<std::uint8_t>(p, p + len), false});
+	}
+	q->cv.notify_all();
+	return static_cast<ssize_t>(len);
+}
+
+ssize_t eq_sread(fid_eq *eq, std::uint32_t *event, void *buf, std::size_t len, int timeout,
+		 std::uint64_t flags)
+{
+	EventQueue *q = self_of<EventQueue>(eq);
+	std::unique_lock<std::mutex> g(q->mu);
+	auto ready = [&] { return !q->events.empty(); };
+	if (timeout < 0)
+		q->cv.wait(g, ready);
+	else if (!q->cv.wait_for(g, std::chrono::milliseconds(timeout), ready))
+		return -FI_EAGAIN;
+	return eq_take(q, event, buf, len, flags, false);
+}
+
+const char *eq_strerror(fid_eq *, int prov_errno, const void *, char *buf, std::size_t len)
+{
+	const char *s = std::strerror(prov_errno);
+	if (buf && len) {
+		std::snprintf(buf, len, "%s", s);
+		return buf;
+	}
+	return s;
+}
+
+fi_ops eq_fi_ops = [] {
+	fi_ops o{};
+	o.size = sizeof(fi_ops);
+	o.close = eq_close;
+	MEFI_NOSYS(o, bind);
+	MEFI_NOSYS(o, control);
+	MEFI_NOSYS(o, ops_open);
+	MEFI_NOSYS(o, tostr);
+	MEFI_NOSYS(o, ops_set);
+	return o;
+}();
+
+fi_ops_eq eq_ops = [] {
+	fi_ops_eq o{};
+	o.size = sizeof(fi_ops_eq);
+	o.read = eq_read;
+	o.readerr = eq_readerr;
+	o.write = eq_write;
+	o.sread = eq_sread;
+	o.strerror = eq_strerror;
+	return o;
+}();
+
+int eq_open(fid_fabric *fabric, fi_eq_attr *attr, fid_eq **eq, void *context)
+{
+	if (!attr || (attr->wait_obj != FI_WAIT_NONE && attr->wait_obj != FI_WAIT_UNSPEC))
+		return -FI_ENOSYS;
+	auto *q = new (std::nothrow) EventQueue(self_of<Fabric>(fabric), *attr, context);
+	if (!q)
+		return -FI_ENOMEM;
+	*eq = &q->h.fid;
+	return 0;
+}
+
+// ---- fabric ----
+
+int fabric_close(fid *f)
+{
+	delete self_of<Fabric>(reinterpret_cast<fid_fabric *>(f));
+	return 0;
+}
+
+int trywait(fid_fabric *, fid **fids, int count)
+{
+	for (int i = 0; i < count; i++) {
+		if (fids[i]->fclass != FI_CLASS_CQ)
+			return -FI_ENOSYS;
+		CompletionQueue *cq = self_of<CompletionQueue>(reinterpret_cast<fid_cq *>(fids[i]));
+		std::lock_guard<std::recursive_mutex> g(cq->domain->mu);
+		cq->domain->progress();
+		if (!cq->done.empty() || !cq->errors.empty())
+			return -FI_EAGAIN;
+	}
+	return 0;
+}
+
+fi_ops fabric_fi_ops = [] {
+	fi_ops o{};
+	o.size = sizeof(fi_ops);
+	o.close = fabric_close;
+	MEFI_NOSYS(o, bind);
+	MEFI_NOSYS(o, control);
+	MEFI_NOSYS(o, ops_open);
+	MEFI_NOSYS(o, tostr);
+	MEFI_NOSYS(o, ops_set);
+	return o;
+}();
+
+fi_ops_fabric fabric_ops = [] {
+	fi_ops_fabric o{};
+	o.size = sizeof(fi_ops_fabric);
+	o.domain = domain_open;
+	MEFI_NOSYS(o, passive_ep);
+	o.eq_open = eq_open;
+	MEFI_NOSYS(o, wait_open);
+	o.trywait = trywait;
+	MEFI_NOSYS(o, domain2);
+	return o;
+}();
+
+int fabric_open(fi_fabric_attr *attr, fid_fabric **fabric, void *context)
+{
+	if (!attr || !name_ok(attr->name))
+		return -FI_EINVAL;
+	auto *f = new (std::nothrow) Fabric(context);
+	if (!f)
+		return -FI_ENOMEM;
+	*fabric = &f->h.fid;
+	return 0;
+}
+
+void cleanup() {}
+
+} // namespace
+
+fi_provider provider = {
+	.version = FI_VERSION(0, 1),
+	.fi_version = FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION),
+	.context = {},
+	.name = kName,
+	.getinfo = getinfo,
+	.fabric = fabric_open,
+	.cleanup = cleanup,
+};
+
+Fabric::Fabric(void *context)
+{
+	h.self = this;
+	h.fid.fid.fclass = FI_CLASS_FABRIC;
+	h.fid.fid.context = context;
+	h.fid.fid.ops = &fabric_fi_ops;
+	h.fid.ops = &fabric_ops;
+}
+
+EventQueue::EventQueue(Fabric *, const fi_eq_attr &, void *context)
+{
+	h.self = this;
+	h.fid.fid.fclass = FI_CLASS_EQ;
+	h.fid.fid.context = context;
+	h.fid.fid.ops = &eq_fi_ops;
+	h.fid.ops = &eq_ops;
+}
+
+std::string addr_string(std::uint32_t node)
+{
+	char buf[kAddrLen];
+	std::snprintf(buf, sizeof(buf), "fi_me://%" PRIu32, node);
+	return buf;
+}
+
+std::optional<std::uint32_t> parse_addr(const void *addr, std::size_t len)
+{
+	if (!addr || len == 0 || len > kAddrLen)
+		return std::nullopt;
+	char buf[kAddrLen + 1] = {};
+	std::memcpy(buf, addr, len);
+	const char *p = buf;
+	if (!std::strncmp(p, "fi_me://", 8))
+		p += 8;
+	if (*p < '0' || *p > '9')
+		return std::nullopt;
+	char *end = nullptr;
+	errno = 0;
+	unsigned long long v = std::strtoull(p, &end, 10);
+	if (errno || *end || v == 0 || v >= 0xffffffffULL)
+		return std::nullopt;
+	return static_cast<std::uint32_t>(v);
+}
+
+namespace {
+void put16(std::uint8_t *p, std::uint16_t v)
+{
+	p[0] = static_cast<std::uint8_t>(v);
+	p[1] = static_cast<std::uint8_t>(v >> 8);
+}
+void put32(std::uint8_t *p, std::uint32_t v)
+{
+	put16(p, static_cast<std::uint16_t>(v));
+	put16(p + 2, static_cast<std::uint16_t>(v >> 16));
+}
+void put64(std::uint8_t *p, std::uint64_t v)
+{
+	put32(p, static_cast<std::uint32_t>(v));
+	put32(p + 4, static_cast<std::uint32_t>(v >> 32));
+}
+std::uint32_t get32(const std::uint8_t *p)
+{
+	return p[0] | p[1] << 8 | p[2] << 16 | static_cast<std::uint32_t>(p[3]) << 24;
+}
+std::uint64_t get64(const std::uint8_t *p)
+{
+	return get32(p) | static_cast<std::uint64_t>(get32(p + 4)) << 32;
+}
+constexpr std::uint8_t kMagic = 0xfe;	// first byte: not an application's
+} // namespace
+
+// Layout: magic, kind, flags, 0, seq, tag, data, len, region, status, key,
+// id, session, 4 zero bytes.
+void encode(const Header &h, std::uint8_t *out)
+{
+	std::memset(out, 0, kHeaderSize);
+	out[0] = kMagic;
+	out[1] = static_cast<std::uint8_t>(h.kind);
+	out[2] = h.flags;
+	put32(out + 4, h.seq);
+	put64(out + 8, h.tag);
+	put64(out + 16, h.data);
+	put64(out + 24, h.len);
+	put32(out + 32, h.region);
+	put32(out + 36, static_cast<std::uint32_t>(h.status));
+	put64(out + 40, h.key);
+	put64(out + 48, h.id);
+	put32(out + 56, h.session);
+}
+
+std::optional<Header> decode(const std::uint8_t *in, std::size_t len)
+{
+	if (len < kHeaderSize || in[0] != kMagic || in[3])
+		return std::nullopt;
+	Header h;
+	h.kind = static_cast<Kind>(in[1]);
+	h.flags = in[2];
+	h.seq = get32(in + 4);
+	h.tag = get64(in + 8);
+	h.data = get64(in + 16);
+	h.len = get64(in + 24);
+	h.region = get32(in + 32);
+	h.status = static_cast<std::int32_t>(get32(in + 36));
+	h.key = get64(in + 40);
+	h.id = get64(in + 48);
+	h.session = get32(in + 56);
+	if (h.flags & ~(kFlagTagged | kFlagData))
+		return std::nullopt;
+	for (std::size_t i = 60; i < kHeaderSize; i++)
+		if (in[i])
+			return std::nullopt;
+	switch (h.kind) {
+	case Kind::Eager:
+		if (h.len != len - kHeaderSize || h.region || h.key || h.id || h.status)
+			return std::nullopt;
+		break;
+	case Kind::Rts:
+		if (len != kHeaderSize || h.len <= kEagerMax || h.len > ME_OP_MAX_LEN ||
+		    !h.region || !h.id || h.status)
+			return std::nullopt;
+		break;
+	case Kind::Fin:
+		if (len != kHeaderSize || !h.id || h.flags || h.tag || h.data || h.len ||
+		    h.region || h.key || h.status < 0 || h.status > 4095)
+			return std::nullopt;
+		break;
+	default:
+		return std::nullopt;
+	}
+	return h;
+}
+
+int fi_error_of(int err)
+{
+	switch (err) {
+	case 0:
+		return 0;
+	case ETIMEDOUT:
+	case ECONNRESET:
+	case ENOTCONN:
+	case EHOSTUNREACH:
+	case ENETDOWN:
+	case ECANCELED:
+	case EACCES:
+	case ERANGE:
+	case ENOMEM:
+	case EFAULT:
+	case EINVAL:
+	case EMSGSIZE:
+		return err;
+	default:
+		return FI_EIO;
+	}
+}
+
+} // namespace mefi
+
+extern "C" FI_EXT_INI
+{
+	return &mefi::provider;
+}

@@ -1,0 +1,668 @@
+// Guest tests of the libfabric provider (fabric/, libmultiedge-fi.so):
+// libfabric's own API between nodes (namespaces) of one guest, and the
+// fi_info and fi_pingpong programs Debian ships.
+//
+// One process drives every endpoint: a domain opened while the thread is
+// in a node's namespace acts there, and progress is manual, so the waits
+// below read every endpoint's completion queue in turn.
+#include <gtest/gtest.h>
+
+#include <rdma/fabric.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_eq.h>
+#include <rdma/fi_errno.h>
+#include <rdma/fi_tagged.h>
+
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tests/vm/cluster.hpp"
+
+using namespace std::chrono_literals;
+using metest::Cluster;
+
+namespace {
+
+// The provider as built: <build>/lib/libfabric, beside <build>/bin.
+std::string provider_dir()
+{
+	return std::string(ME_BIN_DIR) + "/../lib/libfabric";
+}
+
+// Set before libfabric's first call in this process.
+const bool provider_path_set = [] {
+	::setenv("FI_PROVIDER_PATH", provider_dir().c_str(), 1);
+	return true;
+}();
+
+std::string fi_err(int ret)
+{
+	return std::to_string(ret) + " (" + fi_strerror(-ret) + ")";
+}
+
+fi_info *hints(fi_ep_type type = FI_EP_RDM, std::uint64_t caps = FI_MSG | FI_TAGGED)
+{
+	fi_info *h = fi_allocinfo();
+	h->caps = caps;
+	h->ep_attr->type = type;
+	h->fabric_attr->prov_name = strdup("multiedge");
+	return h;
+}
+
+struct Done {
+	fi_cq_tagged_entry e{};
+	fi_addr_t src = FI_ADDR_NOTAVAIL;
+	int err = 0;		// libfabric error (positive), 0: success
+	std::size_t olen = 0;
+};
+
+// One endpoint in one node's namespace, with its own AV and CQ.
+class Fab {
+public:
+	Fab(Cluster &c, int n, fi_cq_format format = FI_CQ_FORMAT_TAGGED)
+	{
+		Cluster::Enter in(c.ns(n));
+		EXPECT_TRUE(in.ok());
+		fi_info *h = hints();
+		int ret = fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, h, &info);
+		fi_freeinfo(h);
+		if (ret) {
+			ADD_FAILURE() << "fi_getinfo: " << fi_err(ret);
+			return;
+		}
+		EXPECT_EQ(ret = fi_fabric(info->fabric_attr, &fabric, nullptr), 0) << fi_err(ret);
+		EXPECT_EQ(ret = fi_domain(fabric, info, &domain, nullptr), 0) << fi_err(ret);
+		if (!domain)
+			return;
+		fi_av_attr av_attr{};
+		av_attr.type = FI_AV_TABLE;
+		EXPECT_EQ(ret = fi_av_open(domain, &av_attr, &av, nullptr), 0) << fi_err(ret);
+		fi_cq_attr cq_attr{};
+		cq_attr.format = format;
+		cq_attr.wait_obj = FI_WAIT_FD;
+		EXPECT_EQ(ret = fi_cq_open(domain, &cq_attr, &cq, nullptr), 0) << fi_err(ret);
+		EXPECT_EQ(ret = fi_endpoint(domain, info, &ep, nullptr), 0) << fi_err(ret);
+		if (!ep || !av || !cq)
+			return;
+		EXPECT_EQ(ret = fi_ep_bind(ep, &av->fid, 0), 0) << fi_err(ret);
+		EXPECT_EQ(ret = fi_ep_bind(ep, &cq->fid, FI_TRANSMIT | FI_RECV), 0) << fi_err(ret);
+		EXPECT_EQ(ret = fi_enable(ep), 0) << fi_err(ret);
+		name.resize(64);
+		std::size_t len = name.size();
+		EXPECT_EQ(ret = fi_getname(&ep->fid, name.data(), &len), 0) << fi_err(ret);
+		name.resize(len);
+		ok = ret == 0;
+	}
+	~Fab()
+	{
+		if (ep) {
+			EXPECT_EQ(fi_close(&ep->fid), 0);
+		}
+		if (cq) {
+			EXPECT_EQ(fi_close(&cq->fid), 0);
+		}
+		if (av) {
+			EXPECT_EQ(fi_close(&av->fid), 0);
+		}
+		if (domain) {
+			EXPECT_EQ(fi_close(&domain->fid), 0);
+		}
+		if (fabric) {
+			EXPECT_EQ(fi_close(&fabric->fid), 0);
+		}
+		if (info)
+			fi_freeinfo(info);
+	}
+	Fab(const Fab &) = delete;
+	Fab &operator=(const Fab &) = delete;
+
+	fi_addr_t insert(const Fab &other)
+	{
+		fi_addr_t a = FI_ADDR_NOTAVAIL;
+		EXPECT_EQ(fi_av_insert(av, other.name.data(), 1, &a, 0, nullptr), 1);
+		return a;
+	}
+
+	// Moves what the queue has into `got`.
+	void harvest()
+	{
+		fi_cq_tagged_entry e[16];
+		fi_addr_t src[16];
+		for (;;) {
+			ssize_t n = fi_cq_readfrom(cq, e, 16, src);
+			if (n == -FI_EAVAIL) {
+				fi_cq_err_entry err{};
+				ASSERT_EQ(fi_cq_readerr(cq, &err, 0), 1);
+				Done d;
+				d.e.op_context = err.op_context;
+				d.e.flags = err.flags;
+				d.e.len = err.len;
+				d.e.tag = err.tag;
+				d.err = err.err;
+				d.olen = err.olen;
+				got.push_back(d);
+				continue;
+			}
+			if (n == -FI_EAGAIN)
+				return;
+			ASSERT_GT(n, 0) << fi_err(static_cast<int>(n));
+			for (ssize_t i = 0; i < n; i++)
+				got.push_back({e[i], src[i], 0, 0});
+		}
+	}
+
+	// Takes the completion of `context` out of `got`, if there.
+	std::optional<Done> take(void *context)
+	{
+		for (auto it = got.begin(); it != got.end(); ++it)
+			if (it->e.op_context == context) {
+				Done d = *it;
+				got.erase(it);
+				return d;
+			}
+		return std::nullopt;
+	}
+
+	fi_info *info = nullptr;
+	fid_fabric *fabric = nullptr;
+	fid_domain *domain = nullptr;
+	fid_av *av = nullptr;
+	fid_cq *cq = nullptr;
+	fid_ep *ep = nullptr;
+	std::string name;
+	bool ok = false;
+	std::vector<Done> got;
+};
+
+// Drives every endpoint until `done()` or the timeout.
+bool drive(std::initializer_list<Fab *> fabs, const std::function<bool()> &done,
+	   std::chrono::milliseconds timeout = 30s)
+{
+	auto end = std::chrono::steady_clock::now() + timeout;
+	while (!done()) {
+		if (std::chrono::steady_clock::now() > end)
+			return false;
+		for (Fab *f : fabs)
+			f->harvest();
+	}
+	return true;
+}
+
+// Waits for the completion of `ctx` on `at`, driving all of `fabs`.
+std::optional<Done> wait_done(Fab &at, void *ctx, std::initializer_list<Fab *> fabs)
+{
+	std::optional<Done> d;
+	drive(fabs, [&] { return (d = at.take(ctx)).has_value(); });
+	return d;
+}
+
+std::vector<std::uint8_t> pattern(std::size_t n, unsigned seed)
+{
+	std::vector<std::uint8_t> v(n);
+	std::uint32_t x = seed * 2654435761u + 1;
+	for (auto &b : v) {
+		x ^= x << 13;
+		x ^= x >> 17;
+		x ^= x << 5;
+		b = static_cast<std::uint8_t>(x);
+	}
+	return v;
+}
+
+// Three nodes on one switch (MTU 9000), the module loaded afresh.
+class FabricTest : public metest::ClusterTest {
+protected:
+	void SetUp() override
+	{
+		ASSERT_TRUE(provider_path_set);
+		ClusterTest::SetUp();
+		for (int i = 0; i < 3; i++)
+			ASSERT_EQ(c_->add_node(), i);
+		int sw = c_->add_switch();
+		ASSERT_GE(sw, 0);
+		for (int i = 0; i < 3; i++)
+			ASSERT_GE(c_->plug(i, sw, 9000), 0);
+		ASSERT_TRUE(c_->start());
+		ASSERT_TRUE(c_->wait_pair(0, 1, 1));
+		ASSERT_TRUE(c_->wait_pair(0, 2, 1));
+		ASSERT_TRUE(c_->wait_pair(1, 2, 1));
+	}
+	Cluster &c() { return *c_; }
+};
+
+TEST_F(FabricTest, GetinfoDescribesTheProvider)
+{
+	Cluster::Enter in(c().ns(0));
+	ASSERT_TRUE(in.ok());
+	fi_info *h = hints(), *info = nullptr;
+	ASSERT_EQ(fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, h, &info), 0);
+	ASSERT_NE(info, nullptr);
+	EXPECT_STREQ(info->fabric_attr->prov_name, "multiedge");
+	EXPECT_EQ(info->ep_attr->type, FI_EP_RDM);
+	EXPECT_EQ(info->caps & (FI_MSG | FI_TAGGED), FI_MSG | FI_TAGGED);
+	EXPECT_EQ(info->addr_format, static_cast<std::uint32_t>(FI_ADDR_STR));
+	EXPECT_EQ(std::string(static_cast<char *>(info->src_addr)),
+		  "fi_me://" + std::to_string(c().id(0)));
+	EXPECT_GT(info->tx_attr->inject_size, 0u);
+	fi_freeinfo(info);
+
+	// What it does not offer is not matched.
+	for (auto [type, caps] : {std::pair{FI_EP_MSG, FI_MSG}, std::pair{FI_EP_DGRAM, FI_MSG},
+				  std::pair{FI_EP_RDM, FI_MSG | FI_RMA},
+				  std::pair{FI_EP_RDM, FI_MSG | FI_ATOMIC}}) {
+		fi_info *h2 = hints(type, caps), *none = nullptr;
+		EXPECT_EQ(fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, h2, &none), -FI_ENODATA)
+			<< "type " << type << " caps " << caps;
+		fi_freeinfo(h2);
+	}
+	// A node that is not ours as the source.
+	fi_info *info2 = nullptr;
+	EXPECT_EQ(fi_getinfo(FI_VERSION(1, 17), "fi_me://4000000000", nullptr, FI_SOURCE, h, &info2),
+		  -FI_ENODATA);
+	fi_freeinfo(h);
+}
+
+// Messages and tagged messages of every size class arrive whole, in both
+// directions: empty, eager (one multiedge send), rendezvous (remote read).
+TEST_F(FabricTest, SizesRoundTrip)
+{
+	Fab a(c(), 0), b(c(), 1);
+	ASSERT_TRUE(a.ok && b.ok);
+	fi_addr_t to_b = a.insert(b), to_a = b.insert(a);
+	std::size_t eager = a.info->tx_attr->inject_size;
+	for (std::size_t len : {std::size_t{0}, std::size_t{1}, eager, eager + 1, std::size_t{65536},
+				std::size_t{1} << 20, std::size_t{5} << 20}) {
+		for (bool tagged : {false, true}) {
+			SCOPED_TRACE("len " + std::to_string(len) + (tagged ? " tagged" : " msg"));
+			auto out = pattern(len, static_cast<unsigned>(len) + tagged);
+			std::vector<std::uint8_t> in(len + 16, 0xee);
+			int rctx = 0, sctx = 0;
+			ssize_t r = tagged ? fi_trecv(b.ep, in.data(), in.size(), nullptr, to_a, 0x77, 0, &rctx)
+					   : fi_recv(b.ep, in.data(), in.size(), nullptr, to_a, &rctx);
+			ASSERT_EQ(r, 0) << fi_err(static_cast<int>(r));
+			r = tagged ? fi_tsend(a.ep, out.data(), len, nullptr, to_b, 0x77, &sctx)
+				   : fi_send(a.ep, out.data(), len, nullptr, to_b, &sctx);
+			ASSERT_EQ(r, 0) << fi_err(static_cast<int>(r));
+			auto rd = wait_done(b, &rctx, {&a, &b});
+			ASSERT_TRUE(rd) << "no receive completion";
+			auto sd = wait_done(a, &sctx, {&a, &b});
+			ASSERT_TRUE(sd) << "no send completion";
+			EXPECT_EQ(rd->err, 0);
+			EXPECT_EQ(sd->err, 0);
+			EXPECT_EQ(rd->e.len, len);
+			EXPECT_EQ(rd->src, to_a) << "FI_SOURCE";
+			EXPECT_TRUE(rd->e.flags & FI_RECV);
+			EXPECT_TRUE(rd->e.flags & (tagged ? FI_TAGGED : FI_MSG));
+			if (tagged) {
+				EXPECT_EQ(rd->e.tag, 0x77u);
+			}
+			EXPECT_TRUE(std::equal(out.begin(), out.end(), in.begin())) << "payload differs";
+			EXPECT_EQ(in[len], 0xee) << "written past the message";
+		}
+	}
+}
+
+// Tags match under ignore bits; messages that come before their receive
+// wait (unexpected) and are matched in the order they were sent; remote
+// CQ data arrives with them.
+TEST_F(FabricTest, TagMatchingAndUnexpectedOrder)
+{
+	Fab a(c(), 0), b(c(), 1);
+	ASSERT_TRUE(a.ok && b.ok);
+	fi_addr_t to_b = a.insert(b), to_a = b.insert(a);
+	constexpr int kN = 40;
+	std::vector<std::vector<std::uint8_t>> out;
+	int sctx[kN];
+	for (int i = 0; i < kN; i++) {
+		// Every third one is large (rendezvous): order holds across both.
+		out.push_back(pattern(i % 3 == 2 ? 100000 : 100 + i, i));
+		std::uint64_t tag = 0x1000 | (i % 2);	// two tags
+		ssize_t r = fi_tsenddata(a.ep, out[i].data(), out[i].size(), nullptr, 1000 + i, to_b,
+					 tag, &sctx[i]);
+		ASSERT_EQ(r, 0) << fi_err(static_cast<int>(r));
+	}
+	// Let them all land unexpected.
+	drive({&a, &b}, [&] { return false; }, 300ms);
+	// Receive tag ...1 first (ignoring nothing), then the rest with a
+	// receive that ignores the low bit.
+	std::vector<std::uint8_t> in(100000);
+	std::vector<int> order;
+	for (int pass = 0; pass < 2; pass++) {
+		for (int k = 0; k < kN / 2; k++) {
+			int rctx;
+			ssize_t r = fi_trecv(b.ep, in.data(), in.size(), nullptr, to_a,
+					     pass == 0 ? 0x1001 : 0x1000, pass == 0 ? 0 : 1, &rctx);
+			ASSERT_EQ(r, 0);
+			auto d = wait_done(b, &rctx, {&a, &b});
+			ASSERT_TRUE(d);
+			ASSERT_EQ(d->err, 0);
+			ASSERT_TRUE(d->e.flags & FI_REMOTE_CQ_DATA);
+			int i = static_cast<int>(d->e.data - 1000);
+			ASSERT_GE(i, 0);
+			ASSERT_LT(i, kN);
+			order.push_back(i);
+			EXPECT_EQ(d->e.tag, 0x1000u | (i % 2));
+			ASSERT_EQ(d->e.len, out[i].size());
+			EXPECT_EQ(std::memcmp(in.data(), out[i].data(), out[i].size()), 0) << "message " << i;
+		}
+	}
+	// Odd ones first in send order, then the even ones in send order.
+	std::vector<int> want;
+	for (int i = 1; i < kN; i += 2)
+		want.push_back(i);
+	for (int i = 0; i < kN; i += 2)
+		want.push_back(i);
+	EXPECT_EQ(order, want);
+	for (int i = 0; i < kN; i++) {
+		auto d = wait_done(a, &sctx[i], {&a, &b});
+		ASSERT_TRUE(d);
+		EXPECT_EQ(d->err, 0);
+	}
+}
+
+// A receive directed at one source takes only its messages; one from any
+// source takes them in arrival order.  Three nodes on a switch.
+TEST_F(FabricTest, DirectedReceiveAmongThreeNodes)
+{
+	Fab a(c(), 0), b(c(), 1), z(c(), 2);
+	ASSERT_TRUE(a.ok && b.ok && z.ok);
+	fi_addr_t a_to_z = a.insert(z), b_to_z = b.insert(z);
+	fi_addr_t z_to_a = z.insert(a), z_to_b = z.insert(b);
+	char ma[] = "from a", mb[] = "from b";
+	int sa, sb;
+	ASSERT_EQ(fi_send(a.ep, ma, sizeof(ma), nullptr, a_to_z, &sa), 0);
+	ASSERT_EQ(fi_send(b.ep, mb, sizeof(mb), nullptr, b_to_z, &sb), 0);
+	ASSERT_TRUE(wait_done(a, &sa, {&a, &b, &z}));
+	ASSERT_TRUE(wait_done(b, &sb, {&a, &b, &z}));
+	char in[32] = {};
+	int r1;
+	ASSERT_EQ(fi_recv(z.ep, in, sizeof(in), nullptr, z_to_b, &r1), 0);
+	auto d = wait_done(z, &r1, {&a, &b, &z});
+	ASSERT_TRUE(d);
+	EXPECT_STREQ(in, "from b");
+	EXPECT_EQ(d->src, z_to_b);
+	int r2;
+	ASSERT_EQ(fi_recv(z.ep, in, sizeof(in), nullptr, FI_ADDR_UNSPEC, &r2), 0);
+	d = wait_done(z, &r2, {&a, &b, &z});
+	ASSERT_TRUE(d);
+	EXPECT_STREQ(in, "from a");
+	EXPECT_EQ(d->src, z_to_a);
+}
+
+// A message longer than its receive buffer: the buffer is filled, the
+// completion is an FI_ETRUNC error saying how much did not fit; the send
+// itself succeeds.  Eager and rendezvous alike.
+TEST_F(FabricTest, TruncatedReceive)
+{
+	Fab a(c(), 0), b(c(), 1);
+	ASSERT_TRUE(a.ok && b.ok);
+	fi_addr_t to_b = a.insert(b), to_a = b.insert(a);
+	for (std::size_t len : {std::size_t{500}, std::size_t{200000}}) {
+		SCOPED_TRACE("len " + std::to_string(len));
+		auto out = pattern(len, 5);
+		std::vector<std::uint8_t> in(100, 0);
+		int rctx, sctx;
+		ASSERT_EQ(fi_recv(b.ep, in.data(), in.size(), nullptr, to_a, &rctx), 0);
+		ASSERT_EQ(fi_send(a.ep, out.data(), len, nullptr, to_b, &sctx), 0);
+		auto rd = wait_done(b, &rctx, {&a, &b});
+		ASSERT_TRUE(rd);
+		EXPECT_EQ(rd->err, FI_ETRUNC);
+		EXPECT_EQ(rd->olen, len - 100);
+		EXPECT_EQ(std::memcmp(in.data(), out.data(), 100), 0);
+		auto sd = wait_done(a, &sctx, {&a, &b});
+		ASSERT_TRUE(sd);
+		EXPECT_EQ(sd->err, 0);
+	}
+}
+
+// Many more messages than the peer's receive queue holds, none of them
+// received yet: the queue refuses some (ENOBUFS), the provider sends them
+// again, and every one arrives once, in order.
+TEST_F(FabricTest, FloodBeyondTheReceiveQueueKeepsOrder)
+{
+	Fab a(c(), 0), b(c(), 1);
+	ASSERT_TRUE(a.ok && b.ok);
+	fi_addr_t to_b = a.insert(b), to_a = b.insert(a);
+	constexpr int kN = 900;
+	std::vector<std::uint32_t> vals(kN);
+	int sent = 0, send_done = 0;
+	std::vector<int> sctx(kN);
+	auto t0 = std::chrono::steady_clock::now();
+	while (sent < kN) {
+		vals[sent] = static_cast<std::uint32_t>(sent);
+		ssize_t r = fi_tsend(a.ep, &vals[sent], 4, nullptr, to_b, 9, &sctx[sent]);
+		if (r == -FI_EAGAIN) {
+			a.harvest();
+			continue;
+		}
+		ASSERT_EQ(r, 0) << fi_err(static_cast<int>(r));
+		sent++;
+		ASSERT_LT(std::chrono::steady_clock::now() - t0, 60s);
+	}
+	// Only the sender progresses for a while: the receiver takes nothing.
+	drive({&a}, [&] { return false; }, 1s);
+	std::vector<std::uint32_t> got;
+	std::uint32_t v;
+	while (got.size() < kN) {
+		int rctx;
+		ASSERT_EQ(fi_trecv(b.ep, &v, 4, nullptr, to_a, 9, 0, &rctx), 0);
+		auto d = wait_done(b, &rctx, {&a, &b});
+		ASSERT_TRUE(d) << "message " << got.size() << " never came";
+		ASSERT_EQ(d->err, 0);
+		got.push_back(v);
+	}
+	for (int i = 0; i < kN; i++)
+		ASSERT_EQ(got[i], static_cast<std::uint32_t>(i)) << "out of order at " << i;
+	drive({&a, &b}, [&] {
+		while (a.take(&sctx[send_done]))
+			if (++send_done == kN)
+				return true;
+		return false;
+	});
+	EXPECT_EQ(send_done, kN);
+}
+
+// Bad input answers with the errors libfabric programs expect, and
+// nothing is sent.
+TEST_F(FabricTest, BadInput)
+{
+	Fab a(c(), 0), b(c(), 1);
+	ASSERT_TRUE(a.ok && b.ok);
+	fi_addr_t to_b = a.insert(b);
+	char buf[64] = "x";
+	int ctx;
+	EXPECT_EQ(fi_send(a.ep, buf, 8, nullptr, 12345, &ctx), -FI_EINVAL) << "unknown fi_addr";
+	EXPECT_EQ(fi_inject(a.ep, buf, a.info->tx_attr->inject_size + 1, to_b), -FI_EMSGSIZE);
+	// An address of its own node.
+	fi_addr_t self = a.insert(a);
+	EXPECT_EQ(fi_send(a.ep, buf, 8, nullptr, self, &ctx), -FI_EINVAL) << "own node";
+	// Garbage addresses are not inserted.
+	char junk[32] = "not-an-address";
+	fi_addr_t out = 0;
+	EXPECT_EQ(fi_av_insert(a.av, junk, 1, &out, 0, nullptr), 0);
+	EXPECT_EQ(out, FI_ADDR_NOTAVAIL);
+	// Cancel a posted receive: FI_ECANCELED; cancel twice: -FI_ENOENT.
+	int rctx;
+	ASSERT_EQ(fi_recv(b.ep, buf, sizeof(buf), nullptr, FI_ADDR_UNSPEC, &rctx), 0);
+	EXPECT_EQ(fi_cancel(&b.ep->fid, &rctx), 0);
+	EXPECT_EQ(fi_cancel(&b.ep->fid, &rctx), -FI_ENOENT);
+	b.harvest();
+	auto d = b.take(&rctx);
+	ASSERT_TRUE(d);
+	EXPECT_EQ(d->err, FI_ECANCELED);
+	// A peek that finds nothing: FI_ENOMSG.
+	fi_msg_tagged m{};
+	m.addr = FI_ADDR_UNSPEC;
+	m.tag = 42;
+	m.context = &rctx;
+	ASSERT_EQ(fi_trecvmsg(b.ep, &m, FI_PEEK), 0);
+	b.harvest();
+	d = b.take(&rctx);
+	ASSERT_TRUE(d);
+	EXPECT_EQ(d->err, FI_ENOMSG);
+	// Counters are not offered; an endpoint cannot be bound once enabled.
+	fi_cntr_attr cattr{};
+	fid_cntr *cntr = nullptr;
+	EXPECT_EQ(fi_cntr_open(a.domain, &cattr, &cntr, nullptr), -FI_ENOSYS);
+	fid_cq *cq2 = nullptr;
+	fi_cq_attr attr{};
+	attr.format = FI_CQ_FORMAT_CONTEXT;
+	ASSERT_EQ(fi_cq_open(a.domain, &attr, &cq2, nullptr), 0);
+	EXPECT_EQ(fi_ep_bind(a.ep, &cq2->fid, FI_RECV), -FI_EOPBADSTATE);
+	EXPECT_EQ(fi_close(&cq2->fid), 0);
+	// One endpoint per domain; a busy domain does not close.
+	fid_ep *ep2 = nullptr;
+	EXPECT_EQ(fi_endpoint(a.domain, a.info, &ep2, nullptr), -FI_ENOSPC);
+	EXPECT_EQ(fi_close(&a.domain->fid), -FI_EBUSY);
+	EXPECT_EQ(fi_close(&a.cq->fid), -FI_EBUSY) << "a bound CQ closed";
+}
+
+// Peek, claim and receive the claimed message (MPI_Improbe, MPI_Mrecv).
+TEST_F(FabricTest, PeekAndClaim)
+{
+	Fab a(c(), 0), b(c(), 1);
+	ASSERT_TRUE(a.ok && b.ok);
+	fi_addr_t to_b = a.insert(b), to_a = b.insert(a);
+	auto out = pattern(3000, 1);	// rendezvous
+	int sctx;
+	ASSERT_EQ(fi_tsend(a.ep, out.data(), out.size(), nullptr, to_b, 5, &sctx), 0);
+	int pctx;
+	fi_msg_tagged m{};
+	m.addr = to_a;
+	m.tag = 5;
+	m.context = &pctx;
+	std::optional<Done> peeked;
+	ASSERT_TRUE(drive({&a, &b}, [&] {
+		if (fi_trecvmsg(b.ep, &m, FI_PEEK | FI_CLAIM) != 0)
+			return false;
+		b.harvest();
+		peeked = b.take(&pctx);
+		return peeked && peeked->err == 0;
+	}));
+	EXPECT_EQ(peeked->e.len, out.size());
+	EXPECT_EQ(peeked->e.tag, 5u);
+	// A plain receive does not get the claimed message.
+	std::vector<std::uint8_t> in(4000);
+	int other;
+	ASSERT_EQ(fi_trecv(b.ep, in.data(), in.size(), nullptr, to_a, 5, 0, &other), 0);
+	iovec iov{in.data(), in.size()};
+	m.msg_iov = &iov;
+	m.iov_count = 1;
+	ASSERT_EQ(fi_trecvmsg(b.ep, &m, FI_CLAIM), 0);
+	auto d = wait_done(b, &pctx, {&a, &b});
+	ASSERT_TRUE(d);
+	EXPECT_EQ(d->err, 0);
+	EXPECT_EQ(std::memcmp(in.data(), out.data(), out.size()), 0);
+	EXPECT_FALSE(b.take(&other)) << "the claimed message went to another receive";
+	EXPECT_EQ(fi_cancel(&b.ep->fid, &other), 0);
+	ASSERT_TRUE(wait_done(a, &sctx, {&a, &b}));
+}
+
+// A rendezvous from read-only memory (it cannot be registered): the
+// provider sends a copy.
+TEST_F(FabricTest, SendFromReadOnlyMemory)
+{
+	Fab a(c(), 0), b(c(), 1);
+	ASSERT_TRUE(a.ok && b.ok);
+	fi_addr_t to_b = a.insert(b), to_a = b.insert(a);
+	constexpr std::size_t kLen = 256 * 1024;
+	void *p = ::mmap(nullptr, kLen, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ASSERT_NE(p, MAP_FAILED);
+	auto out = pattern(kLen, 3);
+	std::memcpy(p, out.data(), kLen);
+	ASSERT_EQ(::mprotect(p, kLen, PROT_READ), 0);
+	std::vector<std::uint8_t> in(kLen);
+	int rctx, sctx;
+	ASSERT_EQ(fi_recv(b.ep, in.data(), in.size(), nullptr, to_a, &rctx), 0);
+	ASSERT_EQ(fi_send(a.ep, p, kLen, nullptr, to_b, &sctx), 0);
+	auto rd = wait_done(b, &rctx, {&a, &b});
+	auto sd = wait_done(a, &sctx, {&a, &b});
+	ASSERT_TRUE(rd && sd);
+	EXPECT_EQ(rd->err, 0);
+	EXPECT_EQ(sd->err, 0);
+	EXPECT_EQ(in, out);
+	::munmap(p, kLen);
+}
+
+// fi_cq_sread sleeps until a message comes (the device polls
+// POLLRDBAND for it) and gives up after its timeout.
+TEST_F(FabricTest, BlockingReadWakesForAMessage)
+{
+	Fab a(c(), 0), b(c(), 1);
+	ASSERT_TRUE(a.ok && b.ok);
+	fi_addr_t to_b = a.insert(b), to_a = b.insert(a);
+	char in[16] = {};
+	int rctx;
+	ASSERT_EQ(fi_recv(b.ep, in, sizeof(in), nullptr, to_a, &rctx), 0);
+	fi_cq_tagged_entry e{};
+	auto t0 = std::chrono::steady_clock::now();
+	EXPECT_EQ(fi_cq_sread(b.cq, &e, 1, nullptr, 200), -FI_EAGAIN);
+	EXPECT_GE(std::chrono::steady_clock::now() - t0, 150ms);
+	std::thread sender([&] {
+		std::this_thread::sleep_for(300ms);
+		char msg[] = "wake";
+		int sctx;
+		EXPECT_EQ(fi_send(a.ep, msg, sizeof(msg), nullptr, to_b, &sctx), 0);
+		std::optional<Done> d;
+		drive({&a}, [&] { return (d = a.take(&sctx)).has_value(); });
+		EXPECT_TRUE(d);
+	});
+	t0 = std::chrono::steady_clock::now();
+	ssize_t n = fi_cq_sread(b.cq, &e, 1, nullptr, 20000);
+	auto waited = std::chrono::steady_clock::now() - t0;
+	sender.join();
+	ASSERT_EQ(n, 1) << fi_err(static_cast<int>(n));
+	EXPECT_EQ(e.op_context, &rctx);
+	EXPECT_STREQ(in, "wake");
+	EXPECT_LT(waited, 10s);
+	int fd = -1;
+	EXPECT_EQ(fi_control(&b.cq->fid, FI_GETWAIT, &fd), 0);
+	EXPECT_EQ(fd >= 0, true);
+}
+
+// Runs `cmd` through the shell; its exit status.
+int sh(const std::string &cmd)
+{
+	int st = std::system(cmd.c_str());
+	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+// Debian's fi_info lists the provider; fi_pingpong runs over it between
+// two nodes (its control channel is TCP over the same link).
+TEST_F(FabricTest, FiInfoAndFiPingpong)
+{
+	std::string env = "FI_PROVIDER_PATH=" + provider_dir() + " ";
+	EXPECT_EQ(sh("ip netns exec " + c().ns(0) + " env " + env +
+		     "fi_info -p multiedge | grep -q 'provider: multiedge'"),
+		  0);
+	// IP addresses on the switch ports for fi_pingpong's own TCP channel.
+	for (int n : {0, 1})
+		ASSERT_EQ(sh("ip -n " + c().ns(n) + " addr add 10.77.0." + std::to_string(n + 1) +
+			     "/24 dev " + c().node(n).ifnames.at(0)),
+			  0);
+	std::string log = "/tmp/fi_pingpong_server.log";
+	std::string server = "ip netns exec " + c().ns(1) + " env " + env +
+			     "fi_pingpong -p multiedge -e rdm -I 200 -c > " + log + " 2>&1";
+	std::thread srv([&] { EXPECT_EQ(sh(server), 0) << "server; log: " << log; });
+	std::this_thread::sleep_for(500ms);
+	int client = sh("ip netns exec " + c().ns(0) + " env " + env +
+			"fi_pingpong -p multiedge -e rdm -I 200 -c 10.77.0.2 > /tmp/fi_pingpong.log 2>&1");
+	srv.join();
+	sh("cat /tmp/fi_pingpong.log");
+	EXPECT_EQ(client, 0) << "client; see /tmp/fi_pingpong.log";
+}
+
+} // namespace

@@ -289,7 +289,9 @@ ssize_t Endpoint::recv(void *buf, std::size_t len, void *desc, fi_addr_t src, st
 	r.mr = static_cast<MemoryRegion *>(desc);
 	if (r.mr && !r.mr->covers(buf, len))
 		r.mr = nullptr;
-	if (src != FI_ADDR_UNSPEC) {
+	// The source counts only where FI_DIRECTED_RECV was asked for (fi_recv
+	// callers without it pass anything there, 0 often).
+	if (directed && src != FI_ADDR_UNSPEC) {
 		std::optional<std::uint32_t> node = av->node_of(src);
 		if (!node)
 			return -FI_EINVAL;
@@ -640,6 +642,7 @@ Endpoint::Endpoint(Domain *d, const fi_info *info, void *context)
 		tx_op_flags = info->tx_attr->op_flags;
 	if (info && info->rx_attr)
 		rx_op_flags = info->rx_attr->op_flags;
+	directed = info && (info->caps & FI_DIRECTED_RECV);
 }
 
 } // namespace mefi

@@ -291,6 +291,7 @@ public:
 	CompletionQueue *tx_cq = nullptr, *rx_cq = nullptr;
 	bool tx_selective = false, rx_selective = false;
 	bool enabled = false;
+	bool directed = false;		// FI_DIRECTED_RECV: receives name a source
 	std::uint64_t tx_op_flags = 0, rx_op_flags = 0;
 
 	const std::uint32_t session;	// names this endpoint's streams

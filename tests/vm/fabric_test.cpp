@@ -53,7 +53,8 @@ std::string fi_err(int ret)
 	return std::to_string(ret) + " (" + fi_strerror(-ret) + ")";
 }
 
-fi_info *hints(fi_ep_type type = FI_EP_RDM, std::uint64_t caps = FI_MSG | FI_TAGGED)
+fi_info *hints(fi_ep_type type = FI_EP_RDM,
+	       std::uint64_t caps = FI_MSG | FI_TAGGED | FI_SOURCE | FI_DIRECTED_RECV)
 {
 	fi_info *h = fi_allocinfo();
 	h->caps = caps;
@@ -655,13 +656,13 @@ TEST_F(FabricTest, FiInfoAndFiPingpong)
 			  0);
 	std::string log = "/tmp/fi_pingpong_server.log";
 	std::string server = "ip netns exec " + c().ns(1) + " env " + env +
-			     "fi_pingpong -p multiedge -e rdm -I 200 -c > " + log + " 2>&1";
+			     "timeout 120 fi_pingpong -p multiedge -e rdm -I 100 -c > " + log + " 2>&1";
 	std::thread srv([&] { EXPECT_EQ(sh(server), 0) << "server; log: " << log; });
 	std::this_thread::sleep_for(500ms);
 	int client = sh("ip netns exec " + c().ns(0) + " env " + env +
-			"fi_pingpong -p multiedge -e rdm -I 200 -c 10.77.0.2 > /tmp/fi_pingpong.log 2>&1");
+			"timeout 120 fi_pingpong -p multiedge -e rdm -I 100 -c 10.77.0.2 > /tmp/fi_pingpong.log 2>&1");
 	srv.join();
-	sh("cat /tmp/fi_pingpong.log");
+	sh("echo '-- fi_pingpong client:'; cat /tmp/fi_pingpong.log; echo '-- server:'; cat " + log);
 	EXPECT_EQ(client, 0) << "client; see /tmp/fi_pingpong.log";
 }
 

@@ -2,7 +2,7 @@
 #
 #   make install        the module into /lib/modules/$(KVER)/updates/ (then
 #                       depmod), libmultiedge, its headers and pkg-config file,
-#                       mectl, the udev rule, the modprobe options file, the
+#                       mectl, the libfabric provider (FABRICDIR), the udev rule, the modprobe options file, the
 #                       boot configuration of NICs and its systemd unit
 #   make uninstall      removes all of it
 #   make dkms-install   the module's sources under /usr/src/multiedge-VERSION
@@ -21,6 +21,9 @@ INCLUDEDIR ?= $(PREFIX)/include
 UNITDIR    ?= $(PREFIX)/lib/systemd/system
 MODULEDIR  ?= /lib/modules/$(KVER)/updates
 MODULE_KO  ?= $(TOP)/kernel/multiedge.ko
+# libfabric loads providers from its own directory (Debian 12:
+# /usr/lib/x86_64-linux-gnu/libfabric), whatever PREFIX is.
+FABRICDIR  ?= $(or $(shell pkg-config --variable=libdir libfabric 2>/dev/null),$(LIBDIR))/libfabric
 DKMS_SRC   ?= /usr/src/multiedge-$(LIBME_VERSION)
 # Who may open /dev/multiedge (udev rule), and the module's load options.
 DEVICE_GROUP ?= multiedge
@@ -61,7 +64,7 @@ install-check-module:
 	@v=$$(/sbin/modinfo -F vermagic $(MODULE_KO) | cut -d' ' -f1); [ "$$v" = "$(KVER)" ] || \
 		{ echo "install: $(MODULE_KO) is built for $$v, not $(KVER)" >&2; exit 1; }
 
-install: install-check-module $(LIBME_A) $(LIBME_SO) $(LIBME_PC) $(MECTL) \
+install: install-check-module $(LIBME_A) $(LIBME_SO) $(LIBME_PC) $(MECTL) $(MEFI_SO) \
 		$(PKG_OUT)/60-multiedge.rules $(PKG_OUT)/multiedge.conf $(PKG_OUT)/multiedge.service
 	$(INSTALL) -D -m 0644 $(MODULE_KO) $(DESTDIR)$(MODULEDIR)/multiedge.ko
 	$(INSTALL) -D -m 0755 $(MECTL) $(DESTDIR)$(BINDIR)/mectl
@@ -70,6 +73,7 @@ install: install-check-module $(LIBME_A) $(LIBME_SO) $(LIBME_PC) $(MECTL) \
 	ln -sfn $(LIBME_SONAME) $(DESTDIR)$(LIBDIR)/libmultiedge.so
 	$(INSTALL) -m 0644 $(LIBME_A) $(DESTDIR)$(LIBDIR)/libmultiedge.a
 	$(INSTALL) -D -m 0644 $(LIBME_PC) $(DESTDIR)$(LIBDIR)/pkgconfig/multiedge.pc
+	$(INSTALL) -D -m 0644 $(MEFI_SO) $(DESTDIR)$(FABRICDIR)/libmultiedge-fi.so
 	$(INSTALL) -d $(DESTDIR)$(INCLUDEDIR)/multiedge
 	$(INSTALL) -m 0644 $(wildcard $(TOP)/userlib/include/multiedge/*.hpp) $(DESTDIR)$(INCLUDEDIR)/multiedge/
 	$(INSTALL) -m 0644 $(TOP)/uapi/multiedge.h $(DESTDIR)$(INCLUDEDIR)/multiedge/multiedge.h
@@ -96,6 +100,7 @@ uninstall:
 	rm -f $(DESTDIR)$(LIBDIR)/$(notdir $(LIBME_SO)) $(DESTDIR)$(LIBDIR)/$(LIBME_SONAME) \
 	      $(DESTDIR)$(LIBDIR)/libmultiedge.so $(DESTDIR)$(LIBDIR)/libmultiedge.a \
 	      $(DESTDIR)$(LIBDIR)/pkgconfig/multiedge.pc
+	rm -f $(DESTDIR)$(FABRICDIR)/libmultiedge-fi.so
 	rm -rf $(DESTDIR)$(INCLUDEDIR)/multiedge
 	rm -f $(DESTDIR)$(SYSCONFDIR)/udev/rules.d/60-multiedge.rules \
 	      $(DESTDIR)$(SYSCONFDIR)/modprobe.d/multiedge.conf \

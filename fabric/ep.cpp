@@ -72,10 +72,6 @@ ssize_t Endpoint::send(const void *buf, std::size_t len, void *desc, fi_addr_t d
 	std::optional<std::uint32_t> node = av->node_of(dest);
 	if (!node)
 		return -FI_EINVAL;
-	if (*node == domain->node) {
-		MEFI_WARN("sending to the endpoint's own node is not supported\n");
-		return -FI_EINVAL;
-	}
 	if (len > ME_OP_MAX_LEN)
 		return -FI_EMSGSIZE;
 	if ((flags & FI_INJECT) && len > kEagerMax)
@@ -100,7 +96,7 @@ ssize_t Endpoint::send(const void *buf, std::size_t len, void *desc, fi_addr_t d
 	h.len = len;
 	const std::uint8_t *payload = static_cast<const std::uint8_t *>(buf);
 	std::size_t n = len;
-	if (len <= kEagerMax) {
+	if (len <= kEagerMax || *node == domain->node) {
 		h.kind = Kind::Eager;
 	} else {
 		op->temp = std::make_unique<TempRegion>();
@@ -113,6 +109,13 @@ ssize_t Endpoint::send(const void *buf, std::size_t len, void *desc, fi_addr_t d
 		h.id = next_id++;
 		payload = nullptr;
 		n = 0;
+	}
+	if (*node == domain->node) {
+		// FI_LOCAL_COMM: to this endpoint itself (the node's only one).
+		// Delivered at once, whole, in call order; the send is done.
+		deliver(*node, h, static_cast<const std::uint8_t *>(buf));
+		complete_tx(op.get(), 0);
+		return 0;
 	}
 	Op *raw = op.release();
 	if (h.kind == Kind::Rts)

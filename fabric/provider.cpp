@@ -19,10 +19,13 @@ namespace mefi {
 namespace {
 
 constexpr const char *kName = "multiedge";
+// FI_LOCAL_COMM: an endpoint can send to itself (the one endpoint of its
+// node, Documentation/libfabric.md); FI_REMOTE_COMM: to other nodes.
 constexpr std::uint64_t kCaps = FI_MSG | FI_TAGGED | FI_SEND | FI_RECV | FI_SOURCE |
-				FI_DIRECTED_RECV;
-constexpr std::uint64_t kTxCaps = FI_MSG | FI_TAGGED | FI_SEND;
-constexpr std::uint64_t kRxCaps = FI_MSG | FI_TAGGED | FI_RECV | FI_SOURCE | FI_DIRECTED_RECV;
+				FI_DIRECTED_RECV | FI_LOCAL_COMM | FI_REMOTE_COMM;
+constexpr std::uint64_t kTxCaps = FI_MSG | FI_TAGGED | FI_SEND | FI_LOCAL_COMM | FI_REMOTE_COMM;
+constexpr std::uint64_t kRxCaps = FI_MSG | FI_TAGGED | FI_RECV | FI_SOURCE | FI_DIRECTED_RECV |
+				  FI_LOCAL_COMM | FI_REMOTE_COMM;
 constexpr std::size_t kQueueSize = 1024;
 
 // This namespace's node, or a positive errno (module not loaded: ENOENT).

@@ -40,6 +40,14 @@ $(GUEST_BIN)/mixed_test $(GUEST_PAIR_TEST): $(BUILD)/obj/vm/mixed_load.o
 $(GUEST_BIN)/fault_test: $(BUILD)/obj/core/plain/wire.o
 $(GUEST_PAIR_TEST): $(BUILD)/obj/vm/cluster.o
 PROGRAMS += $(GUEST_PAIR_TEST)
+# An unchanged MPI program, run by Open MPI over the provider (a script).
+GUEST_MPI_CHECK := $(GUEST_BIN)/mpi_check
+$(GUEST_MPI_CHECK): $(TOP)/tests/vm/mpi/mpi_check.cpp | $(MEFI_SO)
+	@mkdir -p $(@D)
+	mpicxx.openmpi $(CXXFLAGS_COMMON) -DOMPI_SKIP_MPICXX -o $@ $<
+PROGRAMS += $(GUEST_MPI_CHECK)
+GUEST_SCRIPTS += $(TOP)/tests/vm/mpi/mpi-openmpi
+
 # The provider's tests call libfabric, which loads the provider built here.
 $(GUEST_BIN)/fabric_test: LIBME_LIBS += -lfabric
 $(GUEST_BIN)/fabric_test: | $(MEFI_SO)

@@ -1,0 +1,133 @@
+// An unchanged MPI program (it knows nothing of multiedge): point-to-point
+// exchanges of every size class with their data checked, then the
+// collectives an application leans on.  tests/vm/mpi/mpi-openmpi runs it
+// over the libfabric provider; it prints what it measured and exits 0 only
+// when every check held.
+#include <mpi.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+namespace {
+
+int failures = 0;
+
+void check(bool ok, const char *what, int rank)
+{
+	if (!ok) {
+		std::fprintf(stderr, "mpi_check: rank %d: %s\n", rank, what);
+		failures++;
+	}
+}
+
+std::uint8_t byte_of(std::size_t i, int seed)
+{
+	return static_cast<std::uint8_t>(i * 131 + static_cast<std::size_t>(seed) * 7 + 1);
+}
+
+// Rank 0 and rank 1 bounce `len` bytes `iters` times; each side checks
+// every message it receives.  Returns the mean one-way time in us.
+double pingpong(int rank, std::size_t len, int iters)
+{
+	std::vector<std::uint8_t> out(len), in(len);
+	double t0 = MPI_Wtime();
+	for (int it = 0; it < iters; it++) {
+		int seed = it * 2 + (rank == 0 ? 0 : 1);
+		for (std::size_t i = 0; i < len; i++)
+			out[i] = byte_of(i, seed);
+		MPI_Status st;
+		if (rank == 0) {
+			MPI_Send(out.data(), static_cast<int>(len), MPI_BYTE, 1, it, MPI_COMM_WORLD);
+			MPI_Recv(in.data(), static_cast<int>(len), MPI_BYTE, 1, it, MPI_COMM_WORLD, &st);
+		} else {
+			MPI_Recv(in.data(), static_cast<int>(len), MPI_BYTE, 0, it, MPI_COMM_WORLD, &st);
+			MPI_Send(out.data(), static_cast<int>(len), MPI_BYTE, 0, it, MPI_COMM_WORLD);
+		}
+		int count = -1;
+		MPI_Get_count(&st, MPI_BYTE, &count);
+		check(count == static_cast<int>(len), "ping-pong: wrong length", rank);
+		int peer_seed = it * 2 + (rank == 0 ? 1 : 0);
+		for (std::size_t i = 0; i < len; i++)
+			if (in[i] != byte_of(i, peer_seed)) {
+				check(false, "ping-pong: payload differs", rank);
+				break;
+			}
+	}
+	return (MPI_Wtime() - t0) * 1e6 / (2.0 * iters);
+}
+
+} // namespace
+
+int main(int argc, char **argv)
+{
+	MPI_Init(&argc, &argv);
+	int rank = 0, size = 0;
+	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+	MPI_Comm_size(MPI_COMM_WORLD, &size);
+	if (size < 2) {
+		std::fprintf(stderr, "mpi_check: needs 2 ranks or more, has %d\n", size);
+		MPI_Abort(MPI_COMM_WORLD, 2);
+	}
+
+	if (rank < 2) {
+		for (std::size_t len : {std::size_t{8}, std::size_t{900}, std::size_t{4096},
+					std::size_t{65536}, std::size_t{1} << 20}) {
+			int iters = len >= (1u << 20) ? 10 : 50;
+			double us = pingpong(rank, len, iters);
+			if (rank == 0)
+				std::printf("mpi_check: ping-pong %8zu B: %9.1f us one way, %7.2f MB/s\n", len,
+					    us, static_cast<double>(len) / us);
+		}
+	}
+	MPI_Barrier(MPI_COMM_WORLD);
+
+	// Allreduce: the sum of every rank's vector.
+	constexpr int kN = 100000;
+	std::vector<long> mine(kN), sum(kN);
+	for (int i = 0; i < kN; i++)
+		mine[i] = static_cast<long>(rank + 1) * i;
+	MPI_Allreduce(mine.data(), sum.data(), kN, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
+	long ranks_sum = static_cast<long>(size) * (size + 1) / 2;
+	for (int i = 0; i < kN; i++)
+		if (sum[i] != ranks_sum * i) {
+			check(false, "allreduce: wrong sum", rank);
+			break;
+		}
+
+	// Alltoall: block j of rank r goes to rank j and says (r, j).
+	constexpr int kBlock = 5000;
+	std::vector<int> send(static_cast<std::size_t>(kBlock) * size),
+		recv(static_cast<std::size_t>(kBlock) * size);
+	for (int j = 0; j < size; j++)
+		for (int k = 0; k < kBlock; k++)
+			send[static_cast<std::size_t>(j) * kBlock + k] = rank * 1000000 + j * 10000 + k % 10000;
+	MPI_Alltoall(send.data(), kBlock, MPI_INT, recv.data(), kBlock, MPI_INT, MPI_COMM_WORLD);
+	for (int r = 0; r < size; r++)
+		for (int k = 0; k < kBlock; k++)
+			if (recv[static_cast<std::size_t>(r) * kBlock + k] != r * 1000000 + rank * 10000 + k % 10000) {
+				check(false, "alltoall: wrong block", rank);
+				r = size;
+				break;
+			}
+
+	// Broadcast of 1 MiB from the last rank.
+	std::vector<std::uint8_t> b(1 << 20);
+	if (rank == size - 1)
+		for (std::size_t i = 0; i < b.size(); i++)
+			b[i] = byte_of(i, 99);
+	MPI_Bcast(b.data(), static_cast<int>(b.size()), MPI_BYTE, size - 1, MPI_COMM_WORLD);
+	for (std::size_t i = 0; i < b.size(); i++)
+		if (b[i] != byte_of(i, 99)) {
+			check(false, "bcast: payload differs", rank);
+			break;
+		}
+
+	int all_failures = 0;
+	MPI_Allreduce(&failures, &all_failures, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+	if (rank == 0)
+		std::printf("mpi_check: %d ranks: %s\n", size, all_failures ? "FAILED" : "ok");
+	MPI_Finalize();
+	return all_failures ? 1 : 0;
+}

@@ -8,6 +8,7 @@
 // it again) or one that took another connection never overtakes.
 #include <sys/ioctl.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <random>
@@ -23,6 +24,7 @@ constexpr unsigned kWindow = 32;	// sends per peer the module holds at once
 constexpr unsigned kSlotReserve = 64;	// send slots only Fins may take
 constexpr std::size_t kMaxHeld = 4096;	// early messages held per stream
 constexpr auto kRefusedLimit = std::chrono::seconds(60);
+constexpr std::chrono::microseconds kBackoffMin{100}, kBackoffMax{20000};
 
 std::uint32_t random_session()
 {
@@ -159,6 +161,8 @@ int Endpoint::connect(std::uint32_t node, Peer &p)
 void Endpoint::flush(std::uint32_t node)
 {
 	Peer &p = peers[node];
+	if (p.backoff.count() && std::chrono::steady_clock::now() < p.hold_until)
+		return;		// retry() comes back with the next progress
 	bool reconnected = false;
 	while (!p.waiting.empty() && p.inflight < kWindow) {
 		if (!p.conn) {
@@ -540,6 +544,10 @@ void Endpoint::on_completion(const me_completion &c)
 		if (err == ECANCELED || now - op->refused < kRefusedLimit) {
 			if (err == ECANCELED && p.conn == c.conn)
 				p.conn = 0;
+			if (err == ENOBUFS) {
+				p.backoff = std::min(kBackoffMax, std::max(kBackoffMin, p.backoff * 2));
+				p.hold_until = now + p.backoff;
+			}
 			op->cookie = 0;
 			p.waiting.push_front(op);
 			flush(op->node);
@@ -554,11 +562,13 @@ void Endpoint::on_completion(const me_completion &c)
 			complete_tx(op, fi_error_of(err));
 		release(op);
 	} else if (op->h.kind == Kind::Rts && !op->fin_seen) {
+		p.backoff = std::chrono::microseconds{0};
 		// Sent; the send completes with the receiver's Fin.
 		domain->free_slots.push_back(op->slot);
 		op->slot = -1;
 		op->cookie = 0;
 	} else {
+		p.backoff = std::chrono::microseconds{0};
 		if (op->h.kind == Kind::Eager)
 			complete_tx(op, 0);
 		else if (op->h.kind == Kind::Rts)	// its Fin came first

@@ -249,6 +249,11 @@ struct Peer {
 	std::uint32_t tx_seq = 0;	// next to send
 	std::deque<Op *> waiting;	// sends not yet given to the module
 	unsigned inflight = 0;		// sends the module holds
+	// After a refusal (ENOBUFS) nothing is posted to it before this; the
+	// pause doubles while refusals go on (a receiver that takes nothing
+	// is not flooded with resends) and ends at the first success.
+	std::chrono::steady_clock::time_point hold_until{};
+	std::chrono::microseconds backoff{0};
 };
 
 // Messages of one sending endpoint (node, session), delivered in order.

@@ -99,6 +99,8 @@ std::optional<Header> decode(const std::uint8_t *in, std::size_t len);
 
 // fi_domain(): opens the device for a new domain (domain.cpp).
 int domain_open(fid_fabric *fabric, fi_info *info, fid_domain **dom, void *context);
+// fi_eq_open() (eq.cpp).
+int eq_open(fid_fabric *fabric, fi_eq_attr *attr, fid_eq **eq, void *context);
 
 // Maps a positive errno from the module to a libfabric error (positive).
 int fi_error_of(int err);

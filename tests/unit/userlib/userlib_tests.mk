@@ -1,9 +1,11 @@
-# Host tests of libmultiedge, the uapi header and the guest harness's log
+# Host tests of libmultiedge, the uapi header, the libfabric provider's
+# message header (fabric/wire.cpp) and the guest harness's log
 # scanner; built with ASan + UBSan.  fake_module.cpp answers the ioctls of
 # one temporary file as the module would (the host cannot load it).
 
 USERLIB_TEST_SRCS := $(wildcard $(TOP)/tests/unit/userlib/*_test.cpp) $(TOP)/tests/vm/kmsg.cpp \
-		     $(TOP)/tests/unit/userlib/fake_module.cpp $(LIBME_SRCS)
+		     $(TOP)/tests/unit/userlib/fake_module.cpp $(LIBME_SRCS) \
+		     $(TOP)/fabric/wire.cpp
 USERLIB_TEST_OBJS := $(patsubst $(TOP)/%.cpp,$(BUILD)/obj/san/%.o,$(USERLIB_TEST_SRCS))
 USERLIB_TEST := $(BUILD)/bin/unit/userlib_test
 

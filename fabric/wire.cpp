@@ -1,0 +1,151 @@
+// What the provider's files share that touches no libfabric object: its
+// addresses, its message header (built and checked here, so a host test
+// can feed it anything) and the mapping of the module's errors.
+#include <cerrno>
+#include <cinttypes>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "fabric/mefi.hpp"
+
+namespace mefi {
+
+std::string addr_string(std::uint32_t node)
+{
+	char buf[kAddrLen];
+	std::snprintf(buf, sizeof(buf), "fi_me://%" PRIu32, node);
+	return buf;
+}
+
+std::optional<std::uint32_t> parse_addr(const void *addr, std::size_t len)
+{
+	if (!addr || len == 0 || len > kAddrLen)
+		return std::nullopt;
+	char buf[kAddrLen + 1] = {};
+	std::memcpy(buf, addr, len);
+	const char *p = buf;
+	if (!std::strncmp(p, "fi_me://", 8))
+		p += 8;
+	if (*p < '0' || *p > '9')
+		return std::nullopt;
+	char *end = nullptr;
+	errno = 0;
+	unsigned long long v = std::strtoull(p, &end, 10);
+	if (errno || *end || v == 0 || v >= 0xffffffffULL)
+		return std::nullopt;
+	return static_cast<std::uint32_t>(v);
+}
+
+namespace {
+void put16(std::uint8_t *p, std::uint16_t v)
+{
+	p[0] = static_cast<std::uint8_t>(v);
+	p[1] = static_cast<std::uint8_t>(v >> 8);
+}
+void put32(std::uint8_t *p, std::uint32_t v)
+{
+	put16(p, static_cast<std::uint16_t>(v));
+	put16(p + 2, static_cast<std::uint16_t>(v >> 16));
+}
+void put64(std::uint8_t *p, std::uint64_t v)
+{
+	put32(p, static_cast<std::uint32_t>(v));
+	put32(p + 4, static_cast<std::uint32_t>(v >> 32));
+}
+std::uint32_t get32(const std::uint8_t *p)
+{
+	return p[0] | p[1] << 8 | p[2] << 16 | static_cast<std::uint32_t>(p[3]) << 24;
+}
+std::uint64_t get64(const std::uint8_t *p)
+{
+	return get32(p) | static_cast<std::uint64_t>(get32(p + 4)) << 32;
+}
+constexpr std::uint8_t kMagic = 0xfe;	// first byte: not an application's
+} // namespace
+
+// Layout: magic, kind, flags, 0, seq, tag, data, len, region, status, key,
+// id, session, 4 zero bytes.
+void encode(const Header &h, std::uint8_t *out)
+{
+	std::memset(out, 0, kHeaderSize);
+	out[0] = kMagic;
+	out[1] = static_cast<std::uint8_t>(h.kind);
+	out[2] = h.flags;
+	put32(out + 4, h.seq);
+	put64(out + 8, h.tag);
+	put64(out + 16, h.data);
+	put64(out + 24, h.len);
+	put32(out + 32, h.region);
+	put32(out + 36, static_cast<std::uint32_t>(h.status));
+	put64(out + 40, h.key);
+	put64(out + 48, h.id);
+	put32(out + 56, h.session);
+}
+
+std::optional<Header> decode(const std::uint8_t *in, std::size_t len)
+{
+	if (len < kHeaderSize || in[0] != kMagic || in[3])
+		return std::nullopt;
+	Header h;
+	h.kind = static_cast<Kind>(in[1]);
+	h.flags = in[2];
+	h.seq = get32(in + 4);
+	h.tag = get64(in + 8);
+	h.data = get64(in + 16);
+	h.len = get64(in + 24);
+	h.region = get32(in + 32);
+	h.status = static_cast<std::int32_t>(get32(in + 36));
+	h.key = get64(in + 40);
+	h.id = get64(in + 48);
+	h.session = get32(in + 56);
+	if (h.flags & ~(kFlagTagged | kFlagData))
+		return std::nullopt;
+	for (std::size_t i = 60; i < kHeaderSize; i++)
+		if (in[i])
+			return std::nullopt;
+	switch (h.kind) {
+	case Kind::Eager:
+		if (h.len != len - kHeaderSize || h.region || h.key || h.id || h.status)
+			return std::nullopt;
+		break;
+	case Kind::Rts:
+		if (len != kHeaderSize || h.len <= kEagerMax || h.len > ME_OP_MAX_LEN ||
+		    !h.region || !h.id || h.status)
+			return std::nullopt;
+		break;
+	case Kind::Fin:
+		if (len != kHeaderSize || !h.id || h.flags || h.tag || h.data || h.len ||
+		    h.region || h.key || h.status < 0 || h.status > 4095)
+			return std::nullopt;
+		break;
+	default:
+		return std::nullopt;
+	}
+	return h;
+}
+
+int fi_error_of(int err)
+{
+	switch (err) {
+	case 0:
+		return 0;
+	case ETIMEDOUT:
+	case ECONNRESET:
+	case ENOTCONN:
+	case EHOSTUNREACH:
+	case ENETDOWN:
+	case ECANCELED:
+	case EACCES:
+	case ERANGE:
+	case ENOMEM:
+	case EFAULT:
+	case EINVAL:
+	case EMSGSIZE:
+		return err;
+	default:
+		return FI_EIO;
+	}
+}
+
+} // namespace mefi

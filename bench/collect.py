@@ -477,6 +477,7 @@ def table(rows, d):
 
     flip_section(rows, d, p, targets)
     incast_section(d, p, targets)
+    mpi_section(d, p)
     issue16_targets(rows, targets)
 
     p("### Targets")
@@ -676,6 +677,43 @@ def incast_section(d, p, targets):
         targets.append((f"incast {n}->1: probe P99 <= 3x its idle P99",
                         f"{f['p99']:.2f} ms vs {f['idle']:.2f} ms ({fr(ratio_)})",
                         ratio_ is not None and ratio_ <= 3))
+
+
+def read_mpi(d):
+    """Phase M's lines (raw/mpi.txt, "mpi TRANSPORT ROUND BYTES US MBPS"):
+    {(transport, bytes): [(us, MB/s) per round]}."""
+    out = {}
+    path = os.path.join(d, "raw", "mpi.txt")
+    if not os.path.exists(path):
+        return out
+    for line in open(path):
+        f = line.split()
+        if len(f) != 6 or f[0] != "mpi":
+            continue
+        out.setdefault((f[1], int(f[3])), []).append((float(f[4]), float(f[5])))
+    return out
+
+
+def mpi_section(d, p):
+    fig = read_mpi(d)
+    if not fig:
+        return
+    p("### MPI ping-pong: Open MPI over multiedge (libfabric provider) and over TCP, phase M")
+    p("")
+    p("Two nodes (namespaces on one bridge, 2 vCPUs shared), one rank each; medians of "
+      "the rounds, run interleaved. The same MPI program, every byte checked.")
+    p("")
+    p("| size | multiedge, us one way | TCP, us one way | ratio (multiedge / TCP) | "
+      "multiedge MB/s | TCP MB/s |")
+    p("|---:|---:|---:|---:|---:|---:|")
+    for size in sorted({s_ for _, s_ in fig}):
+        me = fig.get(("multiedge", size), [])
+        tcp = fig.get(("tcp", size), [])
+        me_us, tcp_us = med([u for u, _ in me]), med([u for u, _ in tcp])
+        me_bw, tcp_bw = med([b for _, b in me]), med([b for _, b in tcp])
+        p(f"| {size_name(size)} | {fmt(me_us)} | {fmt(tcp_us)} | {fr(ratio(me_us, tcp_us))} | "
+          f"{fmt(me_bw, 2)} | {fmt(tcp_bw, 2)} |")
+    p("")
 
 
 def main():

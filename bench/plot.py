@@ -338,11 +338,35 @@ def flip(rows, d):
     save(fig, d, "fig9-flip.png")
 
 
+def mpi(rows, d):
+    """Phase M (raw/mpi.txt): MPI ping-pong over multiedge and over TCP."""
+    path = os.path.join(d, "raw", "mpi.txt")
+    runs = {}
+    if os.path.exists(path):
+        for line in open(path):
+            f = line.split()
+            if len(f) == 6 and f[0] == "mpi":
+                runs.setdefault(f[1], {}).setdefault(int(f[3]), []).append(float(f[4]))
+    need("phase M (MPI)", runs)
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for name, style in (("multiedge", "o-"), ("tcp", "s--")):
+        by_size = runs.get(name, {})
+        xs = sorted(by_size)
+        ax.plot(xs, [med(by_size[x]) for x in xs], style, markersize=4,
+                label=f"Open MPI over {'multiedge (libfabric provider)' if name == 'multiedge' else 'TCP'}")
+    size_axis(ax)
+    ax.set_yscale("log")
+    ax.set_ylabel("one-way time (us, median of rounds)")
+    ax.set_title("MPI ping-pong, two nodes in one guest (TCG emulation)")
+    ax.legend(fontsize=8)
+    save(fig, d, "fig-mpi-pingpong.png")
+
+
 def main():
     d = sys.argv[1] if len(sys.argv) > 1 else "build/bench"
     rows = load(d)
     fails = []
-    for f in (fig7, fig8, cpu, links, loss, netns, oprate, flip):
+    for f in (fig7, fig8, cpu, links, loss, netns, oprate, flip, mpi):
         try:
             f(rows, d)
         except SystemExit as e:

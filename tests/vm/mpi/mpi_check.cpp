@@ -3,8 +3,12 @@
 // collectives an application leans on.  tests/vm/mpi/mpi-openmpi runs it
 // over the libfabric provider; it prints what it measured and exits 0 only
 // when every check held.
+//
+//   mpi_check [ITERS]    ping-pong round trips per size (50; a fifth of it,
+//                        at least 2, for 1 MiB)
 #include <mpi.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -71,10 +75,21 @@ int main(int argc, char **argv)
 		MPI_Abort(MPI_COMM_WORLD, 2);
 	}
 
+	int iters_small = 50;
+	if (argc > 1) {
+		char *end = nullptr;
+		long v = std::strtol(argv[1], &end, 10);
+		if (*end || v < 1 || v > 100000) {
+			if (rank == 0)
+				std::fprintf(stderr, "mpi_check: ITERS must be 1..100000, not '%s'\n", argv[1]);
+			MPI_Abort(MPI_COMM_WORLD, 2);
+		}
+		iters_small = static_cast<int>(v);
+	}
 	if (rank < 2) {
 		for (std::size_t len : {std::size_t{8}, std::size_t{900}, std::size_t{4096},
 					std::size_t{65536}, std::size_t{1} << 20}) {
-			int iters = len >= (1u << 20) ? 10 : 50;
+			int iters = len >= (1u << 20) ? std::max(2, iters_small / 5) : iters_small;
 			double us = pingpong(rank, len, iters);
 			if (rank == 0)
 				std::printf("mpi_check: ping-pong %8zu B: %9.1f us one way, %7.2f MB/s\n", len,

@@ -48,10 +48,33 @@ int mr_close(fid *f)
 	MemoryRegion *mr = self_of<MemoryRegion>(reinterpret_cast<fid_mr *>(f));
 	Domain *d = mr->domain;
 	std::lock_guard<std::recursive_mutex> g(d->mu);
-	if (mr->region)
+	if (mr->region) {
+		d->mrs.erase(mr->region);
 		dereg(d->fd, mr->region);
+	}
 	d->refs--;
 	delete mr;
+	return 0;
+}
+
+// fi_mr_raw_attr: the key a peer needs (FI_MR_RAW).
+int mr_control(fid *f, int command, void *arg)
+{
+	MemoryRegion *mr = self_of<MemoryRegion>(reinterpret_cast<fid_mr *>(f));
+	if (command != FI_GET_RAW_MR)
+		return -FI_ENOSYS;
+	auto *a = static_cast<struct fi_mr_raw_attr *>(arg);
+	if (!a || !a->key_size || a->flags)
+		return -FI_EINVAL;
+	if (!mr->region)
+		return -FI_EINVAL;	// length 0: nothing a peer could reach
+	std::size_t room = *a->key_size;
+	*a->key_size = kRawKeySize;
+	if (room < kRawKeySize || !a->raw_key)
+		return -FI_ETOOSMALL;
+	encode_raw_key(mr->region, mr->key, a->raw_key);
+	if (a->base_addr)
+		*a->base_addr = reinterpret_cast<std::uintptr_t>(mr->addr);
 	return 0;
 }
 
@@ -60,7 +83,7 @@ fi_ops mr_fi_ops = [] {
 	o.size = sizeof(fi_ops);
 	o.close = mr_close;
 	MEFI_NOSYS(o, bind);
-	MEFI_NOSYS(o, control);
+	o.control = mr_control;
 	MEFI_NOSYS(o, ops_open);
 	MEFI_NOSYS(o, tostr);
 	MEFI_NOSYS(o, ops_set);
@@ -94,9 +117,13 @@ int mr_reg(fid *f, const void *buf, std::size_t len, std::uint64_t access, std::
 			return -fi_error_of(err == ENOSPC ? ENOMEM : err);
 		}
 	}
+	mr->access = access & (FI_REMOTE_READ | FI_REMOTE_WRITE);
 	std::lock_guard<std::recursive_mutex> g(d->mu);
 	d->refs++;
-	mr->h.fid.key = mr->key;
+	if (mr->region)
+		d->mrs[mr->region] = mr;
+	// Keys are raw (FI_MR_RAW): fi_mr_raw_attr gives them, not fi_mr_key.
+	mr->h.fid.key = FI_KEY_NOTAVAIL;
 	*out = &mr->h.fid;
 	return 0;
 }
@@ -285,12 +312,39 @@ int domain_close(fid *f)
 	return 0;
 }
 
+// fi_mr_map_raw / fi_mr_unmap_key: a peer's raw key as a 64-bit handle
+// for the RMA calls of this domain.
+int domain_control(fid *f, int command, void *arg)
+{
+	Domain *d = self_of<Domain>(reinterpret_cast<fid_domain *>(f));
+	std::lock_guard<std::recursive_mutex> g(d->mu);
+	if (command == FI_MAP_RAW_MR) {
+		auto *m = static_cast<struct fi_mr_map_raw *>(arg);
+		if (!m || !m->key || m->flags)
+			return -FI_EINVAL;
+		auto rk = decode_raw_key(m->raw_key, m->key_size);
+		if (!rk)
+			return -FI_EINVAL;
+		d->mapped.push_back(*rk);
+		*m->key = d->mapped.size();
+		return 0;
+	}
+	if (command == FI_UNMAP_KEY) {
+		auto *key = static_cast<std::uint64_t *>(arg);
+		if (!key || *key == 0 || *key > d->mapped.size() || !d->mapped[*key - 1].first)
+			return -FI_EINVAL;
+		d->mapped[*key - 1] = {0, 0};
+		return 0;
+	}
+	return -FI_ENOSYS;
+}
+
 fi_ops domain_fi_ops = [] {
 	fi_ops o{};
 	o.size = sizeof(fi_ops);
 	o.close = domain_close;
 	MEFI_NOSYS(o, bind);
-	MEFI_NOSYS(o, control);
+	o.control = domain_control;
 	MEFI_NOSYS(o, ops_open);
 	MEFI_NOSYS(o, tostr);
 	MEFI_NOSYS(o, ops_set);
@@ -483,12 +537,14 @@ TempRegion::~TempRegion()
 }
 
 int TempRegion::make(Domain *d, const void *buf, std::size_t len, std::uint32_t access,
-		     bool may_copy)
+		     bool may_copy, bool copy_always)
 {
 	domain = d;
-	int err = reg(d->fd, buf, len, access, &region, &key);
-	if (err != EFAULT || !may_copy)
-		return err;
+	if (!copy_always) {
+		int err = reg(d->fd, buf, len, access, &region, &key);
+		if (err != EFAULT || !may_copy)
+			return err;
+	}
 	// Read-only memory (a constant, say) cannot be registered: send a copy.
 	copy = {static_cast<std::uint8_t *>(std::malloc(len)), std::free};
 	if (!copy)

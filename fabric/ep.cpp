@@ -511,6 +511,18 @@ void Endpoint::on_completion(const me_completion &c)
 		}
 		return;
 	}
+	if (c.type == ME_CQ_NOTIFY) {
+		// A peer's fi_writedata landed in a region of this domain.
+		if (rx_cq) {
+			Entry e;
+			e.e.flags = FI_RMA | FI_REMOTE_WRITE | FI_REMOTE_CQ_DATA;
+			e.e.len = c.len;
+			e.e.data = c.imm;
+			e.src = av ? av->addr_of(c.peer) : FI_ADDR_NOTAVAIL;
+			rx_cq->push(e);
+		}
+		return;
+	}
 	auto it = posted.find(c.cookie);
 	if (it == posted.end())
 		return;
@@ -518,6 +530,13 @@ void Endpoint::on_completion(const me_completion &c)
 	posted.erase(it);
 	int err = c.status < 0 ? -c.status : 0;
 	const std::uint32_t node = op->node;
+
+	if (op->type == Op::Type::Rma) {
+		complete_rma(op->context, (op->cq_flags & FI_READ) != 0, op->report,
+			     err ? fi_error_of(err) : 0);
+		delete op;
+		return;
+	}
 
 	if (op->type == Op::Type::Read) {
 		if (err) {

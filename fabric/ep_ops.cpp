@@ -345,18 +345,96 @@ fi_ops_tagged tagged_ops = [] {
 	return o;
 }();
 
+// ---- fi_ops_rma (rma.cpp) ----
+
+ssize_t rma_read(fid_ep *f, void *buf, std::size_t len, void *desc, fi_addr_t src,
+		 std::uint64_t addr, std::uint64_t key, void *ctx)
+{
+	Locked l(f);
+	return l.ep->rma(true, buf, len, desc, src, addr, key, 0, l.ep->tx_op_flags, ctx);
+}
+ssize_t rma_readv(fid_ep *f, const iovec *iov, void **desc, std::size_t count, fi_addr_t src,
+		  std::uint64_t addr, std::uint64_t key, void *ctx)
+{
+	if (!one_iov(count))
+		return -FI_EINVAL;
+	return rma_read(f, count ? iov->iov_base : nullptr, count ? iov->iov_len : 0,
+			desc ? desc[0] : nullptr, src, addr, key, ctx);
+}
+// One local iov and one remote one, of the same length.
+bool one_rma(const fi_msg_rma *m)
+{
+	return m && one_iov(m->iov_count) && m->rma_iov_count == 1 && m->rma_iov &&
+	       (m->iov_count ? m->msg_iov->iov_len : 0) == m->rma_iov->len;
+}
+ssize_t rma_readmsg(fid_ep *f, const fi_msg_rma *m, std::uint64_t flags)
+{
+	if (!one_rma(m))
+		return -FI_EINVAL;
+	Locked l(f);
+	return l.ep->rma(true, m->iov_count ? m->msg_iov->iov_base : nullptr, m->rma_iov->len,
+			 m->desc ? m->desc[0] : nullptr, m->addr, m->rma_iov->addr, m->rma_iov->key,
+			 0, flags, m->context);
+}
+ssize_t rma_write(fid_ep *f, const void *buf, std::size_t len, void *desc, fi_addr_t dest,
+		  std::uint64_t addr, std::uint64_t key, void *ctx)
+{
+	Locked l(f);
+	return l.ep->rma(false, const_cast<void *>(buf), len, desc, dest, addr, key, 0,
+			 l.ep->tx_op_flags, ctx);
+}
+ssize_t rma_writev(fid_ep *f, const iovec *iov, void **desc, std::size_t count, fi_addr_t dest,
+		   std::uint64_t addr, std::uint64_t key, void *ctx)
+{
+	if (!one_iov(count))
+		return -FI_EINVAL;
+	return rma_write(f, count ? iov->iov_base : nullptr, count ? iov->iov_len : 0,
+			 desc ? desc[0] : nullptr, dest, addr, key, ctx);
+}
+ssize_t rma_writemsg(fid_ep *f, const fi_msg_rma *m, std::uint64_t flags)
+{
+	if (!one_rma(m))
+		return -FI_EINVAL;
+	Locked l(f);
+	return l.ep->rma(false, m->iov_count ? m->msg_iov->iov_base : nullptr, m->rma_iov->len,
+			 m->desc ? m->desc[0] : nullptr, m->addr, m->rma_iov->addr, m->rma_iov->key,
+			 m->data, flags, m->context);
+}
+ssize_t rma_inject(fid_ep *f, const void *buf, std::size_t len, fi_addr_t dest,
+		   std::uint64_t addr, std::uint64_t key)
+{
+	Locked l(f);
+	return l.ep->rma(false, const_cast<void *>(buf), len, nullptr, dest, addr, key, 0, FI_INJECT,
+			 nullptr);
+}
+ssize_t rma_writedata(fid_ep *f, const void *buf, std::size_t len, void *desc,
+		      std::uint64_t data, fi_addr_t dest, std::uint64_t addr, std::uint64_t key,
+		      void *ctx)
+{
+	Locked l(f);
+	return l.ep->rma(false, const_cast<void *>(buf), len, desc, dest, addr, key, data,
+			 l.ep->tx_op_flags | FI_REMOTE_CQ_DATA, ctx);
+}
+ssize_t rma_injectdata(fid_ep *f, const void *buf, std::size_t len, std::uint64_t data,
+		       fi_addr_t dest, std::uint64_t addr, std::uint64_t key)
+{
+	Locked l(f);
+	return l.ep->rma(false, const_cast<void *>(buf), len, nullptr, dest, addr, key, data,
+			 FI_INJECT | FI_REMOTE_CQ_DATA, nullptr);
+}
+
 fi_ops_rma rma_ops = [] {
 	fi_ops_rma o{};
 	o.size = sizeof(fi_ops_rma);
-	MEFI_NOSYS(o, read);
-	MEFI_NOSYS(o, readv);
-	MEFI_NOSYS(o, readmsg);
-	MEFI_NOSYS(o, write);
-	MEFI_NOSYS(o, writev);
-	MEFI_NOSYS(o, writemsg);
-	MEFI_NOSYS(o, inject);
-	MEFI_NOSYS(o, writedata);
-	MEFI_NOSYS(o, injectdata);
+	o.read = rma_read;
+	o.readv = rma_readv;
+	o.readmsg = rma_readmsg;
+	o.write = rma_write;
+	o.writev = rma_writev;
+	o.writemsg = rma_writemsg;
+	o.inject = rma_inject;
+	o.writedata = rma_writedata;
+	o.injectdata = rma_injectdata;
 	return o;
 }();
 

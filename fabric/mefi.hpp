@@ -102,6 +102,14 @@ int domain_open(fid_fabric *fabric, fi_info *info, fid_domain **dom, void *conte
 // fi_eq_open() (eq.cpp).
 int eq_open(fid_fabric *fabric, fi_eq_attr *attr, fid_eq **eq, void *context);
 
+// A region's remote key as fi_mr_raw_attr gives it (FI_MR_RAW): the
+// module's region id and 64-bit key, little-endian, 4 zero bytes between.
+constexpr std::size_t kRawKeySize = 16;
+void encode_raw_key(std::uint32_t region, std::uint64_t key, std::uint8_t *out);
+// The region and key of a raw key, or nullopt when it is not one.
+std::optional<std::pair<std::uint32_t, std::uint64_t>> decode_raw_key(const std::uint8_t *in,
+								       std::size_t len);
+
 // Maps a positive errno from the module to a libfabric error (positive).
 int fi_error_of(int err);
 
@@ -178,6 +186,7 @@ public:
 	std::size_t len;
 	std::uint32_t region = 0;	// 0 for length 0: nothing registered
 	std::uint64_t key = 0;
+	std::uint64_t access = 0;	// FI_REMOTE_READ / FI_REMOTE_WRITE granted
 
 	bool covers(const void *buf, std::size_t n) const;
 };
@@ -192,9 +201,10 @@ public:
 	TempRegion &operator=(const TempRegion &) = delete;
 	~TempRegion();
 	// Registers [buf, +len) with `access`; for a read-only send buffer,
-	// a copy of it.  Returns 0 or a positive errno.
+	// a copy of it (always a copy with `copy_always`: the caller may
+	// reuse the buffer at once).  Returns 0 or a positive errno.
 	int make(Domain *d, const void *buf, std::size_t len, std::uint32_t access,
-		 bool may_copy);
+		 bool may_copy, bool copy_always = false);
 
 	Domain *domain = nullptr;
 	std::uint32_t region = 0;
@@ -225,7 +235,9 @@ struct Unexpected {
 
 // One operation posted to the module; its cookie is its address.
 struct Op {
-	enum class Type { Send, Read } type = Type::Send;
+	// Send: a provider message; Read: a rendezvous read; Rma: the
+	// application's fi_read/fi_write.
+	enum class Type { Send, Read, Rma } type = Type::Send;
 	std::uint64_t cookie = 0;	// the module's completion names it
 	std::uint32_t node = 0;
 	int slot = -1;			// bounce slot of a Send
@@ -281,6 +293,11 @@ public:
 	std::uint8_t *bounce = nullptr;
 	std::uint32_t bounce_region = 0;
 	std::vector<int> free_slots;
+	// Remote regions by the key fi_mr_map_raw handed out (index + 1);
+	// region 0: unmapped.
+	std::vector<std::pair<std::uint32_t, std::uint64_t>> mapped;
+	// This domain's own regions by id (RMA to the endpoint itself).
+	std::unordered_map<std::uint32_t, MemoryRegion *> mrs;
 
 	int init_bounce();
 	// Drains the module's completions and messages.  Domain lock held.
@@ -325,6 +342,11 @@ public:
 	ssize_t recv(void *buf, std::size_t len, void *desc, fi_addr_t src, std::uint64_t tag,
 		     std::uint64_t ignore, std::uint64_t flags, bool tagged, void *context);
 	ssize_t cancel(void *context);
+	// fi_read (read) or fi_write/fi_writedata: [buf, +len) and the
+	// remote region `key` (a fi_mr_map_raw key) at offset `addr`.
+	ssize_t rma(bool read, void *buf, std::size_t len, void *desc, fi_addr_t dest,
+		    std::uint64_t addr, std::uint64_t key, std::uint64_t data, std::uint64_t flags,
+		    void *context);
 
 	// Progress hooks.
 	void on_message(std::uint32_t node, std::uint32_t conn, const std::uint8_t *msg,
@@ -351,6 +373,10 @@ private:
 			 std::size_t got, int err, std::size_t olen);
 	void release(Op *op);
 	void peek(const RecvRequest &r);
+	ssize_t rma_local(bool read, void *buf, std::size_t len, std::uint32_t region,
+			  std::uint64_t key, std::uint64_t addr, std::uint64_t data,
+			  std::uint64_t flags, void *context);
+	void complete_rma(void *context, bool read, bool report, int err);
 };
 
 } // namespace mefi

@@ -24,6 +24,22 @@ constexpr std::uint64_t kCaps = FI_MSG | FI_TAGGED | FI_SEND | FI_RECV | FI_SOUR
 constexpr std::uint64_t kTxCaps = FI_MSG | FI_TAGGED | FI_SEND | FI_LOCAL_COMM | FI_REMOTE_COMM;
 constexpr std::uint64_t kRxCaps = FI_MSG | FI_TAGGED | FI_RECV | FI_SOURCE | FI_DIRECTED_RECV |
 				  FI_LOCAL_COMM | FI_REMOTE_COMM;
+// RMA, offered only to callers that take raw keys (FI_MR_RAW): a region is
+// named by its id and a 64-bit key, more than fi_mr_key's 64 bits.
+constexpr std::uint64_t kRmaCaps = FI_RMA | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
+constexpr std::uint64_t kRmaTxCaps = FI_RMA | FI_READ | FI_WRITE;
+constexpr std::uint64_t kRmaRxCaps = FI_RMA | FI_REMOTE_READ | FI_REMOTE_WRITE;
+
+// Whether RMA may be offered: the caller accepts FI_MR_RAW (no hints: it
+// accepts everything; before API 1.5 there are no MR mode bits).
+bool rma_allowed(std::uint32_t version, const fi_info *hints)
+{
+	if (FI_VERSION_LT(version, FI_VERSION(1, 5)))
+		return false;
+	if (!hints || !hints->domain_attr)
+		return !hints;
+	return hints->domain_attr->mr_mode & FI_MR_RAW;
+}
 constexpr std::size_t kQueueSize = 1024;
 
 // This namespace's node, or a positive errno (module not loaded: ENOENT).
@@ -47,11 +63,12 @@ bool name_ok(const char *want)
 }
 
 // Whether `hints` can be met; logs the first reason it cannot.
-bool hints_ok(const fi_info *hints)
+bool hints_ok(std::uint32_t version, const fi_info *hints)
 {
 	if (!hints)
 		return true;
-	if (hints->caps & ~kCaps)
+	std::uint64_t rma = rma_allowed(version, hints) ? kRmaCaps : 0;
+	if (hints->caps & ~(kCaps | rma))
 		return false;
 	if (hints->addr_format != FI_FORMAT_UNSPEC && hints->addr_format != FI_ADDR_STR)
 		return false;
@@ -64,13 +81,14 @@ bool hints_ok(const fi_info *hints)
 			return false;
 	}
 	if (hints->tx_attr) {
-		if (hints->tx_attr->caps & ~kTxCaps)
+		if (hints->tx_attr->caps & ~(kTxCaps | (rma ? kRmaTxCaps : 0)))
 			return false;
-		if (hints->tx_attr->inject_size > kEagerMax || hints->tx_attr->iov_limit > 1)
+		if (hints->tx_attr->inject_size > kEagerMax || hints->tx_attr->iov_limit > 1 ||
+		    hints->tx_attr->rma_iov_limit > 1)
 			return false;
 	}
 	if (hints->rx_attr) {
-		if (hints->rx_attr->caps & ~kRxCaps)
+		if (hints->rx_attr->caps & ~(kRxCaps | (rma ? kRmaRxCaps : 0)))
 			return false;
 		if (hints->rx_attr->iov_limit > 1)
 			return false;
@@ -105,23 +123,25 @@ fi_info *make_info(std::uint32_t version, std::uint32_t node, const fi_info *hin
 	fi_info *fi = fi_allocinfo();
 	if (!fi)
 		return nullptr;
-	fi->caps = hints && hints->caps ? hints->caps : kCaps;
+	std::uint64_t rma = rma_allowed(version, hints) ? kRmaCaps : 0;
+	fi->caps = hints && hints->caps ? hints->caps : kCaps | rma;
+	bool raw = fi->caps & FI_RMA;
 	fi->mode = 0;
 	fi->addr_format = FI_ADDR_STR;
 	fi->src_addr = dup_addr(node, &fi->src_addrlen);
 	if (dest)
 		fi->dest_addr = dup_addr(*dest, &fi->dest_addrlen);
 
-	fi->tx_attr->caps = fi->caps & kTxCaps;
+	fi->tx_attr->caps = fi->caps & (kTxCaps | kRmaTxCaps);
 	fi->tx_attr->op_flags = hints && hints->tx_attr ? hints->tx_attr->op_flags : 0;
 	fi->tx_attr->msg_order = FI_ORDER_SAS;
 	fi->tx_attr->comp_order = FI_ORDER_NONE;
 	fi->tx_attr->inject_size = kEagerMax;
 	fi->tx_attr->size = kQueueSize;
 	fi->tx_attr->iov_limit = 1;
-	fi->tx_attr->rma_iov_limit = 0;
+	fi->tx_attr->rma_iov_limit = raw ? 1 : 0;
 
-	fi->rx_attr->caps = fi->caps & kRxCaps;
+	fi->rx_attr->caps = fi->caps & (kRxCaps | kRmaRxCaps);
 	fi->rx_attr->op_flags = hints && hints->rx_attr ? hints->rx_attr->op_flags : 0;
 	fi->rx_attr->msg_order = FI_ORDER_SAS;
 	fi->rx_attr->comp_order = FI_ORDER_NONE;
@@ -144,10 +164,13 @@ fi_info *make_info(std::uint32_t version, std::uint32_t node, const fi_info *hin
 	d->data_progress = FI_PROGRESS_MANUAL;
 	d->resource_mgmt = FI_RM_ENABLED;
 	d->av_type = hints && hints->domain_attr ? hints->domain_attr->av_type : FI_AV_UNSPEC;
-	// No MR mode is needed: nothing is offered for remote access (FI_RMA
-	// is not a capability yet) and local buffers need no registration.
-	d->mr_mode = FI_VERSION_LT(version, FI_VERSION(1, 5)) ? FI_MR_SCALABLE : 0;
-	d->mr_key_size = 8;
+	// Local buffers need no registration; remote keys are raw (region id
+	// and key) and provider-chosen, when RMA is offered at all.
+	if (FI_VERSION_LT(version, FI_VERSION(1, 5)))
+		d->mr_mode = FI_MR_SCALABLE;
+	else
+		d->mr_mode = raw ? FI_MR_RAW | FI_MR_PROV_KEY : 0;
+	d->mr_key_size = raw ? kRawKeySize : 8;
 	d->cq_data_size = 8;
 	d->cq_cnt = 64;
 	d->ep_cnt = 1;
@@ -171,7 +194,7 @@ int getinfo(std::uint32_t version, const char *node, const char *service, std::u
 	    const fi_info *hints, fi_info **info)
 {
 	*info = nullptr;
-	if (!hints_ok(hints))
+	if (!hints_ok(version, hints))
 		return -FI_ENODATA;
 	std::uint32_t me = 0;
 	int err = query_node(&me);

@@ -125,6 +125,24 @@ std::optional<Header> decode(const std::uint8_t *in, std::size_t len)
 	return h;
 }
 
+void encode_raw_key(std::uint32_t region, std::uint64_t key, std::uint8_t *out)
+{
+	std::memset(out, 0, kRawKeySize);
+	put32(out, region);
+	put64(out + 8, key);
+}
+
+std::optional<std::pair<std::uint32_t, std::uint64_t>> decode_raw_key(const std::uint8_t *in,
+								       std::size_t len)
+{
+	if (!in || len != kRawKeySize || get32(in + 4))
+		return std::nullopt;
+	std::uint32_t region = get32(in);
+	if (!region)
+		return std::nullopt;
+	return std::pair{region, get64(in + 8)};
+}
+
 int fi_error_of(int err)
 {
 	switch (err) {

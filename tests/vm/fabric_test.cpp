@@ -13,6 +13,7 @@
 #include <rdma/fi_endpoint.h>
 #include <rdma/fi_eq.h>
 #include <rdma/fi_errno.h>
+#include <rdma/fi_rma.h>
 #include <rdma/fi_tagged.h>
 
 #include <sys/mman.h>
@@ -73,11 +74,16 @@ struct Done {
 // One endpoint in one node's namespace, with its own AV and CQ.
 class Fab {
 public:
-	Fab(Cluster &c, int n, fi_cq_format format = FI_CQ_FORMAT_TAGGED)
+	// With `rma`: FI_RMA asked for, raw keys accepted (FI_MR_RAW).
+	Fab(Cluster &c, int n, bool rma = false, fi_cq_format format = FI_CQ_FORMAT_TAGGED)
 	{
 		Cluster::Enter in(c.ns(n));
 		EXPECT_TRUE(in.ok());
 		fi_info *h = hints();
+		if (rma) {
+			h->caps |= FI_RMA | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
+			h->domain_attr->mr_mode = FI_MR_RAW | FI_MR_PROV_KEY;
+		}
 		int ret = fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, h, &info);
 		fi_freeinfo(h);
 		if (ret) {
@@ -262,13 +268,22 @@ TEST_F(FabricTest, GetinfoDescribesTheProvider)
 
 	// What it does not offer is not matched.
 	for (auto [type, caps] : {std::pair{FI_EP_MSG, FI_MSG}, std::pair{FI_EP_DGRAM, FI_MSG},
-				  std::pair{FI_EP_RDM, FI_MSG | FI_RMA},
+				  std::pair{FI_EP_RDM, FI_MSG | FI_RMA},  // without FI_MR_RAW
 				  std::pair{FI_EP_RDM, FI_MSG | FI_ATOMIC}}) {
 		fi_info *h2 = hints(type, caps), *none = nullptr;
 		EXPECT_EQ(fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, h2, &none), -FI_ENODATA)
 			<< "type " << type << " caps " << caps;
 		fi_freeinfo(h2);
 	}
+	// RMA for callers that take raw keys.
+	fi_info *hr = hints(FI_EP_RDM, FI_MSG | FI_RMA), *rinfo = nullptr;
+	hr->domain_attr->mr_mode = FI_MR_RAW | FI_MR_PROV_KEY;
+	ASSERT_EQ(fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, hr, &rinfo), 0);
+	EXPECT_TRUE(rinfo->caps & FI_RMA);
+	EXPECT_TRUE(rinfo->domain_attr->mr_mode & FI_MR_RAW);
+	EXPECT_EQ(rinfo->domain_attr->mr_key_size, 16u);
+	fi_freeinfo(rinfo);
+	fi_freeinfo(hr);
 	// A node that is not ours as the source.
 	fi_info *info2 = nullptr;
 	EXPECT_EQ(fi_getinfo(FI_VERSION(1, 17), "fi_me://4000000000", nullptr, FI_SOURCE, h, &info2),
@@ -686,6 +701,139 @@ TEST_F(FabricTest, BlockingReadWakesForAMessage)
 	int fd = -1;
 	EXPECT_EQ(fi_control(&b.cq->fid, FI_GETWAIT, &fd), 0);
 	EXPECT_EQ(fd >= 0, true);
+}
+
+// A registered region of `len` bytes and the raw key a peer maps.
+struct Target {
+	Target(Fab &f, std::size_t len, std::uint64_t access) : mem(len, 0)
+	{
+		EXPECT_EQ(fi_mr_reg(f.domain, mem.data(), len, access, 0, 0, 0, &mr, nullptr), 0);
+		EXPECT_EQ(fi_mr_key(mr), FI_KEY_NOTAVAIL) << "keys are raw";
+		std::size_t size = 4;
+		std::uint64_t base = 0;
+		EXPECT_EQ(fi_mr_raw_attr(mr, &base, raw, &size, 0), -FI_ETOOSMALL);
+		EXPECT_EQ(size, sizeof(raw));
+		EXPECT_EQ(fi_mr_raw_attr(mr, &base, raw, &size, 0), 0);
+		EXPECT_EQ(base, reinterpret_cast<std::uintptr_t>(mem.data()));
+	}
+	~Target() { EXPECT_EQ(fi_close(&mr->fid), 0); }
+	std::vector<std::uint8_t> mem;
+	fid_mr *mr = nullptr;
+	std::uint8_t raw[16] = {};
+};
+
+std::uint64_t map_key(Fab &f, std::uint8_t *raw)
+{
+	std::uint64_t key = 0;
+	EXPECT_EQ(fi_mr_map_raw(f.domain, 0, raw, 16, &key, 0), 0);
+	return key;
+}
+
+// fi_write, fi_read, fi_writedata and fi_inject_write onto a peer's
+// region by its raw key; the module's checks come back as errors.
+TEST_F(FabricTest, RmaWithRawKeys)
+{
+	Fab a(c(), 0, true), b(c(), 1, true);
+	ASSERT_TRUE(a.ok && b.ok);
+	fi_addr_t to_b = a.insert(b);
+	Target t(b, 1 << 20, FI_REMOTE_READ | FI_REMOTE_WRITE);
+	std::uint64_t key = map_key(a, t.raw);
+	auto out = pattern(100000, 21);
+	int ctx;
+	ASSERT_EQ(fi_write(a.ep, out.data(), out.size(), nullptr, to_b, 4096, key, &ctx), 0);
+	auto d = wait_done(a, &ctx, {&a, &b});
+	ASSERT_TRUE(d);
+	EXPECT_EQ(d->err, 0);
+	EXPECT_TRUE(d->e.flags & FI_RMA);
+	EXPECT_TRUE(d->e.flags & FI_WRITE);
+	EXPECT_TRUE(std::equal(out.begin(), out.end(), t.mem.begin() + 4096));
+	std::vector<std::uint8_t> back(out.size());
+	ASSERT_EQ(fi_read(a.ep, back.data(), back.size(), nullptr, to_b, 4096, key, &ctx), 0);
+	d = wait_done(a, &ctx, {&a, &b});
+	ASSERT_TRUE(d);
+	EXPECT_EQ(d->err, 0);
+	EXPECT_EQ(back, out);
+	// With data: the target's queue gets it.
+	ASSERT_EQ(fi_writedata(a.ep, out.data(), 64, nullptr, 0xabcd, to_b, 0, key, &ctx), 0);
+	ASSERT_TRUE(wait_done(a, &ctx, {&a, &b}));
+	std::optional<Done> remote;
+	ASSERT_TRUE(drive({&a, &b}, [&] {
+		for (auto it = b.got.begin(); it != b.got.end(); ++it)
+			if (it->e.flags & FI_REMOTE_CQ_DATA) {
+				remote = *it;
+				b.got.erase(it);
+				return true;
+			}
+		return false;
+	}));
+	EXPECT_EQ(remote->e.data, 0xabcdu);
+	EXPECT_EQ(remote->e.len, 64u);
+	EXPECT_TRUE(remote->e.flags & FI_REMOTE_WRITE);
+	EXPECT_EQ(fi_writedata(a.ep, out.data(), 64, nullptr, 1ULL << 40, to_b, 0, key, &ctx),
+		  -FI_EINVAL) << "remote data beyond 32 bits";
+	// Inject: the buffer is free at once.
+	std::uint8_t small[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+	ASSERT_EQ(fi_inject_write(a.ep, small, 8, to_b, 0, key), 0);
+	std::memset(small, 0, 8);
+	ASSERT_EQ(fi_read(a.ep, back.data(), 8, nullptr, to_b, 0, key, &ctx), 0);
+	d = wait_done(a, &ctx, {&a, &b});
+	ASSERT_TRUE(d);
+	EXPECT_EQ(back[0], 1);
+	EXPECT_EQ(back[7], 8);
+
+	// Refusals: beyond the region, a wrong key, a region without the access.
+	ASSERT_EQ(fi_write(a.ep, out.data(), 100, nullptr, to_b, (1 << 20) - 50, key, &ctx), 0);
+	d = wait_done(a, &ctx, {&a, &b});
+	ASSERT_TRUE(d);
+	EXPECT_EQ(d->err, ERANGE);
+	std::uint8_t wrong[16];
+	std::memcpy(wrong, t.raw, 16);
+	wrong[8] ^= 1;
+	std::uint64_t bad = map_key(a, wrong);
+	ASSERT_EQ(fi_write(a.ep, out.data(), 100, nullptr, to_b, 0, bad, &ctx), 0);
+	d = wait_done(a, &ctx, {&a, &b});
+	ASSERT_TRUE(d);
+	EXPECT_EQ(d->err, FI_EACCES);
+	Target ro(b, 4096, FI_REMOTE_READ);
+	std::uint64_t rokey = map_key(a, ro.raw);
+	ASSERT_EQ(fi_write(a.ep, out.data(), 100, nullptr, to_b, 0, rokey, &ctx), 0);
+	d = wait_done(a, &ctx, {&a, &b});
+	ASSERT_TRUE(d);
+	EXPECT_EQ(d->err, FI_EACCES) << "written into a read-only region";
+	// Keys: garbage is not mapped, an unmapped key is refused.
+	std::uint8_t junk[16] = {};
+	std::uint64_t k = 0;
+	EXPECT_EQ(fi_mr_map_raw(a.domain, 0, junk, 16, &k, 0), -FI_EINVAL);
+	EXPECT_EQ(fi_mr_map_raw(a.domain, 0, t.raw, 8, &k, 0), -FI_EINVAL);
+	EXPECT_EQ(fi_mr_unmap_key(a.domain, bad), 0);
+	EXPECT_EQ(fi_mr_unmap_key(a.domain, bad), -FI_EINVAL);
+	EXPECT_EQ(fi_write(a.ep, out.data(), 100, nullptr, to_b, 0, bad, &ctx), -FI_EINVAL);
+}
+
+// RMA to the endpoint's own node, checked as the module checks a peer.
+TEST_F(FabricTest, RmaToItself)
+{
+	Fab a(c(), 0, true);
+	ASSERT_TRUE(a.ok);
+	fi_addr_t self = a.insert(a);
+	Target t(a, 8192, FI_REMOTE_WRITE);
+	std::uint64_t key = map_key(a, t.raw);
+	auto out = pattern(5000, 4);
+	int ctx;
+	ASSERT_EQ(fi_write(a.ep, out.data(), out.size(), nullptr, self, 100, key, &ctx), 0);
+	auto d = wait_done(a, &ctx, {&a});
+	ASSERT_TRUE(d);
+	EXPECT_EQ(d->err, 0);
+	EXPECT_TRUE(std::equal(out.begin(), out.end(), t.mem.begin() + 100));
+	std::vector<std::uint8_t> back(10);
+	ASSERT_EQ(fi_read(a.ep, back.data(), back.size(), nullptr, self, 100, key, &ctx), 0);
+	d = wait_done(a, &ctx, {&a});
+	ASSERT_TRUE(d);
+	EXPECT_EQ(d->err, FI_EACCES) << "read from a region without remote read";
+	ASSERT_EQ(fi_write(a.ep, out.data(), 5000, nullptr, self, 4000, key, &ctx), 0);
+	d = wait_done(a, &ctx, {&a});
+	ASSERT_TRUE(d);
+	EXPECT_EQ(d->err, ERANGE);
 }
 
 // Runs `cmd` through the shell; its exit status.

@@ -172,6 +172,25 @@ TEST(FabricWire, RandomBytesAreRefusedOrCanonical)
 	EXPECT_GT(accepted, 1000) << "the generator should hit valid headers too";
 }
 
+TEST(FabricWire, RawKeys)
+{
+	std::uint8_t raw[mefi::kRawKeySize];
+	mefi::encode_raw_key(0x01020304, 0x1122334455667788ULL, raw);
+	EXPECT_EQ(raw[0], 0x04) << "little-endian";
+	EXPECT_EQ(raw[8], 0x88);
+	auto k = mefi::decode_raw_key(raw, sizeof(raw));
+	ASSERT_TRUE(k);
+	EXPECT_EQ(k->first, 0x01020304u);
+	EXPECT_EQ(k->second, 0x1122334455667788ULL);
+	EXPECT_FALSE(mefi::decode_raw_key(raw, 8)) << "short";
+	EXPECT_FALSE(mefi::decode_raw_key(nullptr, 16));
+	auto v = std::vector<std::uint8_t>(raw, raw + 16);
+	v[5] = 1;
+	EXPECT_FALSE(mefi::decode_raw_key(v.data(), 16)) << "padding not zero";
+	mefi::encode_raw_key(0, 5, raw);
+	EXPECT_FALSE(mefi::decode_raw_key(raw, 16)) << "region 0";
+}
+
 TEST(FabricWire, Addresses)
 {
 	EXPECT_EQ(mefi::addr_string(17), "fi_me://17");

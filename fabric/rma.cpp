@@ -81,18 +81,23 @@ ssize_t Endpoint::rma(bool read, void *buf, std::size_t len, void *desc, fi_addr
 		m.local_off = 0;
 	}
 	Peer &p = peers[*node];
-	if (!p.conn) {
-		int err = connect(*node, p);
-		if (err)
-			return -fi_error_of(err);
-	}
 	op->cookie = next_cookie++;
-	m.conn = p.conn;
 	m.cookie = op->cookie;
-	if (::ioctl(domain->fd, ME_IOC_POST, &m)) {
+	// A connection that closed or died is replaced once.
+	for (int attempt = 0;; attempt++) {
+		if (!p.conn) {
+			int err = connect(*node, p);
+			if (err)
+				return -fi_error_of(err);
+		}
+		m.conn = p.conn;
+		if (!::ioctl(domain->fd, ME_IOC_POST, &m))
+			break;
 		int err = errno;
-		if (err == ENOTCONN || err == ENOENT)
-			p.conn = 0;	// the next call connects again
+		if ((err == ENOTCONN || err == ENOENT) && attempt == 0) {
+			p.conn = 0;
+			continue;
+		}
 		return err == EAGAIN ? -FI_EAGAIN : -fi_error_of(err);
 	}
 	posted[op->cookie] = op.release();

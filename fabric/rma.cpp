@@ -100,7 +100,7 @@ ssize_t Endpoint::rma(bool read, void *buf, std::size_t len, void *desc, fi_addr
 		}
 		return err == EAGAIN ? -FI_EAGAIN : -fi_error_of(err);
 	}
-	posted[op->cookie] = op.release();
+	posted[m.cookie] = op.release();
 	return 0;
 }
 

@@ -12,6 +12,7 @@ TEST(Uapi, AbiVersionIs9)
 	EXPECT_EQ(ME_ABI_VERSION, 10);
 	EXPECT_EQ(ME_FEATURE_URING_CMD, 1u);
 	EXPECT_EQ(ME_FEATURE_RX_AREA, 2u);
+	EXPECT_EQ(ME_FEATURE_RECV_POLL, 4u);
 }
 
 // The io_uring door: the pointer form fills a 64-byte SQE's 16-byte cmd

@@ -177,17 +177,7 @@ int cq_control(fid *f, int command, void *arg)
 	return 0;
 }
 
-fi_ops cq_fi_ops = [] {
-	fi_ops o{};
-	o.size = sizeof(fi_ops);
-	o.close = cq_close;
-	MEFI_NOSYS(o, bind);
-	o.control = cq_control;
-	MEFI_NOSYS(o, ops_open);
-	MEFI_NOSYS(o, tostr);
-	MEFI_NOSYS(o, ops_set);
-	return o;
-}();
+fi_ops cq_fi_ops = fid_ops(cq_close, cq_control);
 
 fi_ops_cq cq_ops = [] {
 	fi_ops_cq o{};

@@ -78,17 +78,7 @@ int mr_control(fid *f, int command, void *arg)
 	return 0;
 }
 
-fi_ops mr_fi_ops = [] {
-	fi_ops o{};
-	o.size = sizeof(fi_ops);
-	o.close = mr_close;
-	MEFI_NOSYS(o, bind);
-	o.control = mr_control;
-	MEFI_NOSYS(o, ops_open);
-	MEFI_NOSYS(o, tostr);
-	MEFI_NOSYS(o, ops_set);
-	return o;
-}();
+fi_ops mr_fi_ops = fid_ops(mr_close, mr_control);
 
 int mr_reg(fid *f, const void *buf, std::size_t len, std::uint64_t access, std::uint64_t offset,
 	   std::uint64_t, std::uint64_t flags, fid_mr **out, void *context)
@@ -168,17 +158,7 @@ int av_close(fid *f)
 	return 0;
 }
 
-fi_ops av_fi_ops = [] {
-	fi_ops o{};
-	o.size = sizeof(fi_ops);
-	o.close = av_close;
-	MEFI_NOSYS(o, bind);
-	MEFI_NOSYS(o, control);
-	MEFI_NOSYS(o, ops_open);
-	MEFI_NOSYS(o, tostr);
-	MEFI_NOSYS(o, ops_set);
-	return o;
-}();
+fi_ops av_fi_ops = fid_ops(av_close);
 
 fi_addr_t av_add(AddressVector *av, std::uint32_t node)
 {
@@ -339,17 +319,7 @@ int domain_control(fid *f, int command, void *arg)
 	return -FI_ENOSYS;
 }
 
-fi_ops domain_fi_ops = [] {
-	fi_ops o{};
-	o.size = sizeof(fi_ops);
-	o.close = domain_close;
-	MEFI_NOSYS(o, bind);
-	o.control = domain_control;
-	MEFI_NOSYS(o, ops_open);
-	MEFI_NOSYS(o, tostr);
-	MEFI_NOSYS(o, ops_set);
-	return o;
-}();
+fi_ops domain_fi_ops = fid_ops(domain_close, domain_control);
 
 } // namespace
 

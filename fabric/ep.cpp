@@ -67,15 +67,9 @@ ssize_t Endpoint::send(const void *buf, std::size_t len, void *desc, fi_addr_t d
 		       void *context)
 {
 	(void)desc;	// every rendezvous registers its own region (remote read)
-	if (!enabled)
-		return -FI_EOPBADSTATE;
-	if (len && !buf)
-		return -FI_EINVAL;
-	std::optional<std::uint32_t> node = av->node_of(dest);
-	if (!node)
-		return -FI_EINVAL;
-	if (len > ME_OP_MAX_LEN)
-		return -FI_EMSGSIZE;
+	std::optional<std::uint32_t> node;
+	if (ssize_t err = check_post(buf, len, dest, node))
+		return err;
 	if ((flags & FI_INJECT) && len > kEagerMax)
 		return -FI_EMSGSIZE;
 	if (domain->free_slots.size() <= kSlotReserve) {
@@ -89,7 +83,7 @@ ssize_t Endpoint::send(const void *buf, std::size_t len, void *desc, fi_addr_t d
 	op->node = *node;
 	op->context = context;
 	op->cq_flags = FI_SEND | (tagged ? FI_TAGGED : FI_MSG);
-	op->report = tx_cq && !(flags & FI_INJECT) && (!tx_selective || (flags & FI_COMPLETION));
+	op->report = wants_tx_completion(flags);
 	op->user_len = len;
 	Header &h = op->h;
 	h.flags = (tagged ? kFlagTagged : 0) | ((flags & FI_REMOTE_CQ_DATA) ? kFlagData : 0);
@@ -123,6 +117,24 @@ ssize_t Endpoint::send(const void *buf, std::size_t len, void *desc, fi_addr_t d
 	if (h.kind == Kind::Rts)
 		rendezvous[h.id] = raw;
 	return queue_send(*node, raw, payload, n);
+}
+
+ssize_t Endpoint::check_post(const void *buf, std::size_t len, fi_addr_t dest,
+			     std::optional<std::uint32_t> &node) const
+{
+	if (!enabled)
+		return -FI_EOPBADSTATE;
+	if (len && !buf)
+		return -FI_EINVAL;
+	node = av->node_of(dest);
+	if (!node)
+		return -FI_EINVAL;
+	return len > ME_OP_MAX_LEN ? -FI_EMSGSIZE : 0;
+}
+
+bool Endpoint::wants_tx_completion(std::uint64_t flags) const
+{
+	return tx_cq && !(flags & FI_INJECT) && (!tx_selective || (flags & FI_COMPLETION));
 }
 
 ssize_t Endpoint::queue_send(std::uint32_t node, Op *op, const std::uint8_t *payload,

@@ -108,17 +108,7 @@ int ep_control(fid *f, int command, void *arg)
 	}
 }
 
-fi_ops ep_fi_ops = [] {
-	fi_ops o{};
-	o.size = sizeof(fi_ops);
-	o.close = ep_close;
-	o.bind = ep_bind;
-	o.control = ep_control;
-	MEFI_NOSYS(o, ops_open);
-	MEFI_NOSYS(o, tostr);
-	MEFI_NOSYS(o, ops_set);
-	return o;
-}();
+fi_ops ep_fi_ops = fid_ops(ep_close, ep_control, ep_bind);
 
 // ---- fi_ops_ep ----
 

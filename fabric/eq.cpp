@@ -87,17 +87,7 @@ const char *eq_strerror(fid_eq *, int prov_errno, const void *, char *buf, std::
 	return s;
 }
 
-fi_ops eq_fi_ops = [] {
-	fi_ops o{};
-	o.size = sizeof(fi_ops);
-	o.close = eq_close;
-	MEFI_NOSYS(o, bind);
-	MEFI_NOSYS(o, control);
-	MEFI_NOSYS(o, ops_open);
-	MEFI_NOSYS(o, tostr);
-	MEFI_NOSYS(o, ops_set);
-	return o;
-}();
+fi_ops eq_fi_ops = fid_ops(eq_close);
 
 fi_ops_eq eq_ops = [] {
 	fi_ops_eq o{};

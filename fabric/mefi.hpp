@@ -356,6 +356,12 @@ public:
 	void retry();
 
 private:
+	// The checks every post makes: enabled, a buffer for its length, a
+	// known destination (its node out), a length the module takes.
+	ssize_t check_post(const void *buf, std::size_t len, fi_addr_t dest,
+			   std::optional<std::uint32_t> &node) const;
+	// Whether a successful transmit with `flags` gets a completion.
+	bool wants_tx_completion(std::uint64_t flags) const;
 	void deliver(std::uint32_t node, const Header &h, const std::uint8_t *payload);
 	void fulfil(RecvRequest &r, std::uint32_t node, const Header &h,
 		    const std::uint8_t *payload);

@@ -3,8 +3,10 @@
 // libfabric's inline wrappers would call.
 #pragma once
 
+#include <cstdint>
 #include <type_traits>
 
+#include <rdma/fabric.h>
 #include <rdma/fi_errno.h>
 
 namespace mefi {
@@ -20,6 +22,22 @@ template <typename R, typename... A> struct NoSys<R (*)(A...)> {
 			return static_cast<R>(-FI_ENOSYS);
 	}
 };
+
+// The generic fid operations of an object: `close`, and `control` and
+// `bind` where it has them; the rest answer -FI_ENOSYS.
+inline fi_ops fid_ops(int (*close)(fid *), int (*control)(fid *, int, void *) = nullptr,
+		      int (*bind)(fid *, fid *, std::uint64_t) = nullptr)
+{
+	fi_ops o{};
+	o.size = sizeof(fi_ops);
+	o.close = close;
+	o.bind = bind ? bind : NoSys<decltype(o.bind)>::fn;
+	o.control = control ? control : NoSys<decltype(o.control)>::fn;
+	o.ops_open = NoSys<decltype(o.ops_open)>::fn;
+	o.tostr = NoSys<decltype(o.tostr)>::fn;
+	o.ops_set = NoSys<decltype(o.ops_set)>::fn;
+	return o;
+}
 
 } // namespace mefi
 

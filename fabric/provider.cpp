@@ -257,17 +257,7 @@ int trywait(fid_fabric *, fid **fids, int count)
 	return 0;
 }
 
-fi_ops fabric_fi_ops = [] {
-	fi_ops o{};
-	o.size = sizeof(fi_ops);
-	o.close = fabric_close;
-	MEFI_NOSYS(o, bind);
-	MEFI_NOSYS(o, control);
-	MEFI_NOSYS(o, ops_open);
-	MEFI_NOSYS(o, tostr);
-	MEFI_NOSYS(o, ops_set);
-	return o;
-}();
+fi_ops fabric_fi_ops = fid_ops(fabric_close);
 
 fi_ops_fabric fabric_ops = [] {
 	fi_ops_fabric o{};

@@ -27,23 +27,17 @@ ssize_t Endpoint::rma(bool read, void *buf, std::size_t len, void *desc, fi_addr
 		      std::uint64_t addr, std::uint64_t key, std::uint64_t data, std::uint64_t flags,
 		      void *context)
 {
-	if (!enabled)
-		return -FI_EOPBADSTATE;
-	if (len && !buf)
-		return -FI_EINVAL;
-	std::optional<std::uint32_t> node = av->node_of(dest);
-	if (!node)
-		return -FI_EINVAL;
+	std::optional<std::uint32_t> node;
+	if (ssize_t err = check_post(buf, len, dest, node))
+		return err;
 	if (key == 0 || key > domain->mapped.size() || !domain->mapped[key - 1].first)
 		return -FI_EINVAL;	// not a key fi_mr_map_raw gave
-	if (len > ME_OP_MAX_LEN)
-		return -FI_EMSGSIZE;
 	if ((flags & FI_INJECT) && (read || len > kEagerMax))
 		return -FI_EMSGSIZE;
 	// The module's notification carries 32 bits.
 	if (read ? (flags & FI_REMOTE_CQ_DATA) : ((flags & FI_REMOTE_CQ_DATA) && data > 0xffffffffULL))
 		return -FI_EINVAL;
-	bool report = tx_cq && !(flags & FI_INJECT) && (!tx_selective || (flags & FI_COMPLETION));
+	bool report = wants_tx_completion(flags);
 	auto [region, rkey] = domain->mapped[key - 1];
 	if (*node == domain->node)
 		return rma_local(read, buf, len, region, rkey, addr, data, flags, context);
@@ -110,7 +104,7 @@ ssize_t Endpoint::rma_local(bool read, void *buf, std::size_t len, std::uint32_t
 			    std::uint64_t key, std::uint64_t addr, std::uint64_t data,
 			    std::uint64_t flags, void *context)
 {
-	bool report = tx_cq && !(flags & FI_INJECT) && (!tx_selective || (flags & FI_COMPLETION));
+	bool report = wants_tx_completion(flags);
 	auto it = domain->mrs.find(region);
 	MemoryRegion *mr = it == domain->mrs.end() ? nullptr : it->second;
 	int err = 0;

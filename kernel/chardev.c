@@ -20,6 +20,7 @@
 
 #include "area.h"
 #include "chardev.h"
+#include "ports.h"
 #include "engine.h"
 #include "link.h"
 #include "lists.h"
@@ -84,7 +85,8 @@ static long me_ioc_query(struct me_file *f, void __user *uarg)
 	memset(&q, 0, sizeof(q));
 	q.size = usize;
 	q.abi_version = ME_ABI_VERSION;
-	q.features = me_uring_features() | ME_FEATURE_RX_AREA | ME_FEATURE_RECV_POLL;
+	q.features = me_uring_features() | ME_FEATURE_RX_AREA | ME_FEATURE_RECV_POLL |
+		     ME_FEATURE_PORTS;
 	q.ethertype = me_link_ethertype();
 	q.rx_frames = stats.rx_frames;
 	q.rx_dropped = stats.rx_dropped;
@@ -201,6 +203,8 @@ static long me_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
 		return me_cq_ioc_poll(&f->cq, uarg);
 	case ME_IOC_RECV:
 		return me_recvq_ioc_recv(f, uarg);
+	case ME_IOC_BIND:
+		return me_ports_ioc_bind(f, uarg);
 	default:
 		return -ENOTTY;
 	}
@@ -230,6 +234,7 @@ static int me_open(struct inode *inode, struct file *file)
 	f->net = get_net(current->nsproxy->net_ns);
 	mutex_init(&f->lock);
 	INIT_LIST_HEAD(&f->mrs);
+	INIT_LIST_HEAD(&f->bound_node);
 	me_recvq_file_init(f);
 	file->private_data = f;
 	return 0;
@@ -245,6 +250,7 @@ static int me_release(struct inode *inode, struct file *file)
 	 * waits for the operations using them, so afterwards no completion
 	 * can reach the queue.
 	 */
+	me_ports_release(f);
 	me_engine_release_file(f);
 	me_recvq_file_release(f);
 	me_mr_release_file(f);

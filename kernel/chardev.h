@@ -21,6 +21,8 @@ struct me_file {
 	unsigned int nr_adopted; /* passive ones it adopted (recvq.c, owner_lock) */
 	struct list_head msgs;	/* its messages, oldest first (recvq.c, msg_lock) */
 	unsigned int nr_msgs;
+	u32 port;		/* bound to (ports.c, owner_lock), 0: none */
+	struct list_head bound_node;	/* in mn->bound while port is set */
 	struct me_cq cq;	/* its completions */
 };
 

@@ -158,13 +158,20 @@ static void drop(struct me_net *mn, u32 id)
 	me_conns_try_release(mn, id);
 }
 
-/* A passive connection: nobody here ever holds it. */
+/*
+ * A passive connection: nobody here holds it (a file may adopt it), but
+ * one opened to a port is the bound file's from now on; if that file let
+ * the port go since the CONNECT, nobody may have it and it is closed.
+ */
 static void passive_up(struct me_net *mn, u32 id)
 {
 	struct me_conn *c = me_conn_get(me_net_core(mn), id);
 
-	if (c && !me_conn_active(c))
-		drop(mn, id);
+	if (!c || me_conn_active(c))
+		return;
+	if (me_conn_port(c) && !me_recvq_port_adopt(mn, id, me_conn_port(c)))
+		me_conn_close(c);
+	drop(mn, id);
 }
 
 /*
@@ -285,9 +292,10 @@ void me_engine_release_file(struct me_file *f)
 		/*
 		 * Posted operations still complete; then the peer is told.
 		 * An adopted connection stays open for the peer that opened
-		 * it; nobody takes its messages any more.
+		 * it (nobody takes its messages any more), unless it was
+		 * opened to this file's port: that endpoint is gone.
 		 */
-		if (!disown(mn, f, id))
+		if (!disown(mn, f, id) || me_conn_port(c))
 			me_conn_close(c);
 		drop(mn, id);
 	}
@@ -320,7 +328,7 @@ long me_engine_ioc_connect(struct me_file *f, void __user *uarg)
 		return usize;
 	if (req.flags & ~ME_CONNECT_F_ORDERED)
 		return -EOPNOTSUPP;
-	if (req.__reserved || req.conn)
+	if (req.conn || req.port > ME_PORT_MAX)
 		return -EINVAL;
 	/* U32_MAX is the broadcast node. */
 	if (!req.peer || req.peer == U32_MAX || req.peer == mn->node_id)
@@ -338,9 +346,10 @@ long me_engine_ioc_connect(struct me_file *f, void __user *uarg)
 	f->nr_conns++;		/* reserved; undone on failure */
 	spin_unlock_bh(&mn->owner_lock);
 
-	ret = me_conn_connect(core, req.peer,
-			      req.flags & ME_CONNECT_F_ORDERED ? ME_MODE_ORDERED :
-								 ME_MODE_UNORDERED, &c);
+	ret = me_conn_connect_port(core, req.peer,
+				   req.flags & ME_CONNECT_F_ORDERED ? ME_MODE_ORDERED :
+								      ME_MODE_UNORDERED,
+				   req.port, &c);
 	if (ret) {
 		spin_lock_bh(&mn->owner_lock);
 		f->nr_conns--;
@@ -391,7 +400,8 @@ long me_engine_ioc_connect(struct me_file *f, void __user *uarg)
 		return -EINTR;
 	if (st == ME_CS_CONNECTING)
 		return -ETIMEDOUT;
-	return -ECONNRESET;
+	/* Refused (no endpoint on the port), or the peer restarted. */
+	return me_conn_end_status(c) == -ECONNREFUSED ? -ECONNREFUSED : -ECONNRESET;
 }
 
 long me_engine_ioc_disconnect(struct me_file *f, void __user *uarg)

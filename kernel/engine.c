@@ -29,6 +29,7 @@
 #include "link.h"
 #include "mr.h"
 #include "netns.h"
+#include "ports.h"
 #include "ops.h"
 #include "recvq.h"
 #include "rxframe.h"
@@ -297,6 +298,11 @@ static u32 plat_random_u32(void *ctx)
 	return get_random_u32();
 }
 
+static bool plat_port_open(void *ctx, u32 port)
+{
+	return me_ports_open(ctx, port);
+}
+
 static const struct me_plat_ops me_plat = {
 	.now_ns = plat_now_ns,
 	.tx = plat_tx,
@@ -313,6 +319,7 @@ static const struct me_plat_ops me_plat = {
 	.rx_fill = plat_rx_fill,
 	.mr_done = plat_mr_done,
 	.random_u32 = plat_random_u32,
+	.port_open = plat_port_open,
 	.retire = plat_retire,
 };
 

@@ -13,6 +13,7 @@
 #include "link.h"
 #include "mr.h"
 #include "netns.h"
+#include "ports.h"
 
 static unsigned int me_net_id __read_mostly;
 
@@ -39,6 +40,7 @@ static int __net_init me_net_init(struct net *net)
 	INIT_LIST_HEAD(&mn->links);
 	mn->nr_links = 0;
 	me_mr_net_init(mn);
+	me_ports_net_init(mn);
 	mn->node_id = random_nonzero();
 	mn->incarnation = random_nonzero();
 	return me_engine_net_init(mn);

@@ -81,6 +81,10 @@ struct me_net {
 	unsigned int nr_msgs;
 	u64 msg_seq;			/* arrival number of the next message */
 	wait_queue_head_t msg_wait;
+	/* Files bound to a port and the ports taken (ports.c, owner_lock). */
+	struct list_head bound;
+	DECLARE_BITMAP(ports_used, ME_PORT_MAX + 1);
+	u32 port_next;			/* where the next ephemeral search starts */
 };
 
 /* The namespace's engine, or NULL before its first link (see engine.c). */

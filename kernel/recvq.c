@@ -14,6 +14,9 @@
  *     may accept); once adopted, the rest of them move to the adopter's
  *     queue and every later one goes there, and the adopter may post on
  *     the connection (an answer reaches only the file that opened it);
+ *   - a passive connection opened to a port (ABI 11, ports.c) is the
+ *     bound file's from the start, as if adopted; a file bound to a port
+ *     takes nothing from the namespace's queue;
  *   - a connection whose file is gone (closed, or an abandoned connect)
  *     takes no more messages.
  *
@@ -38,6 +41,7 @@
 #include "core/me_core.h"
 #include "chardev.h"
 #include "netns.h"
+#include "ports.h"
 #include "recvq.h"
 #include "uapi/multiedge.h"
 #include "wait.h"
@@ -155,6 +159,65 @@ void me_recvq_conn_retired(struct me_net *mn, u32 id)
 	free_list(&gone);
 }
 
+/*
+ * @f adopts passive connection @conn: owner, and the messages of it still
+ * in the namespace queue, in arrival order, into @f's queue (which may
+ * then hold more than ME_RECV_QUEUE: at most twice).  Both locks held.
+ */
+static void adopt(struct me_net *mn, struct me_file *f, u32 conn)
+{
+	struct me_kmsg *m, *tmp, *at;
+
+	u32 slot = slot_of(mn, conn);
+
+	mn->owners[slot] = f;
+	set_bit(slot, mn->conn_claimed);
+	set_bit(slot, mn->conn_adopted);
+	f->nr_adopted++;
+	list_for_each_entry_safe(m, tmp, &mn->msgs, node) {
+		if (m->conn != conn)
+			continue;
+		list_del(&m->node);
+		mn->nr_msgs--;
+		/* After the last of f's that arrived before it (or first). */
+		list_for_each_entry_reverse(at, &f->msgs, node)
+			if (at->seq < m->seq)
+				break;
+		list_add(&m->node, &at->node);
+		f->nr_msgs++;
+	}
+}
+
+/* With both locks: see me_recvq_port_adopt(); returns the owner or NULL. */
+static struct me_file *port_adopt_locked(struct me_net *mn, u32 conn, u32 port)
+{
+	u32 slot = slot_of(mn, conn);
+	struct me_file *f = mn->owners[slot];
+
+	if (f || test_bit(slot, mn->conn_claimed))
+		return f;
+	f = me_ports_file_locked(mn, port);
+	if (f)
+		adopt(mn, f, conn);
+	else
+		set_bit(slot, mn->conn_claimed);	/* nobody's, for good */
+	return f;
+}
+
+bool me_recvq_port_adopt(struct me_net *mn, u32 id, u32 port)
+{
+	struct me_file *f;
+
+	spin_lock_bh(&mn->owner_lock);
+	spin_lock(&mn->msg_lock);
+	f = port_adopt_locked(mn, id, port);
+	spin_unlock(&mn->msg_lock);
+	spin_unlock_bh(&mn->owner_lock);
+	if (f)
+		wake_up(&mn->msg_wait);
+	return f;
+}
+
 int me_recvq_arrived(struct me_net *mn, u32 conn, const void *data, u32 len)
 {
 	struct me_conn *c = me_conn_get(smp_load_acquire(&mn->core), conn);
@@ -178,6 +241,9 @@ int me_recvq_arrived(struct me_net *mn, u32 conn, const void *data, u32 len)
 	spin_lock_bh(&mn->owner_lock);
 	f = mn->owners[slot];
 	spin_lock(&mn->msg_lock);
+	/* Before its CONN_UP got here (passive_up). */
+	if (!f && !test_bit(slot, mn->conn_claimed) && me_conn_port(c))
+		f = port_adopt_locked(mn, conn, me_conn_port(c));
 	if (f) {
 		if (f->nr_msgs < ME_RECV_QUEUE) {
 			m->seq = mn->msg_seq++;
@@ -215,35 +281,6 @@ static struct me_kmsg *first_from(struct list_head *list, u32 peer)
 	return NULL;
 }
 
-/*
- * @f adopts passive connection @conn: owner, and the messages of it still
- * in the namespace queue, in arrival order, into @f's queue (which may
- * then hold more than ME_RECV_QUEUE: at most twice).  Both locks held.
- */
-static void adopt(struct me_net *mn, struct me_file *f, u32 conn)
-{
-	struct me_kmsg *m, *tmp, *at;
-
-	u32 slot = slot_of(mn, conn);
-
-	mn->owners[slot] = f;
-	set_bit(slot, mn->conn_claimed);
-	set_bit(slot, mn->conn_adopted);
-	f->nr_adopted++;
-	list_for_each_entry_safe(m, tmp, &mn->msgs, node) {
-		if (m->conn != conn)
-			continue;
-		list_del(&m->node);
-		mn->nr_msgs--;
-		/* After the last of f's that arrived before it (or first). */
-		list_for_each_entry_reverse(at, &f->msgs, node)
-			if (at->seq < m->seq)
-				break;
-		list_add(&m->node, &at->node);
-		f->nr_msgs++;
-	}
-}
-
 /* The oldest message of @f (from @peer unless 0), taken off its queue. */
 static struct me_kmsg *take_msg(struct me_file *f, u32 peer)
 {
@@ -253,7 +290,8 @@ static struct me_kmsg *take_msg(struct me_file *f, u32 peer)
 	spin_lock_bh(&mn->owner_lock);
 	spin_lock(&mn->msg_lock);
 	own = first_from(&f->msgs, peer);
-	ns = first_from(&mn->msgs, peer);
+	/* A file bound to a port answers to its port only. */
+	ns = f->port ? NULL : first_from(&mn->msgs, peer);
 	if (ns && (!own || ns->seq < own->seq)) {
 		/* Only messages of connections nobody holds wait there. */
 		adopt(mn, f, ns->conn);
@@ -337,5 +375,6 @@ __poll_t me_recvq_poll(struct me_file *f, struct file *file, poll_table *wait)
 	 * arrival wakes msg_wait after its count changed.  Messages of
 	 * connections nobody adopted yet wait for any file.
 	 */
-	return READ_ONCE(f->nr_msgs) || READ_ONCE(mn->nr_msgs) ? EPOLLRDBAND : 0;
+	return READ_ONCE(f->nr_msgs) || (!READ_ONCE(f->port) && READ_ONCE(mn->nr_msgs)) ?
+	       EPOLLRDBAND : 0;
 }

@@ -28,6 +28,12 @@ void me_recvq_file_release(struct me_file *f);
 void me_recvq_claim_locked(struct me_net *mn, u32 id);
 /* Whether @f has connection @id by adoption, not by opening it (owner_lock). */
 bool me_recvq_adopted_locked(struct me_net *mn, u32 id);
+/*
+ * Passive connection @id was opened to @port: the file bound to it adopts
+ * it (if nothing did yet).  False: no file holds the port, and nobody may
+ * take the connection's messages.
+ */
+bool me_recvq_port_adopt(struct me_net *mn, u32 id, u32 port);
 /* The engine retired connection @id (before its slot is reused). */
 void me_recvq_conn_retired(struct me_net *mn, u32 id);
 

@@ -57,8 +57,12 @@
  * 10: poll(2) of the file reports EPOLLRDBAND while a message waits that
  * ME_IOC_RECV would take (ME_FEATURE_RECV_POLL); EPOLLIN still means
  * completions only.
+ * 11: ports (ME_FEATURE_PORTS): a file binds a port of its node
+ * (ME_IOC_BIND) and takes the connections opened to that port;
+ * ME_IOC_CONNECT names the peer's port (me_connect.port, was reserved)
+ * and fails with -ECONNREFUSED when nobody there is bound to it.
  */
-#define ME_ABI_VERSION		10
+#define ME_ABI_VERSION		11
 
 /* Default ethertype: IEEE 802.1 Local Experimental 1. */
 #define ME_DEFAULT_ETHERTYPE	0x88B5
@@ -125,6 +129,8 @@ struct me_query {
 #define ME_FEATURE_RX_AREA	(1U << 1)
 /* ABI 10: poll(2) reports EPOLLRDBAND while a message waits (ME_IOC_RECV). */
 #define ME_FEATURE_RECV_POLL	(1U << 2)
+/* ABI 11: ME_IOC_BIND, me_connect.port. */
+#define ME_FEATURE_PORTS	(1U << 3)
 
 #define ME_QUERY_SIZE_VER0	32	/* first published size */
 #define ME_QUERY_SIZE_VER1	48	/* + pinned_pages, regions */
@@ -401,16 +407,52 @@ struct me_nbr_list {
 #define ME_IOC_NBR_LIST		_IO(ME_IOC_MAGIC, 0x47)
 
 /*
+ * ME_IOC_BIND (ABI 11, ME_FEATURE_PORTS): this open file becomes the
+ * endpoint on a port of its node, so several programs (MPI ranks) on one
+ * node each take their own peers' connections.  A connection a peer opens
+ * to the port (me_connect.port) belongs to this file from its start: its
+ * messages go to this file's ME_IOC_RECV queue only and the file may post
+ * on it.  A bound file takes no messages of connections opened to port 0
+ * (those wait for the files bound to no port).  The port is the file's
+ * until it is closed; one port per file.
+ *
+ * in:  size, flags (0), port (1..ME_PORT_MAX; 0: the module picks a free
+ *      one from ME_PORT_EPHEMERAL up)
+ * out: port
+ *
+ * Errors:
+ *   -EOPNOTSUPP    unknown flag
+ *   -EINVAL        port above ME_PORT_MAX, reserved field not 0
+ *   -EISCONN       this file is bound already
+ *   -EADDRINUSE    another file of the namespace is bound to port
+ *   -EADDRNOTAVAIL port 0 and every ephemeral port is taken
+ */
+struct me_bind {
+	__u32 size;
+	__u32 flags;
+	__u32 port;
+	__u32 __reserved;
+};
+
+#define ME_BIND_SIZE_VER0	16
+#define ME_PORT_EPHEMERAL	32768U
+
+#define ME_IOC_BIND		_IO(ME_IOC_MAGIC, 0x48)
+
+/*
  * ME_IOC_CONNECT: open a connection to a peer node; the connection belongs
  * to this open file (closing the file closes it).  Blocks until the peer
  * accepted, or timeout_ms passed (0: 5000 ms), or a signal.
  *
- * in:  size, flags (ME_CONNECT_F_*), peer, timeout_ms
+ * in:  size, flags (ME_CONNECT_F_*), peer, timeout_ms, port (ABI 11: the
+ *      file bound to that port of the peer takes the connection; 0: any
+ *      file of the peer's that is bound to no port, as before ABI 11)
  * out: conn (the connection id, unique in the namespace)
  *
  * Errors:
  *   -EOPNOTSUPP   unknown flag
- *   -EINVAL       peer 0, broadcast or this node
+ *   -EINVAL       peer 0, broadcast or this node; port above ME_PORT_MAX
+ *   -ECONNREFUSED (ABI 11) no file of the peer is bound to port
  *   -ENETDOWN     no link attached in the namespace
  *   -EHOSTUNREACH no link reaches the peer (no HELLO from it yet)
  *   -ETIMEDOUT    no answer in time (the connection is abandoned)
@@ -430,10 +472,11 @@ struct me_connect {
 	__u32 peer;
 	__u32 timeout_ms;
 	__u32 conn;
-	__u32 __reserved;
+	__u32 port;		/* ABI 11; was reserved (0) */
 };
 
 #define ME_CONNECT_F_ORDERED	(1U << 0)	/* place and complete in order */
+#define ME_PORT_MAX		0xffffU
 #define ME_CONNECT_SIZE_VER0	24
 #define ME_CONN_MAX_PER_FILE	256
 

@@ -165,23 +165,25 @@ static void send_conn_pkt(struct me_conn *c, u32 type, int link)
 	h.c.window = c->window;
 	h.c.mode = c->mode;
 	h.c.ops = c->nops;
+	h.c.port = c->port;
 	me_wire_build(buf, &h);
 	me_conn_tx(c, (u32)link, buf, ME_HDR_CONN);
 }
 
-int me_conn_connect(struct me_node *n, u32 peer, u32 mode,
-		    struct me_conn **out)
+int me_conn_connect_port(struct me_node *n, u32 peer, u32 mode, u32 port,
+			 struct me_conn **out)
 {
 	struct me_conn *c;
 	int err;
 
 	if (mode > ME_MODE_ORDERED || !peer || peer == ME_NODE_BCAST ||
-	    peer == n->cfg.node_id)
+	    peer == n->cfg.node_id || port > ME_WIRE_PORT_MAX)
 		return -EINVAL;
 	c = conn_alloc(n, peer, mode, &err);
 	if (!c)
 		return err;
 	c->active = true;
+	c->port = port;
 	me_lock(&n->ctl_lock);
 	if (!conn_number(n, c)) {
 		me_unlock(&n->ctl_lock);
@@ -195,6 +197,11 @@ int me_conn_connect(struct me_node *n, u32 peer, u32 mode,
 	send_conn_pkt(c, ME_PT_CONNECT, -1);
 	*out = c;
 	return 0;
+}
+
+int me_conn_connect(struct me_node *n, u32 peer, u32 mode, struct me_conn **out)
+{
+	return me_conn_connect_port(n, peer, mode, 0, out);
 }
 
 struct me_conn *me_conn_get(struct me_node *n, u32 id)
@@ -274,6 +281,17 @@ bool me_conn_active(struct me_conn *c)
 	return c->active;
 }
 
+u32 me_conn_port(struct me_conn *c)
+{
+	return c->port;
+}
+
+s32 me_conn_end_status(struct me_conn *c)
+{
+	/* end_status is written before the state (conn_end). */
+	return me_atomic_read(&c->state) == ME_CS_DEAD ? c->end_status : 0;
+}
+
 bool me_conn_live(struct me_conn *c)
 {
 	u32 st = me_atomic_read(&c->state);
@@ -344,6 +362,26 @@ void me_conn_key_rejected(struct me_conn *c)
 	}
 }
 
+/*
+ * Tells a known peer that no endpoint here takes its CONNECT's port: an
+ * ABORT with no source connection, carrying the cookie the CONNECT offered
+ * (so only who saw the CONNECT can forge one).  No state is kept; a resent
+ * CONNECT is refused again.
+ */
+static void send_refusal(struct me_node *n, u32 link, u64 src, const struct me_hdr *h)
+{
+	u8 buf[ME_HDR_ABORT];
+	struct me_hdr r;
+
+	me_node_hdr(n, &r, ME_PT_ABORT, h->src_node);
+	r.dst_conn = h->src_conn;
+	r.dst_inc = h->src_inc;
+	r.cookie = h->c.cookie;
+	r.x.status = ECONNREFUSED;
+	me_wire_build(buf, &r);
+	me_node_tx(n, link, src, buf, ME_HDR_ABORT);
+}
+
 static void rx_connect(struct me_node *n, u32 link, u64 src, const struct me_hdr *h)
 {
 	struct me_conn *c, *fresh;
@@ -355,6 +393,11 @@ static void rx_connect(struct me_node *n, u32 link, u64 src, const struct me_hdr
 	}
 	if (!connect_allowed(n, link, src, h)) {
 		me_stat_inc(n, ME_ST_CONN_REFUSED);
+		return;
+	}
+	if (h->c.port && (!n->ops->port_open || !n->ops->port_open(n->ctx, h->c.port))) {
+		me_stat_inc(n, ME_ST_CONN_REFUSED);
+		send_refusal(n, link, src, h);
 		return;
 	}
 	if (!me_trylock(&n->ctl_lock))
@@ -372,6 +415,7 @@ static void rx_connect(struct me_node *n, u32 link, u64 src, const struct me_hdr
 		fresh = conn_alloc(n, h->src_node, h->c.mode, &err);
 		if (!fresh)
 			return;
+		fresh->port = h->c.port;
 		if (!me_trylock(&n->ctl_lock)) {
 			me_conn_free(fresh);
 			return;
@@ -428,7 +472,7 @@ static void rx_accept(struct me_node *n, const struct me_hdr *h)
 	if (!me_trylock(&n->ctl_lock))
 		return;
 	if (me_atomic_read(&c->state) != ME_CS_CONNECTING ||
-	    h->c.mode != c->mode) {
+	    h->c.mode != c->mode || h->c.port != c->port) {
 		me_unlock(&n->ctl_lock);
 		return;		/* duplicate ACCEPT */
 	}
@@ -492,6 +536,7 @@ static void conn_end(struct me_conn *c, u32 state, s32 status, bool tell)
 			return;
 		/* Before the state: the timer reads them in the other order. */
 		me_atomic64_set(&c->end_ns, me_now(c->node));
+		c->end_status = state == ME_CS_DEAD ? status : 0;
 		old = me_atomic_cmpxchg(&c->state, st, state);
 		if (old == st)
 			break;
@@ -520,6 +565,20 @@ void me_conn_rx_abort(struct me_conn *c)
 	if (me_conn_live(c))
 		me_stat_inc(c->node, ME_ST_PEER_ABORT);
 	conn_end(c, ME_CS_DEAD, -ECONNRESET, false);
+}
+
+void me_conn_rx_refusal(struct me_node *n, const struct me_hdr *h)
+{
+	struct me_conn *c = me_conn_get(n, h->dst_conn);
+
+	/* Only who saw our CONNECT knows the cookie it offered. */
+	if (!c || !c->active || c->peer != h->src_node ||
+	    me_atomic_read(&c->state) != ME_CS_CONNECTING ||
+	    me_atomic_read(&c->pe->inc) != h->src_inc || h->cookie != c->cookie) {
+		me_stat_inc(n, ME_ST_RX_STALE);
+		return;
+	}
+	conn_end(c, ME_CS_DEAD, -ECONNREFUSED, false);
 }
 
 void me_conn_close_acked(struct me_conn *c)

@@ -27,6 +27,7 @@ struct me_conn {
 	u32 peer;		/* peer node id */
 	struct me_peer *pe;	/* its slot, held (path.h) */
 	u32 mode;		/* ME_MODE_* */
+	u32 port;		/* the passive side's endpoint (0: any) */
 	bool active;		/* opened by me_conn_connect() */
 	me_atomic64_t cst[ME_CST_MAX_];	/* enum me_cstat */
 	me_atomic_t state;	/* enum me_conn_state_e */
@@ -44,6 +45,8 @@ struct me_conn {
 	u32 connect_tries;	/* (timer) */
 	me_atomic64_t last_rx_ns;	/* any valid packet from the peer */
 	me_atomic64_t end_ns;	/* when it became CLOSED or DEAD, 0 before */
+	s32 end_status;		/* why it died (negative errno), set before
+				 * the state (conn_end) */
 	me_atomic_t released;	/* the host let go (me_conn_release) */
 	void *host_link;	/* the host's, once retired */
 	me_atomic_t abort_left;	/* ABORTs still to send (conn_end) */
@@ -116,6 +119,8 @@ static inline void me_cstat_add(struct me_conn *c, enum me_cstat st, u64 v)
 
 struct me_conn *me_conn_lookup(struct me_node *n, const struct me_hdr *h);
 void me_conn_rx_ctl(struct me_node *n, u32 link, u64 src, const struct me_hdr *h);
+/* An ABORT without source connection: the peer refused our CONNECT. */
+void me_conn_rx_refusal(struct me_node *n, const struct me_hdr *h);
 /* Send a packet of the connection on link, to the peer's address there. */
 void me_conn_tx(struct me_conn *c, u32 link, const void *buf, u32 len);
 /* Move to a terminal state once; fails queued ops with status. */

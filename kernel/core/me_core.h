@@ -264,6 +264,14 @@ struct me_rw {
 
 int me_conn_connect(struct me_node *node, u32 peer, u32 mode,
 		    struct me_conn **out);
+/*
+ * The same, to the endpoint on @port of the peer (1..ME_WIRE_PORT_MAX; 0 is
+ * me_conn_connect()'s "any"): the peer accepts only if its host says the
+ * port is open (me_plat_ops.port_open), else the connection dies with
+ * -ECONNREFUSED.
+ */
+int me_conn_connect_port(struct me_node *node, u32 peer, u32 mode, u32 port,
+			 struct me_conn **out);
 int me_conn_write(struct me_conn *conn, const struct me_rw *rw);
 int me_conn_notify(struct me_conn *conn, const struct me_rw *rw);
 int me_conn_read(struct me_conn *conn, const struct me_rw *rw);
@@ -297,6 +305,10 @@ u32 me_node_slot(struct me_node *node, u32 id);
 void **me_conn_host_link(struct me_conn *conn);
 /* Opened by me_conn_connect() (else accepted from a peer). */
 bool me_conn_active(struct me_conn *conn);
+/* The port it was opened to (0: any), on either side. */
+u32 me_conn_port(struct me_conn *conn);
+/* Why a DEAD connection died (a negative errno); 0 while it lives or closed. */
+s32 me_conn_end_status(struct me_conn *conn);
 
 /* Per-connection counters (me_conn_stats()). */
 enum me_cstat {

@@ -170,6 +170,13 @@ struct me_plat_ops {
 	 * if nothing runs concurrently, after a grace period otherwise.
 	 */
 	void (*retire)(void *ctx, struct me_conn *conn);
+
+	/*
+	 * Is an endpoint listening on @port (1..ME_WIRE_PORT_MAX)?  Asked for a
+	 * CONNECT from a known peer that names a port; no: it is refused
+	 * (optional: without it every such CONNECT is refused).
+	 */
+	bool (*port_open)(void *ctx, u32 port);
 };
 
 #endif /* ME_PLAT_H */

@@ -208,6 +208,12 @@ int me_core_rx_batch(struct me_node *n, struct me_rx_batch *b, u32 link, u64 src
 		me_path_rx(n, link, src, &h, NULL);
 		me_conn_rx_ctl(n, link, src, &h);
 		return 0;
+	case ME_PT_ABORT:
+		if (!h.src_conn) {
+			me_conn_rx_refusal(n, &h);
+			return 0;
+		}
+		break;
 	default:
 		break;
 	}

@@ -170,7 +170,9 @@ int me_wire_parse(const void *buf, u32 len, struct me_hdr *h)
 		h->c.mode = p[50];
 		h->c.ops = me_get_be32(p + 52);
 		h->c.cookie = me_get_be64(p + 56);
-		if (p[51] || h->payload_len || !h->src_conn || !h->c.cookie)
+		h->c.port = me_get_be32(p + 64);
+		if (p[51] || me_get_be32(p + 68) || h->payload_len || !h->src_conn ||
+		    !h->c.cookie || h->c.port > ME_WIRE_PORT_MAX)
 			return ME_EWIRE_FIELD;
 		/* A CONNECT cannot know the cookie yet; an ACCEPT must. */
 		if ((h->type == ME_PT_CONNECT) != !h->cookie)
@@ -207,6 +209,10 @@ int me_wire_parse(const void *buf, u32 len, struct me_hdr *h)
 		if (me_get_be32(p + 44) || h->payload_len || !h->x.status ||
 		    h->x.status > ME_MAX_ERRNO)
 			return ME_EWIRE_FIELD;
+		/* A refusal: of a connection that never was on this side. */
+		if (!h->src_conn)
+			return h->x.status != ECONNREFUSED || !h->dst_conn || !h->dst_inc ||
+			       !h->cookie || h->dst_node == ME_NODE_BCAST ? ME_EWIRE_FIELD : 0;
 		break;
 	default:
 		if (check_seq(h, p))
@@ -257,6 +263,7 @@ u32 me_wire_build(u8 *p, const struct me_hdr *h)
 		p[50] = (u8)h->c.mode;
 		me_put_be32(p + 52, h->c.ops);
 		me_put_be64(p + 56, h->c.cookie);
+		me_put_be32(p + 64, h->c.port);
 		break;
 	case ME_PT_ACK:
 	case ME_PT_NACK:

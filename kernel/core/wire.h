@@ -19,8 +19,10 @@
  * neighbour); KEEPALIVE says how long ago its sender last heard the
  * receiver on that link, carries a timestamp its reply echoes and names
  * the sender's links whose path to the receiver it took down.
+ * 5: ports: CONNECT names the port it opens (ACCEPT echoes it); an ABORT
+ * with no source connection refuses a CONNECT (no endpoint on its port).
  */
-#define ME_WIRE_VERSION		4
+#define ME_WIRE_VERSION		5
 
 enum me_pkt_type {
 	ME_PT_HELLO = 1,	/* discovery, every link, periodically */
@@ -49,7 +51,7 @@ enum me_pkt_type {
 #define ME_HDR_COMMON	40
 #define ME_HDR_SEQ	88	/* common + sequenced extension */
 #define ME_HDR_ACK	72
-#define ME_HDR_CONN	64
+#define ME_HDR_CONN	72
 #define ME_HDR_HELLO	48
 #define ME_HDR_KA	64
 #define ME_HDR_ABORT	48
@@ -62,6 +64,7 @@ enum me_pkt_type {
 #define ME_MAX_MSG	0x7fffffffu
 #define ME_MAX_ERRNO	4095
 #define ME_NODE_BCAST	0xffffffffu
+#define ME_WIRE_PORT_MAX	0xffffu		/* ports are 16 bits; 0 is "any" */
 
 #define ME_WIN_MIN	8
 #define ME_WIN_MAX	32768
@@ -111,6 +114,7 @@ struct me_hdr {
 			u32 mode;
 			u32 ops;
 			u64 cookie;	/* the sender's, nonzero */
+			u32 port;	/* the receiver's endpoint (0: any) */
 		} c;
 		struct {		/* HELLO, KEEPALIVE */
 			u32 link;	/* the sender's link index */
@@ -124,7 +128,12 @@ struct me_hdr {
 					 * down (it was alive) */
 		} h;
 		struct {		/* ABORT */
-			u32 status;	/* positive errno: why it ended */
+			/*
+			 * Positive errno: why it ended.  With src_conn 0 it
+			 * refuses the CONNECT of dst_conn (ECONNREFUSED), and
+			 * carries that CONNECT's my_cookie as its cookie.
+			 */
+			u32 status;
 		} x;
 	};
 	const u8 *payload;	/* points into the parsed buffer */

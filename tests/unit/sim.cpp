@@ -172,10 +172,12 @@ static void p_retire(void *ctx, me_conn *c)
 	me_conn_free(c);
 }
 
+static bool p_port_open(void *ctx, uint32_t port) { return N(ctx).open_ports.count(port); }
+
 static const me_plat_ops plat = {
 	p_now, p_tx, p_mr_check, p_mr_write, p_mr_local, p_mr_read,
 	p_complete, p_alloc, p_free, p_zc_tx, p_zc_hold, p_zc_put,
-	p_rx_fill, p_mr_done, p_random_u32, p_retire,
+	p_rx_fill, p_mr_done, p_random_u32, p_retire, p_port_open,
 };
 
 int64_t Sim::zc_outstanding() const

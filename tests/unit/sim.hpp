@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <set>
 #include <memory>
 #include <queue>
 #include <vector>
@@ -67,6 +68,7 @@ struct Node {
 	std::vector<me_cqe> cqes;
 	std::map<uint32_t, bool> conn_over;	// conn id -> closed/dead seen
 	std::vector<uint32_t> retired;		// ids of retired connections
+	std::set<uint32_t> open_ports;		// me_plat_ops.port_open says yes
 	uint64_t writes_after_close = 0;
 	struct Place { uint32_t conn, region; uint64_t off; uint32_t len; };
 	std::vector<Place> places;

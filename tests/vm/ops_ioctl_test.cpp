@@ -332,9 +332,9 @@ TEST_F(OpsTest, ReservedFieldsUnknownFlagsAndBadArrays)
 	me_connect cn{};
 	cn.size = sizeof(cn);
 	cn.peer = c_->id(1);
-	cn.__reserved = 1;
-	EXPECT_EQ(io(fd, ME_IOC_CONNECT, &cn), EINVAL) << "CONNECT reserved";
-	cn.__reserved = 0;
+	cn.port = ME_PORT_MAX + 1;
+	EXPECT_EQ(io(fd, ME_IOC_CONNECT, &cn), EINVAL) << "CONNECT port above 16 bits";
+	cn.port = 0;
 	cn.flags = 1u << 7;
 	EXPECT_EQ(io(fd, ME_IOC_CONNECT, &cn), EOPNOTSUPP) << "CONNECT flags";
 
@@ -1051,4 +1051,147 @@ TEST_F(OpsTest, FullQueueOfOneFileLeavesTheOthersAlone)
 	while (b1.dev->recv(0, 300ms))
 		taken++;
 	EXPECT_EQ(taken, ME_RECV_QUEUE);
+}
+
+// ---- ports (ABI 11) ----
+
+TEST_F(OpsTest, BindErrors)
+{
+	ASSERT_NO_FATAL_FAILURE(make_pair(1));
+	auto d1 = c_->open_in(1);
+	ME_ASSERT_OK(d1);
+	auto d2 = c_->open_in(1);
+	ME_ASSERT_OK(d2);
+	int fd = d1->fd();
+	me_bind b{sizeof(b), 0, 5001, 0};
+	b.flags = 1;
+	EXPECT_EQ(errno_name(io(fd, ME_IOC_BIND, &b)), "EOPNOTSUPP");
+	b.flags = 0;
+	b.__reserved = 1;
+	EXPECT_EQ(errno_name(io(fd, ME_IOC_BIND, &b)), "EINVAL");
+	b.__reserved = 0;
+	b.port = ME_PORT_MAX + 1;
+	EXPECT_EQ(errno_name(io(fd, ME_IOC_BIND, &b)), "EINVAL");
+	b.port = 5001;
+	b.size = ME_BIND_SIZE_VER0 - 4;
+	EXPECT_EQ(errno_name(io(fd, ME_IOC_BIND, &b)), "EINVAL");
+	b.size = sizeof(b);
+	EXPECT_EQ(errno_name(io(fd, ME_IOC_BIND, reinterpret_cast<me_bind *>(16))), "EFAULT");
+	ASSERT_EQ(io(fd, ME_IOC_BIND, &b), 0);
+	EXPECT_EQ(b.port, 5001u);
+	EXPECT_EQ(errno_name(io(fd, ME_IOC_BIND, &b)), "EISCONN");
+	auto taken = d2->bind(5001);
+	ASSERT_FALSE(taken);
+	EXPECT_EQ(errno_name(taken.error().code().value()), "EADDRINUSE");
+	EXPECT_NE(taken.error().message().find("another open device"), std::string::npos)
+		<< taken.error().message();
+	auto any = d2->bind();
+	ME_ASSERT_OK(any);
+	EXPECT_GE(any.value(), ME_PORT_EPHEMERAL);
+	// Another namespace has ports of its own.
+	auto other = c_->open_in(0);
+	ME_ASSERT_OK(other);
+	auto there = other->bind(5001);
+	EXPECT_TRUE(there) << there.error().message();
+	// Closing the file gives its port back.
+	d1 = c_->open_in(1);
+	ME_ASSERT_OK(d1);
+	auto again = d1->bind(5001);
+	EXPECT_TRUE(again) << again.error().message();
+}
+
+// Three files of node 1: two bound to ports, one to none.  Node 0 opens a
+// connection to each port and one to port 0: each bound file gets its
+// port's messages only, never port 0's, which the unbound file gets; a
+// bound file answers on the connection its port gave it.
+TEST_F(OpsTest, PortsDeliverToTheBoundFileOnly)
+{
+	ASSERT_NO_FATAL_FAILURE(make_pair(1));
+	Endpoint a, b1, b2, any;
+	ASSERT_TRUE(a.open(*c_, 0));
+	ASSERT_TRUE(b1.open(*c_, 1));
+	ASSERT_TRUE(b2.open(*c_, 1));
+	ASSERT_TRUE(any.open(*c_, 1));
+	ME_ASSERT_OK(b1.dev->bind(5001));
+	ME_ASSERT_OK(b2.dev->bind(5002));
+	auto to1 = a.dev->connect(c_->id(1), 5001);
+	ME_ASSERT_OK(to1);
+	auto to2 = a.dev->connect(c_->id(1), 5002, multiedge::Ordering::Ordered);
+	ME_ASSERT_OK(to2);
+	auto to0 = a.dev->connect(c_->id(1));
+	ME_ASSERT_OK(to0);
+	ASSERT_EQ(a.send(to0.value(), "any"), 0);
+	for (int i = 0; i < 3; i++) {
+		ASSERT_EQ(a.send(to2.value(), "two " + std::to_string(i)), 0);
+		ASSERT_EQ(a.send(to1.value(), "one " + std::to_string(i)), 0);
+	}
+	EXPECT_TRUE(message_waits(any.dev->fd(), 0)) << "no POLLRDBAND for port 0's message";
+	std::optional<multiedge::Message> first1;
+	for (auto [ep, who] : {std::pair{&b1, "one"}, std::pair{&b2, "two"}}) {
+		for (int i = 0; i < 3; i++) {
+			auto m = ep->dev->recv(0, 10s);
+			ME_ASSERT_OK(m);
+			EXPECT_EQ(text_of(m.value()), std::string(who) + " " + std::to_string(i));
+			if (ep == &b1 && !first1)
+				first1 = m.value();
+		}
+		auto extra = ep->dev->recv(0, 300ms);
+		EXPECT_FALSE(extra) << who << "'s file got \"" << text_of(extra.value()) << "\"";
+		EXPECT_FALSE(message_waits(ep->dev->fd(), 0)) << who << ": POLLRDBAND for another's";
+	}
+	auto m0 = any.dev->recv(0, 10s);
+	ME_ASSERT_OK(m0);
+	EXPECT_EQ(text_of(m0.value()), "any");
+	// b1 answers on the connection port 5001 gave it.
+	auto back = b1.dev->accept(first1.value());
+	ME_ASSERT_OK(back);
+	ASSERT_EQ(b1.send(back.value(), "answer"), 0);
+	auto ans = a.dev->recv(0, 10s);
+	ME_ASSERT_OK(ans);
+	EXPECT_EQ(text_of(ans.value()), "answer");
+	EXPECT_EQ(ans->conn, to1->id());
+}
+
+// A connect to a port nobody holds is refused at once (not timed out);
+// once a file binds it, connects succeed; when that file closes, its
+// port's connections close for their openers and connects are refused.
+TEST_F(OpsTest, ConnectToAPortNobodyHoldsIsRefused)
+{
+	ASSERT_NO_FATAL_FAILURE(make_pair(1));
+	Endpoint a, b;
+	ASSERT_TRUE(a.open(*c_, 0));
+	auto refused = a.dev->connect(c_->id(1), 6000, multiedge::Ordering::Unordered, 20s);
+	ASSERT_FALSE(refused);
+	EXPECT_EQ(errno_name(refused.error().code().value()), "ECONNREFUSED")
+		<< refused.error().message();
+	EXPECT_NE(refused.error().message().find("port 6000"), std::string::npos)
+		<< refused.error().message();
+	me_connect cn{};
+	cn.size = sizeof(cn);
+	cn.peer = c_->id(1);
+	cn.port = ME_PORT_MAX + 1;
+	EXPECT_EQ(errno_name(io(a.dev->fd(), ME_IOC_CONNECT, &cn)), "EINVAL");
+
+	ASSERT_TRUE(b.open(*c_, 1));
+	ME_ASSERT_OK(b.dev->bind(6000));
+	auto cn1 = a.dev->connect(c_->id(1), 6000);
+	ME_ASSERT_OK(cn1);
+	ASSERT_EQ(a.send(cn1.value(), "hello"), 0);
+	auto m = b.dev->recv(0, 10s);
+	ME_ASSERT_OK(m);
+	b.mr.reset();
+	b.dev.reset();	// the endpoint goes
+	bool closed = false;
+	for (int i = 0; i < 100 && !closed; i++) {
+		auto ev = a.dev->wait(16, 200ms);
+		ME_ASSERT_OK(ev);
+		for (auto &e : ev.value())
+			if (e.conn == cn1->id() && (e.type == multiedge::CompletionType::ConnClosed ||
+						    e.type == multiedge::CompletionType::ConnDead))
+				closed = true;
+	}
+	EXPECT_TRUE(closed) << "the opener was not told that the port's endpoint went";
+	auto after = a.dev->connect(c_->id(1), 6000);
+	ASSERT_FALSE(after);
+	EXPECT_EQ(errno_name(after.error().code().value()), "ECONNREFUSED");
 }

@@ -363,7 +363,15 @@ Result<Connection> Device::accept(const Message &m) const
 Result<Connection> Device::connect(std::uint32_t peer, Ordering ordering,
 				   std::chrono::milliseconds timeout) const
 {
+	return connect(peer, 0, ordering, timeout);
+}
+
+Result<Connection> Device::connect(std::uint32_t peer, std::uint16_t port, Ordering ordering,
+				   std::chrono::milliseconds timeout) const
+{
 	std::string what = "cannot connect to node " + std::to_string(peer);
+	if (port)
+		what += " port " + std::to_string(port);
 	if (!file_)
 		return detail::empty_error(what, "Device");
 	me_connect req{};
@@ -371,6 +379,7 @@ Result<Connection> Device::connect(std::uint32_t peer, Ordering ordering,
 	req.flags = ordering == Ordering::Ordered ? ME_CONNECT_F_ORDERED : 0;
 	req.peer = peer;
 	req.timeout_ms = detail::ms_arg(timeout);
+	req.port = port;
 	if (::ioctl(fd(), ME_IOC_CONNECT, &req) == 0)
 		return Connection(file_, req.conn, peer);
 
@@ -397,6 +406,9 @@ Result<Connection> Device::connect(std::uint32_t peer, Ordering ordering,
 	case ECONNRESET:
 		hint = "node " + n + " restarted while connecting: try again";
 		break;
+	case ECONNREFUSED:
+		hint = "no program on node " + n + " is bound to port " + std::to_string(port);
+		break;
 	case ENOSPC:
 		hint = "at most " + std::to_string(ME_CONN_MAX_PER_FILE) +
 		       " connections per open device, or the namespace used up its connection "
@@ -415,6 +427,35 @@ Result<Connection> Device::connect(std::uint32_t peer, Ordering ordering,
 	}
 	return detail::errno_error(err, what, hint);
 }
+Result<std::uint16_t> Device::bind(std::uint16_t port) const
+{
+	std::string what = port ? "cannot bind port " + std::to_string(port) : "cannot bind a port";
+	if (!file_)
+		return detail::empty_error(what, "Device");
+	me_bind req{};
+	req.size = sizeof(req);
+	req.port = port;
+	if (::ioctl(fd(), ME_IOC_BIND, &req) == 0)
+		return static_cast<std::uint16_t>(req.port);
+	int err = errno;
+	std::string hint;
+	switch (err) {
+	case EADDRINUSE:
+		hint = "another open device of this network namespace is bound to it";
+		break;
+	case EISCONN:
+		hint = "this device is bound to a port already (one per open device)";
+		break;
+	case EADDRNOTAVAIL:
+		hint = "every port from " + std::to_string(ME_PORT_EPHEMERAL) + " up is taken";
+		break;
+	case ENOTTY:
+		hint = "the loaded module predates ports (ABI 11): load the matching multiedge.ko";
+		break;
+	}
+	return detail::errno_error(err, what, hint);
+}
+
 Result<MemoryRegion> Device::register_memory(void *addr, std::size_t length, Access access) const
 {
 	return register_memory(addr, length, access, Placement::Default);

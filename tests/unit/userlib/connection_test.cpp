@@ -463,6 +463,43 @@ TEST_F(Fake, ConnectErrorsSayWhatToCheck)
 	EXPECT_TRUE(contains(conn.error().message(), "within 250 ms")) << conn.error().message();
 }
 
+TEST_F(Fake, PortsBindAndConnect)
+{
+	Device dev = open();
+	auto p = dev.bind();
+	ASSERT_TRUE(p) << p.error().message();
+	EXPECT_EQ(p.value(), ME_PORT_EPHEMERAL + 7);
+	auto q = dev.bind(4242);
+	ASSERT_TRUE(q) << q.error().message();
+	EXPECT_EQ(q.value(), 4242u);
+	ASSERT_EQ(mod.binds.size(), 2u);
+	EXPECT_EQ(mod.binds[0].port, 0u);
+	EXPECT_EQ(mod.binds[1].port, 4242u);
+	mod.bind_err = -EADDRINUSE;
+	auto taken = dev.bind(4242);
+	ASSERT_FALSE(taken);
+	EXPECT_TRUE(contains(taken.error().message(), "cannot bind port 4242")) << taken.error().message();
+	EXPECT_TRUE(contains(taken.error().message(), "another open device")) << taken.error().message();
+	mod.bind_err = -ENOTTY;
+	EXPECT_TRUE(contains(dev.bind().error().message(), "ABI 11"));
+
+	auto conn = dev.connect(7, 4242, multiedge::Ordering::Ordered);
+	ASSERT_TRUE(conn) << conn.error().message();
+	EXPECT_EQ(mod.connects.back().port, 4242u);
+	EXPECT_EQ(mod.connects.back().flags, ME_CONNECT_F_ORDERED);
+	ASSERT_TRUE(dev.connect(7));
+	EXPECT_EQ(mod.connects.back().port, 0u);
+	mod.connect_err = -ECONNREFUSED;
+	auto refused = dev.connect(7, 4243);
+	ASSERT_FALSE(refused);
+	EXPECT_EQ(refused.error().code(), std::errc::connection_refused);
+	EXPECT_TRUE(contains(refused.error().message(),
+			     "cannot connect to node 7 port 4243"))
+		<< refused.error().message();
+	EXPECT_TRUE(contains(refused.error().message(), "no program on node 7 is bound to port 4243"))
+		<< refused.error().message();
+}
+
 TEST_F(Fake, ConnectWithZeroTimeoutStillWaitsAMillisecond)
 {
 	// 0 would mean "the default, 5 s" to the module.

@@ -229,13 +229,24 @@ int FakeModule::handle(unsigned long cmd, void *arg)
 	case ME_IOC_CONNECT: {
 		auto *req = static_cast<me_connect *>(arg);
 		connects.push_back(*req);
-		if (req->size != sizeof(*req) || req->__reserved)
+		if (req->size != sizeof(*req) || req->port > ME_PORT_MAX)
 			return -EINVAL;
 		if (req->flags & ~ME_CONNECT_F_ORDERED)
 			return -EOPNOTSUPP;
 		if (connect_err)
 			return connect_err;
 		req->conn = next_conn++;
+		return 0;
+	}
+	case ME_IOC_BIND: {
+		auto *req = static_cast<me_bind *>(arg);
+		binds.push_back(*req);
+		if (req->size != sizeof(*req) || req->__reserved || req->flags)
+			return -EINVAL;
+		if (bind_err)
+			return bind_err;
+		if (!req->port)
+			req->port = ME_PORT_EPHEMERAL + 7;
 		return 0;
 	}
 	case ME_IOC_DISCONNECT: {

@@ -55,6 +55,8 @@ public:
 	int connect_err = 0;		// negative errno to fail ME_IOC_CONNECT
 	std::uint32_t next_conn = 1;
 	std::vector<me_connect> connects;
+	int bind_err = 0;		// negative errno to fail ME_IOC_BIND
+	std::vector<me_bind> binds;
 	int disconnect_err = 0;
 	std::vector<std::uint32_t> disconnects;
 	int post_err = 0;

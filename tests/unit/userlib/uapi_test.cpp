@@ -9,10 +9,11 @@
 
 TEST(Uapi, AbiVersionIs9)
 {
-	EXPECT_EQ(ME_ABI_VERSION, 10);
+	EXPECT_EQ(ME_ABI_VERSION, 11);
 	EXPECT_EQ(ME_FEATURE_URING_CMD, 1u);
 	EXPECT_EQ(ME_FEATURE_RX_AREA, 2u);
 	EXPECT_EQ(ME_FEATURE_RECV_POLL, 4u);
+	EXPECT_EQ(ME_FEATURE_PORTS, 8u);
 }
 
 // The io_uring door: the pointer form fills a 64-byte SQE's 16-byte cmd
@@ -148,7 +149,14 @@ TEST(Uapi, ConnectionStructLayouts)
 	EXPECT_EQ(offsetof(me_connect, peer), 8u);
 	EXPECT_EQ(offsetof(me_connect, timeout_ms), 12u);
 	EXPECT_EQ(offsetof(me_connect, conn), 16u);
-	EXPECT_EQ(offsetof(me_connect, __reserved), 20u);
+	EXPECT_EQ(offsetof(me_connect, port), 20u);
+	EXPECT_EQ(ME_PORT_MAX, 0xffffu);
+	EXPECT_EQ(sizeof(me_bind), 16u);
+	EXPECT_EQ(sizeof(me_bind), static_cast<size_t>(ME_BIND_SIZE_VER0));
+	EXPECT_EQ(offsetof(me_bind, flags), 4u);
+	EXPECT_EQ(offsetof(me_bind, port), 8u);
+	EXPECT_EQ(offsetof(me_bind, __reserved), 12u);
+	EXPECT_EQ(ME_PORT_EPHEMERAL, 32768u);
 	EXPECT_EQ(sizeof(me_disconnect), 8u);
 	EXPECT_EQ(sizeof(me_disconnect), static_cast<size_t>(ME_DISCONNECT_SIZE_VER0));
 	EXPECT_EQ(offsetof(me_disconnect, conn), 4u);

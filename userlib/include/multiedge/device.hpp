@@ -186,6 +186,19 @@ public:
 	// (no link attached), ETIMEDOUT, EINVAL (bad peer), ENOSPC.
 	Result<Connection> connect(std::uint32_t peer, Ordering ordering = Ordering::Unordered,
 				   std::chrono::milliseconds timeout = std::chrono::seconds(5)) const;
+	// The same to the Device bound to `port` on the peer (ABI 11; port 0
+	// is the call above).  Also ECONNREFUSED: nobody there is bound to it.
+	Result<Connection> connect(std::uint32_t peer, std::uint16_t port,
+				   Ordering ordering = Ordering::Unordered,
+				   std::chrono::milliseconds timeout = std::chrono::seconds(5)) const;
+
+	// Makes this Device the endpoint on `port` of its node (ABI 11): the
+	// connections peers open to that port are its own from the start,
+	// and it takes no message of connections opened to no port.  0: the
+	// module picks a free port (from 32768).  Returns the port.  Fails
+	// with EADDRINUSE (another Device has it), EISCONN (this one is bound
+	// already), EADDRNOTAVAIL (no free port), ENOTTY (module before ABI 11).
+	Result<std::uint16_t> bind(std::uint16_t port = 0) const;
 
 	// Completions of operations posted through this device and events
 	// for it.  poll() never blocks; wait() blocks until at least one is

@@ -1,0 +1,179 @@
+// SPDX-License-Identifier: GPL-2.0
+// Ports (wire 5): a CONNECT names the endpoint it opens; the peer accepts
+// it only if its host says the port is open, else refuses it at once with
+// an ABORT that carries the CONNECT's cookie, so the opener fails with
+// ECONNREFUSED instead of timing out, and nobody who did not see the
+// CONNECT can refuse it.
+#include "harness.hpp"
+
+using namespace mesim;
+
+namespace {
+
+me_node_cfg cfg(uint32_t id, uint32_t inc)
+{
+	me_node_cfg c = default_cfg(id);
+	c.incarnation = inc;
+	return c;
+}
+
+int32_t dead_status(const Node &n, uint32_t conn)
+{
+	for (auto &q : n.cqes)
+		if (q.conn == conn && q.type == ME_CQE_CONN_DEAD)
+			return q.status;
+	return 0;
+}
+
+// The passive connection node b accepted, or nullptr.
+me_conn *passive_of(Node &b)
+{
+	for (uint32_t s = 0; s < me_node_nconns(b.node); s++) {
+		me_conn *c = me_node_conn_at(b.node, s);
+		if (c && !me_conn_active(c))
+			return c;
+	}
+	return nullptr;
+}
+
+}  // namespace
+
+TEST(Ports, open_port__accepted_and_known_on_both_sides)
+{
+	Sim sim(81);
+	setup_pair(sim, 1, LinkParams{}, cfg(1, 70), cfg(2, 80));
+	sim.nodes[1]->open_ports = {40000};
+	sim.run_for(5000000);
+	me_conn *c = nullptr;
+	ASSERT_EQ(me_conn_connect_port(sim.nodes[0]->node, 2, ME_MODE_UNORDERED, 40000, &c), 0);
+	ASSERT_TRUE(sim.run([&] { return me_conn_state(c) != ME_CS_CONNECTING; },
+			    sim.now + 1000000000ull));
+	EXPECT_EQ(me_conn_state(c), ME_CS_ESTABLISHED);
+	EXPECT_EQ(me_conn_port(c), 40000u);
+	me_conn *p = passive_of(*sim.nodes[1]);
+	ASSERT_NE(p, nullptr);
+	EXPECT_EQ(me_conn_port(p), 40000u);
+	EXPECT_EQ(me_conn_end_status(c), 0);
+	// Port 0 still means "any": no port_open asked.
+	me_conn *any = nullptr;
+	ASSERT_EQ(me_conn_connect(sim.nodes[0]->node, 2, ME_MODE_UNORDERED, &any), 0);
+	ASSERT_TRUE(sim.run([&] { return me_conn_state(any) != ME_CS_CONNECTING; },
+			    sim.now + 1000000000ull));
+	EXPECT_EQ(me_conn_state(any), ME_CS_ESTABLISHED);
+	EXPECT_EQ(me_conn_port(any), 0u);
+	EXPECT_EQ(me_conn_connect_port(sim.nodes[0]->node, 2, ME_MODE_UNORDERED, 0x10000, &any),
+		  -EINVAL);
+}
+
+TEST(Ports, closed_port__refused_at_once_without_state)
+{
+	Sim sim(82);
+	setup_pair(sim, 1, LinkParams{}, cfg(1, 70), cfg(2, 80));
+	sim.nodes[1]->open_ports = {40000};
+	sim.run_for(5000000);
+	uint64_t t0 = sim.now;
+	me_conn *c = nullptr;
+	ASSERT_EQ(me_conn_connect_port(sim.nodes[0]->node, 2, ME_MODE_ORDERED, 40001, &c), 0);
+	uint32_t id = me_conn_id(c);
+	ASSERT_TRUE(sim.run([&] { return me_conn_state(c) != ME_CS_CONNECTING; },
+			    sim.now + 1000000000ull));
+	EXPECT_EQ(me_conn_state(c), ME_CS_DEAD);
+	EXPECT_EQ(me_conn_end_status(c), -ECONNREFUSED);
+	EXPECT_EQ(dead_status(*sim.nodes[0], id), -ECONNREFUSED);
+	// One round trip, not the connect timeout.
+	EXPECT_LT(sim.now - t0, sim.nodes[0]->cfg.connect_rto_ns);
+	EXPECT_EQ(passive_of(*sim.nodes[1]), nullptr);
+	EXPECT_EQ(me_node_stat(sim.nodes[1]->node, ME_ST_CONN_REFUSED), 1u);
+}
+
+// A refusal must carry the cookie the CONNECT offered: a third party's
+// guesses leave the connect alone, which then completes normally.
+TEST(Ports, forged_refusal__ignored)
+{
+	Sim sim(83);
+	setup_pair(sim, 1, LinkParams{}, cfg(1, 70), cfg(2, 80));
+	sim.nodes[1]->open_ports = {40000};
+	sim.run_for(5000000);
+	uint64_t offered = 0;
+	sim.tx_hook = [&](const TxEvent &e) {
+		if (e.node == 0 && e.parsed && e.h.type == ME_PT_CONNECT)
+			offered = e.h.c.cookie;
+	};
+	sim.set_wire_up(0, false);	// the peer does not hear the CONNECT yet
+	me_conn *c = nullptr;
+	ASSERT_EQ(me_conn_connect_port(sim.nodes[0]->node, 2, ME_MODE_UNORDERED, 40000, &c), 0);
+	ASSERT_NE(offered, 0u);
+	me_hdr h{};
+	h.version = ME_WIRE_VERSION;
+	h.type = ME_PT_ABORT;
+	h.src_node = 2;
+	h.src_inc = 80;
+	h.dst_node = 1;
+	h.dst_inc = 70;
+	h.dst_conn = me_conn_id(c);
+	h.x.status = ECONNREFUSED;
+	std::vector<uint8_t> b(ME_HDR_ABORT);
+	for (uint64_t guess : {offered ^ 1, offered + 1, ~offered, uint64_t{1}}) {
+		h.cookie = guess;
+		b.assign(ME_HDR_ABORT, 0);
+		me_wire_build(b.data(), &h);
+		sim.deliver(*sim.nodes[0], 0, b);
+	}
+	sim.run_for(1000000);
+	EXPECT_EQ(me_conn_state(c), ME_CS_CONNECTING);
+	EXPECT_EQ(me_node_stat(sim.nodes[0]->node, ME_ST_RX_STALE), 4u);
+	sim.set_wire_up(0, true);
+	ASSERT_TRUE(sim.run([&] { return me_conn_state(c) != ME_CS_CONNECTING; },
+			    sim.now + 10000000000ull));
+	EXPECT_EQ(me_conn_state(c), ME_CS_ESTABLISHED);
+}
+
+// Parsing: a port beyond 16 bits, a refusal with another status, or one
+// without a cookie are malformed.
+TEST(Ports, wire__port_and_refusal_fields_checked)
+{
+	me_hdr h{};
+	h.version = ME_WIRE_VERSION;
+	h.type = ME_PT_CONNECT;
+	h.src_node = 1;
+	h.src_inc = 70;
+	h.dst_node = 2;
+	h.src_conn = 5;
+	h.c.isn = 1;
+	h.c.credit = 64;
+	h.c.window = 256;
+	h.c.ops = 64;
+	h.c.cookie = 9;
+	h.c.port = 65535;
+	std::vector<uint8_t> b(ME_HDR_MAX);
+	me_hdr out{};
+	ASSERT_EQ(me_wire_build(b.data(), &h), (uint32_t)ME_HDR_CONN);
+	ASSERT_EQ(me_wire_parse(b.data(), ME_HDR_CONN, &out), 0);
+	EXPECT_EQ(out.c.port, 65535u);
+	b[64] = 1;	// port 0x0100ffff
+	EXPECT_EQ(me_wire_parse(b.data(), ME_HDR_CONN, &out), ME_EWIRE_FIELD);
+	b[64] = 0;
+	b[71] = 1;	// reserved
+	EXPECT_EQ(me_wire_parse(b.data(), ME_HDR_CONN, &out), ME_EWIRE_FIELD);
+
+	me_hdr r{};
+	r.version = ME_WIRE_VERSION;
+	r.type = ME_PT_ABORT;
+	r.src_node = 2;
+	r.src_inc = 80;
+	r.dst_node = 1;
+	r.dst_inc = 70;
+	r.dst_conn = 5;
+	r.cookie = 9;
+	r.x.status = ECONNREFUSED;
+	b.assign(ME_HDR_MAX, 0);
+	me_wire_build(b.data(), &r);
+	EXPECT_EQ(me_wire_parse(b.data(), ME_HDR_ABORT, &out), 0);
+	r.x.status = ECONNRESET;
+	me_wire_build(b.data(), &r);
+	EXPECT_EQ(me_wire_parse(b.data(), ME_HDR_ABORT, &out), ME_EWIRE_FIELD);
+	r.x.status = ECONNREFUSED;
+	r.cookie = 0;
+	me_wire_build(b.data(), &r);
+	EXPECT_EQ(me_wire_parse(b.data(), ME_HDR_ABORT, &out), ME_EWIRE_FIELD);
+}

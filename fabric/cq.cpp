@@ -1,6 +1,7 @@
 // Completion queues: entries the domain's progress produced, read in the
 // format the queue was opened with; blocking reads sleep in poll(2) on the
-// device (completions: POLLIN; messages: POLLRDBAND).
+// domain's epoll set: the device (completions: POLLIN; messages:
+// POLLRDBAND) and the socket of this node's endpoints (local.cpp).
 #include <poll.h>
 
 #include <chrono>
@@ -124,7 +125,7 @@ ssize_t sreadfrom(fid_cq *f, void *buf, std::size_t count, fi_addr_t *src, const
 				return -FI_EAGAIN;
 			slice = static_cast<int>(std::min<long long>(left, slice));
 		}
-		pollfd p{cq->domain->fd, POLLIN | POLLRDBAND, 0};
+		pollfd p{cq->domain->wait_set.get(), POLLIN, 0};
 		::poll(&p, 1, slice);
 	}
 }
@@ -171,9 +172,10 @@ int cq_control(fid *f, int command, void *arg)
 		return -FI_ENOSYS;
 	if (cq->wait != FI_WAIT_FD || !arg)
 		return -FI_EINVAL;
-	// Readable when the module has completions (POLLIN) or messages
-	// (POLLRDBAND): fi_trywait first, then poll for both.
-	*static_cast<int *>(arg) = cq->domain->fd;
+	// An epoll set, readable when the module has completions (POLLIN) or
+	// messages (POLLRDBAND), or this node's endpoints sent a message:
+	// fi_trywait first, then poll it for POLLIN.
+	*static_cast<int *>(arg) = cq->domain->wait_set.get();
 	return 0;
 }
 

@@ -160,11 +160,11 @@ int av_close(fid *f)
 
 fi_ops av_fi_ops = fid_ops(av_close);
 
-fi_addr_t av_add(AddressVector *av, std::uint32_t node)
+fi_addr_t av_add(AddressVector *av, Addr a)
 {
 	if (av->type == FI_AV_MAP)
-		return node;
-	av->table.push_back(node);
+		return a;
+	av->table.push_back(a);
 	return av->table.size() - 1;
 }
 
@@ -180,12 +180,16 @@ int av_insert(fid_av *f, const void *addr, std::size_t count, fi_addr_t *fi_addr
 	const auto *p = static_cast<const std::uint8_t *>(addr);
 	int inserted = 0;
 	for (std::size_t i = 0; i < count; i++) {
-		std::optional<std::uint32_t> node = parse_addr(p + i * kAddrLen, kAddrLen);
-		fi_addr_t a = node ? av_add(av, *node) : FI_ADDR_NOTAVAIL;
-		if (node)
+		// An endpoint has a port; a name without one is a node's.
+		std::optional<Addr> ep = parse_addr(p + i * kAddrLen, kAddrLen);
+		if (ep && !addr_port(*ep))
+			ep.reset();
+		fi_addr_t a = ep ? av_add(av, *ep) : FI_ADDR_NOTAVAIL;
+		if (ep)
 			inserted++;
 		else
-			MEFI_WARN("fi_av_insert: address %zu is not a multiedge one\n", i);
+			MEFI_WARN("fi_av_insert: address %zu is not a multiedge endpoint's "
+				  "(fi_me://<node>:<port>)\n", i);
 		if (fi_addr)
 			fi_addr[i] = a;
 	}
@@ -195,13 +199,16 @@ int av_insert(fid_av *f, const void *addr, std::size_t count, fi_addr_t *fi_addr
 int av_insertsvc(fid_av *f, const char *node, const char *service, fi_addr_t *fi_addr,
 		 std::uint64_t flags, void *context)
 {
-	if (!node || (service && *service))
+	if (!node)
+		return -FI_EINVAL;
+	// The service is the port: ("fi_me://7", "5001") is fi_me://7:5001.
+	std::string name = node;
+	if (service && *service)
+		name += std::string(":") + service;
+	if (name.size() >= kAddrLen)
 		return -FI_EINVAL;
 	char buf[kAddrLen] = {};
-	std::size_t n = std::strlen(node);
-	if (n >= kAddrLen)
-		return -FI_EINVAL;
-	std::memcpy(buf, node, n);
+	std::memcpy(buf, name.c_str(), name.size());
 	return av_insert(f, buf, 1, fi_addr, flags, context);
 }
 
@@ -212,7 +219,7 @@ int av_remove(fid_av *f, fi_addr_t *fi_addr, std::size_t count, std::uint64_t fl
 		return -FI_EBADFLAGS;
 	std::lock_guard<std::recursive_mutex> g(av->domain->mu);
 	for (std::size_t i = 0; i < count; i++) {
-		if (!av->node_of(fi_addr[i]))
+		if (!av->lookup(fi_addr[i]))
 			return -FI_EINVAL;
 		if (av->type == FI_AV_TABLE)
 			av->table[fi_addr[i]] = 0;
@@ -224,11 +231,11 @@ int av_lookup(fid_av *f, fi_addr_t fi_addr, void *addr, std::size_t *addrlen)
 {
 	AddressVector *av = self_of<AddressVector>(f);
 	std::lock_guard<std::recursive_mutex> g(av->domain->mu);
-	std::optional<std::uint32_t> node = av->node_of(fi_addr);
-	if (!node)
+	std::optional<Addr> ep = av->lookup(fi_addr);
+	if (!ep)
 		return -FI_EINVAL;
 	char buf[kAddrLen] = {};
-	std::string s = addr_string(*node);
+	std::string s = addr_string(*ep);
 	std::memcpy(buf, s.c_str(), s.size());
 	std::memcpy(addr, buf, std::min(*addrlen, kAddrLen));
 	*addrlen = kAddrLen;
@@ -237,8 +244,8 @@ int av_lookup(fid_av *f, fi_addr_t fi_addr, void *addr, std::size_t *addrlen)
 
 const char *av_straddr(fid_av *, const void *addr, char *buf, std::size_t *len)
 {
-	std::optional<std::uint32_t> node = parse_addr(addr, kAddrLen);
-	std::string s = node ? addr_string(*node) : std::string("fi_me://?");
+	std::optional<Addr> a = parse_addr(addr, kAddrLen);
+	std::string s = a ? addr_string(*a) : std::string("fi_me://?");
 	if (buf && *len)
 		std::snprintf(buf, *len, "%s", s.c_str());
 	*len = s.size() + 1;
@@ -358,13 +365,32 @@ int domain_open(fid_fabric *fabric, fi_info *info, fid_domain **out, void *conte
 	}
 	me_query q{};
 	q.size = sizeof(q);
-	if (::ioctl(fd, ME_IOC_QUERY, &q) || q.abi_version < 10 ||
-	    !(q.features & ME_FEATURE_RECV_POLL)) {
-		MEFI_WARN("%s: the module is older than ABI 10\n", ME_DEVICE_PATH);
+	if (::ioctl(fd, ME_IOC_QUERY, &q) || q.abi_version < 11 ||
+	    !(q.features & ME_FEATURE_RECV_POLL) || !(q.features & ME_FEATURE_PORTS)) {
+		MEFI_WARN("%s: the module is older than ABI 11\n", ME_DEVICE_PATH);
 		::close(fd);
 		return -FI_ENOSYS;
 	}
-	auto *d = new (std::nothrow) Domain(self_of<Fabric>(fabric), fd, q.node_id, context);
+	// The domain's endpoint is its file's port: the one the source
+	// address names, else one the module picks.
+	me_bind b{};
+	b.size = sizeof(b);
+	if (info->src_addr) {
+		std::optional<Addr> src = parse_addr(info->src_addr, info->src_addrlen);
+		if (!src || addr_node(*src) != q.node_id) {
+			::close(fd);
+			return -FI_EINVAL;
+		}
+		b.port = addr_port(*src);
+	}
+	if (::ioctl(fd, ME_IOC_BIND, &b)) {
+		int err = errno;
+		MEFI_WARN("binding port %u: %s\n", b.port, std::strerror(err));
+		::close(fd);
+		return -fi_error_of(err);
+	}
+	auto *d = new (std::nothrow) Domain(self_of<Fabric>(fabric), fd, q.node_id,
+					    static_cast<std::uint16_t>(b.port), context);
 	if (!d) {
 		::close(fd);
 		return -FI_ENOMEM;
@@ -375,12 +401,19 @@ int domain_open(fid_fabric *fabric, fi_info *info, fid_domain **out, void *conte
 		delete d;
 		return -fi_error_of(err);
 	}
+	err = d->init_local();
+	if (err) {
+		MEFI_WARN("the socket for this node's endpoints (%s): %s\n",
+			  local_name(d->self).c_str(), std::strerror(err));
+		delete d;
+		return -fi_error_of(err);
+	}
 	*out = &d->h.fid;
 	return 0;
 }
 
-Domain::Domain(Fabric *fabric, int fd, std::uint32_t node, void *context)
-	: fabric(fabric), fd(fd), node(node)
+Domain::Domain(Fabric *fabric, int fd, std::uint32_t node, std::uint16_t port, void *context)
+	: fabric(fabric), fd(fd), node(node), self(make_addr(node, port))
 {
 	h.self = this;
 	h.fid.fid.fclass = FI_CLASS_DOMAIN;
@@ -449,6 +482,7 @@ void Domain::progress()
 		}
 		ep->on_message(r.peer, r.conn, buf, r.len);
 	}
+	drain_local();
 	if (ep)
 		ep->retry();
 }
@@ -462,24 +496,25 @@ AddressVector::AddressVector(Domain *d, fi_av_type type, void *context) : domain
 	h.fid.ops = &av_ops;
 }
 
-std::optional<std::uint32_t> AddressVector::node_of(fi_addr_t a) const
+std::optional<Addr> AddressVector::lookup(fi_addr_t a) const
 {
 	if (type == FI_AV_MAP) {
-		if (a == 0 || a >= 0xffffffffULL)
+		// What make_addr() can give: a node (not 0, not broadcast), a port.
+		if (!addr_port(a) || !addr_node(a) || a >= make_addr(0xffffffffu, 0))
 			return std::nullopt;
-		return static_cast<std::uint32_t>(a);
+		return a;
 	}
 	if (a >= table.size() || !table[a])
 		return std::nullopt;
 	return table[a];
 }
 
-fi_addr_t AddressVector::addr_of(std::uint32_t node) const
+fi_addr_t AddressVector::addr_of(Addr ep) const
 {
 	if (type == FI_AV_MAP)
-		return node;
+		return ep;
 	for (std::size_t i = 0; i < table.size(); i++)
-		if (table[i] == node)
+		if (table[i] == ep)
 			return i;
 	return FI_ADDR_NOTAVAIL;
 }

@@ -35,11 +35,6 @@ std::uint32_t random_session()
 	return s;
 }
 
-std::uint64_t stream_key(std::uint32_t node, std::uint32_t session)
-{
-	return static_cast<std::uint64_t>(node) << 32 | session;
-}
-
 } // namespace
 
 Endpoint::~Endpoint()
@@ -49,9 +44,10 @@ Endpoint::~Endpoint()
 	std::set<Op *> all;
 	for (auto &[cookie, op] : posted)
 		all.insert(op);
-	for (auto &[node, p] : peers)
+	for (auto &[addr, p] : peers)
 		for (Op *op : p.waiting) {
-			domain->free_slots.push_back(op->slot);
+			if (op->slot >= 0)
+				domain->free_slots.push_back(op->slot);
 			all.insert(op);
 		}
 	for (auto &[id, op] : rendezvous)
@@ -67,12 +63,13 @@ ssize_t Endpoint::send(const void *buf, std::size_t len, void *desc, fi_addr_t d
 		       void *context)
 {
 	(void)desc;	// every rendezvous registers its own region (remote read)
-	std::optional<std::uint32_t> node;
-	if (ssize_t err = check_post(buf, len, dest, node))
+	std::optional<Addr> addr;
+	if (ssize_t err = check_post(buf, len, dest, addr))
 		return err;
 	if ((flags & FI_INJECT) && len > kEagerMax)
 		return -FI_EMSGSIZE;
-	if (domain->free_slots.size() <= kSlotReserve) {
+	bool local = is_local(*addr);
+	if (!local && domain->free_slots.size() <= kSlotReserve) {
 		domain->progress();
 		if (domain->free_slots.size() <= kSlotReserve)
 			return -FI_EAGAIN;
@@ -80,7 +77,7 @@ ssize_t Endpoint::send(const void *buf, std::size_t len, void *desc, fi_addr_t d
 
 	auto op = std::make_unique<Op>();
 	op->type = Op::Type::Send;
-	op->node = *node;
+	op->addr = *addr;
 	op->context = context;
 	op->cq_flags = FI_SEND | (tagged ? FI_TAGGED : FI_MSG);
 	op->report = wants_tx_completion(flags);
@@ -90,9 +87,11 @@ ssize_t Endpoint::send(const void *buf, std::size_t len, void *desc, fi_addr_t d
 	h.tag = tagged ? tag : 0;
 	h.data = (flags & FI_REMOTE_CQ_DATA) ? data : 0;
 	h.len = len;
+	if (local)
+		return local_send(std::move(op), buf, len);
 	const std::uint8_t *payload = static_cast<const std::uint8_t *>(buf);
 	std::size_t n = len;
-	if (len <= kEagerMax || *node == domain->node) {
+	if (len <= kEagerMax || *addr == domain->self) {
 		h.kind = Kind::Eager;
 	} else {
 		op->temp = std::make_unique<TempRegion>();
@@ -106,28 +105,28 @@ ssize_t Endpoint::send(const void *buf, std::size_t len, void *desc, fi_addr_t d
 		payload = nullptr;
 		n = 0;
 	}
-	if (*node == domain->node) {
-		// FI_LOCAL_COMM: to this endpoint itself (the node's only one).
+	if (*addr == domain->self) {
+		// FI_LOCAL_COMM: to this endpoint itself.
 		// Delivered at once, whole, in call order; the send is done.
-		deliver(*node, h, static_cast<const std::uint8_t *>(buf));
+		deliver(*addr, h, static_cast<const std::uint8_t *>(buf));
 		complete_tx(op.get(), 0);
 		return 0;
 	}
 	Op *raw = op.release();
 	if (h.kind == Kind::Rts)
 		rendezvous[h.id] = raw;
-	return queue_send(*node, raw, payload, n);
+	return queue_send(*addr, raw, payload, n);
 }
 
 ssize_t Endpoint::check_post(const void *buf, std::size_t len, fi_addr_t dest,
-			     std::optional<std::uint32_t> &node) const
+			     std::optional<Addr> &addr) const
 {
 	if (!enabled)
 		return -FI_EOPBADSTATE;
 	if (len && !buf)
 		return -FI_EINVAL;
-	node = av->node_of(dest);
-	if (!node)
+	addr = av->lookup(dest);
+	if (!addr)
 		return -FI_EINVAL;
 	return len > ME_OP_MAX_LEN ? -FI_EMSGSIZE : 0;
 }
@@ -137,50 +136,56 @@ bool Endpoint::wants_tx_completion(std::uint64_t flags) const
 	return tx_cq && !(flags & FI_INJECT) && (!tx_selective || (flags & FI_COMPLETION));
 }
 
-ssize_t Endpoint::queue_send(std::uint32_t node, Op *op, const std::uint8_t *payload,
+ssize_t Endpoint::queue_send(Addr addr, Op *op, const std::uint8_t *payload,
 			     std::size_t n)
 {
 	op->slot = domain->free_slots.back();
 	domain->free_slots.pop_back();
-	Peer &p = peers[node];
+	Peer &p = peers[addr];
 	op->h.seq = p.tx_seq++;
 	op->h.session = session;
+	op->h.port = addr_port(domain->self);
 	std::uint8_t *at = domain->bounce + std::size_t(op->slot) * ME_SEND_MAX;
 	encode(op->h, at);
 	if (n)
 		std::memcpy(at + kHeaderSize, payload, n);
 	op->send_len = static_cast<std::uint32_t>(kHeaderSize + n);
 	p.waiting.push_back(op);
-	flush(node);
+	flush(addr);
 	return 0;
 }
 
-int Endpoint::connect(std::uint32_t node, Peer &p)
+int Endpoint::connect(Addr addr, Peer &p)
 {
 	me_connect c{};
 	c.size = sizeof(c);
-	c.peer = node;
+	c.peer = addr_node(addr);
+	c.port = addr_port(addr);
 	c.timeout_ms = 5000;
 	if (::ioctl(domain->fd, ME_IOC_CONNECT, &c)) {
 		int err = errno;
-		MEFI_WARN("connecting to node %u: %s\n", node, std::strerror(err));
+		MEFI_WARN("connecting to %s: %s\n", addr_string(addr).c_str(), std::strerror(err));
 		return err;
 	}
 	p.conn = c.conn;
 	return 0;
 }
 
-void Endpoint::flush(std::uint32_t node)
+void Endpoint::flush(Addr addr)
 {
-	Peer &p = peers[node];
+	Peer &p = peers[addr];
+	if (is_local(addr)) {
+		flush_local(addr, p);
+		return;
+	}
 	if (p.backoff.count() && std::chrono::steady_clock::now() < p.hold_until)
 		return;		// retry() comes back with the next progress
 	bool reconnected = false;
 	while (!p.waiting.empty() && p.inflight < kWindow) {
 		if (!p.conn) {
-			int err = connect(node, p);
+			int err = connect(addr, p);
 			if (err) {
-				fail_node(node, fi_error_of(err));
+				fail_peer(addr, fi_error_of(err));
 				return;
 			}
 		}
@@ -216,10 +221,10 @@ void Endpoint::flush(std::uint32_t node)
 	}
 }
 
-// Everything waiting for `node` fails with `err` (it cannot be reached).
-void Endpoint::fail_node(std::uint32_t node, int err)
+// Everything waiting for `addr` fails with `err` (it cannot be reached).
+void Endpoint::fail_peer(Addr addr, int err)
 {
-	Peer &p = peers[node];
+	Peer &p = peers[addr];
 	while (!p.waiting.empty()) {
 		Op *op = p.waiting.front();
 		p.waiting.pop_front();
@@ -239,20 +244,20 @@ void Endpoint::release(Op *op)
 	delete op;
 }
 
-void Endpoint::send_fin(std::uint32_t node, std::uint64_t id, int status)
+void Endpoint::send_fin(Addr addr, std::uint64_t id, int status)
 {
 	if (domain->free_slots.empty()) {
-		fins.push_back({node, id, status});
+		fins.push_back({addr, id, status});
 		return;
 	}
 	auto *op = new Op;
 	op->type = Op::Type::Send;
-	op->node = node;
+	op->addr = addr;
 	op->report = false;
 	op->h.kind = Kind::Fin;
 	op->h.id = id;
 	op->h.status = status;
-	queue_send(node, op, nullptr, 0);
+	queue_send(addr, op, nullptr, 0);
 }
 
 void Endpoint::complete_tx(Op *op, int err)
@@ -266,7 +271,7 @@ void Endpoint::complete_tx(Op *op, int err)
 	tx_cq->push(e);
 }
 
-void Endpoint::complete_rx(const RecvRequest &r, std::uint32_t node, const Header &h,
+void Endpoint::complete_rx(const RecvRequest &r, Addr addr, const Header &h,
 			   std::size_t got, int err, std::size_t olen)
 {
 	if (!rx_cq || (!err && rx_selective && !(r.flags & FI_COMPLETION)))
@@ -279,17 +284,17 @@ void Endpoint::complete_rx(const RecvRequest &r, std::uint32_t node, const Heade
 	e.e.buf = r.buf;
 	e.e.data = h.data;
 	e.e.tag = h.tag;
-	e.src = av ? av->addr_of(node) : FI_ADDR_NOTAVAIL;
+	e.src = av ? av->addr_of(addr) : FI_ADDR_NOTAVAIL;
 	e.err = err;
 	e.olen = olen;
 	rx_cq->push(e);
 }
 
-bool Endpoint::matches(const RecvRequest &r, std::uint32_t node, const Header &h) const
+bool Endpoint::matches(const RecvRequest &r, Addr addr, const Header &h) const
 {
 	if (r.tagged != ((h.flags & kFlagTagged) != 0))
 		return false;
-	if (r.src && r.src != node)
+	if (r.src && r.src != addr)
 		return false;
 	return !r.tagged || ((h.tag ^ r.tag) & ~r.ignore) == 0;
 }
@@ -311,10 +316,10 @@ ssize_t Endpoint::recv(void *buf, std::size_t len, void *desc, fi_addr_t src, st
 	// The source counts only where FI_DIRECTED_RECV was asked for (fi_recv
 	// callers without it pass anything there, 0 often).
 	if (directed && src != FI_ADDR_UNSPEC) {
-		std::optional<std::uint32_t> node = av->node_of(src);
-		if (!node)
+		std::optional<Addr> addr = av->lookup(src);
+		if (!addr)
 			return -FI_EINVAL;
-		r.src = *node;
+		r.src = *addr;
 	}
 	r.tag = tag;
 	r.ignore = ignore;
@@ -335,10 +340,10 @@ ssize_t Endpoint::recv(void *buf, std::size_t len, void *desc, fi_addr_t src, st
 				continue;
 			if (flags & FI_DISCARD) {
 				if (it->h.kind == Kind::Rts)
-					send_fin(it->node, it->h.id, 0);
-				complete_rx(r, it->node, it->h, 0, 0, 0);
+					send_fin(it->addr, it->h.id, 0);
+				complete_rx(r, it->addr, it->h, 0, 0, 0);
 			} else {
-				fulfil(r, it->node, it->h, it->payload.data());
+				fulfil(r, it->addr, it->h, it->payload.data());
 			}
 			unexpected.erase(it);
 			return 0;
@@ -346,9 +351,9 @@ ssize_t Endpoint::recv(void *buf, std::size_t len, void *desc, fi_addr_t src, st
 		return -FI_EINVAL;	// nothing claimed with this context
 	}
 	for (auto it = unexpected.begin(); it != unexpected.end(); ++it) {
-		if (it->claimed_by || !matches(r, it->node, it->h))
+		if (it->claimed_by || !matches(r, it->addr, it->h))
 			continue;
-		fulfil(r, it->node, it->h, it->payload.data());
+		fulfil(r, it->addr, it->h, it->payload.data());
 		unexpected.erase(it);
 		return 0;
 	}
@@ -359,7 +364,7 @@ ssize_t Endpoint::recv(void *buf, std::size_t len, void *desc, fi_addr_t src, st
 void Endpoint::peek(const RecvRequest &r)
 {
 	for (auto it = unexpected.begin(); it != unexpected.end(); ++it) {
-		if (it->claimed_by || !matches(r, it->node, it->h))
+		if (it->claimed_by || !matches(r, it->addr, it->h))
 			continue;
 		Entry e;
 		e.e.op_context = r.context;
@@ -367,14 +372,14 @@ void Endpoint::peek(const RecvRequest &r)
 		e.e.len = it->h.len;
 		e.e.data = it->h.data;
 		e.e.tag = it->h.tag;
-		e.src = av->addr_of(it->node);
+		e.src = av->addr_of(it->addr);
 		if (rx_cq)
 			rx_cq->push(e);
 		if (r.flags & FI_CLAIM) {
 			it->claimed_by = r.context;
 		} else if (r.flags & FI_DISCARD) {
 			if (it->h.kind == Kind::Rts)
-				send_fin(it->node, it->h.id, 0);
+				send_fin(it->addr, it->h.id, 0);
 			unexpected.erase(it);
 		}
 		return;
@@ -409,30 +414,30 @@ ssize_t Endpoint::cancel(void *context)
 	return -FI_ENOENT;
 }
 
-void Endpoint::fulfil(RecvRequest &r, std::uint32_t node, const Header &h,
+void Endpoint::fulfil(RecvRequest &r, Addr addr, const Header &h,
 		      const std::uint8_t *payload)
 {
 	if (h.kind == Kind::Rts) {
-		start_read(r, node, h);
+		start_read(r, addr, h);
 		return;
 	}
 	std::size_t n = std::min<std::size_t>(h.len, r.len);
 	if (n)
 		std::memcpy(r.buf, payload, n);
-	complete_rx(r, node, h, n, h.len > r.len ? FI_ETRUNC : 0, h.len - n);
+	complete_rx(r, addr, h, n, h.len > r.len ? FI_ETRUNC : 0, h.len - n);
 }
 
-void Endpoint::start_read(const RecvRequest &r, std::uint32_t node, const Header &h)
+void Endpoint::start_read(const RecvRequest &r, Addr addr, const Header &h)
 {
 	std::size_t n = std::min<std::size_t>(h.len, r.len);
 	if (!n) {
-		send_fin(node, h.id, 0);
-		complete_rx(r, node, h, 0, FI_ETRUNC, h.len);
+		send_fin(addr, h.id, 0);
+		complete_rx(r, addr, h, 0, FI_ETRUNC, h.len);
 		return;
 	}
 	auto op = std::make_unique<Op>();
 	op->type = Op::Type::Read;
-	op->node = node;
+	op->addr = addr;
 	op->req = r;
 	op->h = h;
 	op->user_len = n;
@@ -441,8 +446,8 @@ void Endpoint::start_read(const RecvRequest &r, std::uint32_t node, const Header
 		int err = op->temp->make(domain, r.buf, n, 0, false);
 		if (err) {
 			MEFI_WARN("registering a receive buffer: %s\n", std::strerror(err));
-			send_fin(node, h.id, EIO);
-			complete_rx(r, node, h, 0, fi_error_of(err), 0);
+			send_fin(addr, h.id, EIO);
+			complete_rx(r, addr, h, 0, fi_error_of(err), 0);
 			return;
 		}
 	}
@@ -454,7 +459,7 @@ void Endpoint::start_read(const RecvRequest &r, std::uint32_t node, const Header
 // Posts a rendezvous read; false when the module's queues are full.
 bool Endpoint::post_read(Op *op)
 {
-	Peer &p = peers[op->node];
+	Peer &p = peers[op->addr];
 	op->cookie = next_cookie++;
 	me_post m{};
 	m.size = sizeof(m);
@@ -478,8 +483,8 @@ bool Endpoint::post_read(Op *op)
 		int err = p.conn ? errno : ENOTCONN;
 		if (err == EAGAIN)
 			return false;
-		send_fin(op->node, op->h.id, EIO);
-		complete_rx(op->req, op->node, op->h, 0, fi_error_of(err), 0);
+		send_fin(op->addr, op->h.id, EIO);
+		complete_rx(op->req, op->addr, op->h, 0, fi_error_of(err), 0);
 		delete op;
 		return true;
 	}
@@ -492,34 +497,45 @@ void Endpoint::retry()
 	while (!fins.empty() && !domain->free_slots.empty()) {
 		Fin f = fins.front();
 		fins.pop_front();
-		send_fin(f.node, f.id, f.status);
+		send_fin(f.addr, f.id, f.status);
 	}
 	while (!reads.empty()) {
 		if (!post_read(reads.front()))
 			break;
 		reads.pop_front();
 	}
-	for (auto &[node, p] : peers)
+	for (auto &[addr, p] : peers)
 		if (!p.waiting.empty())
-			flush(node);
+			flush(addr);
 }
 
 void Endpoint::on_completion(const me_completion &c)
 {
 	if (c.type == ME_CQ_CONN_CLOSED || c.type == ME_CQ_CONN_DEAD) {
-		for (auto &[node, p] : peers)
-			if (p.conn == c.conn)
-				p.conn = 0;	// the next send connects again
-		if (c.type == ME_CQ_CONN_DEAD) {
-			// The peer is gone: no Fin will come for what it was sent.
-			std::vector<Op *> lost;
-			for (auto &[id, op] : rendezvous)
-				if (op->node == c.peer && !op->cookie && op->slot < 0)
-					lost.push_back(op);
-			for (Op *op : lost) {
-				complete_tx(op, fi_error_of(c.status < 0 ? -c.status : EIO));
-				release(op);
+		// The connection to a peer endpoint ended: it closed its
+		// endpoint, or died.  Its connection (opened here, or to this
+		// endpoint's port: both report here) goes; the next send
+		// connects again.  No Fin will come on it for what was sent.
+		std::set<Addr> gone;
+		for (auto &[addr, p] : peers)
+			if (p.conn == c.conn) {
+				p.conn = 0;
+				gone.insert(addr);
 			}
+		// One this file opened stays its own (a slot of its 256) until
+		// given up; one opened to its port is let go already (ENOENT).
+		me_disconnect d{};
+		d.size = sizeof(d);
+		d.conn = c.conn;
+		(void)::ioctl(domain->fd, ME_IOC_DISCONNECT, &d);
+		std::vector<Op *> lost;
+		for (auto &[id, op] : rendezvous)
+			if (gone.count(op->addr) && !op->cookie && op->slot < 0)
+				lost.push_back(op);
+		int err = c.type == ME_CQ_CONN_DEAD && c.status < 0 ? -c.status : ECONNRESET;
+		for (Op *op : lost) {
+			complete_tx(op, fi_error_of(err));
+			release(op);
 		}
 		return;
 	}
@@ -541,7 +557,7 @@ void Endpoint::on_completion(const me_completion &c)
 	Op *op = it->second;
 	posted.erase(it);
 	int err = c.status < 0 ? -c.status : 0;
-	const std::uint32_t node = op->node;
+	const Addr addr = op->addr;
 
 	if (op->type == Op::Type::Rma) {
 		complete_rma(op->context, (op->cq_flags & FI_READ) != 0, op->report,
@@ -552,19 +568,19 @@ void Endpoint::on_completion(const me_completion &c)
 
 	if (op->type == Op::Type::Read) {
 		if (err) {
-			send_fin(op->node, op->h.id, EIO);
-			complete_rx(op->req, op->node, op->h, 0, fi_error_of(err), 0);
+			send_fin(op->addr, op->h.id, EIO);
+			complete_rx(op->req, op->addr, op->h, 0, fi_error_of(err), 0);
 		} else {
-			send_fin(op->node, op->h.id, 0);
+			send_fin(op->addr, op->h.id, 0);
 			bool trunc = op->h.len > op->req.len;
-			complete_rx(op->req, op->node, op->h, op->user_len, trunc ? FI_ETRUNC : 0,
+			complete_rx(op->req, op->addr, op->h, op->user_len, trunc ? FI_ETRUNC : 0,
 				    op->h.len - op->user_len);
 		}
 		delete op;
 		return;
 	}
 
-	Peer &p = peers[op->node];
+	Peer &p = peers[op->addr];
 	p.inflight--;
 	auto now = std::chrono::steady_clock::now();
 	if (err == ENOBUFS || err == ECANCELED) {
@@ -581,7 +597,7 @@ void Endpoint::on_completion(const me_completion &c)
 			}
 			op->cookie = 0;
 			p.waiting.push_front(op);
-			flush(op->node);
+			flush(op->addr);
 			return;
 		}
 		err = ETIMEDOUT;	// a receiver that takes nothing for a minute
@@ -606,7 +622,7 @@ void Endpoint::on_completion(const me_completion &c)
 			complete_tx(op, op->fin_status ? fi_error_of(op->fin_status) : 0);
 		release(op);
 	}
-	flush(node);
+	flush(addr);
 }
 
 void Endpoint::on_message(std::uint32_t node, std::uint32_t conn, const std::uint8_t *msg,
@@ -618,33 +634,45 @@ void Endpoint::on_message(std::uint32_t node, std::uint32_t conn, const std::uin
 			MEFI_WARN("dropped a malformed message from node %u\n", node);
 		return;
 	}
-	Peer &p = peers[node];
+	if (h->kind == Kind::Shm || node == domain->node) {
+		dropped++;	// a file to pass: from this node's endpoints only
+		return;
+	}
+	// The module vouches for the node, the header names the endpoint.
+	const Addr addr = make_addr(node, h->port);
+	Peer &p = peers[addr];
 	if (!p.conn)
-		p.conn = conn;		// adopted: answers and sends may use it
-	Stream &s = streams[stream_key(node, h->session)];
-	if (h->seq != s.rx_seq) {
-		if (static_cast<std::int32_t>(h->seq - s.rx_seq) > 0 && s.held.size() < kMaxHeld)
-			s.held.emplace(h->seq, std::vector<std::uint8_t>(msg, msg + len));
+		p.conn = conn;		// opened to our port: answers may use it
+	accept_in_order(addr, *h, msg, len);
+}
+
+void Endpoint::accept_in_order(Addr addr, const Header &h, const std::uint8_t *msg,
+			       std::size_t len)
+{
+	Stream &s = streams[{addr, h.session}];
+	if (h.seq != s.rx_seq) {
+		if (static_cast<std::int32_t>(h.seq - s.rx_seq) > 0 && s.held.size() < kMaxHeld)
+			s.held.emplace(h.seq, std::vector<std::uint8_t>(msg, msg + len));
 		else
 			dropped++;	// a duplicate, or too far ahead
 		return;
 	}
-	deliver(node, *h, msg + kHeaderSize);
+	deliver(addr, h, msg + kHeaderSize);
 	s.rx_seq++;
 	for (auto it = s.held.begin(); it != s.held.end() && it->first == s.rx_seq;
 	     it = s.held.erase(it)) {
 		std::optional<Header> early = decode(it->second.data(), it->second.size());
-		deliver(node, *early, it->second.data() + kHeaderSize);
+		deliver(addr, *early, it->second.data() + kHeaderSize);
 		s.rx_seq++;
 	}
 }
 
-void Endpoint::deliver(std::uint32_t node, const Header &h, const std::uint8_t *payload)
+void Endpoint::deliver(Addr addr, const Header &h, const std::uint8_t *payload)
 {
 	if (h.kind == Kind::Fin) {
 		auto it = rendezvous.find(h.id);
-		if (it == rendezvous.end() || it->second->node != node || it->second->fin_seen) {
-			dropped++;	// not an Rts of ours to that node
+		if (it == rendezvous.end() || it->second->addr != addr || it->second->fin_seen) {
+			dropped++;	// not an Rts of ours to that addr
 			return;
 		}
 		Op *op = it->second;
@@ -661,16 +689,16 @@ void Endpoint::deliver(std::uint32_t node, const Header &h, const std::uint8_t *
 	}
 	auto &list = (h.flags & kFlagTagged) ? posted_tagged : posted_msg;
 	for (auto it = list.begin(); it != list.end(); ++it) {
-		if (!matches(*it, node, h))
+		if (!matches(*it, addr, h))
 			continue;
 		RecvRequest r = *it;
 		list.erase(it);
-		fulfil(r, node, h, payload);
+		fulfil(r, addr, h, payload);
 		return;
 	}
 	Unexpected u;
 	u.h = h;
-	u.node = node;
+	u.addr = addr;
 	if (h.kind == Kind::Eager)
 		u.payload.assign(payload, payload + h.len);
 	unexpected.push_back(std::move(u));

@@ -149,7 +149,7 @@ int ep_getname(fid_t f, void *addr, std::size_t *addrlen)
 	if (!addrlen)
 		return -FI_EINVAL;
 	char buf[kAddrLen] = {};
-	std::string s = addr_string(ep->domain->node);
+	std::string s = addr_string(ep->domain->self);
 	std::memcpy(buf, s.c_str(), s.size());
 	std::size_t room = *addrlen;
 	*addrlen = kAddrLen;

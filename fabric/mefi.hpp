@@ -4,7 +4,10 @@
 //
 // Objects: one open /dev/multiedge per domain (regions, connections and
 // completions belong to an open file, so everything a domain posts shares
-// it), one endpoint per domain.  Progress is manual: completion queue reads
+// it), bound to a port of the node (the endpoint's address is node and
+// port), one endpoint per domain.  Endpoints of one node reach each other
+// through a datagram socket of their own (local.cpp): the module connects
+// nodes, not a node to itself.  Progress is manual: completion queue reads
 // and posts drive it, under the domain's lock (FI_THREAD_SAFE).
 #pragma once
 
@@ -34,6 +37,7 @@
 #include <string>
 #include <type_traits>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "multiedge.h"
@@ -59,11 +63,26 @@ template <typename Self, typename Fid> Self *self_of(Fid *f)
 	return reinterpret_cast<Handle<Fid, Self> *>(f)->self;
 }
 
-// An endpoint's name: "fi_me://<node>" (FI_ADDR_STR).
+// An endpoint: its node and the port its domain's file is bound to
+// (ME_IOC_BIND), as one number; 0 names nobody.
+using Addr = std::uint64_t;
+constexpr Addr make_addr(std::uint32_t node, std::uint16_t port)
+{
+	return static_cast<Addr>(node) << 16 | port;
+}
+constexpr std::uint32_t addr_node(Addr a) { return static_cast<std::uint32_t>(a >> 16); }
+constexpr std::uint16_t addr_port(Addr a) { return static_cast<std::uint16_t>(a); }
+
+// An endpoint's name: "fi_me://<node>:<port>" (FI_ADDR_STR); without a
+// port ("fi_me://<node>") it names the node only, as fi_getinfo's source
+// address before an endpoint has a port.
 constexpr std::size_t kAddrLen = 32;
-std::string addr_string(std::uint32_t node);
-// The node an address names, or nullopt when it is not one of ours.
-std::optional<std::uint32_t> parse_addr(const void *addr, std::size_t len);
+std::string addr_string(Addr a);
+// The address a name gives (port 0 when it has none), or nullopt when it
+// is not one of ours.
+std::optional<Addr> parse_addr(const void *addr, std::size_t len);
+// A port given as a service name ("5001"), or nullopt (not 1..65535).
+std::optional<std::uint16_t> parse_port(const char *service);
 
 // What one message of the provider carries in front of its payload, in a
 // multiedge send (at most ME_SEND_MAX bytes).  Little-endian on the wire.
@@ -71,6 +90,7 @@ enum class Kind : std::uint8_t {
 	Eager = 1,	// the whole message follows
 	Rts = 2,	// ready to send: read [0, len) of region/key, then Fin
 	Fin = 3,	// the receiver is done with an Rts's region
+	Shm = 4,	// same node only: the message is the file passed with it
 };
 
 constexpr std::uint8_t kFlagTagged = 1u << 0;
@@ -88,6 +108,7 @@ struct Header {
 	std::uint64_t id = 0;		// Rts, Fin: the sender's operation
 	std::int32_t status = 0;	// Fin: 0 or a positive errno
 	std::uint32_t session = 0;	// the sending endpoint's, random
+	std::uint16_t port = 0;		// the sending endpoint's port, nonzero
 };
 
 constexpr std::size_t kHeaderSize = 64;
@@ -112,6 +133,29 @@ std::optional<std::pair<std::uint32_t, std::uint64_t>> decode_raw_key(const std:
 
 // Maps a positive errno from the module to a libfabric error (positive).
 int fi_error_of(int err);
+
+// An open file descriptor, closed with its owner.
+class Fd {
+public:
+	Fd() = default;
+	explicit Fd(int fd) : fd_(fd) {}
+	Fd(Fd &&o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
+	Fd &operator=(Fd &&o) noexcept;
+	Fd(const Fd &) = delete;
+	Fd &operator=(const Fd &) = delete;
+	~Fd();
+	int get() const { return fd_; }
+	explicit operator bool() const { return fd_ >= 0; }
+
+private:
+	int fd_ = -1;
+};
+
+// The same-node path (local.cpp): the datagram socket of the endpoint at
+// `a`, bound under an abstract name of the network namespace, so only an
+// endpoint of this node holding that port's module binding names it.
+constexpr std::size_t kLocalInlineMax = 32768;	// larger ones go as Shm
+std::string local_name(Addr a);
 
 class Domain;
 class Endpoint;
@@ -139,18 +183,18 @@ public:
 	std::deque<Event> events;
 };
 
-// fid_av: node ids by fi_addr_t (FI_AV_TABLE: indices; FI_AV_MAP: the
-// node id itself).
+// fid_av: endpoint addresses by fi_addr_t (FI_AV_TABLE: indices;
+// FI_AV_MAP: the Addr itself).
 class AddressVector {
 public:
 	AddressVector(Domain *d, fi_av_type type, void *context);
 	Handle<fid_av, AddressVector> h;
 	Domain *domain;
 	fi_av_type type;
-	std::vector<std::uint32_t> table;	// FI_AV_TABLE; 0: removed
+	std::vector<Addr> table;	// FI_AV_TABLE; 0: removed
 
-	std::optional<std::uint32_t> node_of(fi_addr_t a) const;
-	fi_addr_t addr_of(std::uint32_t node) const;
+	std::optional<Addr> lookup(fi_addr_t a) const;
+	fi_addr_t addr_of(Addr a) const;
 };
 
 // What a completion queue hands out, in the largest format.
@@ -218,7 +262,7 @@ struct RecvRequest {
 	std::uint8_t *buf = nullptr;
 	std::size_t len = 0;
 	MemoryRegion *mr = nullptr;	// the caller's desc, if it covers buf
-	std::uint32_t src = 0;		// node; 0: any
+	Addr src = 0;			// 0: any
 	std::uint64_t tag = 0, ignore = 0;
 	void *context = nullptr;
 	std::uint64_t flags = 0;	// FI_COMPLETION and the like
@@ -228,7 +272,7 @@ struct RecvRequest {
 // Rts to answer later.
 struct Unexpected {
 	Header h;
-	std::uint32_t node = 0;
+	Addr addr = 0;			// its sender
 	std::vector<std::uint8_t> payload;
 	void *claimed_by = nullptr;	// FI_CLAIM's context
 };
@@ -239,7 +283,7 @@ struct Op {
 	// application's fi_read/fi_write.
 	enum class Type { Send, Read, Rma } type = Type::Send;
 	std::uint64_t cookie = 0;	// the module's completion names it
-	std::uint32_t node = 0;
+	Addr addr = 0;			// the peer endpoint
 	int slot = -1;			// bounce slot of a Send
 	std::uint32_t send_len = 0;
 	Header h;			// what a Send carries
@@ -255,9 +299,13 @@ struct Op {
 	std::chrono::steady_clock::time_point refused{};	// first ENOBUFS
 	bool fin_seen = false;		// an Rts's Fin came before its completion
 	int fin_status = 0;
+	// To an endpoint of this node: the datagram (header, inline payload)
+	// and, for Kind::Shm, the file holding the message.
+	std::vector<std::uint8_t> local_msg;
+	Fd local_file;
 };
 
-// What the provider knows of one peer node, as a destination.
+// What the provider knows of one peer endpoint, as a destination.
 struct Peer {
 	std::uint32_t conn = 0;		// a connection of the file to it
 	std::uint32_t tx_seq = 0;	// next to send
@@ -270,7 +318,7 @@ struct Peer {
 	std::chrono::microseconds backoff{0};
 };
 
-// Messages of one sending endpoint (node, session), delivered in order.
+// Messages of one sending endpoint (address, session), delivered in order.
 struct Stream {
 	std::uint32_t rx_seq = 0;	// next to deliver
 	std::map<std::uint32_t, std::vector<std::uint8_t>> held;  // early ones
@@ -278,12 +326,13 @@ struct Stream {
 
 class Domain {
 public:
-	Domain(Fabric *fabric, int fd, std::uint32_t node, void *context);
+	Domain(Fabric *fabric, int fd, std::uint32_t node, std::uint16_t port, void *context);
 	~Domain();
 	Handle<fid_domain, Domain> h;
 	Fabric *fabric;
 	const int fd;
 	const std::uint32_t node;
+	const Addr self;		// the node and the port its file is bound to
 	std::recursive_mutex mu;
 	Endpoint *ep = nullptr;
 	int refs = 0;			// AVs, CQs, MRs, endpoints open on it
@@ -302,6 +351,14 @@ public:
 	int init_bounce();
 	// Drains the module's completions and messages.  Domain lock held.
 	void progress();
+
+	// Same node (local.cpp): this endpoint's socket, and what blocking
+	// reads sleep on: an epoll set of the device and the socket.
+	Fd local;
+	Fd wait_set;
+	std::vector<std::uint8_t> local_buf;	// one datagram
+	int init_local();
+	void drain_local();
 };
 
 // fid_ep (FI_EP_RDM).
@@ -319,15 +376,15 @@ public:
 	std::uint64_t tx_op_flags = 0, rx_op_flags = 0;
 
 	const std::uint32_t session;	// names this endpoint's streams
-	std::unordered_map<std::uint32_t, Peer> peers;
-	std::unordered_map<std::uint64_t, Stream> streams;	// node << 32 | session
+	std::unordered_map<Addr, Peer> peers;
+	std::map<std::pair<Addr, std::uint32_t>, Stream> streams;	// by (sender, session)
 	std::list<RecvRequest> posted_msg, posted_tagged;
 	std::list<Unexpected> unexpected;
 	std::unordered_map<std::uint64_t, Op *> posted;		// by cookie
 	std::unordered_map<std::uint64_t, Op *> rendezvous;	// sends by Rts id
 	std::deque<Op *> reads;		// rendezvous reads the module refused (full)
 	struct Fin {
-		std::uint32_t node;
+		Addr addr;
 		std::uint64_t id;
 		int status;
 	};
@@ -349,8 +406,13 @@ public:
 		    void *context);
 
 	// Progress hooks.
+	// A message the module delivered from `node` on connection `conn`.
 	void on_message(std::uint32_t node, std::uint32_t conn, const std::uint8_t *msg,
 			std::size_t len);
+	// A datagram from endpoint `from` of this node (local.cpp) and the
+	// files that came with it (closed with the vector, whatever it is).
+	void on_local_message(Addr from, const std::uint8_t *msg, std::size_t len,
+			      const std::vector<Fd> &files);
 	void on_completion(const me_completion &c);
 	// Posts what waited for room (window, slots, the module's queues).
 	void retry();
@@ -359,23 +421,30 @@ private:
 	// The checks every post makes: enabled, a buffer for its length, a
 	// known destination (its node out), a length the module takes.
 	ssize_t check_post(const void *buf, std::size_t len, fi_addr_t dest,
-			   std::optional<std::uint32_t> &node) const;
+			   std::optional<Addr> &addr) const;
 	// Whether a successful transmit with `flags` gets a completion.
 	bool wants_tx_completion(std::uint64_t flags) const;
-	void deliver(std::uint32_t node, const Header &h, const std::uint8_t *payload);
-	void fulfil(RecvRequest &r, std::uint32_t node, const Header &h,
+	void deliver(Addr addr, const Header &h, const std::uint8_t *payload);
+	void fulfil(RecvRequest &r, Addr addr, const Header &h,
 		    const std::uint8_t *payload);
-	void start_read(const RecvRequest &r, std::uint32_t node, const Header &h);
+	void start_read(const RecvRequest &r, Addr addr, const Header &h);
 	bool post_read(Op *op);
-	void fail_node(std::uint32_t node, int err);
-	bool matches(const RecvRequest &r, std::uint32_t node, const Header &h) const;
-	void flush(std::uint32_t node);
-	int connect(std::uint32_t node, Peer &p);
-	ssize_t queue_send(std::uint32_t node, Op *op, const std::uint8_t *payload,
+	void fail_peer(Addr addr, int err);
+	bool matches(const RecvRequest &r, Addr addr, const Header &h) const;
+	void flush(Addr addr);
+	// Same node (local.cpp).
+	bool is_local(Addr a) const;
+	ssize_t local_send(std::unique_ptr<Op> op, const void *buf, std::size_t len);
+	void flush_local(Addr to, Peer &p);
+	// In order per (sender, session): delivers or holds a checked message.
+	void accept_in_order(Addr from, const Header &h, const std::uint8_t *msg,
+			     std::size_t len);
+	int connect(Addr addr, Peer &p);
+	ssize_t queue_send(Addr addr, Op *op, const std::uint8_t *payload,
 			   std::size_t n);
-	void send_fin(std::uint32_t node, std::uint64_t id, int status);
+	void send_fin(Addr addr, std::uint64_t id, int status);
 	void complete_tx(Op *op, int err);
-	void complete_rx(const RecvRequest &r, std::uint32_t node, const Header &h,
+	void complete_rx(const RecvRequest &r, Addr addr, const Header &h,
 			 std::size_t got, int err, std::size_t olen);
 	void release(Op *op);
 	void peek(const RecvRequest &r);

@@ -107,9 +107,9 @@ bool hints_ok(std::uint32_t version, const fi_info *hints)
 	return true;
 }
 
-char *dup_addr(std::uint32_t node, std::size_t *len)
+char *dup_addr(Addr a, std::size_t *len)
 {
-	std::string s = addr_string(node);
+	std::string s = addr_string(a);
 	char *p = static_cast<char *>(std::calloc(1, kAddrLen));
 	if (p)
 		std::memcpy(p, s.c_str(), s.size() + 1);
@@ -117,8 +117,8 @@ char *dup_addr(std::uint32_t node, std::size_t *len)
 	return p;
 }
 
-fi_info *make_info(std::uint32_t version, std::uint32_t node, const fi_info *hints,
-		   std::optional<std::uint32_t> dest)
+fi_info *make_info(std::uint32_t version, Addr src, const fi_info *hints,
+		   std::optional<Addr> dest)
 {
 	fi_info *fi = fi_allocinfo();
 	if (!fi)
@@ -128,7 +128,7 @@ fi_info *make_info(std::uint32_t version, std::uint32_t node, const fi_info *hin
 	bool raw = fi->caps & FI_RMA;
 	fi->mode = 0;
 	fi->addr_format = FI_ADDR_STR;
-	fi->src_addr = dup_addr(node, &fi->src_addrlen);
+	fi->src_addr = dup_addr(src, &fi->src_addrlen);
 	if (dest)
 		fi->dest_addr = dup_addr(*dest, &fi->dest_addrlen);
 
@@ -206,31 +206,51 @@ int getinfo(std::uint32_t version, const char *node, const char *service, std::u
 			MEFI_WARN("%s: %s\n", ME_DEVICE_PATH, std::strerror(err));
 		return -FI_ENODATA;
 	}
-	if (service && *service)
-		return -FI_ENODATA;	// no services: one endpoint per node
-	std::optional<std::uint32_t> dest;
-	if (node && *node) {
-		std::optional<std::uint32_t> n = parse_addr(node, std::strlen(node) + 1);
-		if (!n)
+	// The service is a port: this endpoint's with FI_SOURCE, else the
+	// destination's (whose node `node` names; this node without one).
+	std::uint16_t port = 0;
+	if (service && *service) {
+		std::optional<std::uint16_t> p = parse_port(service);
+		if (!p)
 			return -FI_ENODATA;
+		port = *p;
+	}
+	Addr src = make_addr(me, 0);
+	std::optional<Addr> dest;
+	if (node && *node) {
+		std::optional<Addr> n = parse_addr(node, std::strlen(node) + 1);
+		if (!n || (port && addr_port(*n)))
+			return -FI_ENODATA;
+		if (port)
+			*n = make_addr(addr_node(*n), port);
 		if (flags & FI_SOURCE) {
-			if (*n != me)
+			if (addr_node(*n) != me)
 				return -FI_ENODATA;
+			src = *n;
 		} else {
 			dest = n;
 		}
+	} else if (port) {
+		if (flags & FI_SOURCE)
+			src = make_addr(me, port);
+		else
+			dest = make_addr(me, port);
 	}
 	if (hints && hints->src_addr) {
-		std::optional<std::uint32_t> n = parse_addr(hints->src_addr, hints->src_addrlen);
-		if (!n || *n != me)
+		std::optional<Addr> n = parse_addr(hints->src_addr, hints->src_addrlen);
+		if (!n || addr_node(*n) != me)
 			return -FI_ENODATA;
+		if (addr_port(*n))
+			src = *n;
 	}
 	if (!dest && hints && hints->dest_addr) {
 		dest = parse_addr(hints->dest_addr, hints->dest_addrlen);
-		if (!dest)
+		if (!dest || !addr_port(*dest))
 			return -FI_ENODATA;
 	}
-	*info = make_info(version, me, hints, dest);
+	if (dest && !addr_port(*dest))
+		return -FI_ENODATA;	// a destination is an endpoint: it has a port
+	*info = make_info(version, src, hints, dest);
 	return *info ? 0 : -FI_ENOMEM;
 }
 

@@ -1,7 +1,7 @@
 // The endpoint's RMA: fi_read, fi_write and fi_writedata onto the module's
 // remote read, write and write with notification, addressed by a region
 // key fi_mr_map_raw made from a peer's raw key (FI_MR_RAW) and an offset
-// into that region.  To the endpoint's own node the bytes are copied here,
+// into that region.  To the endpoint itself the bytes are copied here,
 // with the same checks the module makes.
 #include <sys/ioctl.h>
 
@@ -27,8 +27,8 @@ ssize_t Endpoint::rma(bool read, void *buf, std::size_t len, void *desc, fi_addr
 		      std::uint64_t addr, std::uint64_t key, std::uint64_t data, std::uint64_t flags,
 		      void *context)
 {
-	std::optional<std::uint32_t> node;
-	if (ssize_t err = check_post(buf, len, dest, node))
+	std::optional<Addr> peer;
+	if (ssize_t err = check_post(buf, len, dest, peer))
 		return err;
 	if (key == 0 || key > domain->mapped.size() || !domain->mapped[key - 1].first)
 		return -FI_EINVAL;	// not a key fi_mr_map_raw gave
@@ -39,8 +39,10 @@ ssize_t Endpoint::rma(bool read, void *buf, std::size_t len, void *desc, fi_addr
 		return -FI_EINVAL;
 	bool report = wants_tx_completion(flags);
 	auto [region, rkey] = domain->mapped[key - 1];
-	if (*node == domain->node)
+	if (*peer == domain->self)
 		return rma_local(read, buf, len, region, rkey, addr, data, flags, context);
+	if (is_local(*peer))
+		return -FI_EOPNOTSUPP;	// another endpoint of this node: no path
 	if (!len) {
 		complete_rma(context, read, report, 0);
 		return 0;
@@ -48,7 +50,7 @@ ssize_t Endpoint::rma(bool read, void *buf, std::size_t len, void *desc, fi_addr
 
 	auto op = std::make_unique<Op>();
 	op->type = Op::Type::Rma;
-	op->node = *node;
+	op->addr = *peer;
 	op->context = context;
 	op->cq_flags = FI_RMA | (read ? FI_READ : FI_WRITE);
 	op->report = report;
@@ -74,13 +76,13 @@ ssize_t Endpoint::rma(bool read, void *buf, std::size_t len, void *desc, fi_addr
 		m.local_region = op->temp->region;
 		m.local_off = 0;
 	}
-	Peer &p = peers[*node];
+	Peer &p = peers[*peer];
 	op->cookie = next_cookie++;
 	m.cookie = op->cookie;
 	// A connection that closed or died is replaced once.
 	for (int attempt = 0;; attempt++) {
 		if (!p.conn) {
-			int err = connect(*node, p);
+			int err = connect(*peer, p);
 			if (err)
 				return -fi_error_of(err);
 		}
@@ -98,7 +100,7 @@ ssize_t Endpoint::rma(bool read, void *buf, std::size_t len, void *desc, fi_addr
 	return 0;
 }
 
-// To this node: the region must be this domain's, the key and the access
+// To this endpoint: the region must be this domain's, the key and the access
 // right, the range inside it (as the module checks a peer's request).
 ssize_t Endpoint::rma_local(bool read, void *buf, std::size_t len, std::uint32_t region,
 			    std::uint64_t key, std::uint64_t addr, std::uint64_t data,
@@ -125,7 +127,7 @@ ssize_t Endpoint::rma_local(bool read, void *buf, std::size_t len, std::uint32_t
 		e.e.flags = FI_RMA | FI_REMOTE_WRITE | FI_REMOTE_CQ_DATA;
 		e.e.len = len;
 		e.e.data = data;
-		e.src = av->addr_of(domain->node);
+		e.src = av->addr_of(domain->self);
 		rx_cq->push(e);
 	}
 	return 0;

@@ -11,14 +11,41 @@
 
 namespace mefi {
 
-std::string addr_string(std::uint32_t node)
+std::string addr_string(Addr a)
 {
 	char buf[kAddrLen];
-	std::snprintf(buf, sizeof(buf), "fi_me://%" PRIu32, node);
+	if (addr_port(a))
+		std::snprintf(buf, sizeof(buf), "fi_me://%" PRIu32 ":%u", addr_node(a),
+			      static_cast<unsigned>(addr_port(a)));
+	else
+		std::snprintf(buf, sizeof(buf), "fi_me://%" PRIu32, addr_node(a));
 	return buf;
 }
 
-std::optional<std::uint32_t> parse_addr(const void *addr, std::size_t len)
+namespace {
+// A decimal number of [1, max] at p (digits only), its end in *end.
+std::optional<unsigned long long> number(const char *p, unsigned long long max, char **end)
+{
+	if (*p < '0' || *p > '9')
+		return std::nullopt;
+	errno = 0;
+	unsigned long long v = std::strtoull(p, end, 10);
+	if (errno || v == 0 || v > max)
+		return std::nullopt;
+	return v;
+}
+} // namespace
+
+std::optional<std::uint16_t> parse_port(const char *service)
+{
+	char *end = nullptr;
+	auto v = service ? number(service, ME_PORT_MAX, &end) : std::nullopt;
+	if (!v || *end)
+		return std::nullopt;
+	return static_cast<std::uint16_t>(*v);
+}
+
+std::optional<Addr> parse_addr(const void *addr, std::size_t len)
 {
 	if (!addr || len == 0 || len > kAddrLen)
 		return std::nullopt;
@@ -27,14 +54,20 @@ std::optional<std::uint32_t> parse_addr(const void *addr, std::size_t len)
 	const char *p = buf;
 	if (!std::strncmp(p, "fi_me://", 8))
 		p += 8;
-	if (*p < '0' || *p > '9')
-		return std::nullopt;
 	char *end = nullptr;
-	errno = 0;
-	unsigned long long v = std::strtoull(p, &end, 10);
-	if (errno || *end || v == 0 || v >= 0xffffffffULL)
+	auto node = number(p, 0xfffffffeULL, &end);	// 0xffffffff: broadcast
+	if (!node)
 		return std::nullopt;
-	return static_cast<std::uint32_t>(v);
+	unsigned long long port = 0;
+	if (*end == ':') {
+		auto pt = number(end + 1, ME_PORT_MAX, &end);
+		if (!pt)
+			return std::nullopt;
+		port = *pt;
+	}
+	if (*end)
+		return std::nullopt;
+	return make_addr(static_cast<std::uint32_t>(*node), static_cast<std::uint16_t>(port));
 }
 
 namespace {
@@ -65,7 +98,7 @@ constexpr std::uint8_t kMagic = 0xfe;	// first byte: not an application's
 } // namespace
 
 // Layout: magic, kind, flags, 0, seq, tag, data, len, region, status, key,
-// id, session, 4 zero bytes.
+// id, session, port (16 bits), 2 zero bytes.
 void encode(const Header &h, std::uint8_t *out)
 {
 	std::memset(out, 0, kHeaderSize);
@@ -81,6 +114,7 @@ void encode(const Header &h, std::uint8_t *out)
 	put64(out + 40, h.key);
 	put64(out + 48, h.id);
 	put32(out + 56, h.session);
+	put16(out + 60, h.port);
 }
 
 std::optional<Header> decode(const std::uint8_t *in, std::size_t len)
@@ -99,9 +133,10 @@ std::optional<Header> decode(const std::uint8_t *in, std::size_t len)
 	h.key = get64(in + 40);
 	h.id = get64(in + 48);
 	h.session = get32(in + 56);
-	if (h.flags & ~(kFlagTagged | kFlagData))
+	h.port = static_cast<std::uint16_t>(in[60] | in[61] << 8);
+	if (h.flags & ~(kFlagTagged | kFlagData) || !h.port)
 		return std::nullopt;
-	for (std::size_t i = 60; i < kHeaderSize; i++)
+	for (std::size_t i = 62; i < kHeaderSize; i++)
 		if (in[i])
 			return std::nullopt;
 	switch (h.kind) {
@@ -117,6 +152,11 @@ std::optional<Header> decode(const std::uint8_t *in, std::size_t len)
 	case Kind::Fin:
 		if (len != kHeaderSize || !h.id || h.flags || h.tag || h.data || h.len ||
 		    h.region || h.key || h.status < 0 || h.status > 4095)
+			return std::nullopt;
+		break;
+	case Kind::Shm:
+		if (len != kHeaderSize || !h.len || h.len > ME_OP_MAX_LEN || h.region || h.key ||
+		    h.id || h.status)
 			return std::nullopt;
 		break;
 	default:
@@ -160,6 +200,9 @@ int fi_error_of(int err)
 	case EFAULT:
 	case EINVAL:
 	case EMSGSIZE:
+	case ECONNREFUSED:
+	case EADDRINUSE:
+	case EADDRNOTAVAIL:
 		return err;
 	default:
 		return FI_EIO;

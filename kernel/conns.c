@@ -92,6 +92,8 @@ static void engine_release(struct me_net *mn, u32 id)
 void me_conns_event(struct me_net *mn, const struct me_cqe *cqe, u32 type)
 {
 	u32 slot = slot_of(mn, cqe->conn);
+	struct me_conn *conn = me_conn_get(me_net_core(mn), cqe->conn);
+	bool to_port = conn && me_conn_port(conn);
 	struct me_conn_done *cd;
 	struct me_completion c;
 	struct me_file *f;
@@ -104,13 +106,15 @@ void me_conns_event(struct me_net *mn, const struct me_cqe *cqe, u32 type)
 	/*
 	 * Under owner_lock: release clears the owner before the queue dies.
 	 * A connection a file adopted by receiving from it (recvq.c) tells
-	 * its end only to the peer that opened it.
+	 * its end only to the peer that opened it, unless it was opened to
+	 * the file's port: that one is the file's own (ABI 11).
 	 */
 	spin_lock_bh(&mn->owner_lock);
 	f = mn->owners[slot];
 	spin_lock_bh(&cd->lock);
 	cd->ended = true;
-	if (f && f != ME_OWNER_ABANDONED && !me_recvq_adopted_locked(mn, cqe->conn)) {
+	if (f && f != ME_OWNER_ABANDONED &&
+	    (to_port || !me_recvq_adopted_locked(mn, cqe->conn))) {
 		/* After the connection's operations (uapi). */
 		if (list_empty(&cd->kops)) {
 			me_cq_push_event(&f->cq, &c);

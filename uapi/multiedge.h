@@ -411,8 +411,9 @@ struct me_nbr_list {
  * endpoint on a port of its node, so several programs (MPI ranks) on one
  * node each take their own peers' connections.  A connection a peer opens
  * to the port (me_connect.port) belongs to this file from its start: its
- * messages go to this file's ME_IOC_RECV queue only and the file may post
- * on it.  A bound file takes no messages of connections opened to port 0
+ * messages go to this file's ME_IOC_RECV queue only, the file may post
+ * on it, and its ME_CQ_CONN_CLOSED / ME_CQ_CONN_DEAD completion comes to
+ * this file; closing the file closes it.  A bound file takes no messages of connections opened to port 0
  * (those wait for the files bound to no port).  The port is the file's
  * until it is closed; one port per file.
  *

@@ -488,6 +488,10 @@ std::string errno_name(int err)
 	case ENETDOWN: return "ENETDOWN";
 	case EHOSTUNREACH: return "EHOSTUNREACH";
 	case EBUSY: return "EBUSY";
+	case EISCONN: return "EISCONN";
+	case EADDRINUSE: return "EADDRINUSE";
+	case EADDRNOTAVAIL: return "EADDRNOTAVAIL";
+	case ECONNREFUSED: return "ECONNREFUSED";
 	}
 	return std::to_string(err) + " (" + std::strerror(err) + ")";
 }

@@ -74,8 +74,10 @@ struct Done {
 // One endpoint in one node's namespace, with its own AV and CQ.
 class Fab {
 public:
-	// With `rma`: FI_RMA asked for, raw keys accepted (FI_MR_RAW).
-	Fab(Cluster &c, int n, bool rma = false, fi_cq_format format = FI_CQ_FORMAT_TAGGED)
+	// With `rma`: FI_RMA asked for, raw keys accepted (FI_MR_RAW).  With
+	// `port`: the endpoint's port (as fi_getinfo's service, FI_SOURCE).
+	Fab(Cluster &c, int n, bool rma = false, fi_cq_format format = FI_CQ_FORMAT_TAGGED,
+	    const char *port = nullptr)
 	{
 		Cluster::Enter in(c.ns(n));
 		EXPECT_TRUE(in.ok());
@@ -84,7 +86,7 @@ public:
 			h->caps |= FI_RMA | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
 			h->domain_attr->mr_mode = FI_MR_RAW | FI_MR_PROV_KEY;
 		}
-		int ret = fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, h, &info);
+		int ret = fi_getinfo(FI_VERSION(1, 17), nullptr, port, port ? FI_SOURCE : 0, h, &info);
 		fi_freeinfo(h);
 		if (ret) {
 			ADD_FAILURE() << "fi_getinfo: " << fi_err(ret);
@@ -363,6 +365,122 @@ TEST_F(FabricTest, SizesRoundTrip)
 			EXPECT_EQ(in[len], 0xee) << "written past the message";
 		}
 	}
+}
+
+// Two endpoints on node 1 (MPI ranks sharing a node), one on node 0: each
+// of node 1's gets only what was sent to it, eager and rendezvous, and
+// node 0 tells their answers apart by source.  Once one of them closes,
+// sends to it fail with FI_ECONNREFUSED; the other goes on.
+TEST_F(FabricTest, TwoEndpointsOfOneNodeAreApart)
+{
+	Fab a(c(), 0), b2(c(), 1);
+	auto b1p = std::make_unique<Fab>(c(), 1);
+	Fab &b1 = *b1p;
+	ASSERT_TRUE(a.ok && b1.ok && b2.ok);
+	ASSERT_NE(b1.name, b2.name);
+	fi_addr_t to_b1 = a.insert(b1), to_b2 = a.insert(b2);
+	fi_addr_t b1_to_a = b1.insert(a), b2_to_a = b2.insert(a);
+	for (std::size_t len : {std::size_t{100}, std::size_t{300000}}) {
+		SCOPED_TRACE("len " + std::to_string(len));
+		auto m1 = pattern(len, 1), m2 = pattern(len, 2);
+		int s1, s2;
+		ASSERT_EQ(fi_tsend(a.ep, m1.data(), len, nullptr, to_b1, 5, &s1), 0);
+		ASSERT_EQ(fi_tsend(a.ep, m2.data(), len, nullptr, to_b2, 5, &s2), 0);
+		std::vector<std::uint8_t> in1(len), in2(len);
+		int r1, r2;
+		ASSERT_EQ(fi_trecv(b1.ep, in1.data(), len, nullptr, FI_ADDR_UNSPEC, 5, 0, &r1), 0);
+		ASSERT_EQ(fi_trecv(b2.ep, in2.data(), len, nullptr, FI_ADDR_UNSPEC, 5, 0, &r2), 0);
+		auto d1 = wait_done(b1, &r1, {&a, &b1, &b2});
+		auto d2 = wait_done(b2, &r2, {&a, &b1, &b2});
+		ASSERT_TRUE(d1 && d2);
+		EXPECT_EQ(d1->err, 0);
+		EXPECT_EQ(d2->err, 0);
+		EXPECT_TRUE(in1 == m1) << "b1 got another's message";
+		EXPECT_TRUE(in2 == m2) << "b2 got another's message";
+		EXPECT_EQ(d1->src, b1_to_a);
+		EXPECT_EQ(d2->src, b2_to_a);
+		ASSERT_TRUE(wait_done(a, &s1, {&a, &b1, &b2}));
+		ASSERT_TRUE(wait_done(a, &s2, {&a, &b1, &b2}));
+		// Answers: node 0 tells them apart by source.
+		char ans1[] = "b1", ans2[] = "b2";
+		ASSERT_EQ(fi_send(b2.ep, ans2, sizeof(ans2), nullptr, b2_to_a, &s2), 0);
+		ASSERT_EQ(fi_send(b1.ep, ans1, sizeof(ans1), nullptr, b1_to_a, &s1), 0);
+		for (int k = 0; k < 2; k++) {
+			char in[8] = {};
+			int r;
+			ASSERT_EQ(fi_recv(a.ep, in, sizeof(in), nullptr, FI_ADDR_UNSPEC, &r), 0);
+			auto d = wait_done(a, &r, {&a, &b1, &b2});
+			ASSERT_TRUE(d);
+			EXPECT_EQ(d->src, std::string(in) == "b1" ? to_b1 : to_b2) << in;
+		}
+	}
+	// b1 goes: its connection closes, a send to it is refused.
+	b1p.reset();
+	char x[] = "x";
+	int sx;
+	ASSERT_EQ(fi_send(a.ep, x, sizeof(x), nullptr, to_b1, &sx), 0);
+	auto dx = wait_done(a, &sx, {&a, &b2});
+	ASSERT_TRUE(dx);
+	EXPECT_EQ(dx->err, FI_ECONNREFUSED) << fi_strerror(dx->err);
+	int sy, ry;
+	char y[] = "y", iny[4] = {};
+	ASSERT_EQ(fi_send(a.ep, y, sizeof(y), nullptr, to_b2, &sy), 0);
+	ASSERT_EQ(fi_recv(b2.ep, iny, sizeof(iny), nullptr, FI_ADDR_UNSPEC, &ry), 0);
+	ASSERT_TRUE(wait_done(b2, &ry, {&a, &b2}));
+	EXPECT_STREQ(iny, "y");
+}
+
+// The service of fi_getinfo is a port: with FI_SOURCE the endpoint's own
+// (its domain binds it; a second domain cannot), else the destination's.
+TEST_F(FabricTest, PortsAsServices)
+{
+	Fab a(c(), 0, false, FI_CQ_FORMAT_TAGGED, "5001");
+	ASSERT_TRUE(a.ok);
+	std::string want = "fi_me://" + std::to_string(c().id(0)) + ":5001";
+	EXPECT_EQ(std::string(a.name.c_str()), want);
+	{
+		Cluster::Enter in(c().ns(0));
+		ASSERT_TRUE(in.ok());
+		fi_info *h = hints(), *info = nullptr;
+		ASSERT_EQ(fi_getinfo(FI_VERSION(1, 17), nullptr, "5001", FI_SOURCE, h, &info), 0);
+		EXPECT_EQ(std::string(static_cast<char *>(info->src_addr)), want);
+		fid_fabric *fab = nullptr;
+		fid_domain *dom = nullptr;
+		ASSERT_EQ(fi_fabric(info->fabric_attr, &fab, nullptr), 0);
+		EXPECT_EQ(fi_domain(fab, info, &dom, nullptr), -FI_EADDRINUSE) << "port taken twice";
+		EXPECT_EQ(dom, nullptr);
+		fi_close(&fab->fid);
+		fi_freeinfo(info);
+		fi_info *d = nullptr;
+		std::string peer = "fi_me://" + std::to_string(c().id(1));
+		ASSERT_EQ(fi_getinfo(FI_VERSION(1, 17), peer.c_str(), "6000", 0, h, &d), 0);
+		EXPECT_EQ(std::string(static_cast<char *>(d->dest_addr)), peer + ":6000");
+		fi_freeinfo(d);
+		for (const char *bad : {"0", "65536", "x1"}) {
+			fi_info *none = nullptr;
+			EXPECT_EQ(fi_getinfo(FI_VERSION(1, 17), nullptr, bad, FI_SOURCE, h, &none),
+				  -FI_ENODATA)
+				<< bad;
+		}
+		fi_freeinfo(h);
+	}
+	// fi_av_insertsvc takes the node and the port apart.
+	Fab b(c(), 1);
+	ASSERT_TRUE(b.ok);
+	fi_addr_t to_a = FI_ADDR_NOTAVAIL;
+	std::string node = "fi_me://" + std::to_string(c().id(0));
+	ASSERT_EQ(fi_av_insertsvc(b.av, node.c_str(), "5001", &to_a, 0, nullptr), 1);
+	fi_addr_t to_node = FI_ADDR_NOTAVAIL;
+	char node_name[32] = {};
+	std::memcpy(node_name, node.c_str(), node.size());
+	EXPECT_EQ(fi_av_insert(b.av, node_name, 1, &to_node, 0, nullptr), 0)
+		<< "a node is not an endpoint";
+	char m[] = "to 5001", in[16] = {};
+	int s, r;
+	ASSERT_EQ(fi_send(b.ep, m, sizeof(m), nullptr, to_a, &s), 0);
+	ASSERT_EQ(fi_recv(a.ep, in, sizeof(in), nullptr, FI_ADDR_UNSPEC, &r), 0);
+	ASSERT_TRUE(wait_done(a, &r, {&a, &b}));
+	EXPECT_STREQ(in, m);
 }
 
 // Tags match under ignore bits; messages that come before their receive

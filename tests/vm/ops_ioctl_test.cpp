@@ -1150,6 +1150,17 @@ TEST_F(OpsTest, PortsDeliverToTheBoundFileOnly)
 	ME_ASSERT_OK(ans);
 	EXPECT_EQ(text_of(ans.value()), "answer");
 	EXPECT_EQ(ans->conn, to1->id());
+	// The port's connection is b1's own: its end is told to b1 too.
+	ME_ASSERT_OK(to1->close());
+	bool closed = false;
+	for (int i = 0; i < 100 && !closed; i++) {
+		auto ev = b1.dev->wait(16, 200ms);
+		ME_ASSERT_OK(ev);
+		for (auto &e : ev.value())
+			closed |= e.conn == first1->conn &&
+				  e.type == multiedge::CompletionType::ConnClosed;
+	}
+	EXPECT_TRUE(closed) << "the bound file was not told its port's connection closed";
 }
 
 // A connect to a port nobody holds is refused at once (not timed out);

@@ -31,6 +31,7 @@ Header eager(std::uint64_t len)
 	h.data = 42;
 	h.len = len;
 	h.session = 7;
+	h.port = 40001;
 	return h;
 }
 
@@ -44,6 +45,7 @@ Header rts()
 	h.key = 0xfeedfacecafebeefULL;
 	h.id = 77;
 	h.session = 1;
+	h.port = 65535;
 	return h;
 }
 
@@ -55,6 +57,7 @@ Header fin(int status = 0)
 	h.id = 77;
 	h.status = status;
 	h.session = 1;
+	h.port = 65535;
 	return h;
 }
 
@@ -62,7 +65,7 @@ bool same(const Header &a, const Header &b)
 {
 	return a.kind == b.kind && a.flags == b.flags && a.seq == b.seq && a.tag == b.tag &&
 	       a.data == b.data && a.len == b.len && a.region == b.region && a.key == b.key &&
-	       a.id == b.id && a.status == b.status && a.session == b.session;
+	       a.id == b.id && a.status == b.status && a.session == b.session && a.port == b.port;
 }
 
 TEST(FabricWire, EveryKindRoundTrips)
@@ -108,6 +111,9 @@ TEST(FabricWire, MalformedMessagesAreRefused)
 	v = good;
 	v[62] = 1;
 	refused(v, "reserved tail");
+	v = good;
+	v[60] = v[61] = 0;
+	refused(v, "no sender port");
 	refused(frame(eager(11), 10), "eager length above its payload");
 	refused(frame(eager(9), 10), "eager length below its payload");
 	Header h = eager(10);
@@ -193,17 +199,35 @@ TEST(FabricWire, RawKeys)
 
 TEST(FabricWire, Addresses)
 {
-	EXPECT_EQ(mefi::addr_string(17), "fi_me://17");
-	for (std::uint32_t n : {1u, 17u, 0xfffffffeu}) {
-		char buf[mefi::kAddrLen] = {};
-		std::string s = mefi::addr_string(n);
-		std::memcpy(buf, s.c_str(), s.size());
-		auto back = mefi::parse_addr(buf, sizeof(buf));
-		ASSERT_TRUE(back);
-		EXPECT_EQ(*back, n);
-	}
+	using mefi::make_addr;
+	EXPECT_EQ(mefi::addr_string(make_addr(17, 40000)), "fi_me://17:40000");
+	EXPECT_EQ(mefi::addr_string(make_addr(17, 0)), "fi_me://17") << "a node, no endpoint";
+	for (std::uint32_t n : {1u, 17u, 0xfffffffeu})
+		for (std::uint16_t port : {0, 1, 32768, 65535}) {
+			char buf[mefi::kAddrLen] = {};
+			std::string s = mefi::addr_string(make_addr(n, port));
+			ASSERT_LT(s.size(), sizeof(buf));
+			std::memcpy(buf, s.c_str(), s.size());
+			auto back = mefi::parse_addr(buf, sizeof(buf));
+			ASSERT_TRUE(back) << s;
+			EXPECT_EQ(mefi::addr_node(*back), n);
+			EXPECT_EQ(mefi::addr_port(*back), port);
+		}
 	auto parse = [](const char *s) { return mefi::parse_addr(s, std::strlen(s) + 1); };
-	EXPECT_EQ(parse("42"), 42u) << "a bare node id (fi_getinfo's node)";
+	EXPECT_EQ(parse("42"), make_addr(42, 0)) << "a bare node id (fi_getinfo's node)";
+	EXPECT_EQ(parse("42:7"), make_addr(42, 7));
+	EXPECT_FALSE(parse("fi_me://42:0")) << "port 0";
+	EXPECT_FALSE(parse("fi_me://42:65536")) << "port beyond 16 bits";
+	EXPECT_FALSE(parse("fi_me://42:")) << "empty port";
+	EXPECT_FALSE(parse("fi_me://42:7:8"));
+	EXPECT_FALSE(parse("fi_me://42:-7"));
+	EXPECT_FALSE(parse("fi_me://:7")) << "no node";
+	EXPECT_EQ(mefi::parse_port("5001"), std::optional<std::uint16_t>(5001));
+	EXPECT_FALSE(mefi::parse_port("0"));
+	EXPECT_FALSE(mefi::parse_port("65536"));
+	EXPECT_FALSE(mefi::parse_port("12ab"));
+	EXPECT_FALSE(mefi::parse_port(""));
+	EXPECT_FALSE(mefi::parse_port(nullptr));
 	EXPECT_FALSE(parse("fi_me://0")) << "node 0";
 	EXPECT_FALSE(parse("fi_me://4294967295")) << "broadcast";
 	EXPECT_FALSE(parse("fi_me://4294967296")) << "beyond 32 bits";

@@ -16,6 +16,7 @@
 #include <rdma/fi_rma.h>
 #include <rdma/fi_tagged.h>
 
+#include <poll.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -987,3 +988,96 @@ TEST_F(FabricTest, FiInfoAndFiPingpong)
 }
 
 } // namespace
+
+// Two endpoints of one node (ranks sharing it) reach each other through
+// the provider's same-node path, as the module connects nodes only: every
+// size both ways (inline up to 32 KiB, a passed memory file above), order
+// kept through a flood the socket's queue cannot take at once, the wait fd
+// wakes for them, RMA between them is refused, and a send to one that
+// closed fails.
+TEST_F(FabricTest, EndpointsOfOneNodeTalk)
+{
+	Fab x(c(), 1, true);
+	auto yp = std::make_unique<Fab>(c(), 1, true);
+	Fab &y = *yp;
+	ASSERT_TRUE(x.ok && y.ok);
+	fi_addr_t x_to_y = x.insert(y), y_to_x = y.insert(x);
+	for (std::size_t len : {std::size_t{0}, std::size_t{960}, std::size_t{961},
+				std::size_t{32768}, std::size_t{32769}, std::size_t{5} << 20}) {
+		for (bool forth : {true, false}) {
+			SCOPED_TRACE("len " + std::to_string(len) + (forth ? " x to y" : " y to x"));
+			Fab &from = forth ? x : y, &to = forth ? y : x;
+			fi_addr_t dst = forth ? x_to_y : y_to_x, src = forth ? y_to_x : x_to_y;
+			auto out = pattern(len, static_cast<unsigned>(len) + forth);
+			std::vector<std::uint8_t> in(len + 16, 0xee);
+			int rctx, sctx;
+			ASSERT_EQ(fi_trecv(to.ep, in.data(), in.size(), nullptr, src, 3, 0, &rctx), 0);
+			ASSERT_EQ(fi_tsend(from.ep, out.data(), len, nullptr, dst, 3, &sctx), 0);
+			auto rd = wait_done(to, &rctx, {&x, &y});
+			auto sd = wait_done(from, &sctx, {&x, &y});
+			ASSERT_TRUE(rd && sd);
+			EXPECT_EQ(rd->err, 0);
+			EXPECT_EQ(sd->err, 0);
+			EXPECT_EQ(rd->e.len, len);
+			EXPECT_EQ(rd->src, src) << "FI_SOURCE";
+			EXPECT_TRUE(std::equal(out.begin(), out.end(), in.begin())) << "payload differs";
+			EXPECT_EQ(in[len], 0xee) << "written past the message";
+		}
+	}
+	// A flood before any receive: the socket queues a few datagrams, the
+	// rest wait in the sender and go as the receiver drains; order holds.
+	constexpr int kN = 300;
+	std::vector<std::vector<std::uint8_t>> msgs;
+	std::vector<int> sctx(kN);
+	for (int i = 0; i < kN; i++) {
+		msgs.push_back(pattern(i % 50 == 49 ? 100000 : 10 + i, 1000 + i));
+		ASSERT_EQ(fi_tsenddata(x.ep, msgs[i].data(), msgs[i].size(), nullptr, i, x_to_y, 9,
+				       &sctx[i]),
+			  0);
+	}
+	std::vector<std::uint8_t> in(100000);
+	for (int i = 0; i < kN; i++) {
+		int rctx;
+		ASSERT_EQ(fi_trecv(y.ep, in.data(), in.size(), nullptr, y_to_x, 9, 0, &rctx), 0);
+		auto d = wait_done(y, &rctx, {&x, &y});
+		ASSERT_TRUE(d) << "message " << i;
+		ASSERT_EQ(d->err, 0);
+		ASSERT_EQ(d->e.data, static_cast<std::uint64_t>(i)) << "out of order";
+		ASSERT_EQ(d->e.len, msgs[i].size());
+		ASSERT_EQ(std::memcmp(in.data(), msgs[i].data(), msgs[i].size()), 0) << "message " << i;
+	}
+	for (int i = 0; i < kN; i++) {
+		auto d = wait_done(x, &sctx[i], {&x, &y});
+		ASSERT_TRUE(d);
+		EXPECT_EQ(d->err, 0);
+	}
+	// The wait fd (an epoll set) becomes readable for a same-node message.
+	int fd = -1;
+	ASSERT_EQ(fi_control(&y.cq->fid, FI_GETWAIT, &fd), 0);
+	char wake[] = "wake", got[8] = {};
+	int rw, sw;
+	ASSERT_EQ(fi_recv(y.ep, got, sizeof(got), nullptr, y_to_x, &rw), 0);
+	y.harvest();
+	pollfd p{fd, POLLIN, 0};
+	EXPECT_EQ(::poll(&p, 1, 0), 0) << "readable with nothing there";
+	ASSERT_EQ(fi_send(x.ep, wake, sizeof(wake), nullptr, x_to_y, &sw), 0);
+	EXPECT_EQ(::poll(&p, 1, 10000), 1) << "the wait fd slept through a same-node message";
+	ASSERT_TRUE(wait_done(y, &rw, {&x, &y}));
+	EXPECT_STREQ(got, "wake");
+	ASSERT_TRUE(wait_done(x, &sw, {&x, &y}));
+	{
+		// RMA has no same-node path.
+		Target t(y, 4096, FI_REMOTE_READ | FI_REMOTE_WRITE);
+		std::uint64_t key = map_key(x, t.raw);
+		int rc;
+		EXPECT_EQ(fi_write(x.ep, wake, sizeof(wake), nullptr, x_to_y, 0, key, &rc),
+			  -FI_EOPNOTSUPP);
+	}
+	// y goes: a send to it fails.
+	yp.reset();
+	int sx;
+	ASSERT_EQ(fi_send(x.ep, wake, sizeof(wake), nullptr, x_to_y, &sx), 0);
+	auto dx = wait_done(x, &sx, {&x});
+	ASSERT_TRUE(dx);
+	EXPECT_EQ(dx->err, FI_ECONNREFUSED) << fi_strerror(dx->err);
+}

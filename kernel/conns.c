@@ -323,7 +323,7 @@ long me_engine_ioc_connect(struct me_file *f, void __user *uarg)
 	struct me_node *core = me_net_core(mn);
 	struct me_connect req;
 	struct me_conn *c;
-	int ret, st, idx;
+	int ret, st, idx, why;
 	long usize, t;
 	u32 id;
 
@@ -398,14 +398,15 @@ long me_engine_ioc_connect(struct me_file *f, void __user *uarg)
 	spin_unlock_bh(&mn->owner_lock);
 	if (me_conn_state(c) == ME_CS_ESTABLISHED)
 		close_abandoned(mn, id);
+	/* Refused (no endpoint on the port, no room), or the peer restarted. */
+	why = me_conn_end_status(c);
 	drop(mn, id);
 	srcu_read_unlock(&mn->conn_srcu, idx);
 	if (t < 0)
 		return -EINTR;
 	if (st == ME_CS_CONNECTING)
 		return -ETIMEDOUT;
-	/* Refused (no endpoint on the port), or the peer restarted. */
-	return me_conn_end_status(c) == -ECONNREFUSED ? -ECONNREFUSED : -ECONNRESET;
+	return why == -ECONNREFUSED || why == -ENOSPC ? why : -ECONNRESET;
 }
 
 long me_engine_ioc_disconnect(struct me_file *f, void __user *uarg)

@@ -463,7 +463,9 @@ struct me_bind {
  *                 parameter) is taken.  ABI 8: a slot comes back once its
  *                 connection was given up (ME_IOC_DISCONNECT, or closing
  *                 the file), has ended and lingered (peer_dead_ms, 3 s),
- *                 and a passive one once it ended and lingered
+ *                 and a passive one once it ended and lingered.  ABI 11:
+ *                 also when the peer refused it for room (it takes at most
+ *                 64 live connections from one node, and max_conns in all)
  *   -EINTR        a signal arrived (the connection is abandoned; never
  *                 restarted, whatever SA_RESTART says)
  */

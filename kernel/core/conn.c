@@ -363,12 +363,14 @@ void me_conn_key_rejected(struct me_conn *c)
 }
 
 /*
- * Tells a known peer that no endpoint here takes its CONNECT's port: an
- * ABORT with no source connection, carrying the cookie the CONNECT offered
- * (so only who saw the CONNECT can forge one).  No state is kept; a resent
- * CONNECT is refused again.
+ * Tells a known peer that its CONNECT is refused (@why: ECONNREFUSED, no
+ * endpoint here takes its port; ENOSPC, it holds max_passive connections
+ * here already, or the table is full): an ABORT with no source connection,
+ * carrying the cookie the CONNECT offered (so only who saw the CONNECT can
+ * forge one).  No state is kept; a resent CONNECT is refused again.
  */
-static void send_refusal(struct me_node *n, u32 link, u64 src, const struct me_hdr *h)
+static void send_refusal(struct me_node *n, u32 link, u64 src, const struct me_hdr *h,
+			 u32 why)
 {
 	u8 buf[ME_HDR_ABORT];
 	struct me_hdr r;
@@ -377,7 +379,7 @@ static void send_refusal(struct me_node *n, u32 link, u64 src, const struct me_h
 	r.dst_conn = h->src_conn;
 	r.dst_inc = h->src_inc;
 	r.cookie = h->c.cookie;
-	r.x.status = ECONNREFUSED;
+	r.x.status = why;
 	me_wire_build(buf, &r);
 	me_node_tx(n, link, src, buf, ME_HDR_ABORT);
 }
@@ -397,7 +399,7 @@ static void rx_connect(struct me_node *n, u32 link, u64 src, const struct me_hdr
 	}
 	if (h->c.port && (!n->ops->port_open || !n->ops->port_open(n->ctx, h->c.port))) {
 		me_stat_inc(n, ME_ST_CONN_REFUSED);
-		send_refusal(n, link, src, h);
+		send_refusal(n, link, src, h, ECONNREFUSED);
 		return;
 	}
 	if (!me_trylock(&n->ctl_lock))
@@ -406,6 +408,7 @@ static void rx_connect(struct me_node *n, u32 link, u64 src, const struct me_hdr
 	me_unlock(&n->ctl_lock);
 	if (!c && live >= n->cfg.max_passive) {
 		me_stat_inc(n, ME_ST_CONN_REFUSED);
+		send_refusal(n, link, src, h, ENOSPC);
 		return;
 	}
 	if (!c) {
@@ -424,8 +427,11 @@ static void rx_connect(struct me_node *n, u32 link, u64 src, const struct me_hdr
 		if (c || live >= n->cfg.max_passive) {
 			me_unlock(&n->ctl_lock);
 			me_conn_free(fresh);
-			if (!c)
+			if (!c) {
+				me_stat_inc(n, ME_ST_CONN_REFUSED);
+				send_refusal(n, link, src, h, ENOSPC);
 				return;
+			}
 		}
 	} else {
 		fresh = NULL;
@@ -440,6 +446,8 @@ static void rx_connect(struct me_node *n, u32 link, u64 src, const struct me_hdr
 	if (!conn_number(n, c)) {
 		me_unlock(&n->ctl_lock);
 		me_conn_free(c);
+		me_stat_inc(n, ME_ST_CONN_REFUSED);
+		send_refusal(n, link, src, h, ENOSPC);
 		return;
 	}
 	c->peer_conn = h->src_conn;
@@ -567,6 +575,7 @@ void me_conn_rx_abort(struct me_conn *c)
 	conn_end(c, ME_CS_DEAD, -ECONNRESET, false);
 }
 
+/* ECONNREFUSED or ENOSPC (the parser lets no other status through). */
 void me_conn_rx_refusal(struct me_node *n, const struct me_hdr *h)
 {
 	struct me_conn *c = me_conn_get(n, h->dst_conn);
@@ -578,7 +587,7 @@ void me_conn_rx_refusal(struct me_node *n, const struct me_hdr *h)
 		me_stat_inc(n, ME_ST_RX_STALE);
 		return;
 	}
-	conn_end(c, ME_CS_DEAD, -ECONNREFUSED, false);
+	conn_end(c, ME_CS_DEAD, -(s32)h->x.status, false);
 }
 
 void me_conn_close_acked(struct me_conn *c)

@@ -20,7 +20,8 @@
  * receiver on that link, carries a timestamp its reply echoes and names
  * the sender's links whose path to the receiver it took down.
  * 5: ports: CONNECT names the port it opens (ACCEPT echoes it); an ABORT
- * with no source connection refuses a CONNECT (no endpoint on its port).
+ * with no source connection refuses a CONNECT (no endpoint on its port, or
+ * no room for another connection of its sender).
  */
 #define ME_WIRE_VERSION		5
 
@@ -130,8 +131,9 @@ struct me_hdr {
 		struct {		/* ABORT */
 			/*
 			 * Positive errno: why it ended.  With src_conn 0 it
-			 * refuses the CONNECT of dst_conn (ECONNREFUSED), and
-			 * carries that CONNECT's my_cookie as its cookie.
+			 * refuses the CONNECT of dst_conn (ECONNREFUSED: no
+			 * endpoint on its port; ENOSPC: no room), and carries
+			 * that CONNECT's my_cookie as its cookie.
 			 */
 			u32 status;
 		} x;

@@ -86,6 +86,28 @@ TEST(Ports, closed_port__refused_at_once_without_state)
 	EXPECT_EQ(me_node_stat(sim.nodes[1]->node, ME_ST_CONN_REFUSED), 1u);
 }
 
+// A peer that holds max_passive connections from a node refuses the next
+// one at once with ENOSPC (it used to let it time out).
+TEST(Ports, no_room__refused_with_enospc)
+{
+	Sim sim(84);
+	me_node_cfg b = cfg(2, 80);
+	b.max_passive = 2;
+	setup_pair(sim, 1, LinkParams{}, cfg(1, 70), b);
+	sim.run_for(5000000);
+	me_conn *c[3] = {};
+	for (int i = 0; i < 3; i++) {
+		ASSERT_EQ(me_conn_connect(sim.nodes[0]->node, 2, ME_MODE_UNORDERED, &c[i]), 0);
+		ASSERT_TRUE(sim.run([&] { return me_conn_state(c[i]) != ME_CS_CONNECTING; },
+				    sim.now + 1000000000ull));
+	}
+	EXPECT_EQ(me_conn_state(c[0]), ME_CS_ESTABLISHED);
+	EXPECT_EQ(me_conn_state(c[1]), ME_CS_ESTABLISHED);
+	EXPECT_EQ(me_conn_state(c[2]), ME_CS_DEAD);
+	EXPECT_EQ(me_conn_end_status(c[2]), -ENOSPC);
+	EXPECT_EQ(me_node_stat(sim.nodes[1]->node, ME_ST_CONN_REFUSED), 1u);
+}
+
 // A refusal must carry the cookie the CONNECT offered: a third party's
 // guesses leave the connect alone, which then completes normally.
 TEST(Ports, forged_refusal__ignored)
@@ -128,8 +150,8 @@ TEST(Ports, forged_refusal__ignored)
 	EXPECT_EQ(me_conn_state(c), ME_CS_ESTABLISHED);
 }
 
-// Parsing: a port beyond 16 bits, a refusal with another status, or one
-// without a cookie are malformed.
+// Parsing: a port beyond 16 bits, a refusal with a status other than
+// ECONNREFUSED or ENOSPC, or one without a cookie are malformed.
 TEST(Ports, wire__port_and_refusal_fields_checked)
 {
 	me_hdr h{};
@@ -167,6 +189,9 @@ TEST(Ports, wire__port_and_refusal_fields_checked)
 	r.cookie = 9;
 	r.x.status = ECONNREFUSED;
 	b.assign(ME_HDR_MAX, 0);
+	me_wire_build(b.data(), &r);
+	EXPECT_EQ(me_wire_parse(b.data(), ME_HDR_ABORT, &out), 0);
+	r.x.status = ENOSPC;
 	me_wire_build(b.data(), &r);
 	EXPECT_EQ(me_wire_parse(b.data(), ME_HDR_ABORT, &out), 0);
 	r.x.status = ECONNRESET;

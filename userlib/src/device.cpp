@@ -412,7 +412,8 @@ Result<Connection> Device::connect(std::uint32_t peer, std::uint16_t port, Order
 	case ENOSPC:
 		hint = "at most " + std::to_string(ME_CONN_MAX_PER_FILE) +
 		       " connections per open device, or the namespace used up its connection "
-		       "ids (module parameter max_conns)";
+		       "ids (module parameter max_conns), or node " + n +
+		       " has no room for another connection from this node";
 		break;
 	case EINTR:
 		hint = "a signal arrived; the connection was abandoned";

@@ -29,8 +29,8 @@
 #include "link.h"
 #include "mr.h"
 #include "netns.h"
-#include "ports.h"
 #include "ops.h"
+#include "ports.h"
 #include "recvq.h"
 #include "rxframe.h"
 

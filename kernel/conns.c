@@ -492,6 +492,7 @@ long me_engine_ioc_conn_list(struct me_file *f, void __user *uarg)
 		info.rx_dropped = ci.st[ME_CST_RX_DROP];
 		info.errors = ci.st[ME_CST_ERRORS];
 		info.copies = atomic64_read(&mn->conn_copies[slot]);
+		info.port = me_conn_port(c);
 		ret = me_copy_array_out(req.conns + (u64)(k - 1) * req.info_size,
 					req.info_size, &info, sizeof(info), 1);
 		if (ret) {

@@ -709,6 +709,9 @@ struct me_conn_info {
 	__aligned_u64 rx_dropped;	/* duplicates, out of window, no room */
 	__aligned_u64 errors;		/* operations completed with an error */
 	__aligned_u64 copies;		/* payload copies into or out of regions */
+	/* ABI 11 (88 bytes) */
+	__u32 port;			/* the port it was opened to, 0: any */
+	__u32 __reserved;
 };
 
 #define ME_CONN_S_CONNECTING	1

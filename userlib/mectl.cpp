@@ -257,13 +257,15 @@ int cmd_neighbours(multiedge::Device &dev)
 
 void print_conns(const std::vector<multiedge::ConnectionInfo> &conns)
 {
-	std::printf("%6s %10s %-11s %-9s %10s %12s %8s %10s %12s %8s %7s %8s\n", "conn", "peer",
-		    "state", "flags", "tx_pkts", "tx_bytes", "rtx", "rx_pkts", "rx_bytes", "rx_drop",
-		    "errors", "copies");
+	std::printf("%6s %10s %5s %-11s %-9s %10s %12s %8s %10s %12s %8s %7s %8s\n", "conn",
+		    "peer", "port", "state", "flags", "tx_pkts", "tx_bytes", "rtx", "rx_pkts",
+		    "rx_bytes", "rx_drop", "errors", "copies");
 	for (const auto &c : conns) {
 		std::string flags = std::string(c.active ? "A" : "P") + (c.ordered ? "O" : "U");
-		std::printf("%6u %10u %-11s %-9s %10llu %12llu %8llu %10llu %12llu %8llu %7llu %8llu\n",
-			    c.conn, c.peer, c.state.c_str(), flags.c_str(),
+		std::string port = c.port ? std::to_string(c.port) : "-";
+		std::printf("%6u %10u %5s %-11s %-9s %10llu %12llu %8llu %10llu %12llu %8llu %7llu "
+			    "%8llu\n",
+			    c.conn, c.peer, port.c_str(), c.state.c_str(), flags.c_str(),
 			    static_cast<ull>(c.tx_packets), static_cast<ull>(c.tx_bytes),
 			    static_cast<ull>(c.retransmits), static_cast<ull>(c.rx_packets),
 			    static_cast<ull>(c.rx_bytes), static_cast<ull>(c.rx_dropped),
@@ -272,7 +274,8 @@ void print_conns(const std::vector<multiedge::ConnectionInfo> &conns)
 	if (conns.empty())
 		std::printf("(no connection in this namespace)\n");
 	else
-		std::printf("flags: A opened here, P opened by the peer; O ordered, U unordered\n");
+		std::printf("port: the passive side's endpoint (- any); flags: A opened here, P "
+			    "opened by the peer; O ordered, U unordered\n");
 }
 
 int cmd_conns(multiedge::Device &dev)

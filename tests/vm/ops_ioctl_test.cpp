@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstring>
 #include <csignal>
+#include <map>
 #include <poll.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
@@ -1150,6 +1151,16 @@ TEST_F(OpsTest, PortsDeliverToTheBoundFileOnly)
 	ME_ASSERT_OK(ans);
 	EXPECT_EQ(text_of(ans.value()), "answer");
 	EXPECT_EQ(ans->conn, to1->id());
+	// The connection list names each connection's port, on both sides.
+	auto list = c_->dev(1).connections();
+	ME_ASSERT_OK(list);
+	std::map<std::uint16_t, int> passive;
+	for (auto &ci : list.value())
+		if (!ci.active)
+			passive[ci.port]++;
+	EXPECT_EQ(passive[5001], 1);
+	EXPECT_EQ(passive[5002], 1);
+	EXPECT_EQ(passive[0], 1);
 	// The port's connection is b1's own: its end is told to b1 too.
 	ME_ASSERT_OK(to1->close());
 	bool closed = false;

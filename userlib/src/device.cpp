@@ -315,6 +315,7 @@ Result<std::vector<ConnectionInfo>> Device::connections() const
 		ci.rx_dropped = r.rx_dropped;
 		ci.errors = r.errors;
 		ci.copies = r.copies;
+		ci.port = static_cast<std::uint16_t>(r.port);
 		out.push_back(std::move(ci));
 	}
 	return out;

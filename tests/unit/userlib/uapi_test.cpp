@@ -161,8 +161,9 @@ TEST(Uapi, ConnectionStructLayouts)
 	EXPECT_EQ(sizeof(me_disconnect), static_cast<size_t>(ME_DISCONNECT_SIZE_VER0));
 	EXPECT_EQ(offsetof(me_disconnect, conn), 4u);
 
-	EXPECT_EQ(sizeof(me_conn_info), 80u);
-	EXPECT_EQ(sizeof(me_conn_info), static_cast<size_t>(ME_CONN_INFO_SIZE_VER0));
+	EXPECT_EQ(sizeof(me_conn_info), 88u);
+	EXPECT_EQ(offsetof(me_conn_info, port), static_cast<size_t>(ME_CONN_INFO_SIZE_VER0));
+	EXPECT_EQ(offsetof(me_conn_info, __reserved), 84u);
 	EXPECT_EQ(offsetof(me_conn_info, peer), 4u);
 	EXPECT_EQ(offsetof(me_conn_info, state), 8u);
 	EXPECT_EQ(offsetof(me_conn_info, flags), 12u);

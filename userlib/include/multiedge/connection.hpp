@@ -114,6 +114,7 @@ struct ConnectionInfo {
 	std::uint64_t tx_packets = 0, tx_bytes = 0, retransmits = 0;
 	std::uint64_t rx_packets = 0, rx_bytes = 0, rx_dropped = 0;
 	std::uint64_t errors = 0, copies = 0;
+	std::uint16_t port = 0;		// ABI 11: the port it was opened to (0: any)
 };
 
 enum class Ordering : std::uint32_t { Unordered = 0, Ordered = 1 };

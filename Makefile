@@ -48,6 +48,7 @@ HOST_TESTS   :=   # GoogleTest binaries run on the host by `make test`
 HOST_SCRIPTS :=   # executables run on the host by `make test`, 1 test each
 GUEST_TESTS  :=   # GoogleTest binaries run inside the guest
 GUEST_SCRIPTS :=  # executables run inside the guest after them, 1 test each
+GUEST_PAIR_SCRIPTS := # run in both of two guests after the pair test, 1 test each
 PROGRAMS     :=   # tools and examples built by `make`
 LIBRARIES    :=   # libraries built by `make`
 
@@ -108,7 +109,8 @@ run-tests: all
 	@$(TOP)/scripts/test-modules $(BUILD)/kmod/kernels $(KERNELS)
 	@$(TOP)/scripts/run-tests --kernels $(BUILD)/kmod/kernels \
 		--host "$(HOST_TESTS)" --host-scripts "$(HOST_SCRIPTS)" \
-		--guest "$(GUEST_TESTS)" --guest-scripts "$(GUEST_SCRIPTS)" --pair "$(GUEST_PAIR_TEST)"
+		--guest "$(GUEST_TESTS)" --guest-scripts "$(GUEST_SCRIPTS)" --pair "$(GUEST_PAIR_TEST)" \
+		--pair-scripts "$(GUEST_PAIR_SCRIPTS)"
 
 run-demo: all
 	@$(TOP)/scripts/guest-kernel $(KVER) >/dev/null

@@ -47,6 +47,8 @@ $(GUEST_MPI_CHECK): $(TOP)/tests/vm/mpi/mpi_check.cpp | $(MEFI_SO)
 	mpicxx.openmpi $(CXXFLAGS_COMMON) -DOMPI_SKIP_MPICXX -o $@ $<
 PROGRAMS += $(GUEST_MPI_CHECK)
 GUEST_SCRIPTS += $(TOP)/tests/vm/mpi/mpi-openmpi
+# The same program between two guests, one rank each.
+GUEST_PAIR_SCRIPTS += $(TOP)/tests/vm/mpi/mpi-pair
 
 # The provider's tests call libfabric, which loads the provider built here.
 $(GUEST_BIN)/fabric_test: LIBME_LIBS += -lfabric

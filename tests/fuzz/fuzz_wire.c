@@ -65,12 +65,16 @@ static void check_accepted(const u8 *buf, u32 len, const struct me_hdr *h)
 		CHECK(h->c.ops && h->c.ops <= ME_OPS_MAX);
 		CHECK(h->dst_node != ME_NODE_BCAST);
 		CHECK(h->c.cookie);
+		CHECK(h->c.port <= ME_WIRE_PORT_MAX);
 		if (h->type == ME_PT_ACCEPT)
 			CHECK(h->dst_conn && h->dst_inc);
 		break;
 	case ME_PT_ABORT:
 		CHECK(!h->payload_len);
 		CHECK(h->x.status && h->x.status <= ME_MAX_ERRNO);
+		/* A refusal (no source connection) of a CONNECT: two reasons. */
+		if (!h->src_conn)
+			CHECK(h->x.status == ECONNREFUSED || h->x.status == ENOSPC);
 		break;
 	case ME_PT_ACK:
 	case ME_PT_NACK:
@@ -103,7 +107,7 @@ static void check_accepted(const u8 *buf, u32 len, const struct me_hdr *h)
 	}
 	if (h->type != ME_PT_HELLO && h->type != ME_PT_KEEPALIVE &&
 	    h->type != ME_PT_CONNECT && h->type != ME_PT_ACCEPT)
-		CHECK(h->src_conn && h->dst_conn && h->dst_inc &&
+		CHECK((h->src_conn || h->type == ME_PT_ABORT) && h->dst_conn && h->dst_inc &&
 		      h->dst_node != ME_NODE_BCAST);
 
 	/* The accepted encoding is canonical: rebuilding gives it back. */

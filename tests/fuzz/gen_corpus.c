@@ -69,6 +69,7 @@ static void gen_wire(const char *dir)
 	h.c.window = 16;
 	h.c.ops = 16;
 	h.c.cookie = 0x0123456789abcdefull;
+	h.c.port = 40001;
 	wire_pkt(dir, "connect", &h, 0);
 	h.type = ME_PT_ACCEPT;
 	h.dst_conn = 1;
@@ -121,6 +122,10 @@ static void gen_wire(const char *dir)
 	h.cookie = 0xfedcba9876543210ull;
 	h.x.status = 110;
 	wire_pkt(dir, "abort", &h, 0);
+	h.src_conn = 0;		/* a refusal of CONNECT 1 */
+	h.cookie = 0x0123456789abcdefull;
+	h.x.status = ECONNREFUSED;
+	wire_pkt(dir, "refusal", &h, 0);
 }
 
 static void gen_rx(const char *dir)

@@ -201,6 +201,7 @@ int fi_error_of(int err)
 	case EINVAL:
 	case EMSGSIZE:
 	case ECONNREFUSED:
+	case ENOSPC:
 	case EADDRINUSE:
 	case EADDRNOTAVAIL:
 		return err;

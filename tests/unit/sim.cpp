@@ -196,12 +196,12 @@ uint64_t Sim::zc_bad() const
 	return s;
 }
 
-me_node_cfg default_cfg(uint32_t id)
+me_node_cfg default_cfg(uint32_t id, uint32_t inc)
 {
 	me_node_cfg c;
 	me_node_cfg_default(&c);
 	c.node_id = id;
-	c.incarnation = 1;
+	c.incarnation = inc;
 	c.mtu = 9000;
 	c.zc_min = 1024;	// payload of 1 KiB and more by reference
 	snprintf(c.name, sizeof(c.name), "node%u", id);

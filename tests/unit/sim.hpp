@@ -222,7 +222,8 @@ private:
 	std::map<std::pair<int, uint32_t>, std::pair<uint32_t, uint32_t>> conn_req;
 };
 
-me_node_cfg default_cfg(uint32_t id);
+// Node `id` of the simulator, in incarnation `inc`.
+me_node_cfg default_cfg(uint32_t id, uint32_t inc = 1);
 // The engine configured as the module configures it (kernel/engine.c).
 me_node_cfg module_cfg(uint32_t id, uint32_t mtu = 9000);
 

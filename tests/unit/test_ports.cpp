@@ -10,19 +10,28 @@ using namespace mesim;
 
 namespace {
 
-me_node_cfg cfg(uint32_t id, uint32_t inc)
-{
-	me_node_cfg c = default_cfg(id);
-	c.incarnation = inc;
-	return c;
-}
-
 int32_t dead_status(const Node &n, uint32_t conn)
 {
 	for (auto &q : n.cqes)
 		if (q.conn == conn && q.type == ME_CQE_CONN_DEAD)
 			return q.status;
 	return 0;
+}
+
+// A refusal from node 2 (incarnation 80) of node 1's (70) connect `conn`.
+me_hdr refusal(uint32_t conn, uint64_t cookie, uint32_t status = ECONNREFUSED)
+{
+	me_hdr h{};
+	h.version = ME_WIRE_VERSION;
+	h.type = ME_PT_ABORT;
+	h.src_node = 2;
+	h.src_inc = 80;
+	h.dst_node = 1;
+	h.dst_inc = 70;
+	h.dst_conn = conn;
+	h.cookie = cookie;
+	h.x.status = status;
+	return h;
 }
 
 // The passive connection node b accepted, or nullptr.
@@ -41,7 +50,7 @@ me_conn *passive_of(Node &b)
 TEST(Ports, open_port__accepted_and_known_on_both_sides)
 {
 	Sim sim(81);
-	setup_pair(sim, 1, LinkParams{}, cfg(1, 70), cfg(2, 80));
+	setup_pair(sim, 1, LinkParams{}, default_cfg(1, 70), default_cfg(2, 80));
 	sim.nodes[1]->open_ports = {40000};
 	sim.run_for(5000000);
 	me_conn *c = nullptr;
@@ -68,7 +77,7 @@ TEST(Ports, open_port__accepted_and_known_on_both_sides)
 TEST(Ports, closed_port__refused_at_once_without_state)
 {
 	Sim sim(82);
-	setup_pair(sim, 1, LinkParams{}, cfg(1, 70), cfg(2, 80));
+	setup_pair(sim, 1, LinkParams{}, default_cfg(1, 70), default_cfg(2, 80));
 	sim.nodes[1]->open_ports = {40000};
 	sim.run_for(5000000);
 	uint64_t t0 = sim.now;
@@ -91,9 +100,9 @@ TEST(Ports, closed_port__refused_at_once_without_state)
 TEST(Ports, no_room__refused_with_enospc)
 {
 	Sim sim(84);
-	me_node_cfg b = cfg(2, 80);
+	me_node_cfg b = default_cfg(2, 80);
 	b.max_passive = 2;
-	setup_pair(sim, 1, LinkParams{}, cfg(1, 70), b);
+	setup_pair(sim, 1, LinkParams{}, default_cfg(1, 70), b);
 	sim.run_for(5000000);
 	me_conn *c[3] = {};
 	for (int i = 0; i < 3; i++) {
@@ -113,7 +122,7 @@ TEST(Ports, no_room__refused_with_enospc)
 TEST(Ports, forged_refusal__ignored)
 {
 	Sim sim(83);
-	setup_pair(sim, 1, LinkParams{}, cfg(1, 70), cfg(2, 80));
+	setup_pair(sim, 1, LinkParams{}, default_cfg(1, 70), default_cfg(2, 80));
 	sim.nodes[1]->open_ports = {40000};
 	sim.run_for(5000000);
 	uint64_t offered = 0;
@@ -125,15 +134,7 @@ TEST(Ports, forged_refusal__ignored)
 	me_conn *c = nullptr;
 	ASSERT_EQ(me_conn_connect_port(sim.nodes[0]->node, 2, ME_MODE_UNORDERED, 40000, &c), 0);
 	ASSERT_NE(offered, 0u);
-	me_hdr h{};
-	h.version = ME_WIRE_VERSION;
-	h.type = ME_PT_ABORT;
-	h.src_node = 2;
-	h.src_inc = 80;
-	h.dst_node = 1;
-	h.dst_inc = 70;
-	h.dst_conn = me_conn_id(c);
-	h.x.status = ECONNREFUSED;
+	me_hdr h = refusal(me_conn_id(c), 0);
 	std::vector<uint8_t> b(ME_HDR_ABORT);
 	for (uint64_t guess : {offered ^ 1, offered + 1, ~offered, uint64_t{1}}) {
 		h.cookie = guess;
@@ -178,16 +179,7 @@ TEST(Ports, wire__port_and_refusal_fields_checked)
 	b[71] = 1;	// reserved
 	EXPECT_EQ(me_wire_parse(b.data(), ME_HDR_CONN, &out), ME_EWIRE_FIELD);
 
-	me_hdr r{};
-	r.version = ME_WIRE_VERSION;
-	r.type = ME_PT_ABORT;
-	r.src_node = 2;
-	r.src_inc = 80;
-	r.dst_node = 1;
-	r.dst_inc = 70;
-	r.dst_conn = 5;
-	r.cookie = 9;
-	r.x.status = ECONNREFUSED;
+	me_hdr r = refusal(5, 9);
 	b.assign(ME_HDR_MAX, 0);
 	me_wire_build(b.data(), &r);
 	EXPECT_EQ(me_wire_parse(b.data(), ME_HDR_ABORT, &out), 0);

@@ -41,13 +41,6 @@ std::vector<uint8_t> hello(uint32_t src, uint32_t inc, uint32_t link, const char
 	return b;
 }
 
-me_node_cfg cfg(uint32_t id, uint32_t inc)
-{
-	me_node_cfg c = default_cfg(id);
-	c.incarnation = inc;
-	return c;
-}
-
 bool dead_with(const Node &n, int32_t status)
 {
 	for (auto &q : n.cqes)
@@ -64,7 +57,7 @@ bool dead_with(const Node &n, int32_t status)
 // completes, the links keep their peer.
 TEST(Security, spoofed_hello__connections_survive)
 {
-	SecPair P(41, 2, cfg(1, 70), cfg(2, 80));
+	SecPair P(41, 2, default_cfg(1, 70), default_cfg(2, 80));
 	ASSERT_NE(P.c, nullptr);
 	me_node *a = P.node(0);
 	bool stop = false;
@@ -125,7 +118,7 @@ TEST(Security, spoofed_hello__connections_survive)
 TEST(Security, real_restart__still_detected_in_bounded_time)
 {
 	for (uint32_t new_inc : {81u, 7u}) {
-		SecPair P(42 + new_inc, 2, cfg(1, 70), cfg(2, 80));
+		SecPair P(42 + new_inc, 2, default_cfg(1, 70), default_cfg(2, 80));
 		ASSERT_NE(P.c, nullptr);
 		me_node *a = P.node(0);
 		const me_node_cfg &cf = P.sim.nodes[0]->cfg;
@@ -163,7 +156,7 @@ TEST(Security, real_restart__still_detected_in_bounded_time)
 // neighbour, and nothing of it touches the peer.
 TEST(Security, address_moves_only_from_a_silent_path)
 {
-	SecPair P(43, 1, cfg(1, 70), cfg(2, 80));
+	SecPair P(43, 1, default_cfg(1, 70), default_cfg(2, 80));
 	ASSERT_NE(P.c, nullptr);
 	me_node *a = P.node(0);
 	const uint64_t other = 0x0277;
@@ -197,7 +190,7 @@ TEST(Security, address_moves_only_from_a_silent_path)
 TEST(Security, address_learned_only_from_hello)
 {
 	Sim sim(44);
-	setup_pair(sim, 1, LinkParams{}, cfg(1, 70), cfg(2, 80));
+	setup_pair(sim, 1, LinkParams{}, default_cfg(1, 70), default_cfg(2, 80));
 	sim.nodes[0]->ticking = false;
 	sim.nodes[1]->ticking = false;
 	me_node *a = sim.nodes[0]->node;
@@ -282,7 +275,7 @@ TEST(Security, restarted_node__connects_at_once)
 // connection stay established.
 TEST(Security, blind_injection__dropped_without_the_cookie)
 {
-	SecPair P(71, 2, cfg(1, 70), cfg(2, 80));
+	SecPair P(71, 2, default_cfg(1, 70), default_cfg(2, 80));
 	ASSERT_NE(P.c, nullptr);
 	me_node *a = P.node(0);
 	uint64_t forged = 0;
@@ -339,7 +332,7 @@ TEST(Security, blind_injection__dropped_without_the_cookie)
 TEST(Security, forged_accept__ignored)
 {
 	Sim sim(72);
-	setup_pair(sim, 1, LinkParams{}, cfg(1, 70), cfg(2, 80));
+	setup_pair(sim, 1, LinkParams{}, default_cfg(1, 70), default_cfg(2, 80));
 	sim.run_for(5000000);	// HELLOs
 	me_node *a = sim.nodes[0]->node;
 	uint64_t offered = 0;

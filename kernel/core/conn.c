@@ -16,6 +16,7 @@
 #include "conn.h"
 #include "node.h"
 #include "path.h"
+#include "share.h"
 
 static u32 mix32(u32 x)
 {
@@ -43,8 +44,10 @@ void me_conn_free(struct me_conn *c)
 {
 	me_msg_free(c);
 	me_win_free(c);
-	if (c->pe)
+	if (c->pe) {
+		me_share_unwait(c);
 		me_peer_put(c->node, c->pe);
+	}
 	c->node->ops->free(c->node->ctx, c);
 }
 

@@ -103,6 +103,8 @@ struct me_conn {
 	struct me_rmsg *rmsg;
 	me_lock_t pump_lock;	/* one packetizer at a time (trylock) */
 	me_atomic_t pump_again;	/* work arrived while the pump was busy */
+	me_atomic_t path_wait;	/* the pump stopped for want of path window:
+				 * any ack from the peer wakes it (share.c) */
 	/* (pump_lock) packetizer cursor */
 	u32 op_pack;
 	u32 resp_tail;

@@ -21,6 +21,7 @@
 #include "node.h"
 #include "window.h"
 #include "path.h"
+#include "share.h"
 
 #define PAGE_SZ	4096u
 
@@ -769,8 +770,10 @@ static bool pump_one(struct me_conn *c)
 	last = !data || c->cur_off + chunk == j.len;
 	plen = j.type == ME_PT_READ_REQ ? ME_READ_REQ_PAY : chunk;
 	link = me_path_pick(n, c->pe, ME_HDR_SEQ + plen, false);
-	if (link < 0)
+	if (link < 0) {
+		me_share_wait(c);
 		return false;
+	}
 	t = me_win_tx_reserve(c, &seq);
 	if (!t)
 		return false;
@@ -887,9 +890,11 @@ again:
 	me_atomic_set(&c->pump_again, 1);
 	if (!me_trylock(&c->pump_lock))
 		return;
-	while (me_atomic_xchg(&c->pump_again, 0))
+	while (me_atomic_xchg(&c->pump_again, 0)) {
+		me_share_unwait(c);
 		while (pump_one(c))
 			;
+	}
 	drain_packs(c);
 	me_unlock(&c->pump_lock);
 	if (me_atomic_read(&c->pump_again))

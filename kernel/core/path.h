@@ -76,6 +76,8 @@ struct me_peer {
 	me_atomic_t inc;	/* incarnation believed */
 	me_atomic_t conns;	/* connections referring to it */
 	me_atomic_t confirmed;	/* alive both ways on a link once */
+	me_atomic_t waiters;	/* its connections with path_wait set */
+	me_atomic_t wake_next;	/* conn slot the next wake-up starts at */
 	u64 created_ns;		/* (peer_lock) */
 	char name[ME_HELLO_NAME]; /* (peer_lock) NUL-padded */
 	struct me_path path[ME_MAX_LINKS];

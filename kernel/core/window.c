@@ -23,6 +23,7 @@
 #include "msg.h"
 #include "path.h"
 #include "cc.h"
+#include "share.h"
 
 #define LI(seq, txno, rtx, link) (((u64)(seq) << 32) | \
 	((u64)((txno) & ME_TXNO_MASK) << 8) | ((rtx) ? 0x80 : 0) | ((link) & 0x7f))
@@ -703,6 +704,8 @@ void me_win_rx_ack(struct me_conn *c, u32 link, const struct me_hdr *h)
 	cs = me_atomic_read(&c->close_seq);
 	if (cs && me_seq_le(cs, me_atomic_read(&c->snd_una)))
 		me_conn_close_acked(c);
+	/* The room this ack opened: connections that wait go first. */
+	me_share_wake(n, c->pe);
 	me_msg_pump(c);
 }
 

@@ -114,11 +114,13 @@ ifeq ($(DESTDIR),)
 	-systemctl daemon-reload 2>/dev/null
 endif
 
-# The tree DKMS builds from: kernel/ (sources only) and uapi/, plus dkms.conf.
+# The tree DKMS builds from: kernel/ (sources only, not the multiedge.mod.c
+# of a build here) and uapi/, plus dkms.conf.
+DKMS_KERNEL_C = $(notdir $(filter-out %.mod.c,$(wildcard $(TOP)/kernel/*.c)))
 dkms-source: $(PKG_OUT)/dkms.conf
 	rm -rf $(DESTDIR)$(DKMS_SRC)
 	$(INSTALL) -d $(DESTDIR)$(DKMS_SRC)/kernel/core $(DESTDIR)$(DKMS_SRC)/uapi
-	cd $(TOP)/kernel && $(INSTALL) -m 0644 Kbuild *.c *.h $(DESTDIR)$(DKMS_SRC)/kernel/
+	cd $(TOP)/kernel && $(INSTALL) -m 0644 Kbuild $(DKMS_KERNEL_C) *.h $(DESTDIR)$(DKMS_SRC)/kernel/
 	cd $(TOP)/kernel/core && $(INSTALL) -m 0644 Kbuild.inc *.c *.h $(DESTDIR)$(DKMS_SRC)/kernel/core/
 	$(INSTALL) -m 0644 $(TOP)/uapi/multiedge.h $(DESTDIR)$(DKMS_SRC)/uapi/
 	$(INSTALL) -m 0644 $(PKG_OUT)/dkms.conf $(DESTDIR)$(DKMS_SRC)/dkms.conf

@@ -470,7 +470,7 @@ void Domain::progress()
 			break;
 	}
 	std::uint8_t buf[ME_SEND_MAX];
-	for (int i = 0; i < 256 && ep; i++) {
+	for (int i = 0; i < 256 && ep && !ep->unexpected_full(); i++) {
 		me_recv r{};
 		r.size = sizeof(r);
 		r.buf = reinterpret_cast<std::uintptr_t>(buf);
@@ -485,6 +485,8 @@ void Domain::progress()
 	drain_local();
 	if (ep)
 		ep->retry();
+	if (ep)
+		wait_for_messages(!ep->unexpected_full());
 }
 
 AddressVector::AddressVector(Domain *d, fi_av_type type, void *context) : domain(d), type(type)

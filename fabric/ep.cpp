@@ -23,6 +23,8 @@ namespace {
 constexpr unsigned kWindow = 32;	// sends per peer the module holds at once
 constexpr unsigned kSlotReserve = 64;	// send slots only Fins may take
 constexpr std::size_t kMaxHeld = 4096;	// early messages held per stream
+// What an unexpected message costs besides its payload (entry, list node).
+constexpr std::size_t kUnexpectedEntry = sizeof(Unexpected) + 2 * sizeof(void *);
 constexpr auto kRefusedLimit = std::chrono::seconds(60);
 constexpr std::chrono::microseconds kBackoffMin{100}, kBackoffMax{20000};
 
@@ -345,7 +347,7 @@ ssize_t Endpoint::recv(void *buf, std::size_t len, void *desc, fi_addr_t src, st
 			} else {
 				fulfil(r, it->addr, it->h, it->payload.data());
 			}
-			unexpected.erase(it);
+			drop_unexpected(it);
 			return 0;
 		}
 		return -FI_EINVAL;	// nothing claimed with this context
@@ -354,7 +356,7 @@ ssize_t Endpoint::recv(void *buf, std::size_t len, void *desc, fi_addr_t src, st
 		if (it->claimed_by || !matches(r, it->addr, it->h))
 			continue;
 		fulfil(r, it->addr, it->h, it->payload.data());
-		unexpected.erase(it);
+		drop_unexpected(it);
 		return 0;
 	}
 	(tagged ? posted_tagged : posted_msg).push_back(r);
@@ -380,7 +382,7 @@ void Endpoint::peek(const RecvRequest &r)
 		} else if (r.flags & FI_DISCARD) {
 			if (it->h.kind == Kind::Rts)
 				send_fin(it->addr, it->h.id, 0);
-			unexpected.erase(it);
+			drop_unexpected(it);
 		}
 		return;
 	}
@@ -701,11 +703,20 @@ void Endpoint::deliver(Addr addr, const Header &h, const std::uint8_t *payload)
 	u.addr = addr;
 	if (h.kind == Kind::Eager)
 		u.payload.assign(payload, payload + h.len);
+	unexpected_bytes += kUnexpectedEntry + u.payload.size();
 	unexpected.push_back(std::move(u));
 }
 
+void Endpoint::drop_unexpected(std::list<Unexpected>::iterator it)
+{
+	unexpected_bytes -= kUnexpectedEntry + it->payload.size();
+	unexpected.erase(it);
+	if (!unexpected_full())
+		domain->wait_for_messages(true);
+}
+
 Endpoint::Endpoint(Domain *d, const fi_info *info, void *context)
-	: domain(d), session(random_session())
+	: domain(d), session(random_session()), max_unexpected(max_unexpected_param())
 {
 	h.self = this;
 	h.fid.fid.fclass = FI_CLASS_EP;

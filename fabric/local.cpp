@@ -145,12 +145,33 @@ int Domain::init_local()
 	if (::epoll_ctl(wait_set.get(), EPOLL_CTL_ADD, fd, &dev) ||
 	    ::epoll_ctl(wait_set.get(), EPOLL_CTL_ADD, local.get(), &sock))
 		return errno;
+	waits_for_messages = true;
 	return 0;
+}
+
+void Domain::wait_for_messages(bool want)
+{
+	if (want == waits_for_messages || !wait_set)
+		return;
+	// Messages not taken (the endpoint holds its max_unexpected) would
+	// keep the set readable: blocking reads would spin.
+	epoll_event dev{};
+	dev.events = want ? std::uint32_t{EPOLLIN | EPOLLRDBAND} : std::uint32_t{EPOLLIN};
+	dev.data.fd = fd;
+	epoll_event sock{};
+	sock.events = want ? std::uint32_t{EPOLLIN} : 0;
+	sock.data.fd = local.get();
+	if (::epoll_ctl(wait_set.get(), EPOLL_CTL_MOD, fd, &dev) ||
+	    ::epoll_ctl(wait_set.get(), EPOLL_CTL_MOD, local.get(), &sock)) {
+		MEFI_WARN("changing what the wait set waits for: %s\n", std::strerror(errno));
+		return;
+	}
+	waits_for_messages = want;
 }
 
 void Domain::drain_local()
 {
-	for (int i = 0; i < 256 && ep; i++) {
+	for (int i = 0; i < 256 && ep && !ep->unexpected_full(); i++) {
 		sockaddr_un from{};
 		alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(int) * kFilesMax)];
 		iovec iov{local_buf.data(), local_buf.size()};

@@ -46,6 +46,14 @@ namespace mefi {
 
 extern fi_provider provider;
 
+// The provider's parameters (libfabric reads them from FI_MULTIEDGE_*):
+// defined once when libfabric loads the provider.
+void define_params();
+// Bytes of unexpected messages an endpoint holds before it stops taking
+// more from the module and its node's sockets (FI_MULTIEDGE_MAX_UNEXPECTED).
+std::size_t max_unexpected_param();
+constexpr std::size_t kMaxUnexpectedDefault = std::size_t{64} << 20;
+
 #define MEFI_WARN(...) FI_WARN(&mefi::provider, FI_LOG_CORE, __VA_ARGS__)
 
 // A libfabric object: the C struct libfabric sees, first, then the C++
@@ -359,6 +367,9 @@ public:
 	std::vector<std::uint8_t> local_buf;	// one datagram
 	int init_local();
 	void drain_local();
+	// The wait set wakes for messages too (false: completions only).
+	bool waits_for_messages = false;
+	void wait_for_messages(bool want);
 };
 
 // fid_ep (FI_EP_RDM).
@@ -380,6 +391,12 @@ public:
 	std::map<std::pair<Addr, std::uint32_t>, Stream> streams;	// by (sender, session)
 	std::list<RecvRequest> posted_msg, posted_tagged;
 	std::list<Unexpected> unexpected;
+	// What `unexpected` holds, payloads and entries; at max_unexpected
+	// the domain takes no more messages (they wait in the module's queue,
+	// whose refusals make senders wait and resend).
+	std::size_t unexpected_bytes = 0, max_unexpected;
+	bool unexpected_full() const { return unexpected_bytes >= max_unexpected; }
+	void drop_unexpected(std::list<Unexpected>::iterator it);
 	std::unordered_map<std::uint64_t, Op *> posted;		// by cookie
 	std::unordered_map<std::uint64_t, Op *> rendezvous;	// sends by Rts id
 	std::deque<Op *> reads;		// rendezvous reads the module refused (full)

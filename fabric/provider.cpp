@@ -304,7 +304,25 @@ int fabric_open(fi_fabric_attr *attr, fid_fabric **fabric, void *context)
 
 void cleanup() {}
 
+constexpr const char *kMaxUnexpectedParam = "max_unexpected";
+
 } // namespace
+
+void define_params()
+{
+	fi_param_define(&provider, kMaxUnexpectedParam, FI_PARAM_SIZE_T,
+			"Bytes of unexpected messages (sent before their receive was posted) an "
+			"endpoint holds; past them it takes no more and senders wait (default: %zu)",
+			kMaxUnexpectedDefault);
+}
+
+std::size_t max_unexpected_param()
+{
+	std::size_t v = 0;
+	if (fi_param_get_size_t(&provider, kMaxUnexpectedParam, &v) == FI_SUCCESS && v > 0)
+		return v;
+	return kMaxUnexpectedDefault;
+}
 
 fi_provider provider = {
 	.version = FI_VERSION(0, 1),
@@ -329,5 +347,6 @@ Fabric::Fabric(void *context)
 
 extern "C" FI_EXT_INI
 {
+	mefi::define_params();
 	return &mefi::provider;
 }

@@ -18,6 +18,7 @@
 
 #include <poll.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -31,6 +32,7 @@
 #include <thread>
 #include <vector>
 
+#include "multiedge.h"
 #include "tests/vm/cluster.hpp"
 
 using namespace std::chrono_literals;
@@ -645,6 +647,82 @@ TEST_F(FabricTest, FloodBeyondTheReceiveQueueKeepsOrder)
 			if (++send_done == kN)
 				return true;
 		return false;
+	});
+	EXPECT_EQ(send_done, kN);
+}
+
+// CPU time this thread has used, in microseconds.
+long long thread_cpu_us()
+{
+	rusage u{};
+	getrusage(RUSAGE_THREAD, &u);
+	return (u.ru_utime.tv_sec + u.ru_stime.tv_sec) * 1000000ll + u.ru_utime.tv_usec +
+	       u.ru_stime.tv_usec;
+}
+
+// More unexpected messages than the receiver may hold (64 KiB of them
+// here, FI_MULTIEDGE_MAX_UNEXPECTED): it stops taking them, the module's
+// queue (ME_RECV_QUEUE) fills and refuses, and the sender waits and sends
+// them again; a blocking read meanwhile sleeps instead of spinning on the
+// messages it may not take.  Once receives are posted every message
+// arrives once, in order.
+TEST_F(FabricTest, UnexpectedMessagesAreBounded)
+{
+	constexpr std::size_t kCap = 65536, kLen = 900;
+	constexpr int kN = 900;
+	Fab a(c(), 0);
+	ASSERT_EQ(setenv("FI_MULTIEDGE_MAX_UNEXPECTED", std::to_string(kCap).c_str(), 1), 0);
+	Fab b(c(), 1);
+	unsetenv("FI_MULTIEDGE_MAX_UNEXPECTED");
+	ASSERT_TRUE(a.ok && b.ok);
+	fi_addr_t to_b = a.insert(b), to_a = b.insert(a);
+	std::vector<std::vector<std::uint8_t>> msgs(kN);
+	std::vector<int> sctx(kN);
+	auto t0 = std::chrono::steady_clock::now();
+	for (int sent = 0; sent < kN;) {
+		msgs[sent] = pattern(kLen, static_cast<unsigned>(sent));
+		ssize_t r = fi_tsend(a.ep, msgs[sent].data(), kLen, nullptr, to_b, 5, &sctx[sent]);
+		if (r == -FI_EAGAIN) {
+			a.harvest();
+			continue;
+		}
+		ASSERT_EQ(r, 0) << fi_err(static_cast<int>(r));
+		sent++;
+		ASSERT_LT(std::chrono::steady_clock::now() - t0, 60s);
+	}
+	// Both progress for 2 s; b posts no receive.
+	drive({&a, &b}, [] { return false; }, 2s);
+	int send_done = 0;
+	for (int i = 0; i < kN; i++)
+		if (auto d = a.take(&sctx[i])) {
+			EXPECT_EQ(d->err, 0) << "send " << i;
+			send_done++;
+		}
+	std::printf("  sends accepted while the receiver posted nothing: %d of %d\n", send_done, kN);
+	EXPECT_GT(send_done, 0);
+	EXPECT_LE(send_done, static_cast<int>(ME_RECV_QUEUE + kCap / kLen + 64))
+		<< "the receiver took more than it may hold";
+
+	long long cpu0 = thread_cpu_us();
+	fi_cq_tagged_entry e{};
+	EXPECT_EQ(fi_cq_sread(b.cq, &e, 1, nullptr, 300), -FI_EAGAIN);
+	long long cpu = thread_cpu_us() - cpu0;
+	EXPECT_LT(cpu, 150000) << "a 300 ms blocking read spun (" << cpu << " us of CPU)";
+
+	std::vector<std::uint8_t> buf(kLen);
+	for (int i = 0; i < kN; i++) {
+		int rctx;
+		ASSERT_EQ(fi_trecv(b.ep, buf.data(), kLen, nullptr, to_a, 5, 0, &rctx), 0);
+		auto d = wait_done(b, &rctx, {&a, &b});
+		ASSERT_TRUE(d) << "message " << i << " never came";
+		ASSERT_EQ(d->err, 0);
+		ASSERT_EQ(buf, msgs[i]) << "message " << i << " differs (out of order?)";
+	}
+	drive({&a, &b}, [&] {
+		for (int i = 0; i < kN; i++)
+			if (a.take(&sctx[i]))
+				send_done++;
+		return send_done == kN;
 	});
 	EXPECT_EQ(send_done, kN);
 }

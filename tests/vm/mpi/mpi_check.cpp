@@ -1,6 +1,7 @@
 // An unchanged MPI program (it knows nothing of multiedge): point-to-point
 // exchanges of every size class with their data checked, then the
-// collectives an application leans on.  tests/vm/mpi/mpi-openmpi runs it
+// collectives an application leans on, then one-sided operations on a
+// window.  tests/vm/mpi/mpi-openmpi runs it
 // over the libfabric provider; it prints what it measured and exits 0 only
 // when every check held.
 //
@@ -138,6 +139,61 @@ int main(int argc, char **argv)
 			check(false, "bcast: payload differs", rank);
 			break;
 		}
+
+	// One-sided: a window of kWin ints per rank.  Each rank puts a block
+	// into its right neighbour's window, reads its left neighbour's
+	// initial block, and adds to a counter at rank 0 (fence epochs); then
+	// a 1 MiB put (a message too large to go eagerly).
+	constexpr int kWin = 1 << 18;
+	std::vector<int> win_mem(kWin);
+	for (int i = 0; i < kWin; i++)
+		win_mem[i] = rank * 100000 + i % 1000;
+	MPI_Win win;
+	if (MPI_Win_create(win_mem.data(), static_cast<MPI_Aint>(kWin * sizeof(int)), sizeof(int),
+			   MPI_INFO_NULL, MPI_COMM_WORLD, &win) != MPI_SUCCESS) {
+		check(false, "MPI_Win_create failed", rank);
+	} else {
+		const int right = (rank + 1) % size, left = (rank + size - 1) % size;
+		constexpr int kBlk = 1000;
+		std::vector<int> put(kBlk), got(kBlk, -1);
+		for (int k = 0; k < kBlk; k++)
+			put[k] = -(rank * 100000 + k);
+		int one = 1;
+		MPI_Win_fence(0, win);
+		// The left neighbour's block at [0, kBlk) before anyone writes it.
+		MPI_Get(got.data(), kBlk, MPI_INT, left, 0, kBlk, MPI_INT, win);
+		MPI_Win_fence(0, win);
+		MPI_Put(put.data(), kBlk, MPI_INT, right, kBlk, kBlk, MPI_INT, win);
+		MPI_Accumulate(&one, 1, MPI_INT, 0, kWin - 1, 1, MPI_INT, MPI_SUM, win);
+		MPI_Win_fence(0, win);
+		for (int k = 0; k < kBlk; k++)
+			if (got[k] != left * 100000 + k % 1000) {
+				check(false, "MPI_Get: wrong value", rank);
+				break;
+			}
+		for (int k = 0; k < kBlk; k++)
+			if (win_mem[kBlk + k] != -(left * 100000 + k)) {
+				check(false, "MPI_Put: the window holds other values", rank);
+				break;
+			}
+		if (rank == 0)
+			check(win_mem[kWin - 1] == (kWin - 1) % 1000 + size, "MPI_Accumulate: wrong sum", rank);
+		// A large put: the whole window but its counter, from the left.
+		const int big = kWin - 1 - 2 * kBlk;
+		std::vector<int> bigbuf(big);
+		for (int k = 0; k < big; k++)
+			bigbuf[k] = static_cast<int>(rank ^ (k * 2654435761u));
+		MPI_Put(bigbuf.data(), big, MPI_INT, right, 2 * kBlk, big, MPI_INT, win);
+		MPI_Win_fence(0, win);
+		for (int k = 0; k < big; k++)
+			if (win_mem[2 * kBlk + k] != static_cast<int>(left ^ (k * 2654435761u))) {
+				check(false, "MPI_Put of 1 MiB: the window holds other values", rank);
+				break;
+			}
+		MPI_Win_free(&win);
+		if (rank == 0)
+			std::printf("mpi_check: one-sided window: get, put, accumulate, 1 MiB put checked\n");
+	}
 
 	int all_failures = 0;
 	MPI_Allreduce(&failures, &all_failures, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);

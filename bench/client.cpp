@@ -36,12 +36,13 @@ me::Result<Msg> await(const Context &cx, Kind kind, std::uint64_t session,
 		      std::chrono::seconds limit)
 {
 	auto deadline = Clock::now() + limit;
+	int absent = 0;
 	while (Clock::now() < deadline) {
 		auto r = receive(cx.dev, cx.server.node_id, std::chrono::seconds(1));
 		if (!r)
 			return r.error();
 		if (!r->has_value()) {
-			if (!still_there(cx.dev, cx.server))
+			if (!still_there(cx.dev, cx.server, absent))
 				return failure("the server node " + std::to_string(cx.server.node_id) +
 					       " went away");
 			continue;

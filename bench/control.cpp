@@ -102,15 +102,20 @@ me::Result<me::PeerInfo> wait_for_peer(const me::Device &dev, std::chrono::secon
 		       " s (is the other side running, with its links attached?)");
 }
 
-bool still_there(const me::Device &dev, const me::PeerInfo &peer)
+bool still_there(const me::Device &dev, const me::PeerInfo &peer, int &absent)
 {
 	auto peers = dev.peers();
 	if (!peers)
 		return false;
+	bool alive = false;
 	for (const auto &p : peers.value())
-		if (p.node_id == peer.node_id)
-			return p.alive && p.incarnation == peer.incarnation;
-	return false;
+		if (p.node_id == peer.node_id) {
+			if (p.incarnation != peer.incarnation)
+				return false;
+			alive = p.alive;
+		}
+	absent = alive ? 0 : absent + 1;
+	return absent < kAbsentChecks;
 }
 
 me::Result<Channel> Channel::open(const me::Device &dev, std::uint32_t peer)

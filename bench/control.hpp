@@ -93,8 +93,12 @@ struct Started {
 };
 me::Result<Started> start_role(const Options &o, const char *role, const char *waiting_for);
 
-// Whether `peer` is still alive as the same incarnation.
-bool still_there(const me::Device &dev, const me::PeerInfo &peer);
+// Whether `peer` is still there, checked about once a second while
+// waiting: false once it restarted (another incarnation) or was not alive
+// at kAbsentChecks checks in a row (`absent` counts them; a loaded guest's
+// links may blink for a moment, as at phase C's 1% loss).
+constexpr int kAbsentChecks = 5;
+bool still_there(const me::Device &dev, const me::PeerInfo &peer, int &absent);
 
 // A connection for control messages to one peer, with its own small
 // registered send buffer.  Receives go through the node's receive queue.

@@ -111,12 +111,13 @@ me::Result<Served> serve(const me::Device &dev, std::optional<Channel> &chan, co
 	bool cpu0_ok = false;
 	Clock::time_point begun = Clock::now();
 	std::uint64_t sizes = 0;
+	int absent = 0;
 	for (;;) {
 		auto r = receive(dev, client, std::chrono::seconds(1));
 		if (!r)
 			return r.error();
 		if (!r->has_value()) {
-			if (!still_there(dev, peer))
+			if (!still_there(dev, peer, absent))
 				return failure("the client node " + std::to_string(client) +
 					       " went away mid-session");
 			continue;

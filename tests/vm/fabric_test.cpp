@@ -30,6 +30,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "multiedge.h"
@@ -211,6 +212,26 @@ bool drive(std::initializer_list<Fab *> fabs, const std::function<bool()> &done,
 			f->harvest();
 	}
 	return true;
+}
+
+// Posts ctx.size() tagged sends from `from` to `to`, message i being
+// `msg(i)` with context &ctx[i], harvesting while the provider answers
+// FI_EAGAIN (its send slots are taken); all within 60 s.
+void tsend_all(Fab &from, fi_addr_t to, std::uint64_t tag, std::vector<int> &ctx,
+	       const std::function<std::pair<const void *, std::size_t>(int)> &msg)
+{
+	auto t0 = std::chrono::steady_clock::now();
+	for (int sent = 0; sent < static_cast<int>(ctx.size());) {
+		auto [buf, len] = msg(sent);
+		ssize_t r = fi_tsend(from.ep, buf, len, nullptr, to, tag, &ctx[sent]);
+		if (r == -FI_EAGAIN) {
+			from.harvest();
+			continue;
+		}
+		ASSERT_EQ(r, 0) << fi_err(static_cast<int>(r));
+		sent++;
+		ASSERT_LT(std::chrono::steady_clock::now() - t0, 60s);
+	}
 }
 
 // Waits for the completion of `ctx` on `at`, driving all of `fabs`.
@@ -614,20 +635,12 @@ TEST_F(FabricTest, FloodBeyondTheReceiveQueueKeepsOrder)
 	fi_addr_t to_b = a.insert(b), to_a = b.insert(a);
 	constexpr int kN = 900;
 	std::vector<std::uint32_t> vals(kN);
-	int sent = 0, send_done = 0;
+	int send_done = 0;
 	std::vector<int> sctx(kN);
-	auto t0 = std::chrono::steady_clock::now();
-	while (sent < kN) {
-		vals[sent] = static_cast<std::uint32_t>(sent);
-		ssize_t r = fi_tsend(a.ep, &vals[sent], 4, nullptr, to_b, 9, &sctx[sent]);
-		if (r == -FI_EAGAIN) {
-			a.harvest();
-			continue;
-		}
-		ASSERT_EQ(r, 0) << fi_err(static_cast<int>(r));
-		sent++;
-		ASSERT_LT(std::chrono::steady_clock::now() - t0, 60s);
-	}
+	ASSERT_NO_FATAL_FAILURE(tsend_all(a, to_b, 9, sctx, [&](int i) {
+		vals[i] = static_cast<std::uint32_t>(i);
+		return std::pair<const void *, std::size_t>{&vals[i], 4};
+	}));
 	// Only the sender progresses for a while: the receiver takes nothing.
 	drive({&a}, [&] { return false; }, 1s);
 	std::vector<std::uint32_t> got;
@@ -678,18 +691,10 @@ TEST_F(FabricTest, UnexpectedMessagesAreBounded)
 	fi_addr_t to_b = a.insert(b), to_a = b.insert(a);
 	std::vector<std::vector<std::uint8_t>> msgs(kN);
 	std::vector<int> sctx(kN);
-	auto t0 = std::chrono::steady_clock::now();
-	for (int sent = 0; sent < kN;) {
-		msgs[sent] = pattern(kLen, static_cast<unsigned>(sent));
-		ssize_t r = fi_tsend(a.ep, msgs[sent].data(), kLen, nullptr, to_b, 5, &sctx[sent]);
-		if (r == -FI_EAGAIN) {
-			a.harvest();
-			continue;
-		}
-		ASSERT_EQ(r, 0) << fi_err(static_cast<int>(r));
-		sent++;
-		ASSERT_LT(std::chrono::steady_clock::now() - t0, 60s);
-	}
+	ASSERT_NO_FATAL_FAILURE(tsend_all(a, to_b, 5, sctx, [&](int i) {
+		msgs[i] = pattern(kLen, static_cast<unsigned>(i));
+		return std::pair<const void *, std::size_t>{msgs[i].data(), kLen};
+	}));
 	// Both progress for 2 s; b posts no receive.
 	drive({&a, &b}, [] { return false; }, 2s);
 	int send_done = 0;

@@ -46,6 +46,21 @@ static DEFINE_PER_CPU(long, rx_queued);
 /* Frames a thread hands the engine as one batch, at most; then it offers the CPU. */
 #define RX_BATCH	64
 
+/*
+ * When a frame was queued (the engine's clock), in the skb's control
+ * block, ours from the ethertype handler on: the engine takes the time a
+ * frame waited for a thread out of its round trips (cc.c).
+ */
+struct me_rx_cb {
+	u64 queued_ns;
+};
+
+static struct me_rx_cb *rx_cb(struct sk_buff *skb)
+{
+	BUILD_BUG_ON(sizeof(struct me_rx_cb) > sizeof(skb->cb));
+	return (struct me_rx_cb *)skb->cb;
+}
+
 u64 me_rx_queued(void)
 {
 	long sum = 0;
@@ -200,6 +215,7 @@ static void rx_one(struct me_rx_thread *t, struct sk_buff *skb, unsigned int bou
 	u32 len = skb->len;
 	int segs;
 
+	t->batch.rx_ns = rx_cb(skb)->queued_ns;
 	if (skb_headlen(skb) < len) {
 		/* Only the engine's own bytes matter; the rest is padding. */
 		len = min(len, bounce_len);
@@ -285,6 +301,7 @@ void me_rx_queue(struct me_link *link, struct sk_buff *skb)
 {
 	unsigned int i;
 
+	rx_cb(skb)->queued_ns = ktime_get_ns();	/* the engine's clock (plat_now_ns) */
 	if (ptr_ring_produce(&link->ring, skb)) {
 		this_cpu_inc(link->stats->rx_dropped);
 		kfree_skb(skb);

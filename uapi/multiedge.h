@@ -61,8 +61,11 @@
  * (ME_IOC_BIND) and takes the connections opened to that port;
  * ME_IOC_CONNECT names the peer's port (me_connect.port, was reserved)
  * and fails with -ECONNREFUSED when nobody there is bound to it.
+ * 12: ME_STAT_RTX_SPURIOUS (retransmissions the peer got twice);
+ * me_nbr_info (VER2) adds the delay congestion control follows and its
+ * base.
  */
-#define ME_ABI_VERSION		11
+#define ME_ABI_VERSION		12
 
 /* Default ethertype: IEEE 802.1 Local Experimental 1. */
 #define ME_DEFAULT_ETHERTYPE	0x88B5
@@ -386,6 +389,9 @@ struct me_nbr_info {
 	/* Since size VER1 (older callers get the first VER0 bytes): */
 	__u32 cwnd;		/* congestion window, bytes in flight allowed */
 	__u32 data_rtt_us;	/* last round trip of data here, 0: none yet */
+	/* Since size VER2 (ABI 12): */
+	__u32 data_delay_us;	/* that round trip without the hosts' queues */
+	__u32 base_us;		/* the least such delay lately (0: none) */
 };
 
 #define ME_NBR_F_ALIVE		(1U << 0)	/* both directions work */
@@ -393,6 +399,7 @@ struct me_nbr_info {
 #define ME_NBR_F_HEARD		(1U << 2)	/* it hears us (recently) */
 #define ME_NBR_INFO_SIZE_VER0	80
 #define ME_NBR_INFO_SIZE_VER1	88
+#define ME_NBR_INFO_SIZE_VER2	96
 
 struct me_nbr_list {
 	__u32 size;
@@ -780,6 +787,8 @@ enum me_stat_index {
 	ME_STAT_RX_ADDR,	/* frames of a peer from another MAC than its HELLO's */
 	ME_STAT_PATH_STALLED,	/* neighbours taken down: data in flight, nothing acked for ka_ms */
 	ME_STAT_PATH_TOLD_DOWN,	/* neighbours taken down: the peer took its end down */
+	/* ABI 12 */
+	ME_STAT_RTX_SPURIOUS,	/* acks saying a packet came twice: a retransmission was not needed */
 	ME_STAT_COUNT
 };
 

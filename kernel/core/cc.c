@@ -5,9 +5,17 @@
  *
  * Every acknowledgement gives a round-trip sample per path it acks: the
  * smallest time from transmission to this ack among the packets it
- * covers that were sent once (Karn), which is the newest of them, so the
- * receiver's ack coalescing adds little.  The path's base RTT is the
- * smallest sample of the last one or two periods of ME_CC_BASE_NS, data
+ * covers that were sent once (Karn), which is the newest of them.  The
+ * window follows the sample's delay: the round trip without the time the
+ * packet and its ack waited in the two hosts (the receiver's hold, which
+ * the ack carries, from the packet reaching its host to the ack leaving;
+ * the ack's wait in our receive queue), as Swift separates fabric from
+ * endpoint delay.  A host's queue is not the fabric's: it is bounded by
+ * the receiver's credit and its receive ring (an overrun is a loss), and
+ * where the hosts are the bottleneck (busy or emulated machines) a window
+ * held to a small host delay starves the receiver of the batches that
+ * make it fast.  The path's base is the
+ * least delay of the last one or two periods of ME_CC_BASE_NS, data
  * and keepalive round trips alike (keepalives are exchanged while the
  * path is idle, so they see the fabric without our own queues).  The
  * target is cc_target_ns, one figure for every path of the fabric as in
@@ -15,12 +23,12 @@
  * and share it fairly whatever they measured before; only where the base
  * itself reaches it (an emulated or distant link, a target set too low)
  * the target is 3/2 of the base instead.  Below the target the window
- * grows: by the bytes acked while under ssthresh or while the sample is
+ * grows: by the bytes acked while under ssthresh or while the delay is
  * nearer the base than the target, else by one MTU per window of bytes
  * acked.  Above it, it shrinks at most once per round trip, in
- * proportion to how far above the target the sample is:
+ * proportion to how far above the target the delay is:
  *
- *	cwnd *= max(1 - beta * (rtt - target) / rtt, 1 - max_mdf)
+ *	cwnd *= max(1 - beta * (delay - target) / delay, 1 - max_mdf)
  *
  * with beta = 0.8 and max_mdf = 0.5.  A packet found lost halves the
  * window (once per round trip).  A retransmission timeout on a path that
@@ -32,7 +40,13 @@
  * busy host) makes every packet in flight time out at once, and
  * collapsing the window for each such pause kept it far below the path's
  * capacity; a path that has really stopped still reaches one MTU within
- * three timeouts (the RTO doubles between them).  The
+ * three timeouts (the RTO doubles between them).  A timeout may be
+ * spurious: the packet was not lost, its ack came late (a receiver not
+ * scheduled for longer than the RTO).  The receiver then gets the packet
+ * twice and says so in its next ack (ME_F_DUP, window.c); the sender
+ * gives back the window the timeouts of that episode took (their first
+ * one saved it), as TCP undoes a reduction that DSACK proves needless,
+ * unless a packet was found lost since (real congestion).  The
  * window stays within [MTU, link_window]; path selection (path.c) sends
  * on a path only while its bytes in flight fit in the window.
  *
@@ -70,14 +84,21 @@ void me_cc_start(struct me_node *n, struct me_path *pa, u64 now)
 	me_atomic64_set(&pa->cc_dec_ns, 0);
 	me_atomic64_set(&pa->cc_loss_ns, 0);
 	me_atomic_set(&pa->rto_run, 0);
+	me_atomic_set(&pa->undo_cwnd, 0);
+}
+
+static void winmin_reset(struct me_winmin *w, u64 now)
+{
+	me_atomic64_set(&w->prev, 0);
+	me_atomic64_set(&w->cur, 0);
+	me_atomic64_set(&w->t0, now);
 }
 
 void me_cc_forget(struct me_path *pa, u64 now)
 {
-	me_atomic64_set(&pa->base_ns, 0);
-	me_atomic64_set(&pa->base_next_ns, 0);
-	me_atomic64_set(&pa->base_t0, now);
+	winmin_reset(&pa->base, now);
 	me_atomic64_set(&pa->cc_rtt_ns, 0);
+	me_atomic64_set(&pa->cc_delay_ns, 0);
 }
 
 u32 me_cc_window(struct me_node *n, struct me_path *pa)
@@ -87,25 +108,34 @@ u32 me_cc_window(struct me_node *n, struct me_path *pa)
 	return me_max_u32(me_atomic_read(&pa->cwnd), cc_min(n));
 }
 
-/* The windowed minimum: this period's and the previous one's. */
-static u64 base_rtt(struct me_path *pa, u64 rtt, u64 now)
+static u64 winmin_read(struct me_winmin *w)
 {
-	u64 t0 = me_atomic64_read(&pa->base_t0);
-	u64 cur = me_atomic64_read(&pa->base_next_ns);
-	u64 prev = me_atomic64_read(&pa->base_ns);
+	u64 cur = me_atomic64_read(&w->cur);
+	u64 prev = me_atomic64_read(&w->prev);
 
-	if (me_elapsed(now, t0) >= ME_CC_BASE_NS &&
-	    me_atomic64_cmpxchg(&pa->base_t0, t0, now) == t0) {
+	return prev && (!cur || prev < cur) ? prev : cur;
+}
+
+u64 me_cc_base(struct me_path *pa)
+{
+	return winmin_read(&pa->base);
+}
+
+/* Adds a sample; returns the least of this period and the previous one. */
+static u64 winmin_add(struct me_winmin *w, u64 sample, u64 period, u64 now)
+{
+	u64 t0 = me_atomic64_read(&w->t0);
+	u64 cur = me_atomic64_read(&w->cur);
+
+	if (me_elapsed(now, t0) >= period &&
+	    me_atomic64_cmpxchg(&w->t0, t0, now) == t0) {
 		/* A new period: the one that ended becomes the previous. */
-		me_atomic64_set(&pa->base_ns, cur ? cur : rtt);
-		me_atomic64_set(&pa->base_next_ns, rtt);
-		prev = cur ? cur : rtt;
-		cur = rtt;
-	} else if (!cur || rtt < cur) {
-		me_atomic64_set(&pa->base_next_ns, rtt);
-		cur = rtt;
+		me_atomic64_set(&w->prev, cur ? cur : sample);
+		me_atomic64_set(&w->cur, sample);
+	} else if (!cur || sample < cur) {
+		me_atomic64_set(&w->cur, sample);
 	}
-	return prev && prev < cur ? prev : cur;
+	return winmin_read(w);
 }
 
 static bool may_decrease(struct me_path *pa, u64 rtt, u64 now)
@@ -123,12 +153,12 @@ static void set_window(struct me_node *n, struct me_path *pa, u32 old, u64 w)
 	me_atomic_cmpxchg(&pa->cwnd, old, (u32)w);
 }
 
-/* cwnd *= max(1 - beta (rtt - target) / rtt, 1 - max_mdf); rtt > target. */
-static void decrease(struct me_node *n, struct me_path *pa, u32 cwnd, u64 rtt,
+/* cwnd *= max(1 - beta (d - target) / d, 1 - max_mdf); delay d > target. */
+static void decrease(struct me_node *n, struct me_path *pa, u32 cwnd, u64 d,
 		     u64 target)
 {
-	u64 f = me_div_u64((u64)ME_CC_BETA * (rtt - target),
-			   (u32)me_min_u64(rtt, 0xffffffffull));
+	u64 f = me_div_u64((u64)ME_CC_BETA * (d - target),
+			   (u32)me_min_u64(d, 0xffffffffull));
 	u64 w = (u64)cwnd * (1024 - me_min_u64(f, ME_CC_MAX_MDF)) / 1024;
 
 	set_window(n, pa, cwnd, w);
@@ -136,7 +166,7 @@ static void decrease(struct me_node *n, struct me_path *pa, u32 cwnd, u64 rtt,
 }
 
 void me_cc_acked(struct me_node *n, struct me_path *pa, u32 bytes, u64 rtt,
-		 u64 now)
+		 u64 delay, u64 now)
 {
 	u32 cwnd = me_atomic_read(&pa->cwnd);
 	u64 base, target;
@@ -145,21 +175,23 @@ void me_cc_acked(struct me_node *n, struct me_path *pa, u32 bytes, u64 rtt,
 		return;
 	if (bytes && me_atomic_read(&pa->rto_run))
 		me_atomic_set(&pa->rto_run, 0);
-	if (!rtt || !cwnd)
+	if (!rtt || !delay || !cwnd)
 		return;
+	/* The whole round trip paces decreases and loss rules. */
 	me_atomic64_set(&pa->cc_rtt_ns, rtt);
-	base = base_rtt(pa, rtt, now);
+	me_atomic64_set(&pa->cc_delay_ns, delay);
+	base = winmin_add(&pa->base, delay, ME_CC_BASE_NS, now);
 	target = base < n->cfg.cc_target_ns ? n->cfg.cc_target_ns : base + base / 2;
-	if (rtt < target) {
+	if (delay < target) {
 		/*
-		 * Slow start below ssthresh, and also while the sample is
+		 * Slow start below ssthresh, and also while the delay is
 		 * in the lower half between base and target: far from the
 		 * target the window may double per round trip (a host whose
 		 * round trip jitters by milliseconds shrinks its window
 		 * often, and one MTU per round trip would take thousands of
 		 * round trips to regrow).
 		 */
-		if (cwnd < me_atomic_read(&pa->ssthresh) || rtt < base + (target - base) / 2)
+		if (cwnd < me_atomic_read(&pa->ssthresh) || delay < base + (target - base) / 2)
 			set_window(n, pa, cwnd, (u64)cwnd + bytes);
 		else
 			set_window(n, pa, cwnd, cwnd +
@@ -167,13 +199,13 @@ void me_cc_acked(struct me_node *n, struct me_path *pa, u32 bytes, u64 rtt,
 		return;
 	}
 	if (may_decrease(pa, rtt, now))
-		decrease(n, pa, cwnd, rtt, target);
+		decrease(n, pa, cwnd, delay, target);
 }
 
 void me_cc_probe_rtt(struct me_node *n, struct me_path *pa, u64 rtt, u64 now)
 {
 	if (n->cfg.cc && rtt)
-		base_rtt(pa, rtt, now);
+		winmin_add(&pa->base, rtt, ME_CC_BASE_NS, now);
 }
 
 /* The path's last round trip, or the minimum RTO before there is one. */
@@ -197,6 +229,21 @@ void me_cc_lost(struct me_node *n, struct me_path *pa, u64 now)
 	me_atomic_set(&pa->ssthresh, me_atomic_read(&pa->cwnd));
 }
 
+/*
+ * Before a timeout shrinks the window: the first of an episode (nothing
+ * saved, or the path acked something since) saves what me_cc_spurious()
+ * restores.
+ */
+static void undo_save(struct me_path *pa, u32 cwnd, u64 now)
+{
+	if (me_atomic_read(&pa->undo_cwnd) &&
+	    me_atomic64_read(&pa->undo_ns) >= me_atomic64_read(&pa->acked_ns))
+		return;
+	me_atomic_set(&pa->undo_ssthresh, me_atomic_read(&pa->ssthresh));
+	me_atomic64_set(&pa->undo_ns, now);
+	me_atomic_set(&pa->undo_cwnd, cwnd);
+}
+
 void me_cc_timeout(struct me_node *n, struct me_path *pa, u64 now)
 {
 	u32 cwnd = me_atomic_read(&pa->cwnd);
@@ -208,6 +255,7 @@ void me_cc_timeout(struct me_node *n, struct me_path *pa, u64 now)
 	loss = me_atomic64_read(&pa->cc_loss_ns);
 	if (loss && me_elapsed(now, loss) < ME_CC_LOSS_RTTS * rtt) {
 		/* Congestion: one MTU; timeouts in a row keep the first ssthresh. */
+		undo_save(pa, cwnd, now);
 		me_atomic64_set(&pa->cc_dec_ns, now);
 		if (cwnd > cc_min(n))
 			me_atomic_set(&pa->ssthresh, me_max_u32(cwnd / 2, cc_min(n)));
@@ -221,6 +269,7 @@ void me_cc_timeout(struct me_node *n, struct me_path *pa, u64 now)
 	 */
 	if (!may_decrease(pa, rtt, now))
 		return;
+	undo_save(pa, cwnd, now);
 	if (me_atomic_add_return(&pa->rto_run, 1) < ME_CC_RTO_RESET) {
 		set_window(n, pa, cwnd, (u64)cwnd * (1024 - ME_CC_MAX_MDF) / 1024);
 		me_atomic_set(&pa->ssthresh, me_atomic_read(&pa->cwnd));
@@ -228,4 +277,22 @@ void me_cc_timeout(struct me_node *n, struct me_path *pa, u64 now)
 	}
 	/* An outage: the ssthresh the first timeouts set stays. */
 	me_atomic_set(&pa->cwnd, cc_min(n));
+}
+
+void me_cc_spurious(struct me_node *n, struct me_path *pa, u64 now)
+{
+	u32 was = me_atomic_read(&pa->undo_cwnd);
+	u64 at = me_atomic64_read(&pa->undo_ns);
+
+	if (!n->cfg.cc || !was || me_elapsed(now, at) >= ME_CC_LOSS_RTTS * round_trip(n, pa) ||
+	    me_atomic_cmpxchg(&pa->undo_cwnd, was, 0) != was)
+		return;
+	/* A packet found lost since: the timeouts may have been right. */
+	if (me_atomic64_read(&pa->cc_loss_ns) > at)
+		return;
+	me_atomic_set(&pa->rto_run, 0);
+	me_atomic_set(&pa->ssthresh, me_max_u32(me_atomic_read(&pa->ssthresh),
+						me_atomic_read(&pa->undo_ssthresh)));
+	set_window(n, pa, me_atomic_read(&pa->cwnd),
+		   me_max_u32(me_atomic_read(&pa->cwnd), was));
 }

@@ -15,19 +15,28 @@ struct me_path;
 void me_cc_forget(struct me_path *pa, u64 now);
 /* The path came alive (again): start from the initial window. */
 void me_cc_start(struct me_node *node, struct me_path *pa, u64 now);
+/* The path's base delay now (0: none measured). */
+u64 me_cc_base(struct me_path *pa);
 /* Bytes the path may have in flight now (at least one MTU). */
 u32 me_cc_window(struct me_node *node, struct me_path *pa);
 /*
  * One acknowledgement acked `bytes` sent on the path; rtt_ns is the
- * smallest round trip among them that was sent once only (0: none).
+ * smallest round trip among them that was sent once only (0: none),
+ * delay_ns the same without the time spent waiting in the two hosts.
  */
 void me_cc_acked(struct me_node *node, struct me_path *pa, u32 bytes,
-		 u64 rtt_ns, u64 now);
+		 u64 rtt_ns, u64 delay_ns, u64 now);
 /* A keepalive exchange on the path took rtt_ns. */
 void me_cc_probe_rtt(struct me_node *node, struct me_path *pa, u64 rtt_ns, u64 now);
 /* A packet sent on the path was lost (found by later packets' acks). */
 void me_cc_lost(struct me_node *node, struct me_path *pa, u64 now);
 /* A packet sent on the path timed out. */
 void me_cc_timeout(struct me_node *node, struct me_path *pa, u64 now);
+/*
+ * The peer received a packet twice: a retransmission was not needed.
+ * Gives the path back the window its last timeouts took, unless a loss
+ * was found since.
+ */
+void me_cc_spurious(struct me_node *node, struct me_path *pa, u64 now);
 
 #endif /* ME_CC_H */

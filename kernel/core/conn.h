@@ -76,6 +76,9 @@ struct me_conn {
 	me_atomic_t ack_link;	/* link to prefer for acks */
 	me_atomic_t nack_cum;	/* rcv_cum when we last nacked */
 	me_atomic_t rcv_high;	/* one past the highest seq received */
+	me_atomic_t rx_dup;	/* a packet came twice since the last ack
+				 * (its ME_F_DUP tells the sender) */
+	me_atomic64_t rx_arrival_ns; /* when the newest packet reached the host */
 	u32 ack_no;		/* (ack_lock) acks sent, picks the sack base */
 
 	/* ---- messages (msg.c) ---- */

@@ -147,6 +147,8 @@ enum me_stat {
 				 * keepalive period with data in flight */
 	ME_ST_PATH_TOLD_DOWN,	/* paths taken down: the peer's keepalive
 				 * said it took its end down */
+	ME_ST_RTX_SPURIOUS,	/* acks saying a packet arrived twice: a
+				 * retransmission was not needed (cc.c) */
 	ME_ST_MAX_
 };
 
@@ -196,6 +198,8 @@ struct me_path_info_core {
 	u32 inflight;		/* data bytes not yet acked */
 	u32 cwnd;		/* congestion window, bytes (cc.c) */
 	u32 data_rtt_us;	/* last round trip of data, 0: none */
+	u32 data_delay_us;	/* ... without the hosts' queues (cc.c) */
+	u32 base_us;		/* the least delay lately, 0: none */
 	u64 rx_age_ns;		/* since its last frame there (~0: never) */
 	u64 tx_pkts, rx_pkts, lost_pkts;
 	u64 tx_bytes;		/* data packets' bytes sent there */
@@ -239,6 +243,9 @@ int me_core_rx_frame(struct me_node *node, u32 link, u64 src, const void *buf,
  */
 #define ME_RX_BATCH_ACKS	16
 struct me_rx_batch {
+	u64 rx_ns;		/* the host sets it before each frame: when
+				 * the frame reached it (me_now's clock; 0:
+				 * now), for round trips without our queues */
 	u32 nacks;
 	struct me_conn *conn[ME_RX_BATCH_ACKS];
 	u32 link[ME_RX_BATCH_ACKS];

@@ -152,6 +152,16 @@ int me_core_rx_frame(struct me_node *n, u32 link, u64 src, const void *buf,
 void me_core_rx_batch_begin(struct me_rx_batch *b)
 {
 	b->nacks = 0;
+	b->rx_ns = 0;
+}
+
+u64 me_hdr_arrival(struct me_node *n, const struct me_hdr *h)
+{
+	u64 now = me_now(n);
+
+	if (h->batch && h->batch->rx_ns && h->batch->rx_ns <= now)
+		return h->batch->rx_ns;
+	return now;
 }
 
 void me_core_rx_batch_end(struct me_rx_batch *b)

@@ -475,7 +475,9 @@ void me_path_rx(struct me_node *n, u32 link, u64 addr, const struct me_hdr *h,
 		    now - h->h.echo < 10000000000ull) {
 			me_atomic_set(&pa->rtt_us,
 				      (u32)me_max_u64(me_div_u64(now - h->h.echo, 1000), 1));
-			me_cc_probe_rtt(n, pa, now - h->h.echo, now);
+			/* Without the time the reply waited for our thread. */
+			me_cc_probe_rtt(n, pa, me_max_u64(me_elapsed(me_hdr_arrival(n, h),
+								   h->h.echo), 1), now);
 		}
 	}
 	path_check_up(n, p, link, now);
@@ -601,9 +603,22 @@ void me_path_acked(struct me_node *n, struct me_peer *p, u32 link, u32 txno,
 }
 
 void me_path_ack_done(struct me_node *n, struct me_peer *p, u32 link,
-		      u32 bytes, u64 rtt_ns)
+		      u32 bytes, u64 rtt_ns, u64 hosts_ns)
 {
-	me_cc_acked(n, &p->path[link], bytes, rtt_ns, me_now(n));
+	/* 0, no sample, rather than a delay of nothing if they disagree. */
+	u64 delay = rtt_ns > hosts_ns ? rtt_ns - hosts_ns : 0;
+
+	me_cc_acked(n, &p->path[link], bytes, rtt_ns, delay, me_now(n));
+}
+
+void me_path_spurious(struct me_node *n, struct me_peer *p)
+{
+	u64 now = me_now(n);
+	u32 l;
+
+	for (l = 0; l < ME_MAX_LINKS; l++)
+		if (me_atomic_read(&p->path[l].known))
+			me_cc_spurious(n, &p->path[l], now);
 }
 
 u64 me_path_acked_ns(struct me_peer *p, u32 link)
@@ -937,6 +952,9 @@ bool me_node_path_at(struct me_node *n, u32 slot, u32 link,
 	out->cwnd = me_cc_window(n, pa);
 	out->data_rtt_us = (u32)me_min_u64(me_div_u64(me_atomic64_read(&pa->cc_rtt_ns), 1000),
 					   0xffffffffu);
+	out->data_delay_us = (u32)me_min_u64(me_div_u64(me_atomic64_read(&pa->cc_delay_ns), 1000),
+					     0xffffffffu);
+	out->base_us = (u32)me_min_u64(me_div_u64(me_cc_base(pa), 1000), 0xffffffffu);
 	rx = me_atomic64_read(&pa->last_rx_ns);
 	out->rx_age_ns = rx ? me_elapsed(now, rx) : ~0ull;
 	out->tx_pkts = me_atomic64_read(&pa->tx_pkts);

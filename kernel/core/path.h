@@ -23,6 +23,16 @@ struct me_link {
 };
 
 /*
+ * A windowed minimum (cc.c): the least sample of the current period and
+ * of the one before it, so always at least one whole period's.
+ */
+struct me_winmin {
+	me_atomic64_t prev;	/* the previous period's least, 0: none */
+	me_atomic64_t cur;	/* the current one's, 0: none yet */
+	me_atomic64_t t0;	/* the current period's start */
+};
+
+/*
  * Per (link, peer) path.  Fields marked (timer) are touched only by
  * me_core_timer(); all others are atomics, updated from any receive
  * thread.  A path exists (known) once a HELLO of the peer validated on
@@ -54,13 +64,16 @@ struct me_path {
 	/* Congestion control (cc.c). */
 	me_atomic_t cwnd;	/* bytes that may be in flight */
 	me_atomic_t ssthresh;	/* grow by bytes acked below this */
-	me_atomic64_t base_ns;	/* smallest RTT of the previous period */
-	me_atomic64_t base_next_ns; /* ... and of the current one */
-	me_atomic64_t base_t0;	/* the current period's start */
+	struct me_winmin base;	/* least delay over ME_CC_BASE_NS */
 	me_atomic64_t cc_dec_ns; /* last decrease of cwnd */
 	me_atomic64_t cc_rtt_ns; /* last round-trip sample of data */
+	me_atomic64_t cc_delay_ns; /* ... without the hosts' queues */
 	me_atomic_t rto_run;	/* timeouts since the last ack on the path */
 	me_atomic64_t cc_loss_ns; /* last packet found lost by acks, 0: none */
+	me_atomic_t undo_cwnd;	/* before the timeouts of the last episode
+				 * shrank it, 0: nothing to undo */
+	me_atomic_t undo_ssthresh;
+	me_atomic64_t undo_ns;	/* that episode's first timeout */
 	u64 last_ka_ns;		/* (timer) */
 	u64 rate_t0;		/* (timer) */
 	u64 rate_d0;		/* (timer) */
@@ -128,10 +141,18 @@ void me_path_acked(struct me_node *node, struct me_peer *p, u32 link,
 		   u32 txno, u32 bytes, bool fifo);
 /*
  * One ack acked `bytes` sent on the path; rtt_ns: the smallest round trip
- * among them sent only once (0: none).  Congestion control (cc.c).
+ * among them sent only once (0: none), hosts_ns the part of it the ack and
+ * its packet spent waiting in the two hosts (the peer's hold, our receive
+ * queue).  Congestion control (cc.c).
  */
 void me_path_ack_done(struct me_node *node, struct me_peer *p, u32 link,
-		      u32 bytes, u64 rtt_ns);
+		      u32 bytes, u64 rtt_ns, u64 hosts_ns);
+/*
+ * The peer got a packet twice (an ack's ME_F_DUP): a timeout resent it
+ * needlessly; every path to the peer gets back what its timeouts took
+ * (cc.c).  The ack does not say which packet, so not which path.
+ */
+void me_path_spurious(struct me_node *node, struct me_peer *p);
 bool me_path_lost(struct me_node *node, struct me_peer *p, u32 link, u32 txno);
 /*
  * The path delivered nothing since `since` with data in flight: if

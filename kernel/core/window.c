@@ -224,6 +224,20 @@ static void ack_or_defer(struct me_conn *c, u32 link, const struct me_hdr *h)
 	me_win_send_ack(c, (int)link, false);
 }
 
+/*
+ * A copy of a packet we have: a retransmission the sender need not have
+ * made.  The next ack says so (ME_F_DUP), so a sender whose timeout fired
+ * early undoes what it did to its window (cc.c).
+ */
+static void rx_dup(struct me_conn *c, u32 link, const struct me_hdr *h, bool ack)
+{
+	me_stat_inc(c->node, ME_ST_RX_DUP);
+	me_cstat_add(c, ME_CST_RX_DROP, 1);
+	me_atomic_set(&c->rx_dup, 1);
+	if (ack)
+		ack_or_defer(c, link, h);
+}
+
 void me_win_rx_data(struct me_conn *c, u32 link, const struct me_hdr *h,
 		    const u8 *pkt, u32 len)
 {
@@ -234,6 +248,7 @@ void me_win_rx_data(struct me_conn *c, u32 link, const struct me_hdr *h,
 	u64 v;
 
 	me_atomic_set(&c->ack_link, link);
+	me_atomic64_set(&c->rx_arrival_ns, me_hdr_arrival(n, h));
 	cum = me_atomic_read(&c->rcv_cum);
 	st = me_atomic_read(&c->state);
 	if (st != ME_CS_ESTABLISHED && st != ME_CS_CLOSING) {
@@ -244,9 +259,7 @@ void me_win_rx_data(struct me_conn *c, u32 link, const struct me_hdr *h,
 		return;
 	}
 	if (me_seq_lt(s, cum)) {
-		me_stat_inc(n, ME_ST_RX_DUP);
-		me_cstat_add(c, ME_CST_RX_DROP, 1);
-		ack_or_defer(c, link, h);
+		rx_dup(c, link, h, true);
 		return;
 	}
 	if (s - cum >= w) {
@@ -257,21 +270,17 @@ void me_win_rx_data(struct me_conn *c, u32 link, const struct me_hdr *h,
 	r = &c->rx[s & (w - 1)];
 	v = me_atomic64_read(&r->state);
 	if (rx_seq(v) == s) {
-		me_stat_inc(n, ME_ST_RX_DUP);
-		me_cstat_add(c, ME_CST_RX_DROP, 1);
-		ack_or_defer(c, link, h);
+		rx_dup(c, link, h, true);
 		return;
 	}
 	/* Not the previous lap: only possible if rcv_cum moved meanwhile. */
 	if (rx_seq(v) != s - w) {
-		me_stat_inc(n, ME_ST_RX_DUP);
-		me_cstat_add(c, ME_CST_RX_DROP, 1);
+		rx_dup(c, link, h, false);
 		return;
 	}
 	/* Table 1 state 7: claim the entry; a racing copy of s loses. */
 	if (me_atomic64_cmpxchg(&r->state, v, RXS(s, ME_RXS_CLAIMED)) != v) {
-		me_stat_inc(n, ME_ST_RX_DUP);
-		me_cstat_add(c, ME_CST_RX_DROP, 1);
+		rx_dup(c, link, h, false);
 		return;
 	}
 	me_atomic_seq_max(&c->rcv_high, s + 1);
@@ -324,6 +333,8 @@ void me_win_send_ack(struct me_conn *c, int link, bool nack)
 	u32 mask = c->window - 1, cum, high, i;
 	u8 buf[ME_HDR_ACK];
 	struct me_hdr h;
+	u64 arrival;
+	bool dup;
 
 	if (!me_trylock(&c->ack_lock))
 		return;
@@ -333,6 +344,9 @@ void me_win_send_ack(struct me_conn *c, int link, bool nack)
 	h.dst_conn = c->peer_conn;
 	h.dst_inc = c->peer_inc;
 	h.cookie = c->peer_cookie;
+	dup = me_atomic_read(&c->rx_dup) && me_atomic_cmpxchg(&c->rx_dup, 1, 0) == 1;
+	if (dup)
+		h.flags |= ME_F_DUP;
 	cum = me_atomic_read(&c->rcv_cum);
 	h.a.cum = cum;
 	h.a.right = cum + c->credit;
@@ -361,12 +375,22 @@ void me_win_send_ack(struct me_conn *c, int link, bool nack)
 	}
 	if (nack)
 		me_atomic_set(&c->nack_cum, cum);
+	/*
+	 * After cum and the bitmap: a packet they cover stored its arrival
+	 * before it moved them, so this is its or a later one's, and the
+	 * hold never exceeds the round trip of a packet the ack covers.
+	 */
+	arrival = me_atomic64_read(&c->rx_arrival_ns);
+	if (arrival)
+		h.a.hold = (u32)me_min_u64(me_elapsed(me_now(n), arrival), 0xffffffffu);
 	if (link < 0 || !me_path_usable(n, c->pe, (u32)link))
 		link = me_path_any(n, c->pe);
 	if (link >= 0) {
 		me_wire_build(buf, &h);
 		me_conn_tx(c, (u32)link, buf, ME_HDR_ACK);
 		me_stat_inc(n, nack ? ME_ST_TX_NACK : ME_ST_TX_ACK);
+	} else if (dup) {
+		me_atomic_set(&c->rx_dup, 1);	/* for the next ack */
 	}
 	me_unlock(&c->ack_lock);
 }
@@ -623,6 +647,7 @@ void me_win_rx_ack(struct me_conn *c, u32 link, const struct me_hdr *h)
 	u32 u, s, i, highest, cs;
 	bool progress = false, sacked = false;
 	struct ack_sum sum;
+	u64 hosts = 0;
 
 	(void)link;
 	sum.links = 0;
@@ -631,6 +656,10 @@ void me_win_rx_ack(struct me_conn *c, u32 link, const struct me_hdr *h)
 		return;
 	}
 	me_atomic_seq_max(&c->snd_right, h->a.right);
+	if (h->flags & ME_F_DUP) {
+		me_stat_inc(n, ME_ST_RTX_SPURIOUS);
+		me_path_spurious(n, c->pe);
+	}
 	/* Before snd_una moves (me_msg_acked()). */
 	me_msg_ack_status(c, h->a.status);
 
@@ -689,11 +718,13 @@ void me_win_rx_ack(struct me_conn *c, u32 link, const struct me_hdr *h)
 				retransmit(c, s, ME_ST_TX_RTX_LOSS);
 		}
 	}
+	if (sum.links)
+		hosts = h->a.hold + me_elapsed(me_now(n), me_hdr_arrival(n, h));
 	while (sum.links) {
 		u32 l = __builtin_ctz(sum.links);
 
 		sum.links &= sum.links - 1;
-		me_path_ack_done(n, c->pe, l, sum.bytes[l], sum.rtt[l]);
+		me_path_ack_done(n, c->pe, l, sum.bytes[l], sum.rtt[l], hosts);
 	}
 	if (progress) {
 		me_atomic_set(&c->backoff, 0);

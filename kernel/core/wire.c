@@ -198,6 +198,7 @@ int me_wire_parse(const void *buf, u32 len, struct me_hdr *h)
 		memcpy(h->a.sack, p + 48, sizeof(h->a.sack));
 		h->a.base = me_get_be32(p + 64);
 		h->a.status = me_get_be32(p + 68);
+		h->a.hold = me_get_be32(p + 72);
 		if (h->a.base > ME_WIN_MAX - ME_SACK_BITS || h->payload_len)
 			return ME_EWIRE_FIELD;
 		if (!me_seq_le(h->a.cum, h->a.right) ||
@@ -273,6 +274,7 @@ u32 me_wire_build(u8 *p, const struct me_hdr *h)
 		memcpy(p + 48, h->a.sack, sizeof(h->a.sack));
 		me_put_be32(p + 64, h->a.base);
 		me_put_be32(p + 68, h->a.status);
+		me_put_be32(p + 72, h->a.hold);
 		break;
 	case ME_PT_ABORT:
 		me_put_be32(p + 40, h->x.status);

@@ -22,8 +22,12 @@
  * 5: ports: CONNECT names the port it opens (ACCEPT echoes it); an ABORT
  * with no source connection refuses a CONNECT (no endpoint on its port, or
  * no room for another connection of its sender).
+ * 6: ACK/NACK flag DUP: a packet arrived twice (the sender undoes what
+ * the timeout that resent it did to its congestion window); ACK/NACK
+ * carry the receiver's hold time (76 bytes), which congestion control
+ * takes out of its round trips.
  */
-#define ME_WIRE_VERSION		5
+#define ME_WIRE_VERSION		6
 
 enum me_pkt_type {
 	ME_PT_HELLO = 1,	/* discovery, every link, periodically */
@@ -47,11 +51,14 @@ enum me_pkt_type {
 #define ME_F_LAST	0x0002	/* sequenced: last packet of its message */
 #define ME_F_REPLY	0x0004	/* keepalive: this is the reply */
 #define ME_F_RTX	0x0008	/* sequenced: retransmission */
-#define ME_F_KNOWN	0x000f
+#define ME_F_DUP	0x0010	/* ACK, NACK: a sequenced packet arrived
+				 * twice since the last ack (a retransmission
+				 * was not needed) */
+#define ME_F_KNOWN	0x001f
 
 #define ME_HDR_COMMON	40
 #define ME_HDR_SEQ	88	/* common + sequenced extension */
-#define ME_HDR_ACK	72
+#define ME_HDR_ACK	76
 #define ME_HDR_CONN	72
 #define ME_HDR_HELLO	48
 #define ME_HDR_KA	64
@@ -107,6 +114,9 @@ struct me_hdr {
 			u8 sack[ME_SACK_BITS / 8];
 			u32 status;	/* STATUS frames its sender had queued
 					 * on the connection when it read cum */
+			u32 hold;	/* ns between the arrival of the newest
+					 * packet it answers and its sending
+					 * (the receiver's part of the RTT) */
 		} a;
 		struct {		/* CONNECT, ACCEPT */
 			u32 isn;

@@ -3,7 +3,9 @@
 // of the receiver longer than the RTO makes every packet in flight time
 // out at once; that costs half the window, not all of it, and only
 // timeouts in a row with no ack between them (an outage), or a timeout
-// soon after losses (congestion), reset the window to one packet.
+// soon after losses (congestion), reset the window to one packet; a
+// timeout the receiver proves needless (it got the packet twice) is
+// undone.
 #include "harness.hpp"
 
 using namespace mesim;
@@ -109,6 +111,44 @@ TEST(Cc, timeouts__halve_the_window_until_three_in_a_row)
 	sim.drop_hook = nullptr;
 	ASSERT_TRUE(sim.run([&] { return w.all_done(); }, sim.now + 2000000000));
 	w.check();
+}
+
+// A timeout whose packet had arrived (only its ack was late or lost) is
+// no congestion: the receiver gets the packet twice, says so in its next
+// ack (ME_F_DUP), and the sender gets back the window the timeout took.
+TEST(Cc, needless_retransmission__gives_the_window_back)
+{
+	const uint32_t mtu = kMtu;
+	Stream S(72);
+	ASSERT_NE(S.c, nullptr);
+	Sim &sim = S.sim;
+	ASSERT_NO_FATAL_FAILURE(S.grow());
+
+	bool hold = true;
+	sim.drop_hook = [&](const TxEvent &e) { return hold && e.node == 1; };
+	const uint64_t fired0 = rto_fired(sim);
+	const uint32_t before = cwnd_of(sim, 0);
+	ASSERT_GE(before, 8 * mtu) << "the window never grew";
+	ASSERT_TRUE(sim.run([&] { return rto_fired(sim) > fired0; }, sim.now + 100000000));
+	const uint32_t shrunk = cwnd_of(sim, 0);
+	EXPECT_LE(shrunk, before / 2 + mtu);
+
+	// The acks flow again: the resent packets are duplicates at node 1.
+	hold = false;
+	sim.drop_hook = nullptr;
+	const uint64_t spurious0 = me_node_stat(sim.nodes[0]->node, ME_ST_RTX_SPURIOUS);
+	ASSERT_TRUE(sim.run([&] {
+		return me_node_stat(sim.nodes[0]->node, ME_ST_RTX_SPURIOUS) > spurious0;
+	}, sim.now + 100000000)) << "no ack said a packet came twice";
+	EXPECT_GT(me_node_stat(sim.nodes[1]->node, ME_ST_RX_DUP), 0u);
+	const uint32_t after = cwnd_of(sim, 0);
+	printf("window %u B before the timeout, %u B after it, %u B once the peer said the "
+	       "packet came twice\n", before, shrunk, after);
+	// What the timeout halved (the window then, a little under `before`:
+	// the acks in flight when they stopped had moved it).
+	EXPECT_GE(after + mtu, 2 * shrunk);
+	ASSERT_TRUE(sim.run([&] { return S.w.all_done(); }, sim.now + 2000000000));
+	S.w.check();
 }
 
 // A timeout on a path that has just lost packets (found by the acks of

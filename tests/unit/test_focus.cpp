@@ -113,7 +113,8 @@ TEST(Wire, parse__bad_fields)
 	bad([](auto &c) { c[0] = 2; }, ME_EWIRE_VERSION);		// before neighbours
 	bad([](auto &c) { c[0] = 3; }, ME_EWIRE_VERSION);		// before completion by ack
 	bad([](auto &c) { c[0] = 4; }, ME_EWIRE_VERSION);		// before ports
-	bad([](auto &c) { c[0] = 6; }, ME_EWIRE_VERSION);
+	bad([](auto &c) { c[0] = 5; }, ME_EWIRE_VERSION);		// before DUP and hold
+	bad([](auto &c) { c[0] = 7; }, ME_EWIRE_VERSION);
 	bad([](auto &c) { c[1] = 0; }, ME_EWIRE_TYPE);
 	bad([](auto &c) { c[1] = ME_PT_MAX_; }, ME_EWIRE_TYPE);
 	bad([](auto &c) { c[3] = 0x80; }, ME_EWIRE_FIELD);		// flags

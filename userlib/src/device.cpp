@@ -248,6 +248,8 @@ Result<std::vector<NeighbourInfo>> Device::neighbours() const
 		n.rx_bytes = r.rx_bytes;
 		n.cwnd = r.cwnd;
 		n.data_rtt_us = r.data_rtt_us;
+		n.data_delay_us = r.data_delay_us;
+		n.base_us = r.base_us;
 		out.push_back(n);
 	}
 	return out;
@@ -281,7 +283,7 @@ constexpr const char *stat_names[] = {
 	"conn_refused", "key_rejected", "conn_aborted",
 	"rx_hello_held", "peer_restart", "rx_cookie", "peer_abort",
 	"peer_table_full", "peer_evicted", "peer_forgotten", "rx_addr", "path_stalled",
-	"path_told_down",
+	"path_told_down", "rtx_spurious",
 };
 static_assert(std::size(stat_names) == ME_STAT_COUNT,
 	      "a name for every enum me_stat_index entry, in order");

@@ -306,6 +306,8 @@ TEST_F(Fake, NeighboursAskAgainWhenThereAreMoreThanGuessed)
 		n.rx_bytes = 5;
 		n.cwnd = 18000 + i;
 		n.data_rtt_us = 300 + i;
+		n.data_delay_us = 200 + i;
+		n.base_us = 50 + i;
 		mod.nbrs.push_back(n);
 	}
 	Device dev = open();
@@ -313,7 +315,7 @@ TEST_F(Fake, NeighboursAskAgainWhenThereAreMoreThanGuessed)
 	ASSERT_TRUE(nbrs) << nbrs.error().message();
 	ASSERT_EQ(nbrs->size(), 70u);
 	EXPECT_EQ(mod.nbr_calls.size(), 2u);
-	EXPECT_EQ(mod.nbr_calls.back().info_size, static_cast<unsigned>(ME_NBR_INFO_SIZE_VER1));
+	EXPECT_EQ(mod.nbr_calls.back().info_size, static_cast<unsigned>(ME_NBR_INFO_SIZE_VER2));
 	const auto &n = nbrs.value()[69];
 	EXPECT_EQ(n.link, 1u);
 	EXPECT_EQ(n.node_id, 234u);
@@ -332,6 +334,8 @@ TEST_F(Fake, NeighboursAskAgainWhenThereAreMoreThanGuessed)
 	EXPECT_EQ(n.lost_pkts, 3u);
 	EXPECT_EQ(n.cwnd, 18069u);
 	EXPECT_EQ(n.data_rtt_us, 369u);
+	EXPECT_EQ(n.data_delay_us, 269u);
+	EXPECT_EQ(n.base_us, 119u);
 	EXPECT_EQ(n.tx_bytes, 4u);
 	EXPECT_EQ(n.rx_bytes, 5u);
 	EXPECT_TRUE(nbrs.value()[0].alive);

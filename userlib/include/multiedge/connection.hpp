@@ -102,6 +102,8 @@ struct NeighbourInfo {
 	std::uint64_t tx_bytes = 0, rx_bytes = 0;
 	std::uint32_t cwnd = 0;		// congestion window, bytes
 	std::uint32_t data_rtt_us = 0;	// last round trip of data, 0: none
+	std::uint32_t data_delay_us = 0; // the same without the hosts' queues (ABI 12)
+	std::uint32_t base_us = 0;	// the least such delay lately, 0: none
 };
 
 // Counters of one connection of the namespace (Device::connections()).

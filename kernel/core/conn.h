@@ -64,7 +64,8 @@ struct me_conn {
 	me_atomic64_t srtt_ns;	/* smoothed rtt, 0 = no sample yet */
 	me_atomic64_t rttvar_ns;
 	me_atomic_t backoff;	/* RTO doubling count, reset on progress */
-	u64 rto_last_ns;	/* (timer) last RTO firing */
+	u64 rto_probe_ns;	/* (timer) last timeout that resent only the
+				 * oldest packet (window.c) */
 
 	/* ---- receive side (window.c) ---- */
 	struct me_rxslot *rx;
@@ -79,6 +80,7 @@ struct me_conn {
 	me_atomic_t rx_dup;	/* a packet came twice since the last ack
 				 * (its ME_F_DUP tells the sender) */
 	me_atomic64_t rx_arrival_ns; /* when the newest packet reached the host */
+	me_atomic_t rx_stamp;	/* ... and its stamp, which acks echo */
 	u32 ack_no;		/* (ack_lock) acks sent, picks the sack base */
 
 	/* ---- messages (msg.c) ---- */

@@ -249,6 +249,7 @@ void me_win_rx_data(struct me_conn *c, u32 link, const struct me_hdr *h,
 
 	me_atomic_set(&c->ack_link, link);
 	me_atomic64_set(&c->rx_arrival_ns, me_hdr_arrival(n, h));
+	me_atomic_set(&c->rx_stamp, h->d.stamp);
 	cum = me_atomic_read(&c->rcv_cum);
 	st = me_atomic_read(&c->state);
 	if (st != ME_CS_ESTABLISHED && st != ME_CS_CLOSING) {
@@ -383,6 +384,7 @@ void me_win_send_ack(struct me_conn *c, int link, bool nack)
 	arrival = me_atomic64_read(&c->rx_arrival_ns);
 	if (arrival)
 		h.a.hold = (u32)me_min_u64(me_elapsed(me_now(n), arrival), 0xffffffffu);
+	h.a.echo = me_atomic_read(&c->rx_stamp);
 	if (link < 0 || !me_path_usable(n, c->pe, (u32)link))
 		link = me_path_any(n, c->pe);
 	if (link >= 0) {
@@ -415,6 +417,24 @@ static void rtt_sample(struct me_conn *c, u64 r)
 	var = err > var ? var + ((err - var) >> 2) : var - ((var - err) >> 2);
 	me_atomic64_set(&c->srtt_ns, srtt ? srtt : 1);
 	me_atomic64_set(&c->rttvar_ns, var);
+}
+
+/*
+ * The RTO's round trips come from the stamps acks echo, not from the
+ * packets they ack: those retransmitted give none by Karn's rule, and
+ * when a receiver pauses past the RTO every packet it delays is
+ * retransmitted, so the estimator would never see such a pause and the
+ * next one would fire the timer needlessly again.  The echo names the
+ * transmission, so every ack that acks something gives a sample,
+ * retransmissions and delayed packets alike (TCP's timestamps, RFC 7323).
+ */
+static void echo_sample(struct me_conn *c, u32 echo)
+{
+	u32 us = me_wire_stamp_of(me_now(c->node)) - echo;
+
+	/* Not ours (0, or from the future after a restart): none. */
+	if (echo && us < 0x80000000u)
+		rtt_sample(c, (u64)(us ? us : 1) * 1000);
 }
 
 static u64 rto_ns(struct me_conn *c)
@@ -525,6 +545,8 @@ static void slot_tx(struct me_conn *c, struct me_txslot *t, u32 link, u32 len)
 {
 	struct me_node *n = c->node;
 
+	/* Each transmission its own stamp: an ack names the copy it answers. */
+	me_wire_stamp(t->buf, me_wire_stamp_of(me_now(n)));
 	if (!t->zc) {
 		me_conn_tx(c, link, t->buf, len);
 		return;
@@ -576,11 +598,8 @@ static void account(struct me_conn *c, u32 s, struct ack_sum *sum)
 	if (!li_rtx(li)) {	/* Karn: no samples from retransmissions */
 		u64 now = me_now(c->node);
 
-		if (now > sent) {
-			rtt_sample(c, now - sent);
-			if (!sum->rtt[l] || now - sent < sum->rtt[l])
-				sum->rtt[l] = now - sent;
-		}
+		if (now > sent && (!sum->rtt[l] || now - sent < sum->rtt[l]))
+			sum->rtt[l] = now - sent;
 	}
 	zc_settle(c, t);
 }
@@ -718,8 +737,10 @@ void me_win_rx_ack(struct me_conn *c, u32 link, const struct me_hdr *h)
 				retransmit(c, s, ME_ST_TX_RTX_LOSS);
 		}
 	}
-	if (sum.links)
+	if (sum.links) {
 		hosts = h->a.hold + me_elapsed(me_now(n), me_hdr_arrival(n, h));
+		echo_sample(c, h->a.echo);
+	}
 	while (sum.links) {
 		u32 l = __builtin_ctz(sum.links);
 
@@ -818,7 +839,7 @@ void me_win_timer(struct me_conn *c, u64 now)
 {
 	struct me_node *n = c->node;
 	u32 una, max, s, st = me_atomic_read(&c->state);
-	bool fired = false, oldest_done = false;
+	bool fired = false, oldest_done = false, probe;
 	u64 rto;
 
 	if (me_atomic_read(&c->unacked))
@@ -831,6 +852,16 @@ void me_win_timer(struct me_conn *c, u64 now)
 	una = me_atomic_read(&c->snd_una);
 	max = me_atomic_read(&c->snd_max);
 	rto = rto_ns(c);
+	/*
+	 * The first timeout of an episode resends only the oldest packet
+	 * that timed out, as a probe (RFC 5682's F-RTO): a receiver that
+	 * paused past the RTO then acks the originals, and only one packet
+	 * went twice, not the window (its DUP undoes what the timeout did to
+	 * the congestion window, cc.c).  A timeout within four RTOs of the
+	 * probe resends them all: the loss is real (a lost tail costs one
+	 * RTO more than without the probe).
+	 */
+	probe = !c->rto_probe_ns || me_elapsed(now, c->rto_probe_ns) >= 4 * rto;
 	for (s = una; me_seq_lt(s, max); s++) {
 		struct me_txslot *t = &c->tx[s & (c->window - 1)];
 		u64 li = me_atomic64_read(&t->linfo);
@@ -871,18 +902,21 @@ void me_win_timer(struct me_conn *c, u64 now)
 		if (now < sent || now - sent < rto)
 			continue;
 		/*
-		 * Every timed-out packet goes again, not only the oldest as
-		 * TCP does: the acks of retransmissions never prove link
-		 * order (their first copy may be what arrived), so a lost
-		 * tail would otherwise take one timer pass per packet.  A
-		 * timeout from queueing delay alone is rare under
-		 * congestion control (queues stay near its target), and
-		 * the window it shrank to limits what follows.
+		 * After the probe, every timed-out packet goes again, not
+		 * only the oldest as TCP does: the acks of retransmissions
+		 * never prove link order (their first copy may be what
+		 * arrived), so a lost tail would otherwise take one timer
+		 * pass per packet.
 		 */
 		if (retransmit(c, s, ME_ST_TX_RTX_RTO))
 			fired = true;
-		if (oldest_done)
+		if (fired && probe)
+			c->rto_probe_ns = now;
+		if (oldest_done) {
+			if (fired && probe)
+				break;
 			continue;
+		}
 		oldest_done = true;
 		/*
 		 * Its path delivered nothing for a keepalive period (and an
@@ -897,6 +931,8 @@ void me_win_timer(struct me_conn *c, u64 now)
 		 */
 		if (now - sent >= n->cfg.ka_ns)
 			me_path_suspect(n, c->pe, l, sent);
+		if (fired && probe)
+			break;
 	}
 	if (fired) {
 		me_stat_inc(n, ME_ST_RTO_FIRED);

@@ -64,8 +64,7 @@ static int check_seq(struct me_hdr *h, const u8 *p)
 	x->d.msg_off = me_get_be32(p + 56);
 	x->d.region = me_get_be32(p + 60);
 	x->d.imm = me_get_be32(p + 64);
-	if (me_get_be32(p + 68))
-		return ME_EWIRE_FIELD;
+	x->d.stamp = me_get_be32(p + 68);
 	x->d.key = me_get_be64(p + 72);
 	x->d.addr = me_get_be64(p + 80);
 	if (h->d.msg_len > ME_MAX_MSG)
@@ -199,6 +198,7 @@ int me_wire_parse(const void *buf, u32 len, struct me_hdr *h)
 		h->a.base = me_get_be32(p + 64);
 		h->a.status = me_get_be32(p + 68);
 		h->a.hold = me_get_be32(p + 72);
+		h->a.echo = me_get_be32(p + 76);
 		if (h->a.base > ME_WIN_MAX - ME_SACK_BITS || h->payload_len)
 			return ME_EWIRE_FIELD;
 		if (!me_seq_le(h->a.cum, h->a.right) ||
@@ -226,6 +226,11 @@ int me_wire_parse(const void *buf, u32 len, struct me_hdr *h)
 	    h->dst_node == ME_NODE_BCAST)
 		return ME_EWIRE_FIELD;
 	return 0;
+}
+
+void me_wire_stamp(u8 *p, u32 stamp)
+{
+	me_put_be32(p + 68, stamp);
 }
 
 u32 me_wire_build(u8 *p, const struct me_hdr *h)
@@ -275,6 +280,7 @@ u32 me_wire_build(u8 *p, const struct me_hdr *h)
 		me_put_be32(p + 64, h->a.base);
 		me_put_be32(p + 68, h->a.status);
 		me_put_be32(p + 72, h->a.hold);
+		me_put_be32(p + 76, h->a.echo);
 		break;
 	case ME_PT_ABORT:
 		me_put_be32(p + 40, h->x.status);
@@ -287,6 +293,7 @@ u32 me_wire_build(u8 *p, const struct me_hdr *h)
 		me_put_be32(p + 56, h->d.msg_off);
 		me_put_be32(p + 60, h->d.region);
 		me_put_be32(p + 64, h->d.imm);
+		me_put_be32(p + 68, h->d.stamp);
 		me_put_be64(p + 72, h->d.key);
 		me_put_be64(p + 80, h->d.addr);
 		break;

@@ -24,8 +24,10 @@
  * no room for another connection of its sender).
  * 6: ACK/NACK flag DUP: a packet arrived twice (the sender undoes what
  * the timeout that resent it did to its congestion window); ACK/NACK
- * carry the receiver's hold time (76 bytes), which congestion control
- * takes out of its round trips.
+ * carry the receiver's hold time, which congestion control takes out of
+ * its round trips, and echo the stamp every transmission of a sequenced
+ * packet carries (the former reserved word), so that round trips are
+ * measured for retransmitted packets too (80-byte acks).
  */
 #define ME_WIRE_VERSION		6
 
@@ -58,7 +60,7 @@ enum me_pkt_type {
 
 #define ME_HDR_COMMON	40
 #define ME_HDR_SEQ	88	/* common + sequenced extension */
-#define ME_HDR_ACK	76
+#define ME_HDR_ACK	80
 #define ME_HDR_CONN	72
 #define ME_HDR_HELLO	48
 #define ME_HDR_KA	64
@@ -104,6 +106,9 @@ struct me_hdr {
 			u32 msg_off;
 			u32 region;
 			u32 imm;
+			u32 stamp;	/* the sender's clock at this
+					 * transmission, us (low 32 bits, 0:
+					 * none); acks echo it */
 			u64 key;
 			u64 addr;
 		} d;
@@ -117,6 +122,7 @@ struct me_hdr {
 			u32 hold;	/* ns between the arrival of the newest
 					 * packet it answers and its sending
 					 * (the receiver's part of the RTT) */
+			u32 echo;	/* that packet's stamp (0: none) */
 		} a;
 		struct {		/* CONNECT, ACCEPT */
 			u32 isn;
@@ -168,6 +174,15 @@ u16 me_wire_hdr_len(u32 type);
 int me_wire_parse(const void *buf, u32 len, struct me_hdr *h);
 /* Write h's header into buf (ME_HDR_MAX bytes at least); returns its length. */
 u32 me_wire_build(u8 *buf, const struct me_hdr *h);
+/* Sets the stamp of the sequenced header me_wire_build() wrote in buf. */
+void me_wire_stamp(u8 *buf, u32 stamp);
+/* A clock in microseconds as stamps carry it: low 32 bits, never 0. */
+static inline u32 me_wire_stamp_of(u64 now_ns)
+{
+	u32 us = (u32)me_div_u64(now_ns, 1000);
+
+	return us ? us : 1;
+}
 bool me_sack_test(const u8 *sack, u32 bit);
 void me_sack_set(u8 *sack, u32 bit);
 

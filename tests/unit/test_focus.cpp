@@ -58,14 +58,18 @@ TEST(Wire, roundtrip__every_type)
 			}
 		} else if (t == ME_PT_ACK || t == ME_PT_NACK) {
 			h.a.cum = 5; h.a.right = 90; h.a.sack[3] = 0x81;
+			h.a.hold = 0x10203040; h.a.echo = 0x50607080;
+			h.flags = ME_F_DUP;
 		} else if (t == ME_PT_READ_REQ) {
 			h.payload_len = ME_READ_REQ_PAY;
 		} else if (me_pt_sequenced(t)) {
 			h.d.msg_len = (t == ME_PT_STATUS || t == ME_PT_CLOSE) ? 0 : 10;
 			h.payload_len = (uint16_t)h.d.msg_len;
 		}
-		if (!me_pt_sequenced(t) || t == ME_PT_STATUS || t == ME_PT_CLOSE ||
-		    t == ME_PT_READ_REQ)
+		if (me_pt_sequenced(t))
+			h.d.stamp = 0xa1b2c3d4;
+		if ((!me_pt_sequenced(t) || t == ME_PT_STATUS || t == ME_PT_CLOSE ||
+		     t == ME_PT_READ_REQ) && t != ME_PT_ACK && t != ME_PT_NACK)
 			h.flags = 0;
 		auto b = build(h, h.payload_len);
 		ASSERT_EQ(me_wire_parse(b.data(), (uint32_t)b.size(), &o), 0) << t;
@@ -80,6 +84,14 @@ TEST(Wire, roundtrip__every_type)
 			EXPECT_EQ(o.h.heard_us, 1234u);
 			EXPECT_EQ(o.h.echo, 0x1122334455667788ull);
 			EXPECT_EQ(o.h.down, 0x8001u);
+		}
+		if (me_pt_sequenced(t)) {
+			EXPECT_EQ(o.d.stamp, 0xa1b2c3d4u);
+		}
+		if (t == ME_PT_ACK || t == ME_PT_NACK) {
+			EXPECT_EQ(o.flags, ME_F_DUP);
+			EXPECT_EQ(o.a.hold, 0x10203040u);
+			EXPECT_EQ(o.a.echo, 0x50607080u);
 		}
 		if (t == ME_PT_ACK) {
 			EXPECT_EQ(o.a.right, 90u);
@@ -126,7 +138,6 @@ TEST(Wire, parse__bad_fields)
 	bad([](auto &c) { me_put_be32(&c[56], 5); }, ME_EWIRE_FIELD);	// msg_off
 	bad([](auto &c) { me_put_be32(&c[52], 0x80000000u); }, ME_EWIRE_FIELD);
 	bad([](auto &c) { me_put_be64(&c[80], ~0ull); }, ME_EWIRE_FIELD);	// addr wraps
-	bad([](auto &c) { c[68] = 1; }, ME_EWIRE_FIELD);		// reserved
 	bad([](auto &c) { me_put_be32(&c[28], 0); }, ME_EWIRE_FIELD);	// dst conn
 	bad([](auto &c) { me_put_be64(&c[32], 0); }, ME_EWIRE_FIELD);	// no cookie
 	{

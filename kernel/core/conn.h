@@ -80,7 +80,8 @@ struct me_conn {
 	me_atomic_t rx_dup;	/* a packet came twice since the last ack
 				 * (its ME_F_DUP tells the sender) */
 	me_atomic64_t rx_arrival_ns; /* when the newest packet reached the host */
-	me_atomic_t rx_stamp;	/* ... and its stamp, which acks echo */
+	me_atomic_t rx_stamp;	/* the stamp of the first packet since the
+				 * last ack (0: none), which the next echoes */
 	u32 ack_no;		/* (ack_lock) acks sent, picks the sack base */
 
 	/* ---- messages (msg.c) ---- */

@@ -249,7 +249,9 @@ void me_win_rx_data(struct me_conn *c, u32 link, const struct me_hdr *h,
 
 	me_atomic_set(&c->ack_link, link);
 	me_atomic64_set(&c->rx_arrival_ns, me_hdr_arrival(n, h));
-	me_atomic_set(&c->rx_stamp, h->d.stamp);
+	/* The earliest since the last ack (RFC 7323): its wait counts too. */
+	if (!me_atomic_read(&c->rx_stamp))
+		me_atomic_cmpxchg(&c->rx_stamp, 0, h->d.stamp);
 	cum = me_atomic_read(&c->rcv_cum);
 	st = me_atomic_read(&c->state);
 	if (st != ME_CS_ESTABLISHED && st != ME_CS_CLOSING) {
@@ -385,6 +387,8 @@ void me_win_send_ack(struct me_conn *c, int link, bool nack)
 	if (arrival)
 		h.a.hold = (u32)me_min_u64(me_elapsed(me_now(n), arrival), 0xffffffffu);
 	h.a.echo = me_atomic_read(&c->rx_stamp);
+	if (h.a.echo && me_atomic_cmpxchg(&c->rx_stamp, h.a.echo, 0) != h.a.echo)
+		h.a.echo = 0;	/* taken meanwhile: no sample this time */
 	if (link < 0 || !me_path_usable(n, c->pe, (u32)link))
 		link = me_path_any(n, c->pe);
 	if (link >= 0) {
@@ -425,8 +429,9 @@ static void rtt_sample(struct me_conn *c, u64 r)
  * when a receiver pauses past the RTO every packet it delays is
  * retransmitted, so the estimator would never see such a pause and the
  * next one would fire the timer needlessly again.  The echo names the
- * transmission, so every ack that acks something gives a sample,
- * retransmissions and delayed packets alike (TCP's timestamps, RFC 7323).
+ * transmission of the first packet the receiver got since its last ack
+ * (TCP's timestamps, RFC 7323), so the sample spans the pause and the
+ * ack's own delay, retransmissions and delayed packets alike.
  */
 static void echo_sample(struct me_conn *c, u32 echo)
 {

@@ -122,7 +122,9 @@ struct me_hdr {
 			u32 hold;	/* ns between the arrival of the newest
 					 * packet it answers and its sending
 					 * (the receiver's part of the RTT) */
-			u32 echo;	/* that packet's stamp (0: none) */
+			u32 echo;	/* the stamp of the first sequenced
+					 * packet since its previous ack (0:
+					 * none) */
 		} a;
 		struct {		/* CONNECT, ACCEPT */
 			u32 isn;

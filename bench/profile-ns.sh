@@ -4,7 +4,8 @@
 # under `perf record -a` for the same time.  Prints both profiles' top
 # symbols side by side with the throughput each reached.
 #   scripts/vm --timeout 600 -- bench/profile-ns.sh [MTU [SIZE [SECONDS]]]
-# Defaults: MTU 1500, 65536-byte writes, 4 s.  Output in /tmp/profile
+# Defaults: MTU 1500, 65536-byte writes, 4 s.  ME_KO: another module to
+# load (to profile two builds in one boot).  Output in /tmp/profile
 # (perf.data files, reports) and on the console.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -16,7 +17,7 @@ command -v perf >/dev/null || { echo "profile-ns: perf not found (Debian package
 echo 0 >/proc/sys/kernel/kptr_restrict
 echo -1 >/proc/sys/kernel/perf_event_paranoid
 dmesg -C
-insmod "$top/kernel/multiedge.ko" ${ME_MODULE_PARAMS:-}
+insmod "${ME_KO:-$top/kernel/multiedge.ko}" ${ME_MODULE_PARAMS:-}
 modprobe veth
 ip netns add a; ip netns add b
 ip link add va netns a mtu "$mtu" type veth peer name vb netns b mtu "$mtu"

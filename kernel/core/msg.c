@@ -455,7 +455,7 @@ static void rx_read_resp(struct me_conn *c, const struct me_hdr *h)
 		me_stat_inc(n, ME_ST_RX_BADOP);
 		return;
 	}
-	me_atomic64_set(&c->progress_ns, me_now(n));
+	me_atomic64_set(&c->progress_ns, h->now);
 	err = n->ops->mr_write(n->ctx, c->id, lregion, loff + h->d.msg_off,
 			       h->payload, pay, h->rx);
 	if (err)
@@ -545,7 +545,7 @@ static void rx_status(struct me_conn *c, const struct me_hdr *h)
 	    (me_atomic_read(&op->type) == ME_PT_READ_REQ && !h->d.imm && op->len)) {
 		me_stat_inc(c->node, ME_ST_RX_BADOP);
 	} else {
-		me_atomic64_set(&c->progress_ns, me_now(c->node));
+		me_atomic64_set(&c->progress_ns, h->now);
 		complete_op(c, op, h->d.op_id, -(s32)h->d.imm);
 	}
 	me_atomic_add_return(&c->status_seen, 1);

@@ -155,13 +155,11 @@ void me_core_rx_batch_begin(struct me_rx_batch *b)
 	b->rx_ns = 0;
 }
 
-u64 me_hdr_arrival(struct me_node *n, const struct me_hdr *h)
+u64 me_hdr_arrival(const struct me_hdr *h)
 {
-	u64 now = me_now(n);
-
-	if (h->batch && h->batch->rx_ns && h->batch->rx_ns <= now)
+	if (h->batch && h->batch->rx_ns && h->batch->rx_ns <= h->now)
 		return h->batch->rx_ns;
-	return now;
+	return h->now;
 }
 
 void me_core_rx_batch_end(struct me_rx_batch *b)
@@ -192,6 +190,7 @@ int me_core_rx_batch(struct me_node *n, struct me_rx_batch *b, u32 link, u64 src
 	}
 	h.rx = rx;
 	h.batch = b;
+	h.now = me_now(n);
 	if ((u32)h.hdr_len + h.payload_len > n->cfg.mtu) {
 		me_stat_inc(n, ME_ST_RX_FIELD);
 		return ME_EWIRE_FIELD;

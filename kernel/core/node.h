@@ -75,6 +75,6 @@ void me_node_hdr(struct me_node *n, struct me_hdr *h, u32 type, u32 dst);
  * When the received frame h reached the host (its receive batch's rx_ns),
  * or now: the time it waited for a receive thread is ours, not the path's.
  */
-u64 me_hdr_arrival(struct me_node *n, const struct me_hdr *h);
+u64 me_hdr_arrival(const struct me_hdr *h);
 
 #endif /* ME_NODE_H */

@@ -322,7 +322,7 @@ static struct me_peer *hello_rx(struct me_node *n, u32 link, u64 addr,
 				const struct me_hdr *h, bool *fresh_path,
 				u32 *restarted)
 {
-	u64 now = me_now(n);
+	u64 now = h->now;
 	struct me_peer *p;
 	struct me_path *pa;
 	u32 i;
@@ -453,7 +453,7 @@ void me_path_rx(struct me_node *n, u32 link, u64 addr, const struct me_hdr *h,
 		me_stat_inc(n, ME_ST_RX_ADDR);
 		return;
 	}
-	now = me_max_u64(me_now(n), 1);	/* 0 means never */
+	now = me_max_u64(h->now, 1);	/* 0 means never */
 	me_atomic64_set(&pa->last_rx_ns, now);
 	me_atomic64_add_return(&pa->rx_pkts, 1);
 	me_atomic64_add_return(&pa->rx_bytes, (u64)h->hdr_len + h->payload_len);
@@ -476,7 +476,7 @@ void me_path_rx(struct me_node *n, u32 link, u64 addr, const struct me_hdr *h,
 			me_atomic_set(&pa->rtt_us,
 				      (u32)me_max_u64(me_div_u64(now - h->h.echo, 1000), 1));
 			/* Without the time the reply waited for our thread. */
-			me_cc_probe_rtt(n, pa, me_max_u64(me_elapsed(me_hdr_arrival(n, h),
+			me_cc_probe_rtt(n, pa, me_max_u64(me_elapsed(me_hdr_arrival(h),
 								   h->h.echo), 1), now);
 		}
 	}
@@ -572,8 +572,8 @@ static bool txno_lt(u32 a, u32 b)
 	return ((b - a) & ME_TXNO_MASK) - 1 < (ME_TXNO_MASK >> 1);
 }
 
-void me_path_acked(struct me_node *n, struct me_peer *p, u32 link, u32 txno,
-		   u32 bytes, bool fifo)
+void me_path_acked(struct me_peer *p, u32 link, u32 txno, u32 bytes,
+		   bool fifo, u64 now)
 {
 	struct me_path *pa = &p->path[link];
 	u32 cur = me_atomic_read(&pa->acked_txno);
@@ -590,12 +590,12 @@ void me_path_acked(struct me_node *n, struct me_peer *p, u32 link, u32 txno,
 	 */
 	if (!fifo)
 		return;
-	me_atomic64_set(&pa->heard_ns, me_now(n));
+	me_atomic64_set(&pa->heard_ns, now);
 	while (txno_lt(cur, txno)) {
 		u32 old = me_atomic_cmpxchg(&pa->acked_txno, cur, txno);
 
 		if (old == cur) {
-			me_atomic64_set(&pa->acked_ns, me_now(n));
+			me_atomic64_set(&pa->acked_ns, now);
 			break;
 		}
 		cur = old;
@@ -603,12 +603,12 @@ void me_path_acked(struct me_node *n, struct me_peer *p, u32 link, u32 txno,
 }
 
 void me_path_ack_done(struct me_node *n, struct me_peer *p, u32 link,
-		      u32 bytes, u64 rtt_ns, u64 hosts_ns)
+		      u32 bytes, u64 rtt_ns, u64 hosts_ns, u64 now)
 {
 	/* 0, no sample, rather than a delay of nothing if they disagree. */
 	u64 delay = rtt_ns > hosts_ns ? rtt_ns - hosts_ns : 0;
 
-	me_cc_acked(n, &p->path[link], bytes, rtt_ns, delay, me_now(n));
+	me_cc_acked(n, &p->path[link], bytes, rtt_ns, delay, now);
 }
 
 void me_path_spurious(struct me_node *n, struct me_peer *p)

@@ -135,10 +135,10 @@ u32 me_path_next_txno(struct me_peer *p, u32 link, u32 len);
 /*
  * bytes of a transmission on link were acked; fifo: it was the only copy
  * ever sent (not a retransmission), so its txno proves that everything
- * sent earlier on the path has arrived or is lost.
+ * sent earlier on the path has arrived or is lost.  now: the ack's me_now.
  */
-void me_path_acked(struct me_node *node, struct me_peer *p, u32 link,
-		   u32 txno, u32 bytes, bool fifo);
+void me_path_acked(struct me_peer *p, u32 link, u32 txno, u32 bytes,
+		   bool fifo, u64 now);
 /*
  * One ack acked `bytes` sent on the path; rtt_ns: the smallest round trip
  * among them sent only once (0: none), hosts_ns the part of it the ack and
@@ -146,7 +146,7 @@ void me_path_acked(struct me_node *node, struct me_peer *p, u32 link,
  * queue).  Congestion control (cc.c).
  */
 void me_path_ack_done(struct me_node *node, struct me_peer *p, u32 link,
-		      u32 bytes, u64 rtt_ns, u64 hosts_ns);
+		      u32 bytes, u64 rtt_ns, u64 hosts_ns, u64 now);
 /*
  * The peer got a packet twice (an ack's ME_F_DUP): a timeout resent it
  * needlessly; every path to the peer gets back what its timeouts took

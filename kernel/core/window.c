@@ -170,6 +170,7 @@ again:
 		/* Validated on arrival; parse again from our own copy. */
 		if (me_wire_parse(r->buf, me_atomic_read(&r->len), &h))
 			break;
+		h.now = me_now(c->node);
 		if (h.type == ME_PT_CLOSE) {
 			me_atomic64_set(&r->state, RXS(cum, ME_RXS_DONE));
 			me_atomic_set(&c->rcv_cum, cum + 1);
@@ -248,7 +249,7 @@ void me_win_rx_data(struct me_conn *c, u32 link, const struct me_hdr *h,
 	u64 v;
 
 	me_atomic_set(&c->ack_link, link);
-	me_atomic64_set(&c->rx_arrival_ns, me_hdr_arrival(n, h));
+	me_atomic64_set(&c->rx_arrival_ns, me_hdr_arrival(h));
 	/* The earliest since the last ack (RFC 7323): its wait counts too. */
 	if (!me_atomic_read(&c->rx_stamp))
 		me_atomic_cmpxchg(&c->rx_stamp, 0, h->d.stamp);
@@ -433,9 +434,9 @@ static void rtt_sample(struct me_conn *c, u64 r)
  * (TCP's timestamps, RFC 7323), so the sample spans the pause and the
  * ack's own delay, retransmissions and delayed packets alike.
  */
-static void echo_sample(struct me_conn *c, u32 echo)
+static void echo_sample(struct me_conn *c, u32 echo, u64 now)
 {
-	u32 us = me_wire_stamp_of(me_now(c->node)) - echo;
+	u32 us = me_wire_stamp_of(now) - echo;
 
 	/* Not ours (0, or from the future after a restart): none. */
 	if (echo && us < 0x80000000u)
@@ -551,7 +552,7 @@ static void slot_tx(struct me_conn *c, struct me_txslot *t, u32 link, u32 len)
 	struct me_node *n = c->node;
 
 	/* Each transmission its own stamp: an ack names the copy it answers. */
-	me_wire_stamp(t->buf, me_wire_stamp_of(me_now(n)));
+	me_wire_stamp(t->buf, me_wire_stamp_of(me_atomic64_read(&t->sent_ns)));
 	if (!t->zc) {
 		me_conn_tx(c, link, t->buf, len);
 		return;
@@ -565,6 +566,7 @@ static void slot_tx(struct me_conn *c, struct me_txslot *t, u32 link, u32 len)
 
 /* What one ack acked per path, for congestion control (cc.c). */
 struct ack_sum {
+	u64 now;			/* the ack's me_now() */
 	u32 links;			/* mask of the paths below */
 	u32 bytes[ME_MAX_LINKS];
 	u64 rtt[ME_MAX_LINKS];		/* smallest, of packets sent once */
@@ -593,19 +595,17 @@ static void account(struct me_conn *c, u32 s, struct ack_sum *sum)
 			break;
 	}
 	l = li_link(li);
-	me_path_acked(c->node, c->pe, l, li_txno(li), len, !li_rtx(li));
+	me_path_acked(c->pe, l, li_txno(li), len, !li_rtx(li), sum->now);
 	if (!(sum->links & (1u << l))) {
 		sum->links |= 1u << l;
 		sum->bytes[l] = 0;
 		sum->rtt[l] = 0;
 	}
 	sum->bytes[l] += len;
-	if (!li_rtx(li)) {	/* Karn: no samples from retransmissions */
-		u64 now = me_now(c->node);
-
-		if (now > sent && (!sum->rtt[l] || now - sent < sum->rtt[l]))
-			sum->rtt[l] = now - sent;
-	}
+	/* Karn: no samples from retransmissions */
+	if (!li_rtx(li) && sum->now > sent &&
+	    (!sum->rtt[l] || sum->now - sent < sum->rtt[l]))
+		sum->rtt[l] = sum->now - sent;
 	zc_settle(c, t);
 }
 
@@ -619,7 +619,7 @@ static bool retransmit(struct me_conn *c, u32 s, enum me_stat why)
 	struct me_txslot *t = &c->tx[s & (c->window - 1)];
 	u32 len, nl, txno;
 	bool dead = false;
-	u64 li;
+	u64 li, now;
 	int pick;
 
 	if (!me_trylock(&t->lock))
@@ -645,11 +645,12 @@ static bool retransmit(struct me_conn *c, u32 s, enum me_stat why)
 	}
 	me_atomic_add_return(&me_pth(c->pe, li_link(li))->inflight, -len);
 	me_atomic64_add_return(&me_pth(c->pe, li_link(li))->lost_pkts, 1);
+	now = me_now(n);
 	if (why == ME_ST_TX_RTX_LOSS)
-		me_cc_lost(n, me_pth(c->pe, li_link(li)), me_now(n));
+		me_cc_lost(n, me_pth(c->pe, li_link(li)), now);
 	else if (why == ME_ST_TX_RTX_RTO)
-		me_cc_timeout(n, me_pth(c->pe, li_link(li)), me_now(n));
-	me_atomic64_set(&t->sent_ns, me_now(n));
+		me_cc_timeout(n, me_pth(c->pe, li_link(li)), now);
+	me_atomic64_set(&t->sent_ns, now);
 	t->buf[3] |= ME_F_RTX | ME_F_ACKREQ;
 	slot_tx(c, t, nl, len);
 	me_stat_inc(n, why);
@@ -675,6 +676,7 @@ void me_win_rx_ack(struct me_conn *c, u32 link, const struct me_hdr *h)
 
 	(void)link;
 	sum.links = 0;
+	sum.now = h->now;
 	if (me_seq_lt(max, cum)) {
 		me_stat_inc(n, ME_ST_RX_BADACK);
 		return;
@@ -718,8 +720,6 @@ void me_win_rx_ack(struct me_conn *c, u32 link, const struct me_hdr *h)
 	 * A nack only makes the receiver send this information at once.
 	 */
 	if (sacked || h->type == ME_PT_NACK) {
-		u64 now = me_now(n);
-
 		u = me_atomic_read(&c->snd_una);
 		for (s = me_seq_lt(cum, u) ? u : cum; me_seq_lt(s, highest); s++) {
 			struct me_txslot *t = &c->tx[s & (c->window - 1)];
@@ -738,24 +738,25 @@ void me_win_rx_ack(struct me_conn *c, u32 link, const struct me_hdr *h)
 
 			if (li_seq(li) == s && li_link(li) != ME_LINK_NONE &&
 			    me_path_lost(n, c->pe, li_link(li), li_txno(li)) &&
-			    me_elapsed(now, me_atomic64_read(&t->sent_ns)) >= n->cfg.reorder_ns)
+			    me_elapsed(h->now, me_atomic64_read(&t->sent_ns)) >= n->cfg.reorder_ns)
 				retransmit(c, s, ME_ST_TX_RTX_LOSS);
 		}
 	}
 	if (sum.links) {
-		hosts = h->a.hold + me_elapsed(me_now(n), me_hdr_arrival(n, h));
-		echo_sample(c, h->a.echo);
+		hosts = h->a.hold + me_elapsed(h->now, me_hdr_arrival(h));
+		echo_sample(c, h->a.echo, h->now);
 	}
 	while (sum.links) {
 		u32 l = __builtin_ctz(sum.links);
 
 		sum.links &= sum.links - 1;
-		me_path_ack_done(n, c->pe, l, sum.bytes[l], sum.rtt[l], hosts);
+		me_path_ack_done(n, c->pe, l, sum.bytes[l], sum.rtt[l], hosts,
+				 h->now);
 	}
 	if (progress) {
 		me_atomic_set(&c->backoff, 0);
 		/* The peer is working on our operations (msg.c, answer_ns). */
-		me_atomic64_set(&c->progress_ns, me_now(n));
+		me_atomic64_set(&c->progress_ns, h->now);
 	}
 	me_msg_acked(c);
 	cs = me_atomic_read(&c->close_seq);

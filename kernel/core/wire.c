@@ -137,6 +137,8 @@ int me_wire_parse(const void *buf, u32 len, struct me_hdr *h)
 	h->cookie = me_get_be64(p + 32);
 	h->payload = p + want;
 	h->rx = NULL;
+	h->batch = NULL;
+	h->now = 0;
 	if (!h->src_node || h->src_node == ME_NODE_BCAST || !h->src_inc ||
 	    !h->dst_node)
 		return ME_EWIRE_FIELD;

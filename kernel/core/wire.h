@@ -159,6 +159,9 @@ struct me_hdr {
 	const u8 *payload;	/* points into the parsed buffer */
 	void *rx;		/* the host's frame (me_core_rx_frame), or NULL */
 	struct me_rx_batch *batch; /* the receive batch it came in, or NULL */
+	u64 now;		/* me_now() when the engine took the frame: one
+				 * clock read serves all its work (under TCG
+				 * each is an emulated HPET access) */
 };
 
 /* Parse results other than 0 (also used as statistics buckets). */

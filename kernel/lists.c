@@ -121,6 +121,8 @@ long me_ioc_nbr_list(struct me_file *f, void __user *uarg)
 			e->data_rtt_us = pa.data_rtt_us;
 			e->data_delay_us = pa.data_delay_us;
 			e->base_us = pa.base_us;
+			e->target_us = pa.target_us;
+			e->noise_us = pa.noise_us;
 		}
 	}
 	ret = me_copy_array_out(req.nbrs, req.info_size, out, sizeof(*out), min(cap, n));

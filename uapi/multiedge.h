@@ -64,8 +64,10 @@
  * 12: ME_STAT_RTX_SPURIOUS (retransmissions the peer got twice);
  * me_nbr_info (VER2) adds the delay congestion control follows and its
  * base.
+ * 13: me_nbr_info (VER3) adds the delay the path's window aims at and the
+ * path's noise it was raised by.
  */
-#define ME_ABI_VERSION		12
+#define ME_ABI_VERSION		13
 
 /* Default ethertype: IEEE 802.1 Local Experimental 1. */
 #define ME_DEFAULT_ETHERTYPE	0x88B5
@@ -392,6 +394,9 @@ struct me_nbr_info {
 	/* Since size VER2 (ABI 12): */
 	__u32 data_delay_us;	/* that round trip without the hosts' queues */
 	__u32 base_us;		/* the least such delay lately (0: none) */
+	/* Since size VER3 (ABI 13): */
+	__u32 target_us;	/* the delay its window aims at (0: cc off) */
+	__u32 noise_us;		/* mean excess of idle exchanges over base */
 };
 
 #define ME_NBR_F_ALIVE		(1U << 0)	/* both directions work */
@@ -400,6 +405,7 @@ struct me_nbr_info {
 #define ME_NBR_INFO_SIZE_VER0	80
 #define ME_NBR_INFO_SIZE_VER1	88
 #define ME_NBR_INFO_SIZE_VER2	96
+#define ME_NBR_INFO_SIZE_VER3	104
 
 struct me_nbr_list {
 	__u32 size;

@@ -138,17 +138,19 @@ std::string rtt_string(std::uint32_t rtt_us)
 
 void print_nbr_header(const char *indent)
 {
-	std::printf("%s%10s %-17s %-7s %8s %8s %8s %8s %9s %10s %10s %12s %12s %9s %8s\n", indent,
-		    "node", "mac", "state", "rtt_us", "data_rtt", "delay", "base", "rate_mbps", "cwnd",
+	std::printf("%s%10s %-17s %-7s %8s %8s %8s %8s %8s %8s %9s %10s %10s %12s %12s %9s %8s\n",
+		    indent, "node", "mac", "state", "rtt_us", "data_rtt", "delay", "base", "noise",
+		    "target", "rate_mbps", "cwnd",
 		    "inflight", "tx_pkts", "rx_pkts", "lost", "rx_age");
 }
 
 void print_nbr(const char *indent, const multiedge::NeighbourInfo &n)
 {
-	std::printf("%s%10u %-17s %-7s %8s %8s %8s %8s %9u %10u %10u %12llu %12llu %9llu %6ums\n",
+	std::printf("%s%10u %-17s %-7s %8s %8s %8s %8s %8s %8s %9u %10u %10u %12llu %12llu %9llu %6ums\n",
 		    indent, n.node_id, mac_string(n.mac).c_str(), nbr_state(n),
 		    rtt_string(n.rtt_us).c_str(), rtt_string(n.data_rtt_us).c_str(),
-		    rtt_string(n.data_delay_us).c_str(), rtt_string(n.base_us).c_str(), n.rate_mbps,
+		    rtt_string(n.data_delay_us).c_str(), rtt_string(n.base_us).c_str(),
+		    rtt_string(n.noise_us).c_str(), rtt_string(n.target_us).c_str(), n.rate_mbps,
 		    n.cwnd, n.inflight, static_cast<ull>(n.tx_pkts),
 		    static_cast<ull>(n.rx_pkts), static_cast<ull>(n.lost_pkts), n.rx_age_ms);
 }

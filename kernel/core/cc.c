@@ -20,12 +20,21 @@
  * path is idle, so they see the fabric without our own queues).  The
  * target is cc_target_ns, one figure for every path of the fabric as in
  * Swift, so that flows meeting at one bottleneck aim at the same delay
- * and share it fairly whatever they measured before; only where the base
- * itself reaches it (an emulated or distant link, a target set too low)
- * the target is 3/2 of the base instead.  Below the target the window
+ * and share it fairly whatever they measured before.  Only a path whose
+ * own delay is long or noisy gets more: at least 3/2 of its base, and
+ * at least the base plus ME_CC_NOISE_K times its noise, the mean excess
+ * over the base of keepalive exchanges made while the path carried no
+ * data either way (so no queue of ours was in them).  A window held to a
+ * target inside the noise follows the noise, not a queue: on emulated or
+ * busy hosts, whose threads wait for CPUs by milliseconds, the delay
+ * of an idle path spreads over several bases (guests under TCG: a base
+ * of 0.3-0.6 ms, a noise of 0.7-1.3 ms); if that spread were
+ * exponential, three means above the base leave one idle sample in
+ * twenty above the target.  On a fabric of real hosts the noise is a few
+ * microseconds and cc_target_ns rules.  Below the target the window
  * grows: by the bytes acked while under ssthresh or while the delay is
- * nearer the base than the target, else by one MTU per window of bytes
- * acked.  Above it, it shrinks at most once per round trip, in
+ * nearer the base than the target (and no loss was found lately), else
+ * by one MTU per window of bytes acked.  Above it, it shrinks at most once per round trip, in
  * proportion to how far above the target the delay is:
  *
  *	cwnd *= max(1 - beta * (delay - target) / delay, 1 - max_mdf)
@@ -63,6 +72,8 @@
 #define ME_CC_MAX_MDF	512	/* at most halve per round trip, 1/1024 */
 #define ME_CC_RTO_RESET	3	/* timeouts in a row that reset the window */
 #define ME_CC_LOSS_RTTS	64	/* a loss this recent makes a timeout congestion */
+#define ME_CC_NOISE_K	3	/* the target is at least base + K x noise */
+#define ME_CC_NOISE_CLAMP 4	/* a noise sample counts at most this x the mean */
 
 static u32 cc_min(struct me_node *n)
 {
@@ -97,6 +108,7 @@ static void winmin_reset(struct me_winmin *w, u64 now)
 void me_cc_forget(struct me_path *pa, u64 now)
 {
 	winmin_reset(&pa->base, now);
+	me_atomic64_set(&pa->noise_ns, 0);
 	me_atomic64_set(&pa->cc_rtt_ns, 0);
 	me_atomic64_set(&pa->cc_delay_ns, 0);
 }
@@ -165,6 +177,14 @@ static void decrease(struct me_node *n, struct me_path *pa, u32 cwnd, u64 d,
 	me_atomic_set(&pa->ssthresh, (u32)me_max_u64(w, cc_min(n)));
 }
 
+/* Did the acks find a packet of the path lost within ME_CC_LOSS_RTTS? */
+static bool lost_lately(struct me_path *pa, u64 rtt, u64 now)
+{
+	u64 loss = me_atomic64_read(&pa->cc_loss_ns);
+
+	return loss && me_elapsed(now, loss) < ME_CC_LOSS_RTTS * rtt;
+}
+
 void me_cc_acked(struct me_node *n, struct me_path *pa, u32 bytes, u64 rtt,
 		 u64 delay, u64 now)
 {
@@ -181,7 +201,7 @@ void me_cc_acked(struct me_node *n, struct me_path *pa, u32 bytes, u64 rtt,
 	me_atomic64_set(&pa->cc_rtt_ns, rtt);
 	me_atomic64_set(&pa->cc_delay_ns, delay);
 	base = winmin_add(&pa->base, delay, ME_CC_BASE_NS, now);
-	target = base < n->cfg.cc_target_ns ? n->cfg.cc_target_ns : base + base / 2;
+	target = me_cc_target(n, pa, base);
 	if (delay < target) {
 		/*
 		 * Slow start below ssthresh, and also while the delay is
@@ -189,9 +209,13 @@ void me_cc_acked(struct me_node *n, struct me_path *pa, u32 bytes, u64 rtt,
 		 * target the window may double per round trip (a host whose
 		 * round trip jitters by milliseconds shrinks its window
 		 * often, and one MTU per round trip would take thousands of
-		 * round trips to regrow).
+		 * round trips to regrow) -- but not soon after a loss: a
+		 * buffer too shallow for the target (an emulated link's, a
+		 * shallow switch's) overflows below it, and doubling there
+		 * overflows it again at once.
 		 */
-		if (cwnd < me_atomic_read(&pa->ssthresh) || delay < base + (target - base) / 2)
+		if (cwnd < me_atomic_read(&pa->ssthresh) ||
+		    (delay < base + (target - base) / 2 && !lost_lately(pa, rtt, now)))
 			set_window(n, pa, cwnd, (u64)cwnd + bytes);
 		else
 			set_window(n, pa, cwnd, cwnd +
@@ -202,10 +226,33 @@ void me_cc_acked(struct me_node *n, struct me_path *pa, u32 bytes, u64 rtt,
 		decrease(n, pa, cwnd, delay, target);
 }
 
-void me_cc_probe_rtt(struct me_node *n, struct me_path *pa, u64 rtt, u64 now)
+u64 me_cc_target(struct me_node *n, struct me_path *pa, u64 base)
 {
-	if (n->cfg.cc && rtt)
-		winmin_add(&pa->base, rtt, ME_CC_BASE_NS, now);
+	u64 t = me_max_u64(n->cfg.cc_target_ns, base + base / 2);
+
+	return me_max_u64(t, base + ME_CC_NOISE_K * me_atomic64_read(&pa->noise_ns));
+}
+
+void me_cc_probe_rtt(struct me_node *n, struct me_path *pa, u64 rtt,
+		     bool quiet, u64 now)
+{
+	u64 base, noise, ex;
+
+	if (!n->cfg.cc || !rtt)
+		return;
+	base = winmin_add(&pa->base, rtt, ME_CC_BASE_NS, now);
+	if (!quiet)
+		return;
+	/*
+	 * The mean excess over the base, gain 1/8.  One sample counts at
+	 * most ME_CC_NOISE_CLAMP times the mean so far, or one base: a reply
+	 * that once waited for a descheduled thread says little of the next.
+	 */
+	ex = rtt - base;
+	noise = me_atomic64_read(&pa->noise_ns);
+	if (noise)
+		ex = me_min_u64(ex, me_max_u64(ME_CC_NOISE_CLAMP * noise, base));
+	me_atomic64_set(&pa->noise_ns, noise ? noise - noise / 8 + ex / 8 : me_max_u64(ex, 1));
 }
 
 /* The path's last round trip, or the minimum RTO before there is one. */
@@ -247,13 +294,12 @@ static void undo_save(struct me_path *pa, u32 cwnd, u64 now)
 void me_cc_timeout(struct me_node *n, struct me_path *pa, u64 now)
 {
 	u32 cwnd = me_atomic_read(&pa->cwnd);
-	u64 rtt, loss;
+	u64 rtt;
 
 	if (!n->cfg.cc)
 		return;
 	rtt = round_trip(n, pa);
-	loss = me_atomic64_read(&pa->cc_loss_ns);
-	if (loss && me_elapsed(now, loss) < ME_CC_LOSS_RTTS * rtt) {
+	if (lost_lately(pa, rtt, now)) {
 		/* Congestion: one MTU; timeouts in a row keep the first ssthresh. */
 		undo_save(pa, cwnd, now);
 		me_atomic64_set(&pa->cc_dec_ns, now);

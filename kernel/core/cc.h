@@ -26,8 +26,15 @@ u32 me_cc_window(struct me_node *node, struct me_path *pa);
  */
 void me_cc_acked(struct me_node *node, struct me_path *pa, u32 bytes,
 		 u64 rtt_ns, u64 delay_ns, u64 now);
-/* A keepalive exchange on the path took rtt_ns. */
-void me_cc_probe_rtt(struct me_node *node, struct me_path *pa, u64 rtt_ns, u64 now);
+/*
+ * A keepalive exchange on the path took rtt_ns; quiet: no data of ours
+ * was in flight on the path and none of the peer's arrived meanwhile, so
+ * no queue of this connection's making was in the sample.
+ */
+void me_cc_probe_rtt(struct me_node *node, struct me_path *pa, u64 rtt_ns,
+		     bool quiet, u64 now);
+/* The delay the path's window aims at now (see cc.c). */
+u64 me_cc_target(struct me_node *node, struct me_path *pa, u64 base);
 /* A packet sent on the path was lost (found by later packets' acks). */
 void me_cc_lost(struct me_node *node, struct me_path *pa, u64 now);
 /* A packet sent on the path timed out. */

@@ -200,6 +200,8 @@ struct me_path_info_core {
 	u32 data_rtt_us;	/* last round trip of data, 0: none */
 	u32 data_delay_us;	/* ... without the hosts' queues (cc.c) */
 	u32 base_us;		/* the least delay lately, 0: none */
+	u32 target_us;		/* the delay the window aims at, 0: cc off */
+	u32 noise_us;		/* mean excess of quiet probes over base */
 	u64 rx_age_ns;		/* since its last frame there (~0: never) */
 	u64 tx_pkts, rx_pkts, lost_pkts;
 	u64 tx_bytes;		/* data packets' bytes sent there */

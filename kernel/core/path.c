@@ -168,24 +168,17 @@ static void path_check_up(struct me_node *n, struct me_peer *p, u32 link, u64 no
 	}
 }
 
-static void send_small(struct me_node *n, u32 link, u64 addr, u32 type,
-		       u32 dst, u32 dst_inc, u16 flags, u32 heard_us, u64 echo,
-		       u32 down)
+/* A HELLO from link to addr, for node dst (ME_NODE_BCAST: everyone). */
+static void send_hello(struct me_node *n, u32 link, u64 addr, u32 dst)
 {
 	u8 buf[ME_HDR_HELLO + ME_HELLO_NAME];
 	struct me_hdr h;
 	u32 len, name = 0;
 
-	me_node_hdr(n, &h, type, dst);
-	h.flags = flags;
-	h.dst_inc = dst_inc;
+	me_node_hdr(n, &h, ME_PT_HELLO, dst);
 	h.h.link = link;
-	h.h.heard_us = heard_us;
-	h.h.echo = echo;
-	h.h.down = down;
-	if (type == ME_PT_HELLO)
-		while (name < ME_HELLO_NAME && n->cfg.name[name])
-			name++;
+	while (name < ME_HELLO_NAME && n->cfg.name[name])
+		name++;
 	h.payload_len = (u16)name;
 	len = me_wire_build(buf, &h);
 	memcpy(buf + len, n->cfg.name, name);
@@ -219,15 +212,34 @@ static u32 failed_links(struct me_peer *p)
 	return mask;
 }
 
+/*
+ * A keepalive: a probe (probe NULL), or the reply to the probe `probe`,
+ * which echoes its clock and says how long the probe waited here.
+ */
 static void send_ka(struct me_node *n, struct me_peer *p, u32 link,
-		    bool reply, u64 echo, u64 now)
+		    const struct me_hdr *probe, u64 now)
 {
 	struct me_path *pa = &p->path[link];
+	u8 buf[ME_HDR_KA];
+	struct me_hdr h;
 
-	send_small(n, link, me_atomic64_read(&pa->addr), ME_PT_KEEPALIVE,
-		   me_peer_id(n, p), me_atomic_read(&p->inc),
-		   reply ? ME_F_REPLY : 0, heard_age_us(pa, now), reply ? echo : now,
-		   failed_links(p));
+	me_node_hdr(n, &h, ME_PT_KEEPALIVE, me_peer_id(n, p));
+	h.dst_inc = me_atomic_read(&p->inc);
+	h.h.link = link;
+	h.h.heard_us = heard_age_us(pa, now);
+	h.h.echo = now;
+	h.h.down = failed_links(p);
+	if (probe) {
+		h.flags = ME_F_REPLY;
+		h.h.echo = probe->h.echo;
+		h.h.hold = (u32)me_min_u64(me_elapsed(now, me_hdr_arrival(probe)),
+					   0xffffffffu);
+	} else {
+		me_atomic64_set(&pa->probe_tx, me_atomic_read(&pa->inflight) ? ~0ull :
+				me_atomic64_read(&pa->tx_pkts));
+		me_atomic64_set(&pa->probe_ns, now);
+	}
+	me_node_tx(n, link, me_atomic64_read(&pa->addr), buf, me_wire_build(buf, &h));
 }
 
 /* Forget every path of a peer slot (new incarnation, slot reuse). */
@@ -242,6 +254,9 @@ static void peer_reset_paths(struct me_peer *p)
 		me_atomic_set(&pa->alive, 0);
 		me_atomic64_set(&pa->last_rx_ns, 0);
 		me_atomic64_set(&pa->heard_ns, 0);
+		me_atomic64_set(&pa->data_rx_ns, 0);
+		me_atomic64_set(&pa->probe_ns, 0);
+		me_atomic64_set(&pa->probe_tx, ~0ull);
 		me_atomic_set(&pa->rtt_us, 0);
 		me_atomic_set(&pa->peer_link, ME_LINK_NONE);
 		me_atomic_set(&pa->failed, 0);
@@ -400,7 +415,26 @@ static void path_down(struct me_node *n, struct me_peer *p, u32 link, bool tell)
 	now = me_max_u64(me_now(n), 1);
 	for (l = 0; l < ME_MAX_LINKS; l++)
 		if (me_path_usable(n, p, l))
-			send_ka(n, p, l, false, 0, now);
+			send_ka(n, p, l, NULL, now);
+}
+
+/*
+ * The reply h to a probe of ours on path pa: its delay, like a data
+ * packet's, is the round trip without the time the probe waited in the
+ * peer (its hold) and the reply in our receive queue.  The exchange was
+ * quiet when none of our data was in flight on the path when the probe
+ * left and none was sent until the reply came, and none of the peer's
+ * arrived meanwhile: no queue of this traffic was in it, only the path's
+ * own noise (cc.c).
+ */
+static void probe_rx(struct me_node *n, struct me_path *pa, const struct me_hdr *h)
+{
+	u64 d = me_elapsed(me_hdr_arrival(h), h->h.echo);
+	bool quiet = me_atomic64_read(&pa->probe_tx) == me_atomic64_read(&pa->tx_pkts) &&
+		     me_atomic64_read(&pa->data_rx_ns) < h->h.echo;
+
+	if (d > h->h.hold)	/* else a hold it cannot have had: no sample */
+		me_cc_probe_rtt(n, pa, d - h->h.hold, quiet, h->now);
 }
 
 /*
@@ -457,6 +491,8 @@ void me_path_rx(struct me_node *n, u32 link, u64 addr, const struct me_hdr *h,
 	me_atomic64_set(&pa->last_rx_ns, now);
 	me_atomic64_add_return(&pa->rx_pkts, 1);
 	me_atomic64_add_return(&pa->rx_bytes, (u64)h->hdr_len + h->payload_len);
+	if (me_pt_sequenced(h->type))
+		me_atomic64_set(&pa->data_rx_ns, now);
 	if ((h->type == ME_PT_HELLO || h->type == ME_PT_KEEPALIVE) &&
 	    h->h.link < ME_WIRE_LINKS)
 		me_atomic_set(&pa->peer_link, h->h.link);
@@ -470,22 +506,25 @@ void me_path_rx(struct me_node *n, u32 link, u64 addr, const struct me_hdr *h,
 			if (t > me_atomic64_read(&pa->heard_ns))
 				me_atomic64_set(&pa->heard_ns, t);
 		}
-		/* The echo is our own clock: only an answer to a probe of ours. */
+		/*
+		 * The echo is our own clock: only the answer to our last
+		 * probe, once (a forged or repeated reply would feed the
+		 * round trip and the noise, cc.c).
+		 */
 		if ((h->flags & ME_F_REPLY) && h->h.echo && h->h.echo <= now &&
-		    now - h->h.echo < 10000000000ull) {
+		    now - h->h.echo < 10000000000ull &&
+		    me_atomic64_cmpxchg(&pa->probe_ns, h->h.echo, 0) == h->h.echo) {
 			me_atomic_set(&pa->rtt_us,
 				      (u32)me_max_u64(me_div_u64(now - h->h.echo, 1000), 1));
-			/* Without the time the reply waited for our thread. */
-			me_cc_probe_rtt(n, pa, me_max_u64(me_elapsed(me_hdr_arrival(h),
-								   h->h.echo), 1), now);
+			probe_rx(n, pa, h);
 		}
 	}
 	path_check_up(n, p, link, now);
 	if (h->type == ME_PT_KEEPALIVE && !(h->flags & ME_F_REPLY))
-		send_ka(n, p, link, true, h->h.echo, now);
+		send_ka(n, p, link, h, now);
 	if (fresh_path) {
-		send_small(n, link, addr, ME_PT_HELLO, h->src_node, 0, 0, 0, 0, 0);
-		send_ka(n, p, link, false, 0, now);
+		send_hello(n, link, addr, h->src_node);
+		send_ka(n, p, link, NULL, now);
 	}
 }
 
@@ -716,7 +755,7 @@ static void path_timer(struct me_node *n, struct me_peer *p, u32 link, u64 now,
 	     me_elapsed(now, me_atomic64_read(&pa->heard_ns)) >= n->cfg.ka_ns) &&
 	    me_elapsed(now, pa->last_ka_ns) >= n->cfg.ka_ns) {
 		pa->last_ka_ns = now;
-		send_ka(n, p, link, false, 0, now);
+		send_ka(n, p, link, NULL, now);
 	}
 	rate_update(n, pa, now, maxrate);
 }
@@ -747,8 +786,7 @@ void me_path_timer(struct me_node *n, u64 now)
 			continue;
 		if (now - k->last_hello_ns >= n->cfg.hello_ns) {
 			k->last_hello_ns = now;
-			send_small(n, l, ME_ADDR_BCAST, ME_PT_HELLO, ME_NODE_BCAST,
-				   0, 0, 0, 0, 0);
+			send_hello(n, l, ME_ADDR_BCAST, ME_NODE_BCAST);
 		}
 	}
 	if (me_elapsed(now, n->last_scan_ns) < scan_period(n))
@@ -918,12 +956,17 @@ u32 me_peer_alive_links(struct me_node *n, u32 id)
 	return me_node_peer(n, id, &pi) ? pi.alive_links : 0;
 }
 
+static u32 us_of(u64 ns)
+{
+	return (u32)me_min_u64(me_div_u64(ns, 1000), 0xffffffffu);
+}
+
 bool me_node_path_at(struct me_node *n, u32 slot, u32 link,
 		     struct me_path_info_core *out)
 {
 	struct me_peer *p;
 	struct me_path *pa;
-	u64 now, rx;
+	u64 now, rx, base;
 	u32 id;
 
 	if (slot >= me_atomic_read(&n->npeers) || link >= ME_MAX_LINKS ||
@@ -950,11 +993,12 @@ bool me_node_path_at(struct me_node *n, u32 slot, u32 link,
 	out->rate = me_atomic_read(&pa->rate);
 	out->inflight = me_atomic_read(&pa->inflight);
 	out->cwnd = me_cc_window(n, pa);
-	out->data_rtt_us = (u32)me_min_u64(me_div_u64(me_atomic64_read(&pa->cc_rtt_ns), 1000),
-					   0xffffffffu);
-	out->data_delay_us = (u32)me_min_u64(me_div_u64(me_atomic64_read(&pa->cc_delay_ns), 1000),
-					     0xffffffffu);
-	out->base_us = (u32)me_min_u64(me_div_u64(me_cc_base(pa), 1000), 0xffffffffu);
+	out->data_rtt_us = us_of(me_atomic64_read(&pa->cc_rtt_ns));
+	out->data_delay_us = us_of(me_atomic64_read(&pa->cc_delay_ns));
+	base = me_cc_base(pa);
+	out->base_us = us_of(base);
+	out->target_us = n->cfg.cc ? us_of(me_cc_target(n, pa, base)) : 0;
+	out->noise_us = us_of(me_atomic64_read(&pa->noise_ns));
 	rx = me_atomic64_read(&pa->last_rx_ns);
 	out->rx_age_ns = rx ? me_elapsed(now, rx) : ~0ull;
 	out->tx_pkts = me_atomic64_read(&pa->tx_pkts);

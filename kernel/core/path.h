@@ -65,6 +65,13 @@ struct me_path {
 	me_atomic_t cwnd;	/* bytes that may be in flight */
 	me_atomic_t ssthresh;	/* grow by bytes acked below this */
 	struct me_winmin base;	/* least delay over ME_CC_BASE_NS */
+	me_atomic64_t noise_ns;	/* mean excess of quiet probes' delay over
+				 * base (cc.c: the target's floor) */
+	me_atomic64_t data_rx_ns; /* last sequenced packet from the peer here */
+	me_atomic64_t probe_ns;	/* our last probe's clock here: the only
+				 * echo a reply is taken with; 0: none */
+	me_atomic64_t probe_tx;	/* tx_pkts when it left with nothing in
+				 * flight, ~0: it left behind data */
 	me_atomic64_t cc_dec_ns; /* last decrease of cwnd */
 	me_atomic64_t cc_rtt_ns; /* last round-trip sample of data */
 	me_atomic64_t cc_delay_ns; /* ... without the hosts' queues */

@@ -150,6 +150,7 @@ int me_wire_parse(const void *buf, u32 len, struct me_hdr *h)
 		h->h.heard_us = 0;
 		h->h.echo = 0;
 		h->h.down = 0;
+		h->h.hold = 0;
 		if (h->cookie || h->src_conn || h->dst_conn)
 			return ME_EWIRE_FIELD;
 		if (h->type == ME_PT_HELLO)
@@ -158,8 +159,10 @@ int me_wire_parse(const void *buf, u32 len, struct me_hdr *h)
 		h->h.heard_us = me_get_be32(p + 44);
 		h->h.echo = me_get_be64(p + 48);
 		h->h.down = me_get_be32(p + 56);
+		h->h.hold = me_get_be32(p + 60);
 		if (h->payload_len || h->dst_node == ME_NODE_BCAST ||
-		    (h->flags & ~ME_F_REPLY) || me_get_be32(p + 60) ||
+		    (h->flags & ~ME_F_REPLY) ||
+		    (h->h.hold && !(h->flags & ME_F_REPLY)) ||
 		    (h->h.down >> ME_WIRE_LINKS))
 			return ME_EWIRE_FIELD;
 		return 0;
@@ -261,7 +264,7 @@ u32 me_wire_build(u8 *p, const struct me_hdr *h)
 			me_put_be32(p + 44, h->h.heard_us);
 			me_put_be64(p + 48, h->h.echo);
 			me_put_be32(p + 56, h->h.down);
-			me_put_be32(p + 60, 0);
+			me_put_be32(p + 60, h->h.hold);
 		}
 		break;
 	case ME_PT_CONNECT:

@@ -29,7 +29,7 @@
  * packet carries (the former reserved word), so that round trips are
  * measured for retransmitted packets too (80-byte acks).
  */
-#define ME_WIRE_VERSION		6
+#define ME_WIRE_VERSION		7
 
 enum me_pkt_type {
 	ME_PT_HELLO = 1,	/* discovery, every link, periodically */
@@ -145,6 +145,9 @@ struct me_hdr {
 			u32 down;	/* KEEPALIVE: bit i: the sender took its
 					 * path to the receiver on its link i
 					 * down (it was alive) */
+			u32 hold;	/* KEEPALIVE reply: ns from the probe
+					 * reaching the replier's host to the
+					 * reply leaving; 0 in a probe */
 		} h;
 		struct {		/* ABORT */
 			/*

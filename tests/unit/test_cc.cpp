@@ -22,6 +22,16 @@ uint32_t cwnd_of(Sim &sim, int node)
 	return 0;
 }
 
+me_path_info_core path_of(Sim &sim, int node, uint32_t link)
+{
+	me_path_info_core pa{};
+	for (uint32_t slot = 0; slot < sim.nodes[node]->cfg.max_peers; slot++)
+		if (me_node_path_at(sim.nodes[node]->node, slot, link, &pa))
+			return pa;
+	ADD_FAILURE() << "no path at node " << node << " link " << link;
+	return pa;
+}
+
 size_t in_flight(const Workload &w)
 {
 	size_t n = 0;
@@ -44,12 +54,12 @@ struct Stream {
 	me_conn *c = nullptr;
 	Workload w;
 
-	explicit Stream(uint64_t seed) : sim(seed), w(sim, seed)
+	explicit Stream(uint64_t seed, size_t mem = 16 << 20) : sim(seed), w(sim, seed)
 	{
 		LinkParams lp;
 		lp.gbps = 1;
 		lp.delay_ns = 200000;
-		setup_pair(sim, 1, lp, module_cfg(1, kMtu), module_cfg(2, kMtu), 16 << 20);
+		setup_pair(sim, 1, lp, module_cfg(1, kMtu), module_cfg(2, kMtu), mem);
 		c = sim.connect(0, 1, ME_MODE_UNORDERED);
 	}
 
@@ -184,4 +194,53 @@ TEST(Cc, timeout_after_losses__resets_the_window)
 	sim.drop_hook = nullptr;
 	ASSERT_TRUE(sim.run([&] { return w.all_done(); }, sim.now + 2000000000));
 	w.check();
+}
+
+// Two idle links between two nodes; on the second every frame from node 1
+// waits 0-2 ms more (uniform), as replies from a host whose threads wait
+// for a CPU.  Node 0's target for that path rises above the noise its
+// keepalive exchanges show; the quiet link keeps the configured target.
+TEST(Cc, noisy_path__target_above_its_noise)
+{
+	Sim sim(74);
+	me_node_cfg a = module_cfg(1, kMtu), b = module_cfg(2, kMtu);
+	sim.add_node(a);
+	sim.add_node(b);
+	LinkParams quiet, noisy;
+	noisy.reorder = 1.0;
+	noisy.reorder_ns = 2000000;
+	sim.add_link(0, 1, quiet);
+	sim.add_link(0, 1, quiet, noisy);
+	sim.run_for(3000000000ull);	// some 150 exchanges per path
+
+	const me_path_info_core q = path_of(sim, 0, 0), n = path_of(sim, 0, 1);
+	printf("quiet path: base %u us, noise %u us, target %u us; noisy path: base %u us, "
+	       "noise %u us, target %u us\n", q.base_us, q.noise_us, q.target_us, n.base_us,
+	       n.noise_us, n.target_us);
+	EXPECT_LE(q.noise_us, 5u);
+	EXPECT_EQ(q.target_us, a.cc_target_ns / 1000);
+	// Mean excess of uniform 0-2 ms over its least: about 1 ms.
+	EXPECT_GE(n.noise_us, 600u);
+	EXPECT_LE(n.noise_us, 1400u);
+	EXPECT_GE(n.target_us + 3, n.base_us + 3 * n.noise_us);
+}
+
+// The receiver of a stream probes its path (it hears data, not acks):
+// the replies queue behind the data, but that delay is of this traffic,
+// not the path's noise, and must not raise the target.
+TEST(Cc, queue_of_own_traffic__is_not_noise)
+{
+	Stream S(75, 32 << 20);
+	ASSERT_NE(S.c, nullptr);
+	for (int i = 0; i < 6; i++)	// 120 ms: six keepalive periods
+		ASSERT_NO_FATAL_FAILURE(S.grow());
+	const me_path_info_core rx = path_of(S.sim, 1, 0), tx = path_of(S.sim, 0, 0);
+	printf("sender: delay %u us, base %u us, noise %u us; receiver: noise %u us, "
+	       "keepalive round trip %u us\n", tx.data_delay_us, tx.base_us, tx.noise_us,
+	       rx.noise_us, rx.rtt_us);
+	EXPECT_GT(tx.data_delay_us, tx.base_us + 100) << "no queue formed: nothing tested";
+	EXPECT_LE(rx.noise_us, 5u);
+	EXPECT_LE(tx.noise_us, 5u);
+	ASSERT_TRUE(S.sim.run([&] { return S.w.all_done(); }, S.sim.now + 2000000000));
+	S.w.check();
 }

@@ -55,6 +55,8 @@ TEST(Wire, roundtrip__every_type)
 				h.h.heard_us = 1234;
 				h.h.echo = 0x1122334455667788ull;
 				h.h.down = 0x8001;
+				h.h.hold = 77;
+				h.flags = ME_F_REPLY;
 			}
 		} else if (t == ME_PT_ACK || t == ME_PT_NACK) {
 			h.a.cum = 5; h.a.right = 90; h.a.sack[3] = 0x81;
@@ -69,7 +71,8 @@ TEST(Wire, roundtrip__every_type)
 		if (me_pt_sequenced(t))
 			h.d.stamp = 0xa1b2c3d4;
 		if ((!me_pt_sequenced(t) || t == ME_PT_STATUS || t == ME_PT_CLOSE ||
-		     t == ME_PT_READ_REQ) && t != ME_PT_ACK && t != ME_PT_NACK)
+		     t == ME_PT_READ_REQ) && t != ME_PT_ACK && t != ME_PT_NACK &&
+		    t != ME_PT_KEEPALIVE)
 			h.flags = 0;
 		auto b = build(h, h.payload_len);
 		ASSERT_EQ(me_wire_parse(b.data(), (uint32_t)b.size(), &o), 0) << t;
@@ -84,6 +87,8 @@ TEST(Wire, roundtrip__every_type)
 			EXPECT_EQ(o.h.heard_us, 1234u);
 			EXPECT_EQ(o.h.echo, 0x1122334455667788ull);
 			EXPECT_EQ(o.h.down, 0x8001u);
+			EXPECT_EQ(o.h.hold, 77u);
+			EXPECT_EQ(o.flags, ME_F_REPLY);
 		}
 		if (me_pt_sequenced(t)) {
 			EXPECT_EQ(o.d.stamp, 0xa1b2c3d4u);
@@ -126,7 +131,8 @@ TEST(Wire, parse__bad_fields)
 	bad([](auto &c) { c[0] = 3; }, ME_EWIRE_VERSION);		// before completion by ack
 	bad([](auto &c) { c[0] = 4; }, ME_EWIRE_VERSION);		// before ports
 	bad([](auto &c) { c[0] = 5; }, ME_EWIRE_VERSION);		// before DUP and hold
-	bad([](auto &c) { c[0] = 7; }, ME_EWIRE_VERSION);
+	bad([](auto &c) { c[0] = 6; }, ME_EWIRE_VERSION);		// before keepalive holds
+	bad([](auto &c) { c[0] = 8; }, ME_EWIRE_VERSION);
 	bad([](auto &c) { c[1] = 0; }, ME_EWIRE_TYPE);
 	bad([](auto &c) { c[1] = ME_PT_MAX_; }, ME_EWIRE_TYPE);
 	bad([](auto &c) { c[3] = 0x80; }, ME_EWIRE_FIELD);		// flags
@@ -218,10 +224,16 @@ TEST(Wire, parse__bad_fields)
 	hl.h.down = 0x10000;
 	hb = build(hl);
 	EXPECT_EQ(me_wire_parse(hb.data(), (uint32_t)hb.size(), &o), ME_EWIRE_FIELD);
+	// Its hold is a reply's: a probe has none.
 	hl.h.down = 1;
 	hb = build(hl);
 	hb[ME_HDR_KA - 1] = 1;
 	EXPECT_EQ(me_wire_parse(hb.data(), (uint32_t)hb.size(), &o), ME_EWIRE_FIELD);
+	hl.flags = ME_F_REPLY;
+	hl.h.hold = 0x01020304;
+	hb = build(hl);
+	EXPECT_EQ(me_wire_parse(hb.data(), (uint32_t)hb.size(), &o), 0);
+	EXPECT_EQ(o.h.hold, 0x01020304u);
 }
 
 // Receive threads store timestamps after the timer read its clock: ages

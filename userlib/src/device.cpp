@@ -250,6 +250,8 @@ Result<std::vector<NeighbourInfo>> Device::neighbours() const
 		n.data_rtt_us = r.data_rtt_us;
 		n.data_delay_us = r.data_delay_us;
 		n.base_us = r.base_us;
+		n.target_us = r.target_us;
+		n.noise_us = r.noise_us;
 		out.push_back(n);
 	}
 	return out;

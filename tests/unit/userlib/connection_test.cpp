@@ -308,6 +308,8 @@ TEST_F(Fake, NeighboursAskAgainWhenThereAreMoreThanGuessed)
 		n.data_rtt_us = 300 + i;
 		n.data_delay_us = 200 + i;
 		n.base_us = 50 + i;
+		n.target_us = 1000 + i;
+		n.noise_us = 70 + i;
 		mod.nbrs.push_back(n);
 	}
 	Device dev = open();
@@ -315,7 +317,7 @@ TEST_F(Fake, NeighboursAskAgainWhenThereAreMoreThanGuessed)
 	ASSERT_TRUE(nbrs) << nbrs.error().message();
 	ASSERT_EQ(nbrs->size(), 70u);
 	EXPECT_EQ(mod.nbr_calls.size(), 2u);
-	EXPECT_EQ(mod.nbr_calls.back().info_size, static_cast<unsigned>(ME_NBR_INFO_SIZE_VER2));
+	EXPECT_EQ(mod.nbr_calls.back().info_size, static_cast<unsigned>(ME_NBR_INFO_SIZE_VER3));
 	const auto &n = nbrs.value()[69];
 	EXPECT_EQ(n.link, 1u);
 	EXPECT_EQ(n.node_id, 234u);
@@ -336,6 +338,8 @@ TEST_F(Fake, NeighboursAskAgainWhenThereAreMoreThanGuessed)
 	EXPECT_EQ(n.data_rtt_us, 369u);
 	EXPECT_EQ(n.data_delay_us, 269u);
 	EXPECT_EQ(n.base_us, 119u);
+	EXPECT_EQ(n.target_us, 1069u);
+	EXPECT_EQ(n.noise_us, 139u);
 	EXPECT_EQ(n.tx_bytes, 4u);
 	EXPECT_EQ(n.rx_bytes, 5u);
 	EXPECT_TRUE(nbrs.value()[0].alive);

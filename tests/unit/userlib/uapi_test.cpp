@@ -7,9 +7,9 @@
 #include "multiedge/multiedge.hpp"
 #include "uapi/multiedge.h"
 
-TEST(Uapi, AbiVersionIs12)
+TEST(Uapi, AbiVersionIs13)
 {
-	EXPECT_EQ(ME_ABI_VERSION, 12);
+	EXPECT_EQ(ME_ABI_VERSION, 13);
 	EXPECT_EQ(ME_STAT_RTX_SPURIOUS, ME_STAT_COUNT - 1);
 	EXPECT_EQ(ME_FEATURE_URING_CMD, 1u);
 	EXPECT_EQ(ME_FEATURE_RX_AREA, 2u);
@@ -118,8 +118,9 @@ TEST(Uapi, PeerStructLayouts)
 
 TEST(Uapi, NeighbourStructLayouts)
 {
-	EXPECT_EQ(sizeof(me_nbr_info), 96u);
-	EXPECT_EQ(sizeof(me_nbr_info), static_cast<size_t>(ME_NBR_INFO_SIZE_VER2));
+	EXPECT_EQ(sizeof(me_nbr_info), 104u);
+	EXPECT_EQ(sizeof(me_nbr_info), static_cast<size_t>(ME_NBR_INFO_SIZE_VER3));
+	EXPECT_EQ(offsetof(me_nbr_info, target_us), static_cast<size_t>(ME_NBR_INFO_SIZE_VER2));
 	EXPECT_EQ(offsetof(me_nbr_info, cwnd), static_cast<size_t>(ME_NBR_INFO_SIZE_VER0));
 	EXPECT_EQ(offsetof(me_nbr_info, data_delay_us), static_cast<size_t>(ME_NBR_INFO_SIZE_VER1));
 	EXPECT_EQ(offsetof(me_nbr_info, link), 0u);

@@ -104,6 +104,8 @@ struct NeighbourInfo {
 	std::uint32_t data_rtt_us = 0;	// last round trip of data, 0: none
 	std::uint32_t data_delay_us = 0; // the same without the hosts' queues (ABI 12)
 	std::uint32_t base_us = 0;	// the least such delay lately, 0: none
+	std::uint32_t target_us = 0;	// the delay its window aims at, 0: cc off (ABI 13)
+	std::uint32_t noise_us = 0;	// mean excess of idle exchanges over base
 };
 
 // Counters of one connection of the namespace (Device::connections()).

@@ -34,8 +34,9 @@
  * microseconds and cc_target_ns rules.  Below the target the window
  * grows: by the bytes acked while under ssthresh or while the delay is
  * nearer the base than the target (and no loss was found lately), else
- * by one MTU per window of bytes acked.  Above it, it shrinks at most once per round trip, in
- * proportion to how far above the target the delay is:
+ * by one MTU per window of bytes acked.  Above it, it shrinks at most
+ * once per round trip, in proportion to how far above the target the
+ * delay is:
  *
  *	cwnd *= max(1 - beta * (delay - target) / delay, 1 - max_mdf)
  *

@@ -140,9 +140,12 @@ static bool frag_is_flippable(const skb_frag_t *f, u32 off, u32 len)
  * payload: the linear part goes to the bounce buffer, and at least the
  * first ME_HDR_MAX bytes (the engine parses the header from there, so
  * every header byte is copied from this frame), and each page fragment
- * past that becomes a segment that placement reads in place.  Returns the
- * number of segments, or -1 if the frame must be copied whole (not a data
- * frame, a frag list, too many fragments).
+ * past that becomes a segment that placement reads in place.  The linear
+ * part may be empty: virtio-net's mergeable buffers leave only the
+ * Ethernet header there (pulled before we see the frame) and everything
+ * of ours in a fragment.  Returns the number of segments, or -1 if the
+ * frame must be copied whole (not a data frame, a frag list, too many
+ * fragments).
  */
 static int frame_build(struct me_rx_thread *t, struct sk_buff *skb, u32 len)
 {
@@ -156,17 +159,17 @@ static int frame_build(struct me_rx_thread *t, struct sk_buff *skb, u32 len)
 	fr->buf = t->bounce;
 	fr->len = len;
 	fr->nsegs = 0;
-	if (skb_has_frag_list(skb) || head < 2 || head >= len)
+	lin = max(head, min_t(u32, len, ME_HDR_MAX));
+	if (skb_has_frag_list(skb) || head >= len || lin < 2)
 		return -1;
-	type = skb->data[1];
+	if (skb_copy_bits(skb, 0, fr->buf, lin))
+		return -1;
+	type = fr->buf[1];
 	if (type != ME_PT_WRITE && type != ME_PT_NOTIFY && type != ME_PT_READ_RESP)
 		return -1;
 	/* Pages of a clone, a page pool or a sender's memory are only read. */
 	may_flip = me_mr_flip_enabled() && !skb_cloned(skb) && !skb->pp_recycle &&
 		   !skb_zcopy(skb);
-	lin = max(head, min_t(u32, len, ME_HDR_MAX));
-	if (skb_copy_bits(skb, 0, fr->buf, lin))
-		return -1;
 	for (i = 0; i < sh->nr_frags && off < len; i++) {
 		const skb_frag_t *f = &sh->frags[i];
 		u32 n = min_t(u32, skb_frag_size(f), len - off);

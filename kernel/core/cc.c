@@ -246,13 +246,12 @@ void me_cc_probe_rtt(struct me_node *n, struct me_path *pa, u64 rtt,
 		return;
 	/*
 	 * The mean excess over the base, gain 1/8.  One sample counts at
-	 * most ME_CC_NOISE_CLAMP times the mean so far, or one base: a reply
-	 * that once waited for a descheduled thread says little of the next.
+	 * most ME_CC_NOISE_CLAMP times the mean so far or one base (the
+	 * first: one base): a reply that once waited for a descheduled
+	 * thread says little of the next.
 	 */
-	ex = rtt - base;
 	noise = me_atomic64_read(&pa->noise_ns);
-	if (noise)
-		ex = me_min_u64(ex, me_max_u64(ME_CC_NOISE_CLAMP * noise, base));
+	ex = me_min_u64(rtt - base, me_max_u64(ME_CC_NOISE_CLAMP * noise, base));
 	me_atomic64_set(&pa->noise_ns, noise ? noise - noise / 8 + ex / 8 : me_max_u64(ex, 1));
 }
 

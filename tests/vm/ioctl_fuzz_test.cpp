@@ -122,6 +122,8 @@ const std::vector<Command> kCommands = {
 	 {EOPNOTSUPP, EAGAIN, ETIMEDOUT, EINTR, EMSGSIZE}},
 	{"CONN_LIST", ME_IOC_CONN_LIST, sizeof(me_conn_list), ME_CONN_LIST_SIZE_VER0, {}},
 	{"STATS", ME_IOC_STATS, sizeof(me_stats), ME_STATS_SIZE_VER0, {}},
+	{"BIND", ME_IOC_BIND, sizeof(me_bind), ME_BIND_SIZE_VER0,
+	 {EOPNOTSUPP, EISCONN, EADDRINUSE, EADDRNOTAVAIL}},
 };
 
 // A post's status in its CQE: what posting may fail with, and what the
@@ -581,6 +583,15 @@ void Child::build(const Command &c, uint8_t *arg, int file)
 		auto *r = reinterpret_cast<me_stats *>(arg);
 		r->count = static_cast<uint32_t>(chance(90) ? pick(0, 64) : pick(0, ~0u));
 		r->values = pointer(addr(kOut), kOutLen);
+		break;
+	}
+	case ME_IOC_BIND: {
+		// Once per file it binds; later tries say EISCONN.  A bound file
+		// still posts on its connections (opened to the peer's port 0).
+		auto *r = reinterpret_cast<me_bind *>(arg);
+		r->port = static_cast<uint32_t>(chance(40) ? 0 : chance(90) ? pick(1, 65535)
+									     : pick(0, ~0u));
+		r->flags = chance(90) ? 0 : static_cast<uint32_t>(pick(0, ~0u));
 		break;
 	}
 	case ME_IOC_LINK_ATTACH:

@@ -152,20 +152,22 @@ static int frame_build(struct me_rx_thread *t, struct sk_buff *skb, u32 len)
 	struct me_rx_frame *fr = &t->frame;
 	struct skb_shared_info *sh = skb_shinfo(skb);
 	u32 head = skb_headlen(skb), off = head, lin;
+	const u8 *hp;
 	bool may_flip;
 	unsigned int i;
-	u8 type;
+	u8 hb[2];
 
 	fr->buf = t->bounce;
 	fr->len = len;
 	fr->nsegs = 0;
+	if (skb_has_frag_list(skb) || head >= len)
+		return -1;
+	/* The type first: other frames are copied whole by the caller. */
+	hp = skb_header_pointer(skb, 0, sizeof(hb), hb);
+	if (!hp || (hp[1] != ME_PT_WRITE && hp[1] != ME_PT_NOTIFY && hp[1] != ME_PT_READ_RESP))
+		return -1;
 	lin = max(head, min_t(u32, len, ME_HDR_MAX));
-	if (skb_has_frag_list(skb) || head >= len || lin < 2)
-		return -1;
 	if (skb_copy_bits(skb, 0, fr->buf, lin))
-		return -1;
-	type = fr->buf[1];
-	if (type != ME_PT_WRITE && type != ME_PT_NOTIFY && type != ME_PT_READ_RESP)
 		return -1;
 	/* Pages of a clone, a page pool or a sender's memory are only read. */
 	may_flip = me_mr_flip_enabled() && !skb_cloned(skb) && !skb->pp_recycle &&

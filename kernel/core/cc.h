@@ -27,9 +27,9 @@ u32 me_cc_window(struct me_node *node, struct me_path *pa);
 void me_cc_acked(struct me_node *node, struct me_path *pa, u32 bytes,
 		 u64 rtt_ns, u64 delay_ns, u64 now);
 /*
- * A keepalive exchange on the path took rtt_ns; quiet: no data of ours
- * was in flight on the path and none of the peer's arrived meanwhile, so
- * no queue of this connection's making was in the sample.
+ * A keepalive exchange on the path took rtt_ns; quiet: none of our data
+ * was in flight on the path or sent during it and none of the peer's
+ * arrived, so no queue of this traffic's making was in the sample.
  */
 void me_cc_probe_rtt(struct me_node *node, struct me_path *pa, u64 rtt_ns,
 		     bool quiet, u64 now);

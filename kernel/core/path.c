@@ -650,9 +650,8 @@ void me_path_ack_done(struct me_node *n, struct me_peer *p, u32 link,
 	me_cc_acked(n, &p->path[link], bytes, rtt_ns, delay, now);
 }
 
-void me_path_spurious(struct me_node *n, struct me_peer *p)
+void me_path_spurious(struct me_node *n, struct me_peer *p, u64 now)
 {
-	u64 now = me_now(n);
 	u32 l;
 
 	for (l = 0; l < ME_MAX_LINKS; l++)

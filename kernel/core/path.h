@@ -159,7 +159,7 @@ void me_path_ack_done(struct me_node *node, struct me_peer *p, u32 link,
  * needlessly; every path to the peer gets back what its timeouts took
  * (cc.c).  The ack does not say which packet, so not which path.
  */
-void me_path_spurious(struct me_node *node, struct me_peer *p);
+void me_path_spurious(struct me_node *node, struct me_peer *p, u64 now);
 bool me_path_lost(struct me_node *node, struct me_peer *p, u32 link, u32 txno);
 /*
  * The path delivered nothing since `since` with data in flight: if

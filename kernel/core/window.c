@@ -684,7 +684,7 @@ void me_win_rx_ack(struct me_conn *c, u32 link, const struct me_hdr *h)
 	me_atomic_seq_max(&c->snd_right, h->a.right);
 	if (h->flags & ME_F_DUP) {
 		me_stat_inc(n, ME_ST_RTX_SPURIOUS);
-		me_path_spurious(n, c->pe);
+		me_path_spurious(n, c->pe, h->now);
 	}
 	/* Before snd_una moves (me_msg_acked()). */
 	me_msg_ack_status(c, h->a.status);

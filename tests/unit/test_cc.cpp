@@ -12,16 +12,6 @@ using namespace mesim;
 
 namespace {
 
-uint32_t cwnd_of(Sim &sim, int node)
-{
-	me_path_info_core pa{};
-	for (uint32_t slot = 0; slot < sim.nodes[node]->cfg.max_peers; slot++)
-		if (me_node_path_at(sim.nodes[node]->node, slot, 0, &pa))
-			return pa.cwnd;
-	ADD_FAILURE() << "no path at node " << node;
-	return 0;
-}
-
 me_path_info_core path_of(Sim &sim, int node, uint32_t link)
 {
 	me_path_info_core pa{};
@@ -30,6 +20,11 @@ me_path_info_core path_of(Sim &sim, int node, uint32_t link)
 			return pa;
 	ADD_FAILURE() << "no path at node " << node << " link " << link;
 	return pa;
+}
+
+uint32_t cwnd_of(Sim &sim, int node)
+{
+	return path_of(sim, node, 0).cwnd;
 }
 
 size_t in_flight(const Workload &w)

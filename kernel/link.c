@@ -180,8 +180,8 @@ static int add_copied_frags(struct sk_buff *skb, const u8 *src, u32 len)
 
 /*
  * Sends @hdr (and, with @mr, [off, off + plen) of its pages by reference,
- * tracked by @uarg: its callback runs once the skb's data are released)
- * on link @idx.  Without @mr, @hdr is the whole packet; a page or more of
+ * tracked by @uarg: its callback runs once the skb's data are released;
+ * copied instead for a device without scatter-gather) on link @idx.  Without @mr, @hdr is the whole packet; a page or more of
  * payload goes into page fragments behind the header (linear_len).
  */
 static int link_xmit(struct me_net *mn, u32 idx, u64 to, const void *hdr, u32 hlen,
@@ -192,6 +192,7 @@ static int link_xmit(struct me_net *mn, u32 idx, u64 to, const void *hdr, u32 hl
 	struct me_link *link;
 	struct sk_buff *skb;
 	int ret = -ENETDOWN;
+	bool sg;
 	u32 lin;
 
 	if (idx >= ME_MAX_LINKS || hlen < 16)
@@ -203,9 +204,17 @@ static int link_xmit(struct me_net *mn, u32 idx, u64 to, const void *hdr, u32 hl
 	dev = link->dev;
 	if (!READ_ONCE(link->up))
 		goto err;
+	/*
+	 * A device without scatter-gather gets linear frames: the stack would
+	 * linearize fragments before the driver anyway, and for a frame sent
+	 * by reference first copy the pinned pages into new ones
+	 * (skb_copy_ubufs) — two copies and three allocations for one.
+	 */
+	sg = READ_ONCE(dev->features) & NETIF_F_SG;
 	ret = -ENOMEM;
-	lin = mr ? hlen : linear_len(hdr, hlen);
-	skb = alloc_skb(LL_RESERVED_SPACE(dev) + lin + dev->needed_tailroom, GFP_ATOMIC);
+	lin = mr || !sg ? hlen : linear_len(hdr, hlen);
+	skb = alloc_skb(LL_RESERVED_SPACE(dev) + lin + (mr && !sg ? plen : 0) +
+			dev->needed_tailroom, GFP_ATOMIC);
 	if (!skb)
 		goto err;
 	skb_reserve(skb, LL_RESERVED_SPACE(dev));
@@ -218,7 +227,13 @@ static int link_xmit(struct me_net *mn, u32 idx, u64 to, const void *hdr, u32 hl
 			goto err;
 		}
 	}
-	if (mr) {
+	if (mr && !sg) {
+		ret = me_mr_read(mr, off, skb_put(skb, plen), plen);
+		if (ret) {
+			kfree_skb(skb);
+			goto err;
+		}
+	} else if (mr) {
 		ret = add_page_frags(skb, mr, off, plen);
 		if (ret) {
 			kfree_skb(skb);

@@ -411,7 +411,7 @@ struct page *me_mr_page_get(const struct me_mr *mr, unsigned long pg)
 }
 
 /* Copies within page @pg of the region (pinned: no lock needed). */
-static void page_copy(struct me_mr *mr, unsigned long pg, u32 in_page, void *buf, u32 n,
+static void page_copy(const struct me_mr *mr, unsigned long pg, u32 in_page, void *buf, u32 n,
 		      bool to_region)
 {
 	if (mr->area)
@@ -420,14 +420,12 @@ static void page_copy(struct me_mr *mr, unsigned long pg, u32 in_page, void *buf
 		me_page_copy(mr->pages[pg], in_page, buf, n, to_region);
 }
 
-int me_mr_copy_from(struct me_net *mn, u32 id, u64 off, void *dst, u32 len)
+int me_mr_read(const struct me_mr *mr, u64 off, void *dst, u32 len)
 {
-	int err;
-	struct me_mr *mr = get_range(mn, id, off, len, &err);
 	u64 pos;
 
-	if (!mr)
-		return err;
+	if (off > mr->length || len > mr->length - off)
+		return -ERANGE;
 	/*
 	 * Page by page through short-lived local mappings: valid in any
 	 * context, whatever process (if any) is current.
@@ -442,8 +440,19 @@ int me_mr_copy_from(struct me_net *mn, u32 id, u64 off, void *dst, u32 len)
 		pos += n;
 		len -= n;
 	}
-	me_mr_put(mr);
 	return 0;
+}
+
+int me_mr_copy_from(struct me_net *mn, u32 id, u64 off, void *dst, u32 len)
+{
+	int err;
+	struct me_mr *mr = get_range(mn, id, off, len, &err);
+
+	if (!mr)
+		return err;
+	err = me_mr_read(mr, off, dst, len);
+	me_mr_put(mr);
+	return err;
 }
 
 /*

@@ -77,6 +77,8 @@ int me_mr_place(struct me_net *mn, u32 id, u64 off, const void *src, u32 len,
 		struct me_rx_frame *fr);
 /* A message for [off, off + len) is placed (lazy flips finish). */
 void me_mr_done(struct me_net *mn, u32 id, u64 off, u64 len);
+/* Copies [off, off + len) of a region held by the caller; 0 or -ERANGE. */
+int me_mr_read(const struct me_mr *mr, u64 off, void *dst, u32 len);
 /* Page @pg of the region (0: the page holding addr), with a reference. */
 struct page *me_mr_page_get(const struct me_mr *mr, unsigned long pg);
 

@@ -33,6 +33,7 @@
 #include "ports.h"
 #include "recvq.h"
 #include "rxframe.h"
+#include "txbatch.h"
 
 static unsigned int tick_us = 1000;
 module_param(tick_us, uint, 0444);
@@ -180,6 +181,14 @@ static int plat_tx(void *ctx, u32 link, u64 dst, const void *buf, u32 len)
 	return me_link_xmit(ctx, link, dst, buf, len);
 }
 
+static void plat_tx_burst(void *ctx, bool open)
+{
+	if (open)
+		me_txb_open();
+	else
+		me_txb_close();
+}
+
 /* Engine access bits (ME_ACC_*) to region access bits (ME_ACCESS_*). */
 static u32 to_access(u32 acc)
 {
@@ -306,6 +315,7 @@ static bool plat_port_open(void *ctx, u32 port)
 static const struct me_plat_ops me_plat = {
 	.now_ns = plat_now_ns,
 	.tx = plat_tx,
+	.tx_burst = plat_tx_burst,
 	.mr_check = plat_mr_check,
 	.mr_write = plat_mr_write,
 	.mr_local = plat_mr_local,

@@ -35,6 +35,7 @@
 #include "link.h"
 #include "mr.h"
 #include "netns.h"
+#include "txbatch.h"
 #include "uapi/multiedge.h"
 
 static ushort ethertype = ME_DEFAULT_ETHERTYPE;
@@ -257,13 +258,13 @@ static int link_xmit(struct me_net *mn, u32 idx, u64 to, const void *hdr, u32 hl
 		ret = -EINVAL;
 		goto err;
 	}
-	ret = dev_queue_xmit(skb);
-	if (ret != NET_XMIT_SUCCESS) {
-		ret = -ENOBUFS;
-		goto err;
-	}
 	this_cpu_inc(link->stats->tx_frames);
 	this_cpu_add(link->stats->tx_bytes, hlen + plen);
+	if (!me_txb_add(link, skb) && dev_queue_xmit(skb) != NET_XMIT_SUCCESS) {
+		me_link_tx_failed(link, hlen + plen);
+		ret = -ENOBUFS;
+		goto out;
+	}
 	rcu_read_unlock();
 	return 0;
 err:
@@ -271,6 +272,13 @@ err:
 out:
 	rcu_read_unlock();
 	return ret;
+}
+
+void me_link_tx_failed(struct me_link *link, u32 bytes)
+{
+	this_cpu_dec(link->stats->tx_frames);
+	this_cpu_sub(link->stats->tx_bytes, bytes);
+	this_cpu_inc(link->stats->tx_errors);
 }
 
 u64 me_link_zc_skbs(void)

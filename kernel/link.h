@@ -93,6 +93,8 @@ int me_link_xmit(struct me_net *mn, u32 idx, u64 dst, const void *buf, u32 len);
  */
 int me_link_xmit_zc(struct me_net *mn, u32 idx, u64 dst, const void *hdr, u32 hlen,
 		    const struct me_mr *mr, u64 off, u32 plen, struct ubuf_info *uarg);
+/* A frame counted as sent was refused by the stack after all. */
+void me_link_tx_failed(struct me_link *link, u32 bytes);
 /* Frames sent by reference not released yet; the release's bookkeeping. */
 u64 me_link_zc_skbs(void);
 void me_link_zc_released(void);

@@ -177,6 +177,17 @@ struct me_plat_ops {
 	 * (optional: without it every such CONNECT is refused).
 	 */
 	bool (*port_open)(void *ctx, u32 port);
+
+	/*
+	 * Transmit bursts (optional).  The packetizer brackets its loop with
+	 * tx_burst(ctx, true) and tx_burst(ctx, false), holding its
+	 * connection's pump lock (so, in the kernel, on one CPU with bottom
+	 * halves off): the platform may hold the packets tx and zc_tx hand it
+	 * in between and pass them to the NIC together when the burst ends
+	 * (one doorbell for many).  Bursts may nest; a platform flushes at the
+	 * outermost end.  A packet that then fails counts as a loss, as with tx.
+	 */
+	void (*tx_burst)(void *ctx, bool open);
 };
 
 #endif /* ME_PLAT_H */

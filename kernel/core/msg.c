@@ -886,16 +886,22 @@ static void drain_packs(struct me_conn *c)
  */
 void me_msg_pump(struct me_conn *c)
 {
+	struct me_node *n = c->node;
+
 again:
 	me_atomic_set(&c->pump_again, 1);
 	if (!me_trylock(&c->pump_lock))
 		return;
+	if (n->ops->tx_burst)
+		n->ops->tx_burst(n->ctx, true);
 	while (me_atomic_xchg(&c->pump_again, 0)) {
 		me_share_unwait(c);
 		while (pump_one(c))
 			;
 	}
 	drain_packs(c);
+	if (n->ops->tx_burst)
+		n->ops->tx_burst(n->ctx, false);
 	me_unlock(&c->pump_lock);
 	if (me_atomic_read(&c->pump_again))
 		goto again;

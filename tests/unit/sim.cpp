@@ -12,9 +12,39 @@ static Node &N(void *ctx) { return *static_cast<Node *>(ctx); }
 
 static uint64_t p_now(void *ctx) { return N(ctx).sim->now; }
 
+// Inside a burst a packet waits for its close (a loss there is silent).
+static int send_or_hold(Node &n, uint32_t link, uint64_t dst, const void *buf, uint32_t len)
+{
+	if (!n.burst_depth)
+		return n.sim->tx(n, link, dst, buf, len);
+	const auto *p = static_cast<const uint8_t *>(buf);
+	n.burst.push_back({link, dst, std::vector<uint8_t>(p, p + len)});
+	n.burst_held++;
+	return 0;
+}
+
 static int p_tx(void *ctx, uint32_t link, uint64_t dst, const void *buf, uint32_t len)
 {
-	return N(ctx).sim->tx(N(ctx), link, dst, buf, len);
+	return send_or_hold(N(ctx), link, dst, buf, len);
+}
+
+static void p_tx_burst(void *ctx, bool open)
+{
+	Node &n = N(ctx);
+	if (open) {
+		n.burst_depth++;
+		return;
+	}
+	if (n.burst_depth <= 0) {
+		n.burst_bad++;
+		return;
+	}
+	if (--n.burst_depth)
+		return;
+	auto held = std::move(n.burst);
+	n.burst.clear();
+	for (const auto &h : held)
+		n.sim->tx(n, h.link, h.dst, h.pkt.data(), (uint32_t)h.pkt.size());
 }
 
 static int p_mr_check(void *ctx, uint32_t region, uint64_t key, uint64_t off,
@@ -159,7 +189,7 @@ static int p_zc_tx(void *ctx, uint32_t link, uint64_t dst, const void *hdr, uint
 	memcpy(pkt.data(), hdr, hdr_len);
 	memcpy(pkt.data() + hdr_len, it->second.mem.data() + off, len);
 	n.zc_tx_pkts++;
-	return n.sim->tx(n, link, dst, pkt.data(), (uint32_t)pkt.size());
+	return send_or_hold(n, link, dst, pkt.data(), (uint32_t)pkt.size());
 }
 
 // Deterministic per seed, like everything else in the simulator.
@@ -177,7 +207,7 @@ static bool p_port_open(void *ctx, uint32_t port) { return N(ctx).open_ports.cou
 static const me_plat_ops plat = {
 	p_now, p_tx, p_mr_check, p_mr_write, p_mr_local, p_mr_read,
 	p_complete, p_alloc, p_free, p_zc_tx, p_zc_hold, p_zc_put,
-	p_rx_fill, p_mr_done, p_random_u32, p_retire, p_port_open,
+	p_rx_fill, p_mr_done, p_random_u32, p_retire, p_port_open, p_tx_burst,
 };
 
 int64_t Sim::zc_outstanding() const

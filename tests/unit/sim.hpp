@@ -91,6 +91,13 @@ struct Node {
 	uint64_t zc_revived = 0;	// hold on a completed op with none held:
 					// a use after free unless the cookie was reused
 	uint64_t zc_tx_pkts = 0;
+	// Transmit bursts (me_plat.h): packets held until the outermost close,
+	// as the module hands them to its driver.
+	int burst_depth = 0;
+	uint64_t burst_held = 0;	// packets that waited for a close
+	uint64_t burst_bad = 0;		// close without an open
+	struct Held { uint32_t link; uint64_t dst; std::vector<uint8_t> pkt; };
+	std::vector<Held> burst;
 	int64_t zc_outstanding() const
 	{
 		int64_t s = 0;

@@ -800,6 +800,11 @@ TEST(ZeroCopy, writes_by_reference__references_dropped_after_acks)
 	P.w->check();
 	Node &a = *P.sim.nodes[0];
 	EXPECT_GT(a.zc_tx_pkts, 100u);
+	// The packetizer's bursts held packets (as the module does) and closed
+	// every one it opened.
+	EXPECT_GT(a.burst_held, 100u);
+	EXPECT_EQ(a.burst_bad, 0u);
+	EXPECT_EQ(a.burst_depth, 0);
 	EXPECT_GT(me_node_stat(a.node, ME_ST_TX_RTX_LOSS) + me_node_stat(a.node, ME_ST_TX_RTX_RTO),
 		  0u) << "no retransmission exercised the reference path";
 	ASSERT_TRUE(P.sim.run([&] { return P.sim.zc_outstanding() == 0; }, P.sim.now + 100000000));

@@ -1,0 +1,154 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Transmit bursts: the frames the packetizer sends in one pass reach the
+ * driver together, all but the last marked xmit_more, so the NIC is told
+ * once (virtio-net: one doorbell, a VM exit, instead of one per frame).
+ *
+ * dev_queue_xmit() cannot say "more follows", so a burst goes straight to
+ * the driver under its queue's lock, as the stack itself does for an
+ * empty qdisc that may be bypassed (noqueue, pfifo_fast) and as pktgen
+ * does; fq_codel, the usual default, is bypassed when empty too.  Anything
+ * else (tbf, netem, htb: shaping the user asked for), a queue that holds
+ * packets, a packet tap (tcpdump) or a stopped driver queue sends the
+ * frames through dev_queue_xmit() one by one, as without bursts.
+ *
+ * State is per CPU: the engine opens a burst holding a spinlock with
+ * bottom halves off (me_plat.h, tx_burst), so nothing else runs on this
+ * CPU's burst until it closes, and the devices of held frames cannot go
+ * (bottom halves off is an RCU read side; a link is freed only after a
+ * grace period).
+ */
+#include <linux/module.h>
+#include <linux/netdevice.h>
+#include <linux/percpu.h>
+#include <linux/skbuff.h>
+#include <net/sch_generic.h>
+
+#include "link.h"
+#include "txbatch.h"
+
+static unsigned int tx_burst = 16;
+module_param(tx_burst, uint, 0444);
+MODULE_PARM_DESC(tx_burst,
+		 "Frames handed to a driver together in one burst (0: one by one through the qdisc)");
+
+struct me_txb {
+	unsigned int depth;	/* nested opens */
+	unsigned int count;
+	struct me_link *link;	/* of every held frame */
+	struct sk_buff *head;
+	struct sk_buff **tail;
+};
+
+static DEFINE_PER_CPU(struct me_txb, txb);
+
+/* May frames skip this queue's qdisc without changing what it does? */
+static bool qdisc_bypass_ok(struct netdev_queue *txq)
+{
+	struct Qdisc *q = rcu_dereference_bh(txq->qdisc);
+
+	if (!q->enqueue)
+		return true;	/* noqueue */
+	if (!(q->flags & TCQ_F_CAN_BYPASS) && strcmp(q->ops->id, "fq_codel"))
+		return false;
+	if (q->flags & TCQ_F_NOLOCK)
+		return nolock_qdisc_is_empty(q);
+	return !qdisc_qlen(q);
+}
+
+/*
+ * Hands the list at @skb to the driver; returns what it did not take
+ * (the queue stopped, or the driver was busy).
+ */
+static struct sk_buff *direct_xmit(struct net_device *dev, struct sk_buff *skb)
+{
+	unsigned int nq = dev->real_num_tx_queues;
+	u16 qi = nq > 1 ? smp_processor_id() % nq : 0;
+	struct netdev_queue *txq = netdev_get_tx_queue(dev, qi);
+	int cpu = smp_processor_id();
+
+	if (dev_nit_active(dev) || !qdisc_bypass_ok(txq))
+		return skb;
+	HARD_TX_LOCK(dev, txq, cpu);
+	while (skb && !netif_xmit_frozen_or_drv_stopped(txq)) {
+		struct sk_buff *next = skb->next;
+		netdev_tx_t rc;
+
+		skb_mark_not_on_list(skb);
+		skb_set_queue_mapping(skb, qi);
+		rc = netdev_start_xmit(skb, dev, txq, next != NULL);
+		if (!dev_xmit_complete(rc)) {
+			skb->next = next;	/* not taken */
+			break;
+		}
+		skb = next;
+	}
+	HARD_TX_UNLOCK(dev, txq);
+	return skb;
+}
+
+static void flush(struct me_txb *b)
+{
+	struct me_link *link = b->link;
+	struct sk_buff *skb = b->head;
+
+	b->head = NULL;
+	b->tail = &b->head;
+	b->count = 0;
+	b->link = NULL;
+	if (!skb)
+		return;
+	if (skb->next)
+		skb = direct_xmit(skb->dev, skb);
+	while (skb) {
+		struct sk_buff *next = skb->next;
+
+		u32 bytes = skb->len - skb_network_offset(skb);
+
+		skb_mark_not_on_list(skb);
+		if (dev_queue_xmit(skb) != NET_XMIT_SUCCESS)
+			me_link_tx_failed(link, bytes);
+		skb = next;
+	}
+}
+
+void me_txb_open(void)
+{
+	struct me_txb *b = this_cpu_ptr(&txb);
+
+	lockdep_assert_in_softirq();
+	if (!b->depth++ && !b->tail)
+		b->tail = &b->head;
+}
+
+void me_txb_close(void)
+{
+	struct me_txb *b = this_cpu_ptr(&txb);
+
+	if (WARN_ON_ONCE(!b->depth))
+		return;
+	if (!--b->depth)
+		flush(b);
+}
+
+bool me_txb_add(struct me_link *link, struct sk_buff *skb)
+{
+	struct me_txb *b;
+
+	if (!tx_burst || !in_softirq())
+		return false;
+	b = this_cpu_ptr(&txb);
+	if (!b->depth)
+		return false;
+	if (WARN_ON_ONCE(skb->next))
+		return false;
+	if (b->link != link)
+		flush(b);
+	b->link = link;
+	skb_reset_mac_header(skb);
+	*b->tail = skb;
+	b->tail = &skb->next;
+	if (++b->count >= tx_burst)
+		flush(b);
+	return true;
+}

@@ -9,8 +9,9 @@
  * empty qdisc that may be bypassed (noqueue, pfifo_fast) and as pktgen
  * does; fq_codel, the usual default, is bypassed when empty too.  Anything
  * else (tbf, netem, htb: shaping the user asked for), a queue that holds
- * packets, a packet tap (tcpdump) or a stopped driver queue sends the
- * frames through dev_queue_xmit() one by one, as without bursts.
+ * packets, egress filters (tc clsact, BPF, netfilter), a packet tap
+ * (tcpdump) or a stopped driver queue sends the frames through
+ * dev_queue_xmit() one by one, as without bursts.
  *
  * State is per CPU: the engine opens a burst holding a spinlock with
  * bottom halves off (me_plat.h, tx_burst), so nothing else runs on this
@@ -42,6 +43,27 @@ struct me_txb {
 
 static DEFINE_PER_CPU(struct me_txb, txb);
 
+/*
+ * Egress hooks a frame passes in dev_queue_xmit() (tc clsact or BPF
+ * filters, netfilter egress): a qdisc bypass must not skip them.
+ * [6.6] tcx_egress (CONFIG_NET_XGRESS) replaced miniq_egress.
+ */
+static bool egress_hooked(const struct net_device *dev)
+{
+#if defined(CONFIG_NET_XGRESS)
+	if (rcu_access_pointer(dev->tcx_egress))
+		return true;
+#elif defined(CONFIG_NET_CLS_ACT)
+	if (rcu_access_pointer(dev->miniq_egress))
+		return true;
+#endif
+#ifdef CONFIG_NETFILTER_EGRESS
+	if (rcu_access_pointer(dev->nf_hooks_egress))
+		return true;
+#endif
+	return false;
+}
+
 /* May frames skip this queue's qdisc without changing what it does? */
 static bool qdisc_bypass_ok(struct netdev_queue *txq)
 {
@@ -67,7 +89,7 @@ static struct sk_buff *direct_xmit(struct net_device *dev, struct sk_buff *skb)
 	struct netdev_queue *txq = netdev_get_tx_queue(dev, qi);
 	int cpu = smp_processor_id();
 
-	if (dev_nit_active(dev) || !qdisc_bypass_ok(txq))
+	if (dev_nit_active(dev) || egress_hooked(dev) || !qdisc_bypass_ok(txq))
 		return skb;
 	HARD_TX_LOCK(dev, txq, cpu);
 	while (skb && !netif_xmit_frozen_or_drv_stopped(txq)) {

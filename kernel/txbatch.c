@@ -13,18 +13,21 @@
  * (tcpdump) or a stopped driver queue sends the frames through
  * dev_queue_xmit() one by one, as without bursts.
  *
- * State is per CPU: the engine opens a burst holding a spinlock with
- * bottom halves off (me_plat.h, tx_burst), so nothing else runs on this
- * CPU's burst until it closes, and the devices of held frames cannot go
- * (bottom halves off is an RCU read side; a link is freed only after a
- * grace period).
+ * Frames are held per CPU and per link slot (a connection striped over
+ * several links still sends bursts on each).  The engine opens a burst
+ * holding a spinlock with bottom halves off (me_plat.h, tx_burst), so
+ * nothing else runs on this CPU's burst until it closes, and the devices
+ * of held frames cannot go (bottom halves off is an RCU read side; a link
+ * is freed only after a grace period).
  */
+#include <linux/bitops.h>
 #include <linux/module.h>
 #include <linux/netdevice.h>
 #include <linux/percpu.h>
 #include <linux/skbuff.h>
 #include <net/sch_generic.h>
 
+#include "core/me_core.h"
 #include "link.h"
 #include "txbatch.h"
 
@@ -33,12 +36,19 @@ module_param(tx_burst, uint, 0444);
 MODULE_PARM_DESC(tx_burst,
 		 "Frames handed to a driver together in one burst (0: one by one through the qdisc)");
 
-struct me_txb {
-	unsigned int depth;	/* nested opens */
+/* The frames held for one link. */
+struct me_txb_link {
+	struct me_link *link;
 	unsigned int count;
-	struct me_link *link;	/* of every held frame */
 	struct sk_buff *head;
 	struct sk_buff **tail;
+};
+
+/* A CPU's burst: frames per link slot, so striping does not split it. */
+struct me_txb {
+	unsigned int depth;	/* nested opens */
+	unsigned long held;	/* slots holding frames */
+	struct me_txb_link q[ME_MAX_LINKS];
 };
 
 static DEFINE_PER_CPU(struct me_txb, txb);
@@ -109,22 +119,20 @@ static struct sk_buff *direct_xmit(struct net_device *dev, struct sk_buff *skb)
 	return skb;
 }
 
-static void flush(struct me_txb *b)
+static void flush(struct me_txb_link *l)
 {
-	struct me_link *link = b->link;
-	struct sk_buff *skb = b->head;
+	struct sk_buff *skb = l->head;
+	struct me_link *link = l->link;
 
-	b->head = NULL;
-	b->tail = &b->head;
-	b->count = 0;
-	b->link = NULL;
+	l->head = NULL;
+	l->tail = &l->head;
+	l->count = 0;
 	if (!skb)
 		return;
 	if (skb->next)
 		skb = direct_xmit(skb->dev, skb);
 	while (skb) {
 		struct sk_buff *next = skb->next;
-
 		u32 bytes = skb->len - skb_network_offset(skb);
 
 		skb_mark_not_on_list(skb);
@@ -139,38 +147,42 @@ void me_txb_open(void)
 	struct me_txb *b = this_cpu_ptr(&txb);
 
 	lockdep_assert_in_softirq();
-	if (!b->depth++ && !b->tail)
-		b->tail = &b->head;
+	b->depth++;
 }
 
 void me_txb_close(void)
 {
 	struct me_txb *b = this_cpu_ptr(&txb);
+	unsigned int i;
 
-	if (WARN_ON_ONCE(!b->depth))
+	if (WARN_ON_ONCE(!b->depth) || --b->depth)
 		return;
-	if (!--b->depth)
-		flush(b);
+	for_each_set_bit(i, &b->held, ME_MAX_LINKS)
+		flush(&b->q[i]);
+	b->held = 0;
 }
 
 bool me_txb_add(struct me_link *link, struct sk_buff *skb)
 {
+	struct me_txb_link *l;
 	struct me_txb *b;
 
 	if (!tx_burst || !in_softirq())
 		return false;
 	b = this_cpu_ptr(&txb);
-	if (!b->depth)
+	if (!b->depth || WARN_ON_ONCE(skb->next || link->idx >= ME_MAX_LINKS))
 		return false;
-	if (WARN_ON_ONCE(skb->next))
-		return false;
-	if (b->link != link)
-		flush(b);
-	b->link = link;
-	skb_reset_mac_header(skb);
-	*b->tail = skb;
-	b->tail = &skb->next;
-	if (++b->count >= tx_burst)
-		flush(b);
+	l = &b->q[link->idx];
+	if (!(b->held & BIT(link->idx))) {
+		l->tail = &l->head;
+		b->held |= BIT(link->idx);
+	} else if (l->link != link) {
+		flush(l);	/* the slot's link of another namespace */
+	}
+	l->link = link;
+	*l->tail = skb;
+	l->tail = &skb->next;
+	if (++l->count >= tx_burst)
+		flush(l);
 	return true;
 }

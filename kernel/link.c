@@ -182,8 +182,10 @@ static int add_copied_frags(struct sk_buff *skb, const u8 *src, u32 len)
 /*
  * Sends @hdr (and, with @mr, [off, off + plen) of its pages by reference,
  * tracked by @uarg: its callback runs once the skb's data are released;
- * copied instead for a device without scatter-gather) on link @idx.  Without @mr, @hdr is the whole packet; a page or more of
- * payload goes into page fragments behind the header (linear_len).
+ * copied instead for a device without scatter-gather) on link @idx.
+ * Without @mr, @hdr is the whole packet; a page or more of payload goes
+ * into page fragments behind the header (linear_len).  Inside a transmit
+ * burst the frame is held and sent when the burst ends (txbatch.c).
  */
 static int link_xmit(struct me_net *mn, u32 idx, u64 to, const void *hdr, u32 hlen,
 		     const struct me_mr *mr, u64 off, u32 plen, struct ubuf_info *uarg)

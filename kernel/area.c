@@ -137,14 +137,17 @@ static void release_page(struct page *page)
 
 /* ---- page access ---- */
 
+/* Bottom halves off: a frame placed in softirq (rx.c) may take it too. */
 static void page_lock(struct me_area *a, unsigned long idx)
 {
+	local_bh_disable();
 	bit_spin_lock(idx % BITS_PER_LONG, a->locks + BIT_WORD(idx));
 }
 
 static void page_unlock(struct me_area *a, unsigned long idx)
 {
 	bit_spin_unlock(idx % BITS_PER_LONG, a->locks + BIT_WORD(idx));
+	local_bh_enable();
 }
 
 struct page *me_area_page_get(struct me_area *a, unsigned long idx)
@@ -240,6 +243,9 @@ enum map_state {
  */
 static enum map_state map_begin(struct me_area *a)
 {
+	/* A frame placed in softirq (rx.c) cannot take map_lock: as if busy. */
+	if (in_softirq())
+		return MAP_BUSY;
 	if (!mmget_not_zero(a->mm))
 		return MAP_GONE;
 	if (!mmap_read_trylock(a->mm)) {
@@ -352,7 +358,7 @@ static void unflip(struct me_area *a, unsigned long first, unsigned long last)
 			atomic64_dec(&flipped);
 			atomic64_inc(&flip_copied);
 		}
-		if (idx % 64 == 63)
+		if (idx % 64 == 63 && !in_softirq())
 			cond_resched();
 	}
 }

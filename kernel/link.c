@@ -450,6 +450,7 @@ static void sum_stats(struct me_link *link, struct me_link_pcpu *sum)
 		sum->rx_bytes += p->rx_bytes;
 		sum->rx_dropped += p->rx_dropped;
 		sum->rx_copied += p->rx_copied;
+		sum->rx_direct += p->rx_direct;
 		sum->tx_frames += p->tx_frames;
 		sum->tx_bytes += p->tx_bytes;
 		sum->tx_errors += p->tx_errors;
@@ -491,6 +492,7 @@ unsigned int me_link_list(struct net *net, struct me_link_info *out, unsigned in
 			li->tx_errors = s.tx_errors;
 			li->rx_copied = s.rx_copied;
 			li->tx_zc_frames = s.tx_zc_frames;
+			li->rx_direct = s.rx_direct;
 		}
 		n++;
 	}

@@ -20,6 +20,7 @@ struct me_link_pcpu {
 	u64 rx_bytes;
 	u64 rx_dropped;
 	u64 rx_copied;
+	u64 rx_direct;		/* handled in the softirq, not a thread (rx.c) */
 	u64 tx_frames;
 	u64 tx_bytes;
 	u64 tx_errors;

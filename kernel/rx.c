@@ -40,6 +40,11 @@ static unsigned int rx_ring = 4096;
 module_param(rx_ring, uint, 0444);
 MODULE_PARM_DESC(rx_ring, "Frames queued per link before the handler drops (64..65536, default 4096)");
 
+static bool rx_direct = true;
+module_param(rx_direct, bool, 0444);
+MODULE_PARM_DESC(rx_direct,
+		 "Handle small frames in the NIC's softirq while the link's ring is empty (0: always the threads)");
+
 /* Frames in rings, all links: per CPU, since the handler and threads differ. */
 static DEFINE_PER_CPU(long, rx_queued);
 
@@ -301,11 +306,55 @@ static int rx_thread(void *arg)
 	return 0;
 }
 
+/*
+ * May the handler run the engine on @skb itself (DESIGN: softirq-direct
+ * against the threads, keep what wins)?  What saves the thread's wakeup,
+ * and a context switch, per frame on a quiet link (a ping-pong's hop),
+ * when nothing in it can sleep or reorder:
+ *   - a frame in one linear buffer (small ones; no page to flip, which
+ *     needs the thread's context; no bounce buffer);
+ *   - of a connection already open, acks or sequenced traffic: never a
+ *     HELLO, CONNECT or ACCEPT, which may create a peer or allocate a
+ *     connection, nor a CLOSE or ABORT, which end one;
+ *   - while the link's ring is empty (a lockless look: a hint), so it
+ *     does not overtake frames the threads have not taken yet, and the
+ *     threads keep the load when there is any.
+ * Placement, completions and the acks and packets a frame releases are
+ * bottom-half safe already: the engine's locks are _bh (me_types.h), and
+ * areas' page locks and page table updates know softirq (area.c).
+ */
+static bool rx_direct_ok(struct me_link *link, const struct sk_buff *skb)
+{
+	u8 type;
+
+	if (!rx_direct || skb_is_nonlinear(skb) || skb->len < 2 || !__ptr_ring_empty(&link->ring))
+		return false;
+	type = skb->data[1];
+	return type == ME_PT_ACK || type == ME_PT_NACK ||
+	       (type >= ME_PT_WRITE && type <= ME_PT_STATUS);
+}
+
+static void rx_direct_one(struct me_link *link, struct sk_buff *skb)
+{
+	struct me_rx_batch b;
+	int idx;
+
+	idx = me_engine_rx_begin(link->mn, &b);
+	me_engine_rx(link->mn, &b, link->idx, frame_src(skb), skb->data, skb->len);
+	me_engine_rx_end(link->mn, &b, idx);
+	this_cpu_inc(link->stats->rx_direct);
+	consume_skb(skb);
+}
+
 /* Softirq, under rcu_read_lock: the link cannot be stopped meanwhile. */
 void me_rx_queue(struct me_link *link, struct sk_buff *skb)
 {
 	unsigned int i;
 
+	if (rx_direct_ok(link, skb)) {
+		rx_direct_one(link, skb);
+		return;
+	}
 	rx_cb(skb)->queued_ns = ktime_get_ns();	/* the engine's clock (plat_now_ns) */
 	if (ptr_ring_produce(&link->ring, skb)) {
 		this_cpu_inc(link->stats->rx_dropped);

@@ -66,8 +66,10 @@
  * base.
  * 13: me_nbr_info (VER3) adds the delay the path's window aims at and the
  * path's noise it was raised by.
+ * 14: me_link_info (VER4) adds rx_direct, the frames handled in the NIC's
+ * softirq instead of a receive thread.
  */
-#define ME_ABI_VERSION		13
+#define ME_ABI_VERSION		14
 
 /* Default ethertype: IEEE 802.1 Local Experimental 1. */
 #define ME_DEFAULT_ETHERTYPE	0x88B5
@@ -203,6 +205,8 @@ struct me_link_info {
 	/* ABI 9 */
 	__u32 nbrs;		/* peers known on it (ME_IOC_NBR_LIST) */
 	__u32 nbrs_alive;	/* ... alive both ways */
+	/* ABI 14 */
+	__aligned_u64 rx_direct;	/* handled in the softirq, not a receive thread */
 };
 
 #define ME_LINK_F_UP		(1U << 0)	/* device up with carrier */
@@ -212,6 +216,7 @@ struct me_link_info {
 #define ME_LINK_INFO_SIZE_VER1	96
 #define ME_LINK_INFO_SIZE_VER2	104	/* + tx_zc_frames */
 #define ME_LINK_INFO_SIZE_VER3	112	/* + nbrs, nbrs_alive */
+#define ME_LINK_INFO_SIZE_VER4	120	/* + rx_direct */
 
 /*
  * ME_IOC_LINK_LIST: the links attached in the opener's namespace, in the

@@ -184,6 +184,7 @@ Result<std::vector<LinkInfo>> Device::links() const
 		li.tx_zc_frames = r.tx_zc_frames;
 		li.nbrs = r.nbrs;
 		li.nbrs_alive = r.nbrs_alive;
+		li.rx_direct = r.rx_direct;
 		out.push_back(std::move(li));
 	}
 	return out;

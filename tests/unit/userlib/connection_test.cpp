@@ -184,7 +184,7 @@ TEST_F(Fake, NewCommandsOnAnOlderModuleSayWhy)
 	EXPECT_TRUE(contains(conn.error().message(), "older than 4")) << conn.error().message();
 }
 
-TEST_F(Fake, LinksAskForTheAbi9EntryAndFillIt)
+TEST_F(Fake, LinksAskForTheAbi14EntryAndFillIt)
 {
 	me_link_info l{};
 	std::strcpy(l.ifname, "eth1");
@@ -202,13 +202,14 @@ TEST_F(Fake, LinksAskForTheAbi9EntryAndFillIt)
 	l.tx_zc_frames = 15;
 	l.nbrs = 5;
 	l.nbrs_alive = 4;
+	l.rx_direct = 16;
 	mod.links = {l};
 	Device dev = open();
 	auto links = dev.links();
 	ASSERT_TRUE(links) << links.error().message();
 	ASSERT_EQ(links->size(), 1u);
 	ASSERT_FALSE(mod.link_calls.empty());
-	EXPECT_EQ(mod.link_calls.back().info_size, static_cast<unsigned>(ME_LINK_INFO_SIZE_VER3));
+	EXPECT_EQ(mod.link_calls.back().info_size, static_cast<unsigned>(ME_LINK_INFO_SIZE_VER4));
 	const auto &li = links->front();
 	EXPECT_EQ(li.ifname, "eth1");
 	EXPECT_TRUE(li.up);
@@ -224,6 +225,7 @@ TEST_F(Fake, LinksAskForTheAbi9EntryAndFillIt)
 	EXPECT_EQ(li.tx_zc_frames, 15u);
 	EXPECT_EQ(li.nbrs, 5u);
 	EXPECT_EQ(li.nbrs_alive, 4u);
+	EXPECT_EQ(li.rx_direct, 16u);
 
 	mod.links[0].flags = ME_LINK_F_UP;
 	links = dev.links();

@@ -9,7 +9,7 @@
 
 TEST(Uapi, AbiVersionIs13)
 {
-	EXPECT_EQ(ME_ABI_VERSION, 13);
+	EXPECT_EQ(ME_ABI_VERSION, 14);
 	EXPECT_EQ(ME_STAT_RTX_SPURIOUS, ME_STAT_COUNT - 1);
 	EXPECT_EQ(ME_FEATURE_URING_CMD, 1u);
 	EXPECT_EQ(ME_FEATURE_RX_AREA, 2u);
@@ -61,8 +61,9 @@ TEST(Uapi, LinkStructLayouts)
 {
 	EXPECT_EQ(sizeof(me_link_req), static_cast<size_t>(ME_LINK_REQ_SIZE_VER0));
 	EXPECT_EQ(offsetof(me_link_req, ifname), 8u);
-	EXPECT_EQ(sizeof(me_link_info), 112u);
-	EXPECT_EQ(sizeof(me_link_info), static_cast<size_t>(ME_LINK_INFO_SIZE_VER3));
+	EXPECT_EQ(sizeof(me_link_info), 120u);
+	EXPECT_EQ(sizeof(me_link_info), static_cast<size_t>(ME_LINK_INFO_SIZE_VER4));
+	EXPECT_EQ(offsetof(me_link_info, rx_direct), static_cast<size_t>(ME_LINK_INFO_SIZE_VER3));
 	EXPECT_EQ(offsetof(me_link_info, nbrs), static_cast<size_t>(ME_LINK_INFO_SIZE_VER2));
 	EXPECT_EQ(offsetof(me_link_info, nbrs_alive), 108u);
 	EXPECT_EQ(offsetof(me_link_info, tx_zc_frames), static_cast<size_t>(ME_LINK_INFO_SIZE_VER1));

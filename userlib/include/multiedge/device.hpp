@@ -117,6 +117,8 @@ struct LinkInfo {
 	// ABI 9
 	std::uint32_t nbrs = 0;		// peers known on it (Device::neighbours())
 	std::uint32_t nbrs_alive = 0;	// ... alive both ways
+	// ABI 14
+	std::uint64_t rx_direct = 0;	// handled in the NIC's softirq, not a thread
 };
 
 // An open handle on /dev/multiedge.  It acts in the network namespace of

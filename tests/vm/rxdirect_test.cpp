@@ -4,7 +4,8 @@
 // must land intact and complete exactly once either way, also into a
 // receive area (whose page locks and page table work must then be safe
 // in softirq), and large messages, whose frames the threads keep, too.
-// With rx_direct=0 no frame is handled there.
+// rx_direct is off by default: these load the module with it on; with
+// rx_direct=0 no frame is handled there.
 
 #include <gtest/gtest.h>
 
@@ -40,6 +41,8 @@ uint64_t rx_direct(multiedge::Device &d)
 
 class RxDirectTest : public ClusterTest {
 protected:
+	std::string module_params() const override { return "rx_direct=1"; }
+
 	// Small writes and notifies of 1..512 B at scattered offsets into
 	// `dst` at node 1, then 8 B reads of some of them back, then one
 	// large write; every byte checked at the target and in what was read.

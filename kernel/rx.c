@@ -315,15 +315,17 @@ static int rx_thread(void *arg)
  * May the handler run the engine on @skb itself (DESIGN: softirq-direct
  * against the threads, keep what wins)?  What saves the thread's wakeup,
  * and a context switch, per frame on a quiet link (a ping-pong's hop),
- * when nothing in it can sleep or reorder:
+ * when nothing in it can sleep:
  *   - a frame in one linear buffer (small ones; no page to flip, which
  *     needs the thread's context; no bounce buffer);
  *   - of a connection already open, acks or sequenced traffic: never a
  *     HELLO, CONNECT or ACCEPT, which may create a peer or allocate a
  *     connection, nor a CLOSE or ABORT, which end one;
  *   - while the link's ring is empty (a lockless look: a hint), so it
- *     does not overtake frames the threads have not taken yet, and the
- *     threads keep the load when there is any.
+ *     does not overtake frames still queued, and the threads keep the
+ *     load when there is any.  It may still be handled before frames a
+ *     thread has taken and not finished: one connection's frames are then
+ *     handled out of arrival order, as with several threads per link.
  * Placement, completions and the acks and packets a frame releases are
  * bottom-half safe already: the engine's locks are _bh (me_types.h), and
  * areas' page locks and page table updates know softirq (area.c).

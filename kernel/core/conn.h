@@ -97,7 +97,7 @@ struct me_conn {
 	me_atomic_t status_queued;	/* STATUS frames we queued (target) */
 	/* completion by acks (msg.c, me_msg_acked) */
 	me_atomic_t ack_status;	/* largest STATUS count acks carried */
-	me_atomic_t status_seen;	/* STATUS frames of the peer processed */
+	me_atomic_t status_seen;	/* peer's STATUS frames below rcv_cum */
 	me_lock_t done_lock;	/* one completion pass at a time (trylock) */
 	me_atomic_t done_again;	/* a pass is wanted */
 	u32 ack_op;		/* (done_lock) next op to complete by an ack */

@@ -497,9 +497,16 @@ static void acked_pass(struct me_conn *c, u32 cum)
  * Every packet below cum was processed at the target before cum passed
  * it, and a failed message queues its STATUS while its last packet is
  * processed, so an ack's `status` counts every failure among the
- * messages below its cum.  Once that many STATUS frames were processed
- * here (each completed its op with the failure first), the writes and
- * notifies below cum still open succeeded.
+ * messages below its cum.  A STATUS is counted before it takes its place
+ * in the response ring, which is sent in order, so every STATUS ahead of
+ * such a failure's was counted too: they are among the first `status`
+ * STATUS frames in sequence order.  Once
+ * those were processed here (each completed its op with the failure
+ * first), the writes and notifies below cum still open succeeded.  They
+ * are counted as this side's cumulative point passes them
+ * (me_msg_status_passed), not as they arrive: a later STATUS handled
+ * before an earlier one that was lost, or was still being handled on
+ * another link or CPU, must not stand in for it.
  *
  * snd_una is the newest cum, ack_status the largest count; an ack stores
  * its count before it moves snd_una, and the pass reads snd_una first, so
@@ -548,6 +555,11 @@ static void rx_status(struct me_conn *c, const struct me_hdr *h)
 		me_atomic64_set(&c->progress_ns, h->now);
 		complete_op(c, op, h->d.op_id, -(s32)h->d.imm);
 	}
+	/* Counted once the cumulative point passes it (window.c). */
+}
+
+void me_msg_status_passed(struct me_conn *c)
+{
 	me_atomic_add_return(&c->status_seen, 1);
 	done_run(c);
 }

@@ -90,6 +90,11 @@ void me_msg_ack_status(struct me_conn *c, u32 nstatus);
  * STATUS failed are complete (once every STATUS the acks count arrived).
  */
 void me_msg_acked(struct me_conn *c);
+/*
+ * The receive side's cumulative point passed a STATUS of the peer (it
+ * was processed, and so was every STATUS before it in sequence order).
+ */
+void me_msg_status_passed(struct me_conn *c);
 /* STATUS frames queued so far (the count acks carry). */
 u32 me_msg_status_queued(struct me_conn *c);
 /*

@@ -137,6 +137,8 @@ static void advance_cum(struct me_conn *c)
 		/* We alone moved past cum: a CLOSE there is ours to run. */
 		if (v & ME_RXS_CLOSE)
 			me_conn_peer_closed(c);
+		if (v & ME_RXS_STATUS)
+			me_msg_status_passed(c);
 	}
 }
 
@@ -184,6 +186,8 @@ again:
 		}
 		me_atomic64_set(&r->state, RXS(cum, ME_RXS_DONE));
 		me_atomic_set(&c->rcv_cum, cum + 1);
+		if (h.type == ME_PT_STATUS)
+			me_msg_status_passed(c);
 	}
 	me_unlock(&c->order_lock);
 	if (closed) {
@@ -309,7 +313,8 @@ void me_win_rx_data(struct me_conn *c, u32 link, const struct me_hdr *h,
 			me_cstat_add(c, ME_CST_RX_DROP, 1);
 			return;
 		}
-		me_atomic64_set(&r->state, RXS(s, ME_RXS_READY));
+		me_atomic64_set(&r->state, RXS(s, ME_RXS_READY |
+					  (h->type == ME_PT_STATUS ? ME_RXS_STATUS : 0)));
 		advance_cum(c);
 	}
 

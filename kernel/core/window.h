@@ -54,6 +54,7 @@ struct me_txslot {
 #define ME_RXS_READY	2	/* placed (unordered) / buffered (ordered) */
 #define ME_RXS_DONE	3	/* ordered: consumed by the in-order scan */
 #define ME_RXS_CLOSE	0x10	/* flag: this packet was a CLOSE */
+#define ME_RXS_STATUS	0x20	/* flag: this packet was a STATUS */
 
 struct me_rxslot {
 	me_atomic64_t state;

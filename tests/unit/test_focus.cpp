@@ -964,12 +964,16 @@ TEST(Msg, receive_batches__one_ack_per_batch)
 
 // Failures among successes: each failed write completes with the target's
 // error (its STATUS), each other one with success (its ack), exactly once,
-// also when the STATUS frames are delayed behind the acks that count them.
+// also when the STATUS frames are delayed behind the acks that count them,
+// and when only the first one is: the second then arrives first, and an
+// ack counting one STATUS must not take it for the first (the fabric
+// provider lost a refused send that way, its STATUS passed by a later one).
 TEST(Msg, failed_writes_among_successes__each_told_its_own)
 {
-	for (int variant = 0; variant < 4; variant++) {
-		bool late = variant & 1, batched = variant & 2;
-		SCOPED_TRACE(late ? "STATUS delayed" : "in order");
+	for (int variant = 0; variant < 6; variant++) {
+		int loss = variant % 3;	// 0: none, 1: every first copy, 2: the first STATUS's
+		bool batched = variant >= 3;
+		SCOPED_TRACE(loss == 0 ? "in order" : loss == 1 ? "STATUS delayed" : "first STATUS overtaken");
 		SCOPED_TRACE(batched ? "receive batches" : "frame by frame");
 		Pair P(32, 2);
 		ASSERT_NE(P.c, nullptr);
@@ -982,14 +986,16 @@ TEST(Msg, failed_writes_among_successes__each_told_its_own)
 				done[q.cookie].second = q.status;
 			}
 		};
-		if (late) {
-			// The first copy of every STATUS is lost: the acks that
-			// count it arrive long before its retransmission.
+		int statuses = 0;
+		if (loss) {
+			// The first copy of every STATUS (or of the first one) is
+			// lost: the acks that count it arrive long before its
+			// retransmission.
 			P.sim.drop_hook = [&](const TxEvent &e) {
 				if (!e.parsed || e.node != 1 || e.h.type != ME_PT_STATUS ||
 				    (e.h.flags & ME_F_RTX))
 					return false;
-				return true;
+				return loss == 1 || statuses++ == 0;
 			};
 		}
 		for (uint64_t i = 1; i <= 40; i++) {

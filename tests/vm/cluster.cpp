@@ -4,6 +4,7 @@
 #include <atomic>
 #include <bit>
 #include <cerrno>
+#include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
 #include <fcntl.h>
@@ -494,6 +495,28 @@ std::string errno_name(int err)
 	case ECONNREFUSED: return "ECONNREFUSED";
 	}
 	return std::to_string(err) + " (" + std::strerror(err) + ")";
+}
+
+void dump_node(multiedge::Device &d, int n)
+{
+	std::printf("node %d:", n);
+	if (auto st = d.stats())
+		for (const auto &[name, v] : st.value())
+			if (v)
+				std::printf(" %s=%" PRIu64, name.c_str(), v);
+	std::printf("\n");
+	if (auto cs = d.connections())
+		for (const auto &c : cs.value())
+			std::printf("  conn %u to %u %s: tx %" PRIu64 " rtx %" PRIu64 " rx %" PRIu64
+				    " errors %" PRIu64 "\n",
+				    c.conn, c.peer, c.state.c_str(), c.tx_packets, c.retransmits,
+				    c.rx_packets, c.errors);
+	if (auto nbs = d.neighbours())
+		for (const auto &nb : nbs.value())
+			std::printf("  link %u peer %u: alive %d rx %d heard %d, tx %" PRIu64
+				    " rx %" PRIu64 " lost %" PRIu64 ", inflight %u cwnd %u, rtt %u us\n",
+				    nb.link, nb.node_id, nb.alive, nb.rx, nb.heard, nb.tx_pkts,
+				    nb.rx_pkts, nb.lost_pkts, nb.inflight, nb.cwnd, nb.data_rtt_us);
 }
 
 } // namespace metest

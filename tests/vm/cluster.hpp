@@ -209,4 +209,9 @@ protected:
 		ASSERT_TRUE(me_r_.ok()) << #expr << ": " << me_r_.error().message(); \
 	} while (0)
 
+// Prints node n's engine counters that are not 0, its connections and
+// neighbours: what a test shows when a stream or message failed, so a
+// rare failure says which mechanism gave up (retries, timeouts, paths).
+void dump_node(multiedge::Device &d, int n);
+
 } // namespace metest

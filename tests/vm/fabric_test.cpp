@@ -719,6 +719,10 @@ TEST_F(FabricTest, UnexpectedMessagesAreBounded)
 		int rctx;
 		ASSERT_EQ(fi_trecv(b.ep, buf.data(), kLen, nullptr, to_a, 5, 0, &rctx), 0);
 		auto d = wait_done(b, &rctx, {&a, &b});
+		if (!d) {
+			metest::dump_node(c().dev(0), 0);
+			metest::dump_node(c().dev(1), 1);
+		}
 		ASSERT_TRUE(d) << "message " << i << " never came";
 		ASSERT_EQ(d->err, 0);
 		ASSERT_EQ(buf, msgs[i]) << "message " << i << " differs (out of order?)";

@@ -381,32 +381,6 @@ std::optional<multiedge::NeighbourInfo> neighbour(Device &d, uint32_t link, uint
 	return std::nullopt;
 }
 
-// Node n's view when a stream failed: engine counters that are not 0,
-// its connections and neighbours, so a rare failure (seen once in a full
-// 6.12 suite: 0 -> 1 writes timed out after a one-way failure) says which
-// mechanism gave up.
-void dump_node(Device &d, int n)
-{
-	std::printf("node %d:", n);
-	if (auto st = d.stats())
-		for (const auto &[name, v] : st.value())
-			if (v)
-				std::printf(" %s=%" PRIu64, name.c_str(), v);
-	std::printf("\n");
-	if (auto cs = d.connections())
-		for (const auto &c : cs.value())
-			std::printf("  conn %u to %u %s: tx %" PRIu64 " rtx %" PRIu64 " rx %" PRIu64
-				    " errors %" PRIu64 "\n",
-				    c.conn, c.peer, c.state.c_str(), c.tx_packets, c.retransmits,
-				    c.rx_packets, c.errors);
-	if (auto nbs = d.neighbours())
-		for (const auto &nb : nbs.value())
-			std::printf("  link %u peer %u: alive %d rx %d heard %d, tx %" PRIu64
-				    " rx %" PRIu64 " lost %" PRIu64 ", inflight %u cwnd %u, rtt %u us\n",
-				    nb.link, nb.node_id, nb.alive, nb.rx, nb.heard, nb.tx_pkts,
-				    nb.rx_pkts, nb.lost_pkts, nb.inflight, nb.cwnd, nb.data_rtt_us);
-}
-
 class SwitchTest : public ClusterTest {
 protected:
 	// `nodes` nodes, each plugged into each of `rails` switches in rail

@@ -514,9 +514,12 @@ void dump_node(multiedge::Device &d, int n)
 	if (auto nbs = d.neighbours())
 		for (const auto &nb : nbs.value())
 			std::printf("  link %u peer %u: alive %d rx %d heard %d, tx %" PRIu64
-				    " rx %" PRIu64 " lost %" PRIu64 ", inflight %u cwnd %u, rtt %u us\n",
+				    " rx %" PRIu64 " lost %" PRIu64 ", inflight %u cwnd %u rate %u Mb/s,"
+				    " rtt %u delay %u base %u target %u noise %u us\n",
 				    nb.link, nb.node_id, nb.alive, nb.rx, nb.heard, nb.tx_pkts,
-				    nb.rx_pkts, nb.lost_pkts, nb.inflight, nb.cwnd, nb.data_rtt_us);
+				    nb.rx_pkts, nb.lost_pkts, nb.inflight, nb.cwnd, nb.rate_mbps,
+				    nb.data_rtt_us, nb.data_delay_us, nb.base_us, nb.target_us,
+				    nb.noise_us);
 }
 
 } // namespace metest

@@ -445,6 +445,10 @@ TEST_F(FaultTest, LinkDownMidTransferCompletesOnTheOther)
 	ME_ASSERT_OK(l3);
 	EXPECT_GT(l3.value()[1].tx_bytes - l2.value()[1].tx_bytes, 1u << 20)
 		<< "the link that came back must carry data again";
+	if (HasFailure()) {
+		dump_node(c_->dev(0), 0);
+		dump_node(c_->dev(1), 1);
+	}
 }
 
 // The peer's namespace goes away in the middle of a transfer: every

@@ -150,15 +150,37 @@ bool me_path_usable(struct me_node *n, struct me_peer *p, u32 link)
 	       link_up(n, link);
 }
 
+/* The best delivery rate among the peer's usable paths (1: none). */
+static u64 max_rate(struct me_node *n, struct me_peer *p)
+{
+	u64 m = 1;
+	u32 i;
+
+	for (i = 0; i < ME_MAX_LINKS; i++)
+		if (me_path_usable(n, p, i))
+			m = me_max_u64(m, me_atomic_read(&p->path[i].rate));
+	return m;
+}
+
 /* Both directions proven recently: the path comes alive. */
 static void path_check_up(struct me_node *n, struct me_peer *p, u32 link, u64 now)
 {
 	struct me_path *pa = &p->path[link];
+	u64 seed;
 
 	if (me_atomic_read(&pa->alive) || !link_up(n, link) ||
 	    !fresh(n, &pa->last_rx_ns, now) || !fresh(n, &pa->heard_ns, now))
 		return;
+	/*
+	 * What it measured before it went down (or while dying) says
+	 * nothing of it now: it starts at least at the best of its
+	 * siblings' rates, or its NIC's speed if that is less, and samples
+	 * taken while it is full bring it down if it is slower.
+	 */
+	seed = me_min_u64(max_rate(n, p), n->links[link].rate_init);
 	if (me_atomic_cmpxchg(&pa->alive, 0, 1) == 0) {
+		if (seed > me_atomic_read(&pa->rate))
+			me_atomic_set(&pa->rate, (u32)seed);
 		me_atomic_set(&pa->failed, 0);
 		/* Timers of packets on it run from now (window.c). */
 		me_atomic64_set(&pa->acked_ns, now);
@@ -537,23 +559,16 @@ void me_path_rx(struct me_node *n, u32 link, u64 addr, const struct me_hdr *h,
  * link_window would hold packets several times longer than a fast one.
  * At least one MTU, so that every path can carry a packet.
  */
-static u64 link_cap(struct me_node *n, struct me_path *pa, u64 rate, u64 maxrate)
+static u64 rate_share(struct me_node *n, u64 rate, u64 maxrate)
 {
-	u64 cap = me_div_u64((u64)n->cfg.link_window * rate, (u32)maxrate);
-
-	cap = me_min_u64(cap, me_cc_window(n, pa));
-	return me_max_u64(cap, n->cfg.mtu);
+	return me_div_u64((u64)n->cfg.link_window * rate, (u32)maxrate);
 }
 
-static u64 max_rate(struct me_node *n, struct me_peer *p)
+static u64 link_cap(struct me_node *n, struct me_path *pa, u64 rate, u64 maxrate)
 {
-	u64 m = 1;
-	u32 i;
+	u64 cap = me_min_u64(rate_share(n, rate, maxrate), me_cc_window(n, pa));
 
-	for (i = 0; i < ME_MAX_LINKS; i++)
-		if (me_path_usable(n, p, i))
-			m = me_max_u64(m, me_atomic_read(&p->path[i].rate));
-	return m;
+	return me_max_u64(cap, n->cfg.mtu);
 }
 
 int me_path_pick(struct me_node *n, struct me_peer *p, u32 len, bool force)
@@ -703,27 +718,41 @@ void me_path_suspect(struct me_node *n, struct me_peer *p, u32 link, u64 since)
 	path_down(n, p, link, true);
 }
 
+/*
+ * The delivery rate of a path, sampled over rate_ns while it is kept
+ * full.  Full by its share of link_window (rate_share), a sample is what
+ * the path can carry, and the estimate follows it.  Full by its
+ * congestion window (slow start after it came back, a congested path), a
+ * sample is that window per round trip, a lower bound: it may raise the
+ * estimate, never lower it.  Taken as a measure, a revived path's first
+ * round trips (two packets of window) dragged its estimate to a tenth of
+ * its sibling's, and the share and choice that follow the estimate kept
+ * it there (guests: 0.5-1 MB of 16 MiB on the revived link).
+ */
 static void rate_update(struct me_node *n, struct me_path *pa, u64 now,
 			u64 maxrate)
 {
 	u64 d = me_atomic64_read(&pa->delivered);
-	u64 cap = link_cap(n, pa, me_atomic_read(&pa->rate), maxrate);
+	u32 old = me_atomic_read(&pa->rate);
+	u64 share = rate_share(n, old, maxrate);
+	u64 cap = link_cap(n, pa, old, maxrate);
 	bool busy = me_atomic_read(&pa->inflight) >= cap / 2;
+	bool by_cwnd = me_cc_window(n, pa) < share;
 	u64 dt = now - pa->rate_t0;
 
 	if (dt < n->cfg.rate_ns)
 		return;
 	if (busy && pa->rate_busy && dt < 0xffffffffull) {
 		u64 sample = me_div_u64((d - pa->rate_d0) * 1000, (u32)dt);
-		u32 old = me_atomic_read(&pa->rate);
 
-		if (sample)
+		if (sample && (sample > old || (!by_cwnd && !pa->rate_cwnd)))
 			me_atomic_set(&pa->rate,
 				      (u32)me_max_u64((3ull * old + sample) / 4, 1));
 	}
 	pa->rate_t0 = now;
 	pa->rate_d0 = d;
 	pa->rate_busy = busy;
+	pa->rate_cwnd = by_cwnd;
 }
 
 /*

@@ -443,6 +443,9 @@ TEST_F(FaultTest, LinkDownMidTransferCompletesOnTheOther)
 	ASSERT_TRUE(pump(a, conn.value(), mr_src.value(), rd, part, true, 2));
 	auto l3 = a.links();
 	ME_ASSERT_OK(l3);
+	std::printf("after the link came back: link 0 sent %.1f MB, link 1 %.1f MB\n",
+		    (l3.value()[0].tx_bytes - l2.value()[0].tx_bytes) / 1e6,
+		    (l3.value()[1].tx_bytes - l2.value()[1].tx_bytes) / 1e6);
 	EXPECT_GT(l3.value()[1].tx_bytes - l2.value()[1].tx_bytes, 1u << 20)
 		<< "the link that came back must carry data again";
 	if (HasFailure()) {

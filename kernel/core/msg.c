@@ -500,13 +500,13 @@ static void acked_pass(struct me_conn *c, u32 cum)
  * messages below its cum.  A STATUS is counted before it takes its place
  * in the response ring, which is sent in order, so every STATUS ahead of
  * such a failure's was counted too: they are among the first `status`
- * STATUS frames in sequence order.  Once
- * those were processed here (each completed its op with the failure
- * first), the writes and notifies below cum still open succeeded.  They
- * are counted as this side's cumulative point passes them
- * (me_msg_status_passed), not as they arrive: a later STATUS handled
- * before an earlier one that was lost, or was still being handled on
- * another link or CPU, must not stand in for it.
+ * STATUS frames in sequence order.  Once those were processed here (each
+ * completed its op with the failure first), the writes and notifies
+ * below cum still open succeeded.  They are counted as this side's
+ * cumulative point passes them (me_msg_status_passed), not as they
+ * arrive: a later STATUS handled before an earlier one that was lost, or
+ * was still being handled on another link or CPU, must not stand in for
+ * it.
  *
  * snd_una is the newest cum, ack_status the largest count; an ack stores
  * its count before it moves snd_una, and the pass reads snd_una first, so

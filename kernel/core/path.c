@@ -557,7 +557,8 @@ void me_path_rx(struct me_node *n, u32 link, u64 addr, const struct me_hdr *h,
  * the reordering between links (and so the receiver's reorder span) and
  * the spread of round-trip times small; a slow link with a full
  * link_window would hold packets several times longer than a fast one.
- * At least one MTU, so that every path can carry a packet.
+ * The congestion window, when smaller, rules; at least one MTU, so that
+ * every path can carry a packet.
  */
 static u64 rate_share(struct me_node *n, u64 rate, u64 maxrate)
 {

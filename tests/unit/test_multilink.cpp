@@ -205,25 +205,37 @@ TEST(MultiLink, loss_on_four__repaired_without_cascade)
 }
 
 // A link that fails in the middle of a transfer and comes back carries
-// its share again at once: its rate estimate and window start from what
-// the peer's paths show now, not from samples taken while it was dying
-// (a guest test saw a revived link carry 4% of the next 16 MiB).
+// its share again.  Its rate estimate from before the failure says
+// nothing of it now, and its first round trips in slow start are limited
+// by its congestion window, not by what it can carry: taken as measures,
+// they kept a revived link's estimate, and so its share of the striping,
+// at a tenth of its sibling's (guests under TCG: 0.5-1 MB of 16 MiB on
+// the revived link, fault_test).  Round trips of 0.6 ms and rate samples
+// every 10 ms as in the module, so slow start spans several samples as
+// there.  Without the guests' noise the simulator gave the revived link
+// its share before that fix too: a guard, not the reproduction.
 TEST(MultiLink, revived_link__carries_its_share_again)
 {
-	Multi M(26, links({10, 10}));
+	LinkParams lp;
+	lp.gbps = 1;
+	lp.delay_ns = 300000;
+	Multi M(26, {lp, lp}, [](me_node_cfg &cf) {
+		cf.rate_ns = 10000000;
+		cf.cc_init = 2 * cf.mtu;
+	});
 	ASSERT_NE(M.c, nullptr);
 	me_node *a = M.sim.nodes[0]->node;
 	me_node_cfg cf = default_cfg(1);
-	M.sim.at(M.sim.now + 200000, [&] { M.sim.set_wire_up(1, false); });
-	M.writes(5, 1 << 20);
+	M.sim.at(M.sim.now + 5000000, [&] { M.sim.set_wire_up(1, false); });
+	M.writes(5, 1 << 20, 5000000000ull);
 	EXPECT_TRUE(M.sim.run([&] { return !me_link_alive(a, 1); },
 			      M.sim.now + cf.link_dead_ns + 4 * cf.tick_ns));
-	M.writes(2, 1 << 20);	// over link 0 alone
+	M.writes(2, 1 << 20, 5000000000ull);	// over link 0 alone
 	M.sim.set_wire_up(1, true);
 	EXPECT_TRUE(M.sim.run([&] { return me_link_alive(a, 1) == 1; },
 			      M.sim.now + 100 * cf.hello_ns));
 	uint64_t b0 = M.sim.wires[0].bytes[0], b1 = M.sim.wires[1].bytes[0];
-	M.writes(4, 1 << 20);
+	M.writes(4, 1 << 20, 5000000000ull);
 	M.w->check();
 	uint64_t d0 = M.sim.wires[0].bytes[0] - b0, d1 = M.sim.wires[1].bytes[0] - b1;
 	printf("after the link came back: link 0 %.1f MB, link 1 %.1f MB\n", d0 / 1e6, d1 / 1e6);

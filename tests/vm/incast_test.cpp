@@ -338,8 +338,9 @@ private:
 		}
 	}
 
-	// Sockets are written with MSG_NOSIGNAL: a peer that closes first at
-	// teardown must not kill the test with SIGPIPE (6.12 once: exit 141).
+	// Sockets are written with MSG_NOSIGNAL: stop() shuts them down while
+	// these threads may still be writing, and that write raised SIGPIPE,
+	// which killed the test (6.12 once: exit 141).
 	void send_loop(int fd)
 	{
 		std::vector<char> b(kMsg, 'x');

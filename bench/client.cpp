@@ -180,20 +180,15 @@ me::Status measure(const Context &cx, Test test, std::uint64_t session, unsigned
 	}
 	if (!phase.stats_start.empty() && !phase.stats_end.empty() && row.ops) {
 		auto delta = [&](const char *name) -> std::uint64_t {
-			std::uint64_t a = 0, b = 0;
-			for (const auto &[k, v] : phase.stats_start)
-				if (k == name)
-					a = v;
-			for (const auto &[k, v] : phase.stats_end)
-				if (k == name)
-					b = v;
+			std::uint64_t a = counter(phase.stats_start, name);
+			std::uint64_t b = counter(phase.stats_end, name);
 			return b >= a ? b - a : 0;
 		};
 		const std::uint64_t data = delta("tx_data");
 		const std::uint64_t rtx = delta("tx_rtx_loss") + delta("tx_rtx_rto") +
 					  delta("tx_rtx_fail");
-		const std::uint64_t acks = delta("tx_ack") + delta("tx_nack");
-		row.pkts_per_op = static_cast<double>(data + rtx + acks) / static_cast<double>(row.ops);
+		const std::uint64_t sent = frames_sent(phase.stats_end) - frames_sent(phase.stats_start);
+		row.pkts_per_op = static_cast<double>(sent) / static_cast<double>(row.ops);
 		if (data)
 			row.rtx_pct = 100.0 * static_cast<double>(rtx) / static_cast<double>(data);
 		row.rto_per_s = static_cast<double>(delta("rto_fired")) / row.seconds;
@@ -207,6 +202,10 @@ me::Status measure(const Context &cx, Test test, std::uint64_t session, unsigned
 		row.peer_cpu_us_per_op = ticks_to_us(peer->cpu_busy) /
 					 (static_cast<double>(peer->window_ns) / 1e9) * row.seconds /
 					 static_cast<double>(row.ops);
+	if (peer->frames != kNoFrames && peer->window_ns && row.ops)
+		row.peer_pkts_per_op = static_cast<double>(peer->frames) /
+				       (static_cast<double>(peer->window_ns) / 1e9) * row.seconds /
+				       static_cast<double>(row.ops);
 	return cx.sink.write(row);
 }
 

@@ -14,7 +14,7 @@ and writes
   DIR/results.csv  system,test,phase,condition,size,links,mbps,lat_us,
                    lat_p99_us,cpu_util,cpu_us_per_mb,peer_cpu_util,ops_per_s,
                    cpu_us_per_op,peer_cpu_us_per_op,calls_per_op,pkts_per_op,
-                   rtx_pct,post_syscall_us,source
+                   rtx_pct,post_syscall_us,peer_pkts_per_op,source
   DIR/table.md     the table printed on stdout (figures, ratios, targets).
 
 mbps is 1e6 payload bytes per second; lat_us is one-way (RTT/2) except for
@@ -33,10 +33,10 @@ import sys
 FIELDS = ["system", "test", "phase", "condition", "size", "links", "mbps", "lat_us",
           "lat_p99_us", "cpu_util", "cpu_us_per_mb", "peer_cpu_util", "ops_per_s",
           "cpu_us_per_op", "peer_cpu_us_per_op", "calls_per_op", "pkts_per_op", "rtx_pct",
-          "post_syscall_us", "source"]
+          "post_syscall_us", "peer_pkts_per_op", "source"]
 # me_bench columns copied as they are (absent in older CSVs: empty).
 ME_EXTRA = ["ops_per_s", "cpu_us_per_op", "peer_cpu_us_per_op", "calls_per_op", "pkts_per_op",
-            "rtx_pct", "post_syscall_us"]
+            "rtx_pct", "post_syscall_us", "peer_pkts_per_op"]
 MIB = 1048576
 # vCPUs of the measuring guest per phase (scripts/bench boots them so).
 NCPUS = {"A": 1, "B": 1, "C": 1, "D": 2, "F": 2, "U": 1, "V": 1}
@@ -174,16 +174,26 @@ def read_perftest(path, rows):
                         size=size, links=1, lat_us=data[4], lat_p99_us=data[7], source=src))
 
 
+def phases_run(d):
+    """The phases scripts/bench-guest ran (its phase-times.txt); all when
+    the file is missing (an older result folder)."""
+    path = os.path.join(d, "phase-times.txt")
+    if not os.path.exists(path):
+        return set("APCBUVDFIM")
+    return {line.split()[0] for line in open(path) if line.split()}
+
+
 def collect(d):
     rawd = os.path.join(d, "raw")
     if not os.path.isdir(rawd):
         die(f"{rawd} is missing: run scripts/bench (make bench) first")
     rows = []
+    ran = phases_run(d)
     for name in ("multiedge.csv", "memcpy.csv"):
         p = os.path.join(rawd, name)
         if os.path.exists(p):
             read_me_bench(p, rows)
-        else:
+        elif any(ph in ran for ph in ("A", "P", "C", "B", "U", "V", "D", "F")):
             print(f"collect.py: {p} is missing", file=sys.stderr)
     for p in sorted(glob.glob(os.path.join(rawd, "iperf3-*.json"))):
         read_iperf3(p, rows)
@@ -191,7 +201,8 @@ def collect(d):
         read_qperf(p, rows)
     for p in sorted(glob.glob(os.path.join(rawd, "perftest-*.txt"))):
         read_perftest(p, rows)
-    if not rows:
+    # Phases I and M leave only their own files (raw/incast.txt, mpi.txt).
+    if not rows and not (ran & {"I", "M"}):
         die(f"no results in {rawd}")
     with open(os.path.join(d, "results.csv"), "w", newline="") as f:
         w = csv.DictWriter(f, FIELDS)
@@ -256,59 +267,61 @@ def table(rows, d):
         p("")
     targets = []
 
-    # 1. one-way throughput by size, 1 link, two guests.
-    p("### One-way throughput, two guests, 1 link (MB/s = 1e6 B/s)")
-    p("")
-    p("| size | multiedge | TCP (iperf3) | Soft-RoCE write | Soft-RoCE read | memcpy | me/TCP | me/RoCE write | me/memcpy |")
-    p("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-    sizes = sorted({r["size"] for r in rows if r["phase"] == "A" and r["mbps"] is not None
-                    and r["system"] in ("tcp", "softroce")})
-    big = {"tcp": [], "roce": []}
-    for s in sizes:
-        me = val(pick(rows, system="multiedge", test="oneway", phase="A", size=s), "mbps")
-        tcp = val(pick(rows, system="tcp", test="oneway", phase="A", size=s), "mbps")
-        rw = val(pick(rows, system="softroce", test="write_bw", phase="A", size=s), "mbps")
-        rr = val(pick(rows, system="softroce", test="read_bw", phase="A", size=s), "mbps")
-        mc = val(pick(rows, system="memcpy", phase="A", size=s), "mbps")
-        p(f"| {size_name(s)} | {fmt(me)} | {fmt(tcp)} | {fmt(rw)} | {fmt(rr)} | {fmt(mc)} | "
-          f"{fr(ratio(me, tcp))} | {fr(ratio(me, rw))} | {fr(ratio(me, mc))} |")
-        if s >= 65536:
-            big["tcp"].append((s, ratio(me, tcp)))
-            big["roce"].append((s, ratio(me, rw)))
-    p("")
-    for key, goal, name in (("tcp", 1.5, "TCP"), ("roce", 3.0, "Soft-RoCE")):
-        vals = [(s, r) for s, r in big[key] if r is not None]
-        if vals:
-            lo = min(vals, key=lambda x: x[1])
-            targets.append((f"one-way >= 64 KiB: multiedge >= {goal}x {name} (sweep, phase A)",
-                            f"lowest {lo[1]:.2f}x (at {size_name(lo[0])}); "
-                            + ", ".join(f"{size_name(s)} {r:.2f}x" for s, r in vals),
-                            lo[1] >= goal))
+    # 1, 2: the sweep of phase A (a run of other phases has none).
+    if any(r["phase"] == "A" for r in rows):
+        # 1. one-way throughput by size, 1 link, two guests.
+        p("### One-way throughput, two guests, 1 link (MB/s = 1e6 B/s)")
+        p("")
+        p("| size | multiedge | TCP (iperf3) | Soft-RoCE write | Soft-RoCE read | memcpy | me/TCP | me/RoCE write | me/memcpy |")
+        p("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+        sizes = sorted({r["size"] for r in rows if r["phase"] == "A" and r["mbps"] is not None
+                        and r["system"] in ("tcp", "softroce")})
+        big = {"tcp": [], "roce": []}
+        for s in sizes:
+            me = val(pick(rows, system="multiedge", test="oneway", phase="A", size=s), "mbps")
+            tcp = val(pick(rows, system="tcp", test="oneway", phase="A", size=s), "mbps")
+            rw = val(pick(rows, system="softroce", test="write_bw", phase="A", size=s), "mbps")
+            rr = val(pick(rows, system="softroce", test="read_bw", phase="A", size=s), "mbps")
+            mc = val(pick(rows, system="memcpy", phase="A", size=s), "mbps")
+            p(f"| {size_name(s)} | {fmt(me)} | {fmt(tcp)} | {fmt(rw)} | {fmt(rr)} | {fmt(mc)} | "
+              f"{fr(ratio(me, tcp))} | {fr(ratio(me, rw))} | {fr(ratio(me, mc))} |")
+            if s >= 65536:
+                big["tcp"].append((s, ratio(me, tcp)))
+                big["roce"].append((s, ratio(me, rw)))
+        p("")
+        for key, goal, name in (("tcp", 1.5, "TCP"), ("roce", 3.0, "Soft-RoCE")):
+            vals = [(s, r) for s, r in big[key] if r is not None]
+            if vals:
+                lo = min(vals, key=lambda x: x[1])
+                targets.append((f"one-way >= 64 KiB: multiedge >= {goal}x {name} (sweep, phase A)",
+                                f"lowest {lo[1]:.2f}x (at {size_name(lo[0])}); "
+                                + ", ".join(f"{size_name(s)} {r:.2f}x" for s, r in vals),
+                                lo[1] >= goal))
 
-    # 2. latency.
-    p("### Ping-pong latency, 8 B (one way = RTT/2, median / typical)")
-    p("")
-    p("| system | latency (us) | p99 (us) | multiedge / it |")
-    p("|---|---:|---:|---:|")
-    me = pick(rows, system="multiedge", test="pingpong", phase="A", size=8)
-    lats = [("multiedge (me_bench pingpong)", me),
-            ("TCP (qperf tcp_lat)", pick(rows, system="tcp", test="pingpong", phase="A", size=8)),
-            ("Soft-RoCE (ib_write_lat, busy-poll)", pick(rows, system="softroce", test="write_lat", phase="A", size=8)),
-            ("Soft-RoCE (ib_send_lat -e, events)", pick(rows, system="softroce", test="send_lat", phase="A", size=8)),
-            ("Soft-RoCE (ib_read_lat: full round trip)", pick(rows, system="softroce", test="read_lat", phase="A", size=8))]
-    mel = val(me, "lat_us")
-    for name, r in lats:
-        p(f"| {name} | {fmt(val(r, 'lat_us'))} | {fmt(val(r, 'lat_p99_us'))} | "
-          f"{fr(ratio(mel, val(r, 'lat_us'))) if r is not me else ''} |")
-    p("")
-    tl = val(lats[1][1], "lat_us")
-    rl = [val(r, "lat_us") for _, r in lats[2:4] if val(r, "lat_us") is not None]
-    if mel is not None and tl is not None:
-        targets.append(("8 B ping-pong below TCP (sweep, phase A)", f"{mel:.0f} us vs {tl:.0f} us", mel < tl))
-    if mel is not None and rl:
-        best = min(rl)
-        targets.append(("8 B ping-pong below Soft-RoCE, its best one-way figure (sweep, phase A)",
-                        f"{mel:.0f} us vs {best:.0f} us", mel < best))
+        # 2. latency.
+        p("### Ping-pong latency, 8 B (one way = RTT/2, median / typical)")
+        p("")
+        p("| system | latency (us) | p99 (us) | multiedge / it |")
+        p("|---|---:|---:|---:|")
+        me = pick(rows, system="multiedge", test="pingpong", phase="A", size=8)
+        lats = [("multiedge (me_bench pingpong)", me),
+                ("TCP (qperf tcp_lat)", pick(rows, system="tcp", test="pingpong", phase="A", size=8)),
+                ("Soft-RoCE (ib_write_lat, busy-poll)", pick(rows, system="softroce", test="write_lat", phase="A", size=8)),
+                ("Soft-RoCE (ib_send_lat -e, events)", pick(rows, system="softroce", test="send_lat", phase="A", size=8)),
+                ("Soft-RoCE (ib_read_lat: full round trip)", pick(rows, system="softroce", test="read_lat", phase="A", size=8))]
+        mel = val(me, "lat_us")
+        for name, r in lats:
+            p(f"| {name} | {fmt(val(r, 'lat_us'))} | {fmt(val(r, 'lat_p99_us'))} | "
+              f"{fr(ratio(mel, val(r, 'lat_us'))) if r is not me else ''} |")
+        p("")
+        tl = val(lats[1][1], "lat_us")
+        rl = [val(r, "lat_us") for _, r in lats[2:4] if val(r, "lat_us") is not None]
+        if mel is not None and tl is not None:
+            targets.append(("8 B ping-pong below TCP (sweep, phase A)", f"{mel:.0f} us vs {tl:.0f} us", mel < tl))
+        if mel is not None and rl:
+            best = min(rl)
+            targets.append(("8 B ping-pong below Soft-RoCE, its best one-way figure (sweep, phase A)",
+                            f"{mel:.0f} us vs {best:.0f} us", mel < best))
 
     # 2b. the paired, interleaved repetitions (phase P).
     pr = [r for r in rows if r["phase"] == "P"]
@@ -443,7 +456,7 @@ def table(rows, d):
           f"{len(reps)} repetitions, medians)")
         p("")
         p("| size | door | ops/s | MB/s | CPU us/op (client) | CPU us/op (server) | door calls/op "
-          "| frames/op | rtx % | ops/s vs ioctl | vs ioctl per repetition |")
+          "| frames/op (client / server) | rtx % | ops/s vs ioctl | vs ioctl per repetition |")
         p("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|")
         for s in sorted({r["size"] for r in ur}):
             base = {rep_of(r): r["ops_per_s"] for r in ur if r["size"] == s and variant(r) == "ioctl"}
@@ -457,7 +470,8 @@ def table(rows, d):
                   f"{fmt(med([r['mbps'] for r in vr]), 2)} | {fmt(med([r['cpu_us_per_op'] for r in vr]))} | "
                   f"{fmt(med([r['peer_cpu_us_per_op'] for r in vr]))} | "
                   f"{fmt(med([r['calls_per_op'] for r in vr]), 2)} | "
-                  f"{fmt(med([r['pkts_per_op'] for r in vr]), 2)} | "
+                  f"{fmt(med([r['pkts_per_op'] for r in vr]), 2)} / "
+                  f"{fmt(med([r['peer_pkts_per_op'] for r in vr]), 2)} | "
                   f"{fmt(med([r['rtx_pct'] for r in vr]))} | "
                   f"{fr(mr) if key != 'ioctl' else ''} | "
                   + (", ".join(fr(x) for x in rs) if key != "ioctl" else "") + " |")
@@ -466,6 +480,12 @@ def table(rows, d):
                                     "(paired, median)",
                                     f"{mr:.2f}x ({med([r['ops_per_s'] for r in vr]):.0f} vs "
                                     f"{med(list(base.values())):.0f} ops/s)", mr >= 3.0))
+                cf = med([r["pkts_per_op"] for r in vr])
+                sf = med([r["peer_pkts_per_op"] for r in vr])
+                if s == 8 and key == "uring batch=64" and cf is not None and sf is not None:
+                    targets.append((f"8 B writes (io_uring batch 64, {depth} in flight): <= 1.25 "
+                                    "frames each way per write (median)",
+                                    f"client {cf:.2f}, server {sf:.2f}", max(cf, sf) <= 1.25))
         p("")
         sc = med([r["post_syscall_us"] for r in ur])
         io8 = med([r["cpu_us_per_op"] for r in ur if r["size"] == 8 and variant(r) == "ioctl"])
@@ -478,10 +498,13 @@ def table(rows, d):
     flip_section(rows, d, p, targets)
     incast_section(d, p, targets)
     mpi_section(d, p)
-    issue16_targets(rows, targets)
+    issue16_targets(rows, targets, d)
 
     p("### Targets")
     p("")
+    if not targets:
+        p("(none of this run's phases judges a target)")
+        return "\n".join(out) + "\n"
     p("| target | measured | met |")
     p("|---|---|---|")
     for name, what, ok in targets:
@@ -489,7 +512,20 @@ def table(rows, d):
     return "\n".join(out) + "\n"
 
 
-def issue16_targets(rows, targets):
+def host_drops(d):
+    """Frames of the two guests' links the host dropped in boot 1 (its UDP
+    RcvbufErrors; scripts/bench), None if not recorded."""
+    path = os.path.join(d, "host-drops.txt")
+    if not os.path.exists(path):
+        return None
+    for line in open(path):
+        f = line.split()
+        if len(f) == 2 and f[0] == "boot1" and f[1].lstrip("-").isdigit():
+            return int(f[1])
+    return None
+
+
+def issue16_targets(rows, targets, d):
     """Issue 16's targets that the sections above do not judge already."""
     # Sender CPU per MB, whole guest (/proc/stat) for both, phase A sweep.
     cpu = []
@@ -506,6 +542,7 @@ def issue16_targets(rows, targets):
                         + ", ".join(f"{size_name(s)} {r:.2f}x" for s, r in cpu), hi[1] <= 0.7))
     # Data packets resent on links that lose nothing: every one-way size of
     # the two guests (A, P) and of the namespace pair (D).
+    drops = host_drops(d)
     for label, phases in (("two guests, phases A and P", ("A", "P")),
                           ("one guest over veth, phase D", ("D",))):
         rs = [r for r in rows if r["system"] == "multiedge" and r["test"] == "oneway"
@@ -513,7 +550,9 @@ def issue16_targets(rows, targets):
         if rs:
             w = max(rs, key=lambda r: r["rtx_pct"])
             targets.append((f"data packets resent on a clean link <= 0.5% at every size ({label})",
-                            f"worst {w['rtx_pct']:.2f}% ({size_name(w['size'])}, {w['condition'] or 'A'})",
+                            f"worst {w['rtx_pct']:.2f}% ({size_name(w['size'])}, {w['condition'] or 'A'})"
+                            + (f"; the host dropped {drops} frames of the links in boot 1"
+                               if "A" in phases and drops is not None else ""),
                             w["rtx_pct"] <= 0.5))
     # One guest, two namespaces over veth, MTU 9000: multiedge against TCP.
     ns = []

@@ -48,6 +48,8 @@ struct RegionRef {
 	std::uint64_t key;
 };
 
+constexpr std::uint64_t kNoFrames = ~0ull;
+
 struct Msg {
 	char magic[8];
 	Kind kind;
@@ -70,6 +72,9 @@ struct Msg {
 	std::uint64_t lat_median_ns;	// Result (twoway)
 	std::uint64_t lat_p99_ns;	// Result (twoway)
 	std::uint64_t window_ns;	// Result: Begin..End at the server
+	std::uint64_t frames;		// Result: frames the server's engine sent
+					// over Begin..End (data, resent, acks);
+					// kNoFrames: not read
 	RegionRef regions[kMaxThreads];	// Hello: client's; Ready: server's
 	char text[256];			// failure text
 };

@@ -50,7 +50,8 @@ def load(d):
                       "ops_per_s", "cpu_us_per_op", "peer_cpu_us_per_op"):
                 r[k] = float(r[k]) if r.get(k) else None
             rows.append(r)
-    if not rows:
+    ran = phases_run(d)
+    if not rows and (ran is None or ran - {"I", "M"}):
         die(f"{p} has no rows")
     return rows
 
@@ -362,11 +363,24 @@ def mpi(rows, d):
     save(fig, d, "fig-mpi-pingpong.png")
 
 
+def phases_run(d):
+    """The phases scripts/bench-guest ran (phase-times.txt), None if unknown."""
+    path = os.path.join(d, "phase-times.txt")
+    if not os.path.exists(path):
+        return None
+    return {line.split()[0] for line in open(path) if line.split()}
+
+
 def main():
     d = sys.argv[1] if len(sys.argv) > 1 else "build/bench"
     rows = load(d)
+    ran = phases_run(d)
     fails = []
-    for f in (fig7, fig8, cpu, links, loss, netns, oprate, flip, mpi):
+    for f, phase in ((fig7, "A"), (fig8, "A"), (cpu, "A"), (links, "B"), (loss, "C"),
+                     (netns, "D"), (oprate, "U"), (flip, "F"), (mpi, "M")):
+        if ran is not None and phase not in ran:
+            print(f"plot.py: {f.__name__}: phase {phase} was not run", file=sys.stderr)
+            continue
         try:
             f(rows, d)
         except SystemExit as e:

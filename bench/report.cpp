@@ -14,7 +14,7 @@ constexpr const char *kCsvHeader =
 	"label,test,size,threads,depth,ops,bytes,seconds,mbps,lat_median_us,lat_p99_us,"
 	"cpu_util,cpu_us_per_mb,links,rtt_median_us,rtt_p99_us,peer_cpu_util,door,batch,ops_per_s,"
 	"cpu_us_per_op,peer_cpu_us_per_op,calls_per_op,post_syscall_us,pkts_per_op,rtx_pct,"
-	"rto_per_s\n";
+	"rto_per_s,peer_pkts_per_op\n";
 
 std::string csv_text(const std::string &s)
 {
@@ -113,7 +113,7 @@ me::Status Sink::write(const Row &r)
 	if (csv_) {
 		std::fprintf(csv_,
 			     "%s,%s,%" PRIu64 ",%u,%u,%" PRIu64 ",%" PRIu64
-			     ",%s,%s,%s,%s,%s,%s,%u,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s\n",
+			     ",%s,%s,%s,%s,%s,%s,%u,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s\n",
 			     csv_text(r.label).c_str(), csv_text(r.test).c_str(), r.size, r.threads,
 			     r.depth, r.ops, r.bytes, num(r.seconds, false).c_str(),
 			     num(r.mbps, false).c_str(), num(r.lat_median_us, false).c_str(),
@@ -126,7 +126,8 @@ me::Status Sink::write(const Row &r)
 			     num(r.peer_cpu_us_per_op, false).c_str(),
 			     num(r.calls_per_op, false).c_str(),
 			     num(r.post_syscall_us, false).c_str(), num(r.pkts_per_op, false).c_str(),
-			     num(r.rtx_pct, false).c_str(), num(r.rto_per_s, false).c_str());
+			     num(r.rtx_pct, false).c_str(), num(r.rto_per_s, false).c_str(),
+			     num(r.peer_pkts_per_op, false).c_str());
 		if (std::fflush(csv_) != 0 || std::ferror(csv_))
 			return me::Error::from_errno(errno, "cannot write to " + csv_path_);
 	}
@@ -139,7 +140,7 @@ me::Status Sink::write(const Row &r)
 			     "\"rtt_p99_us\":%s,\"peer_cpu_util\":%s,\"door\":%s,\"batch\":%s,"
 			     "\"ops_per_s\":%s,\"cpu_us_per_op\":%s,\"peer_cpu_us_per_op\":%s,"
 			     "\"calls_per_op\":%s,\"post_syscall_us\":%s,\"pkts_per_op\":%s,"
-			     "\"rtx_pct\":%s,\"rto_per_s\":%s}\n",
+			     "\"rtx_pct\":%s,\"rto_per_s\":%s,\"peer_pkts_per_op\":%s}\n",
 			     json_text(r.label).c_str(), json_text(r.test).c_str(), r.size, r.threads,
 			     r.depth, r.ops, r.bytes, num(r.seconds, true).c_str(),
 			     num(r.mbps, true).c_str(), num(r.lat_median_us, true).c_str(),
@@ -153,7 +154,8 @@ me::Status Sink::write(const Row &r)
 			     num(r.peer_cpu_us_per_op, true).c_str(),
 			     num(r.calls_per_op, true).c_str(),
 			     num(r.post_syscall_us, true).c_str(), num(r.pkts_per_op, true).c_str(),
-			     num(r.rtx_pct, true).c_str(), num(r.rto_per_s, true).c_str());
+			     num(r.rtx_pct, true).c_str(), num(r.rto_per_s, true).c_str(),
+			     num(r.peer_pkts_per_op, true).c_str());
 		if (std::fflush(json_) != 0 || std::ferror(json_))
 			return me::Error::from_errno(errno, "cannot write to " + json_path_);
 	}
@@ -190,6 +192,10 @@ std::string progress_line(const Row &r)
 		if (std::isfinite(r.pkts_per_op)) {
 			std::snprintf(s, sizeof(s), "  %.2f frames/op  rtx %.1f%%  %.0f rto/s",
 				      r.pkts_per_op, r.rtx_pct, r.rto_per_s);
+			out += s;
+		}
+		if (std::isfinite(r.peer_pkts_per_op)) {
+			std::snprintf(s, sizeof(s), "  server %.2f frames/op", r.peer_pkts_per_op);
 			out += s;
 		}
 		if (std::isfinite(r.post_syscall_us))

@@ -41,6 +41,7 @@ struct Row {
 	double pkts_per_op = NAN;	// frames sent (data, retransmissions, acks) per op
 	double rtx_pct = NAN;		// retransmissions per 100 data packets sent
 	double rto_per_s = NAN;		// retransmission timeouts per second
+	double peer_pkts_per_op = NAN;	// pkts_per_op of the server's engine
 };
 
 // Where rows go.  Both files are opened in append mode; the CSV header is

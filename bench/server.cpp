@@ -109,6 +109,7 @@ me::Result<Served> serve(const me::Device &dev, std::optional<Channel> &chan, co
 	std::optional<Writers> writers;
 	CpuTimes cpu0;
 	bool cpu0_ok = false;
+	std::uint64_t frames0 = kNoFrames;	// frames_sent() at Begin
 	Clock::time_point begun = Clock::now();
 	std::uint64_t sizes = 0;
 	int absent = 0;
@@ -145,6 +146,9 @@ me::Result<Served> serve(const me::Device &dev, std::optional<Channel> &chan, co
 			cpu0_ok = c.ok();
 			if (c)
 				cpu0 = c.value();
+			frames0 = kNoFrames;
+			if (auto st = dev.stats())
+				frames0 = frames_sent(st.value());
 			if (test == Test::TwoWay) {
 				RunSpec spec;
 				spec.size = m.size;
@@ -192,8 +196,11 @@ me::Result<Served> serve(const me::Device &dev, std::optional<Channel> &chan, co
 			if (c && cpu0_ok) {
 				res.cpu_busy = c->busy - cpu0.busy;
 				res.cpu_total = c->total - cpu0.total;
-				res.window_ns = ns_between(begun, Clock::now());
 			}
+			res.window_ns = ns_between(begun, Clock::now());
+			res.frames = kNoFrames;
+			if (auto st = dev.stats(); st && frames0 != kNoFrames)
+				res.frames = frames_sent(st.value()) - frames0;
 			if (auto st = chan->send(res); !st)
 				return st.error();
 			if (res.status)

@@ -212,6 +212,20 @@ me::Result<std::unique_ptr<Endpoint>> Endpoint::create(std::uint32_t peer, std::
 	return ep;
 }
 
+std::uint64_t counter(const Phase::Counters &c, const char *name)
+{
+	for (const auto &[k, v] : c)
+		if (k == name)
+			return v;
+	return 0;
+}
+
+std::uint64_t frames_sent(const Phase::Counters &c)
+{
+	return counter(c, "tx_data") + counter(c, "tx_rtx_loss") + counter(c, "tx_rtx_rto") +
+	       counter(c, "tx_rtx_fail") + counter(c, "tx_ack") + counter(c, "tx_nack");
+}
+
 void Phase::warm()
 {
 	if (warm_.fetch_add(1) + 1 == threads_) {

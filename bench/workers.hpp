@@ -86,6 +86,11 @@ private:
 	std::atomic<bool> measuring_{false}, abort_{false};
 };
 
+// One engine counter of a Device::stats reading (0 when it has none).
+std::uint64_t counter(const Phase::Counters &c, const char *name);
+// Frames an engine sent: data, retransmissions, acks and nacks.
+std::uint64_t frames_sent(const Phase::Counters &c);
+
 struct ThreadResult {
 	std::uint64_t ops = 0;		// completed in the measured window
 	std::uint64_t bytes = 0;

@@ -1,5 +1,6 @@
 // The endpoint's data path: messages over multiedge sends (eager up to
-// kEagerMax bytes, rendezvous by remote read above), tag matching,
+// kEagerMax bytes, in pieces up to kFragMax, rendezvous by remote read
+// above), tag matching,
 // unexpected messages, ordering per sending endpoint, retries.
 //
 // Every message carries a sequence number of its (sender, session)
@@ -93,6 +94,8 @@ ssize_t Endpoint::send(const void *buf, std::size_t len, void *desc, fi_addr_t d
 		return local_send(std::move(op), buf, len);
 	const std::uint8_t *payload = static_cast<const std::uint8_t *>(buf);
 	std::size_t n = len;
+	if (len > kEagerMax && len <= kFragMax && *addr != domain->self)
+		return send_pieces(std::move(op), payload, len);
 	if (len <= kEagerMax || *addr == domain->self) {
 		h.kind = Kind::Eager;
 	} else {
@@ -118,6 +121,36 @@ ssize_t Endpoint::send(const void *buf, std::size_t len, void *desc, fi_addr_t d
 	if (h.kind == Kind::Rts)
 		rendezvous[h.id] = raw;
 	return queue_send(*addr, raw, payload, n);
+}
+
+// An eager message too big for one send: pieces of kEagerMax bytes in
+// consecutive sequence numbers (the receiver gathers them before it
+// matches the message); the send completes when every piece has.
+ssize_t Endpoint::send_pieces(std::unique_ptr<Op> whole, const std::uint8_t *buf,
+			      std::size_t len)
+{
+	const std::size_t count = (len + kEagerMax - 1) / kEagerMax;
+	if (domain->free_slots.size() < kSlotReserve + count) {
+		domain->progress();
+		if (domain->free_slots.size() < kSlotReserve + count)
+			return -FI_EAGAIN;
+	}
+	auto pieces = std::make_shared<Op::Pieces>();
+	pieces->left = static_cast<unsigned>(count);
+	for (std::size_t off = 0; off < len; off += kEagerMax) {
+		auto op = std::make_unique<Op>();
+		op->addr = whole->addr;
+		op->context = whole->context;
+		op->cq_flags = whole->cq_flags;
+		op->report = whole->report;
+		op->user_len = len;
+		op->pieces = pieces;
+		op->h = whole->h;
+		op->h.kind = Kind::Frag;
+		op->h.key = off;
+		queue_send(whole->addr, op.release(), buf + off, std::min(kEagerMax, len - off));
+	}
+	return 0;
 }
 
 ssize_t Endpoint::check_post(const void *buf, std::size_t len, fi_addr_t dest,
@@ -264,6 +297,14 @@ void Endpoint::send_fin(Addr addr, std::uint64_t id, int status)
 
 void Endpoint::complete_tx(Op *op, int err)
 {
+	if (op->pieces) {	// the send completes with its last piece
+		Op::Pieces &p = *op->pieces;
+		if (err && !p.err)
+			p.err = err;
+		if (--p.left)
+			return;
+		err = p.err;
+	}
 	if (!tx_cq || (!err && !op->report))
 		return;
 	Entry e;
@@ -618,7 +659,7 @@ void Endpoint::on_completion(const me_completion &c)
 		op->cookie = 0;
 	} else {
 		p.backoff = std::chrono::microseconds{0};
-		if (op->h.kind == Kind::Eager)
+		if (op->h.kind == Kind::Eager || op->h.kind == Kind::Frag)
 			complete_tx(op, 0);
 		else if (op->h.kind == Kind::Rts)	// its Fin came first
 			complete_tx(op, op->fin_status ? fi_error_of(op->fin_status) : 0);
@@ -659,14 +700,49 @@ void Endpoint::accept_in_order(Addr addr, const Header &h, const std::uint8_t *m
 			dropped++;	// a duplicate, or too far ahead
 		return;
 	}
-	deliver(addr, h, msg + kHeaderSize);
+	take(s, addr, h, msg + kHeaderSize, len - kHeaderSize);
 	s.rx_seq++;
 	for (auto it = s.held.begin(); it != s.held.end() && it->first == s.rx_seq;
 	     it = s.held.erase(it)) {
 		std::optional<Header> early = decode(it->second.data(), it->second.size());
-		deliver(addr, *early, it->second.data() + kHeaderSize);
+		take(s, addr, *early, it->second.data() + kHeaderSize,
+		     it->second.size() - kHeaderSize);
 		s.rx_seq++;
 	}
+}
+
+// The next message of stream `s` in order: delivered, or gathered when it
+// is a piece (Kind::Frag) until its message is whole.
+void Endpoint::take(Stream &s, Addr addr, const Header &h, const std::uint8_t *payload,
+		    std::size_t n)
+{
+	if (h.kind != Kind::Frag) {
+		if (!s.gathered.empty()) {
+			dropped++;	// a message whose sender gave up its pieces
+			s.gathered.clear();
+		}
+		deliver(addr, h, payload);
+		return;
+	}
+	const Header &f = s.first;
+	if (h.key != s.gathered.size() ||
+	    (h.key && (h.flags != f.flags || h.tag != f.tag || h.data != f.data || h.len != f.len))) {
+		dropped++;	// not the piece that comes next
+		s.gathered.clear();
+		if (h.key)
+			return;
+	}
+	if (!h.key)
+		s.first = h;
+	s.gathered.insert(s.gathered.end(), payload, payload + n);
+	if (s.gathered.size() < h.len)
+		return;
+	Header whole = s.first;
+	whole.kind = Kind::Eager;
+	whole.key = 0;
+	std::vector<std::uint8_t> message;
+	message.swap(s.gathered);
+	deliver(addr, whole, message.data());
 }
 
 void Endpoint::deliver(Addr addr, const Header &h, const std::uint8_t *payload)

@@ -99,6 +99,8 @@ enum class Kind : std::uint8_t {
 	Rts = 2,	// ready to send: read [0, len) of region/key, then Fin
 	Fin = 3,	// the receiver is done with an Rts's region
 	Shm = 4,	// same node only: the message is the file passed with it
+	Frag = 5,	// a piece of an eager message of up to kFragMax bytes
+			// (key: its offset), in consecutive sequence numbers
 };
 
 constexpr std::uint8_t kFlagTagged = 1u << 0;
@@ -110,9 +112,9 @@ struct Header {
 	std::uint32_t seq = 0;		// per (sender, receiver), from 0
 	std::uint64_t tag = 0;
 	std::uint64_t data = 0;		// remote CQ data
-	std::uint64_t len = 0;		// Eager: payload; Rts: whole message
+	std::uint64_t len = 0;		// Eager: payload; Rts, Frag: whole message
 	std::uint32_t region = 0;	// Rts
-	std::uint64_t key = 0;		// Rts
+	std::uint64_t key = 0;		// Rts; Frag: the piece's offset
 	std::uint64_t id = 0;		// Rts, Fin: the sender's operation
 	std::int32_t status = 0;	// Fin: 0 or a positive errno
 	std::uint32_t session = 0;	// the sending endpoint's, random
@@ -121,6 +123,13 @@ struct Header {
 
 constexpr std::size_t kHeaderSize = 64;
 constexpr std::size_t kEagerMax = ME_SEND_MAX - kHeaderSize;
+// Messages up to this size go eager in pieces of kEagerMax (Kind::Frag)
+// rather than by rendezvous (an Rts, a read's round trip, a Fin and four
+// registrations).  Each piece is a send of its own, so pieces win only
+// while they are few: fi_pingpong between two namespaces (TCG) took 470,
+// 403, 660, 1263 us at 1, 2, 4, 8 KiB in pieces, 812, 701, 721, 631 us by
+// rendezvous.
+constexpr std::size_t kFragMax = 4096;
 
 void encode(const Header &h, std::uint8_t *out);
 // Parses and checks a received message; nullopt when it is malformed.
@@ -299,6 +308,13 @@ struct Op {
 	void *context = nullptr;
 	std::uint64_t cq_flags = 0;	// FI_SEND | FI_TAGGED ...
 	bool report = true;		// a completion is wanted
+	// A piece of a fragmented eager send: the pieces still to complete
+	// and the first error, shared; the last one completes the send.
+	struct Pieces {
+		unsigned left = 0;
+		int err = 0;
+	};
+	std::shared_ptr<Pieces> pieces;
 	// Rendezvous: the sender's registered buffer, waiting for a Fin;
 	// the receiver's read and the request it fills.
 	std::unique_ptr<TempRegion> temp;
@@ -330,6 +346,10 @@ struct Peer {
 struct Stream {
 	std::uint32_t rx_seq = 0;	// next to deliver
 	std::map<std::uint32_t, std::vector<std::uint8_t>> held;  // early ones
+	// The pieces so far of a fragmented message (Kind::Frag) and its
+	// first piece's header; empty between messages.
+	std::vector<std::uint8_t> gathered;
+	Header first;
 };
 
 class Domain {
@@ -454,9 +474,12 @@ private:
 	ssize_t local_send(std::unique_ptr<Op> op, const void *buf, std::size_t len);
 	void flush_local(Addr to, Peer &p);
 	// In order per (sender, session): delivers or holds a checked message.
+	void take(Stream &s, Addr addr, const Header &h, const std::uint8_t *payload,
+		  std::size_t n);
 	void accept_in_order(Addr from, const Header &h, const std::uint8_t *msg,
 			     std::size_t len);
 	int connect(Addr addr, Peer &p);
+	ssize_t send_pieces(std::unique_ptr<Op> whole, const std::uint8_t *buf, std::size_t len);
 	ssize_t queue_send(Addr addr, Op *op, const std::uint8_t *payload,
 			   std::size_t n);
 	void send_fin(Addr addr, std::uint64_t id, int status);

@@ -154,6 +154,13 @@ std::optional<Header> decode(const std::uint8_t *in, std::size_t len)
 		    h.region || h.key || h.status < 0 || h.status > 4095)
 			return std::nullopt;
 		break;
+	case Kind::Frag:
+		// A piece within its message, which is too big for one send and
+		// small enough not to need a rendezvous.
+		if (len <= kHeaderSize || h.len <= kEagerMax || h.len > kFragMax || h.region ||
+		    h.id || h.status || h.key >= h.len || len - kHeaderSize > h.len - h.key)
+			return std::nullopt;
+		break;
 	case Kind::Shm:
 		if (len != kHeaderSize || !h.len || h.len > ME_OP_MAX_LEN || h.region || h.key ||
 		    h.id || h.status)

@@ -359,7 +359,10 @@ TEST_F(FabricTest, SizesRoundTrip)
 	ASSERT_TRUE(a.ok && b.ok);
 	fi_addr_t to_b = a.insert(b), to_a = b.insert(a);
 	std::size_t eager = a.info->tx_attr->inject_size;
-	for (std::size_t len : {std::size_t{0}, std::size_t{1}, eager, eager + 1, std::size_t{65536},
+	// Eager in one send, in pieces (up to 4 KiB, the last one short or
+	// full), by rendezvous.
+	for (std::size_t len : {std::size_t{0}, std::size_t{1}, eager, eager + 1, 2 * eager,
+				std::size_t{4096}, std::size_t{4097}, std::size_t{65536},
 				std::size_t{1} << 20, std::size_t{5} << 20}) {
 		for (bool tagged : {false, true}) {
 			SCOPED_TRACE("len " + std::to_string(len) + (tagged ? " tagged" : " msg"));
@@ -607,7 +610,7 @@ TEST_F(FabricTest, TruncatedReceive)
 	Fab a(c(), 0), b(c(), 1);
 	ASSERT_TRUE(a.ok && b.ok);
 	fi_addr_t to_b = a.insert(b), to_a = b.insert(a);
-	for (std::size_t len : {std::size_t{500}, std::size_t{200000}}) {
+	for (std::size_t len : {std::size_t{500}, std::size_t{5000}, std::size_t{200000}}) {
 		SCOPED_TRACE("len " + std::to_string(len));
 		auto out = pattern(len, 5);
 		std::vector<std::uint8_t> in(100, 0);
@@ -655,6 +658,43 @@ TEST_F(FabricTest, FloodBeyondTheReceiveQueueKeepsOrder)
 	}
 	for (int i = 0; i < kN; i++)
 		ASSERT_EQ(got[i], static_cast<std::uint32_t>(i)) << "out of order at " << i;
+	drive({&a, &b}, [&] {
+		while (a.take(&sctx[send_done]))
+			if (++send_done == kN)
+				return true;
+		return false;
+	});
+	EXPECT_EQ(send_done, kN);
+}
+
+// The same with messages sent in pieces (3 sends each): refused pieces
+// go again in turn, and every message arrives whole, once, in order.
+TEST_F(FabricTest, FloodOfPiecesKeepsOrder)
+{
+	Fab a(c(), 0), b(c(), 1);
+	ASSERT_TRUE(a.ok && b.ok);
+	fi_addr_t to_b = a.insert(b), to_a = b.insert(a);
+	constexpr int kN = 200;
+	constexpr std::size_t kLen = 2500;
+	std::vector<std::vector<std::uint8_t>> msgs(kN);
+	std::vector<int> sctx(kN);
+	ASSERT_NO_FATAL_FAILURE(tsend_all(a, to_b, 9, sctx, [&](int i) {
+		msgs[i] = pattern(kLen, static_cast<unsigned>(i));
+		return std::pair<const void *, std::size_t>{msgs[i].data(), kLen};
+	}));
+	drive({&a}, [&] { return false; }, 1s);
+	std::vector<std::uint8_t> in(kLen + 1);
+	for (int i = 0; i < kN; i++) {
+		int rctx;
+		ASSERT_EQ(fi_trecv(b.ep, in.data(), in.size(), nullptr, to_a, 9, 0, &rctx), 0);
+		auto d = wait_done(b, &rctx, {&a, &b});
+		ASSERT_TRUE(d) << "message " << i << " never came";
+		ASSERT_EQ(d->err, 0);
+		ASSERT_EQ(d->e.len, kLen);
+		ASSERT_TRUE(std::equal(msgs[i].begin(), msgs[i].end(), in.begin()))
+			<< "message " << i << " differs (out of order or torn)";
+	}
+	int send_done = 0;
 	drive({&a, &b}, [&] {
 		while (a.take(&sctx[send_done]))
 			if (++send_done == kN)

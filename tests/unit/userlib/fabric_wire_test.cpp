@@ -49,6 +49,14 @@ Header rts()
 	return h;
 }
 
+Header frag(std::uint64_t len, std::uint64_t off)
+{
+	Header h = eager(len);
+	h.kind = Kind::Frag;
+	h.key = off;
+	return h;
+}
+
 Header fin(int status = 0)
 {
 	Header h;
@@ -74,6 +82,12 @@ TEST(FabricWire, EveryKindRoundTrips)
 		auto v = frame(h, h.kind == Kind::Eager ? h.len : 0);
 		auto back = mefi::decode(v.data(), v.size());
 		ASSERT_TRUE(back) << "kind " << int(h.kind) << " len " << h.len;
+		EXPECT_TRUE(same(*back, h));
+	}
+	for (const Header &h : {frag(mefi::kEagerMax + 1, 0), frag(mefi::kFragMax, mefi::kFragMax - 1)}) {
+		auto v = frame(h, 1);
+		auto back = mefi::decode(v.data(), v.size());
+		ASSERT_TRUE(back) << "piece at " << h.key << " of " << h.len;
 		EXPECT_TRUE(same(*back, h));
 	}
 	// Little-endian on the wire whatever the host: the sequence number's
@@ -138,6 +152,18 @@ TEST(FabricWire, MalformedMessagesAreRefused)
 	h = fin();
 	h.id = 0;
 	refused(frame(h), "fin without an id");
+	refused(frame(frag(4000, 0)), "piece without payload");
+	refused(frame(frag(mefi::kEagerMax, 0), 10), "pieces of a message that fits one send");
+	refused(frame(frag(mefi::kFragMax + 1, 0), 10), "pieces of a message for a rendezvous");
+	refused(frame(frag(4000, 4000), 1), "piece at the message's end");
+	refused(frame(frag(4000, 3990), 11), "piece past the message's end");
+	refused(frame(frag(4000, ~0ULL), 1), "piece offset wrapping");
+	h = frag(4000, 0);
+	h.region = 1;
+	refused(frame(h, 10), "piece with a region");
+	h = frag(4000, 0);
+	h.id = 1;
+	refused(frame(h, 10), "piece with an id");
 	refused(frame(fin(-1)), "fin with a negative status");
 	refused(frame(fin(4096)), "fin with a status beyond errno");
 	h = fin();

@@ -22,6 +22,8 @@ import csv
 import os
 import sys
 
+from collect import phases_run
+
 try:
     import matplotlib
     matplotlib.use("Agg")
@@ -51,7 +53,7 @@ def load(d):
                 r[k] = float(r[k]) if r.get(k) else None
             rows.append(r)
     ran = phases_run(d)
-    if not rows and (ran is None or ran - {"I", "M"}):
+    if not rows and ran - {"I", "M"}:
         die(f"{p} has no rows")
     return rows
 
@@ -363,14 +365,6 @@ def mpi(rows, d):
     save(fig, d, "fig-mpi-pingpong.png")
 
 
-def phases_run(d):
-    """The phases scripts/bench-guest ran (phase-times.txt), None if unknown."""
-    path = os.path.join(d, "phase-times.txt")
-    if not os.path.exists(path):
-        return None
-    return {line.split()[0] for line in open(path) if line.split()}
-
-
 def main():
     d = sys.argv[1] if len(sys.argv) > 1 else "build/bench"
     rows = load(d)
@@ -378,7 +372,7 @@ def main():
     fails = []
     for f, phase in ((fig7, "A"), (fig8, "A"), (cpu, "A"), (links, "B"), (loss, "C"),
                      (netns, "D"), (oprate, "U"), (flip, "F"), (mpi, "M")):
-        if ran is not None and phase not in ran:
+        if phase not in ran:
             print(f"plot.py: {f.__name__}: phase {phase} was not run", file=sys.stderr)
             continue
         try:

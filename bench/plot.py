@@ -22,7 +22,8 @@ import csv
 import os
 import sys
 
-from collect import phases_run
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+from collect import phases_run  # noqa: E402
 
 try:
     import matplotlib

@@ -242,6 +242,20 @@ std::optional<Done> wait_done(Fab &at, void *ctx, std::initializer_list<Fab *> f
 	return d;
 }
 
+// Drives `fabs` until every send of `ctx` completed on `at`, in order;
+// returns how many did.
+int sends_completed(Fab &at, std::vector<int> &ctx, std::initializer_list<Fab *> fabs)
+{
+	int done = 0;
+	const int n = static_cast<int>(ctx.size());
+	drive(fabs, [&] {
+		while (done < n && at.take(&ctx[done]))
+			done++;
+		return done == n;
+	});
+	return done;
+}
+
 std::vector<std::uint8_t> pattern(std::size_t n, unsigned seed)
 {
 	std::vector<std::uint8_t> v(n);
@@ -638,7 +652,6 @@ TEST_F(FabricTest, FloodBeyondTheReceiveQueueKeepsOrder)
 	fi_addr_t to_b = a.insert(b), to_a = b.insert(a);
 	constexpr int kN = 900;
 	std::vector<std::uint32_t> vals(kN);
-	int send_done = 0;
 	std::vector<int> sctx(kN);
 	ASSERT_NO_FATAL_FAILURE(tsend_all(a, to_b, 9, sctx, [&](int i) {
 		vals[i] = static_cast<std::uint32_t>(i);
@@ -658,13 +671,7 @@ TEST_F(FabricTest, FloodBeyondTheReceiveQueueKeepsOrder)
 	}
 	for (int i = 0; i < kN; i++)
 		ASSERT_EQ(got[i], static_cast<std::uint32_t>(i)) << "out of order at " << i;
-	drive({&a, &b}, [&] {
-		while (a.take(&sctx[send_done]))
-			if (++send_done == kN)
-				return true;
-		return false;
-	});
-	EXPECT_EQ(send_done, kN);
+	EXPECT_EQ(sends_completed(a, sctx, {&a, &b}), kN);
 }
 
 // The same with messages sent in pieces (3 sends each): refused pieces
@@ -694,14 +701,7 @@ TEST_F(FabricTest, FloodOfPiecesKeepsOrder)
 		ASSERT_TRUE(std::equal(msgs[i].begin(), msgs[i].end(), in.begin()))
 			<< "message " << i << " differs (out of order or torn)";
 	}
-	int send_done = 0;
-	drive({&a, &b}, [&] {
-		while (a.take(&sctx[send_done]))
-			if (++send_done == kN)
-				return true;
-		return false;
-	});
-	EXPECT_EQ(send_done, kN);
+	EXPECT_EQ(sends_completed(a, sctx, {&a, &b}), kN);
 }
 
 // CPU time this thread has used, in microseconds.

@@ -321,7 +321,7 @@ static int submit(struct me_conn *c, u32 opcode, const struct me_rw *rw)
 static int check_post(const struct me_post *req)
 {
 	if (req->opcode < ME_OP_WRITE || req->opcode > ME_OP_SEND ||
-	    (req->flags & ~ME_POST_F_NONBLOCK))
+	    (req->flags & ~(ME_POST_F_NONBLOCK | ME_POST_F_MORE)))
 		return -EOPNOTSUPP;
 	if (!req->len)
 		return -EINVAL;
@@ -395,6 +395,7 @@ static int post(struct me_file *f, const struct me_post *req,
 	rw.remote_off = req->remote_off;
 	rw.len = req->len;
 	rw.imm = req->imm;
+	rw.flags = req->flags & ME_POST_F_MORE ? ME_RW_MORE : 0;
 
 	/* In its connection's delivery order before the engine may complete it. */
 	cd = me_conns_done(mn, req->conn);

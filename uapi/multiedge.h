@@ -68,8 +68,11 @@
  * path's noise it was raised by.
  * 14: me_link_info (VER4) adds rx_direct, the frames handled in the NIC's
  * softirq instead of a receive thread.
+ * 15: ME_POST_F_MORE (queue without sending: more posts follow);
+ * ME_STAT_TX_PACKS and ME_STAT_TX_PACKED (small writes sent several to a
+ * frame, wire 8).
  */
-#define ME_ABI_VERSION		14
+#define ME_ABI_VERSION		15
 
 /* Default ethertype: IEEE 802.1 Local Experimental 1. */
 #define ME_DEFAULT_ETHERTYPE	0x88B5
@@ -138,6 +141,8 @@ struct me_query {
 #define ME_FEATURE_RECV_POLL	(1U << 2)
 /* ABI 11: ME_IOC_BIND, me_connect.port. */
 #define ME_FEATURE_PORTS	(1U << 3)
+/* ABI 15: ME_POST_F_MORE. */
+#define ME_FEATURE_POST_MORE	(1U << 4)
 
 #define ME_QUERY_SIZE_VER0	32	/* first published size */
 #define ME_QUERY_SIZE_VER1	48	/* + pinned_pages, regions */
@@ -597,6 +602,14 @@ struct me_post {
 #define ME_OP_SEND		4
 
 #define ME_POST_F_NONBLOCK	(1U << 0)
+/*
+ * ABI 15 (ME_FEATURE_POST_MORE; an older module refuses the flag with
+ * -EOPNOTSUPP): more posts on the same connection follow at once, as
+ * MSG_MORE: this one is queued, not sent yet.  The next post without the
+ * flag sends everything queued, small operations several to a frame; if
+ * none comes, the module's timer sends them within a tick.
+ */
+#define ME_POST_F_MORE		(1U << 1)
 
 #define ME_OP_MAX_LEN		(1U << 30)
 #define ME_SEND_MAX		1024
@@ -800,6 +813,9 @@ enum me_stat_index {
 	ME_STAT_PATH_TOLD_DOWN,	/* neighbours taken down: the peer took its end down */
 	/* ABI 12 */
 	ME_STAT_RTX_SPURIOUS,	/* acks saying a packet came twice: a retransmission was not needed */
+	/* ABI 15 */
+	ME_STAT_TX_PACKS,	/* frames that carried several small writes (PACK) */
+	ME_STAT_TX_PACKED,	/* writes, notifies and sends carried in them */
 	ME_STAT_COUNT
 };
 

@@ -387,6 +387,12 @@ static void send_refusal(struct me_node *n, u32 link, u64 src, const struct me_h
 	me_node_tx(n, link, src, buf, ME_HDR_ABORT);
 }
 
+/* See struct me_conn; the window is parsed, 8..32768. */
+static u32 pack_max(u32 peer_window)
+{
+	return me_min_u32(ME_PACK_MAX, peer_window / 4);
+}
+
 static void rx_connect(struct me_node *n, u32 link, u64 src, const struct me_hdr *h)
 {
 	struct me_conn *c, *fresh;
@@ -456,6 +462,7 @@ static void rx_connect(struct me_node *n, u32 link, u64 src, const struct me_hdr
 	c->peer_conn = h->src_conn;
 	c->peer_inc = h->src_inc;
 	c->peer_cookie = h->c.cookie;
+	c->pack_max = pack_max(h->c.window);
 	me_win_start_rx(c, h->c.isn);
 	me_win_start_tx(c, c->isn, c->isn + h->c.credit);
 	me_atomic64_set(&c->last_rx_ns, me_now(n));
@@ -490,6 +497,7 @@ static void rx_accept(struct me_node *n, const struct me_hdr *h)
 	c->peer_conn = h->src_conn;
 	c->peer_inc = h->src_inc;
 	c->peer_cookie = h->c.cookie;
+	c->pack_max = pack_max(h->c.window);
 	me_win_start_rx(c, h->c.isn);
 	me_atomic_set(&c->snd_right, c->isn + h->c.credit);
 	me_atomic64_set(&c->last_rx_ns, me_now(n));

@@ -39,6 +39,9 @@ struct me_conn {
 	u32 isn;		/* our first sequence number */
 	u32 maxpay;		/* payload bytes per packet */
 	u32 window;		/* ring sizes, power of two */
+	u32 pack_max;		/* entries in one PACK we send: a quarter
+				 * of the peer's response ring (its window)
+				 * at most, so it always has the credits */
 	u32 credit;		/* credit we advertise */
 	u64 connect_sent_ns;	/* (timer) */
 	u64 connect_start_ns;	/* first CONNECT */

@@ -149,6 +149,8 @@ enum me_stat {
 				 * said it took its end down */
 	ME_ST_RTX_SPURIOUS,	/* acks saying a packet arrived twice: a
 				 * retransmission was not needed (cc.c) */
+	ME_ST_TX_PACKS,		/* PACK packets built (msg.c) */
+	ME_ST_TX_PACKED,	/* writes and notifies sent in them */
 	ME_ST_MAX_
 };
 
@@ -269,7 +271,15 @@ struct me_rw {
 	u64 remote_off;
 	u32 len;		/* <= ME_MAX_MSG */
 	u32 imm;		/* notify: value delivered at the target */
+	u32 flags;		/* ME_RW_* */
 };
+
+/*
+ * More operations of the connection follow at once: queue this one
+ * without sending (the next submission without the flag sends what is
+ * queued, small writes packed together; the timer does within a tick).
+ */
+#define ME_RW_MORE	0x1
 
 int me_conn_connect(struct me_node *node, u32 peer, u32 mode,
 		    struct me_conn **out);

@@ -165,6 +165,8 @@ int me_msg_submit(struct me_conn *c, u32 type, const struct me_rw *rw)
 	head = me_atomic_read(&c->op_head);
 	if (head - c->op_tail >= c->nops) {
 		me_unlock(&c->sub_lock);
+		/* Ops queued with ME_RW_MORE must not wait for the timer. */
+		me_msg_pump(c);
 		return -EAGAIN;
 	}
 	if (type == ME_PT_CLOSE &&
@@ -200,7 +202,8 @@ int me_msg_submit(struct me_conn *c, u32 type, const struct me_rw *rw)
 	me_atomic_set(&op->state, OPST(head, ME_OP_QUEUED));	/* publish */
 	me_atomic_set(&c->op_head, head + 1);
 	me_unlock(&c->sub_lock);
-	me_msg_pump(c);
+	if (!rw || !(rw->flags & ME_RW_MORE))
+		me_msg_pump(c);
 	return 0;
 }
 
@@ -240,12 +243,13 @@ static struct me_op *op_find(struct me_conn *c, u32 op_id)
 /* ------------------------------------------------------------------ */
 /* Response ring (target side)                                         */
 
-static bool resp_reserve(struct me_conn *c)
+/* n credits of the response ring, all or none. */
+static bool resp_reserve(struct me_conn *c, u32 n)
 {
 	u32 v = me_atomic_read(&c->resp_credits);
 
-	while (v) {
-		u32 old = me_atomic_cmpxchg(&c->resp_credits, v, v - 1);
+	while (v >= n) {
+		u32 old = me_atomic_cmpxchg(&c->resp_credits, v, v - n);
 
 		if (old == v)
 			return true;
@@ -346,29 +350,31 @@ static bool key_checked(struct me_conn *c, int *err)
 	return true;
 }
 
-static int rx_write(struct me_conn *c, const struct me_hdr *h)
+/*
+ * Places one write/notify packet; its STATUS credit is reserved.  whole:
+ * the packet is its whole message (a PACK entry), so no byte count.
+ */
+static void place(struct me_conn *c, const struct me_hdr *h, bool whole)
 {
 	struct me_node *n = c->node;
 	u32 pay = h->payload_len;
-	bool any_err;
+	bool any_err = false;
 	int err;
 
-	if (!resp_reserve(c))
-		return -EAGAIN;
 	err = n->ops->mr_check(n->ctx, h->d.region, h->d.key, h->d.addr,
 			       h->d.msg_len, ME_ACC_WRITE);
 	if (!err && pay)
 		err = n->ops->mr_write(n->ctx, c->id, h->d.region,
 				       h->d.addr + h->d.msg_off, h->payload, pay,
 				       h->rx);
-	if (!rmsg_account(c, h, pay, err != 0, &any_err)) {
+	if (!whole && !rmsg_account(c, h, pay, err != 0, &any_err)) {
 		resp_unreserve(c);
-		return 0;
+		return;
 	}
 	/* Once per message: every packet of it saw the same check. */
 	if (!key_checked(c, &err)) {
 		resp_unreserve(c);
-		return 0;
+		return;
 	}
 	if (n->ops->mr_done && c->mode != ME_MODE_ORDERED)
 		n->ops->mr_done(n->ctx, h->d.region, h->d.addr, h->d.msg_len);
@@ -391,9 +397,57 @@ static int rx_write(struct me_conn *c, const struct me_hdr *h)
 	/* Success is told by the ack of the message's last packet. */
 	if (!err) {
 		resp_unreserve(c);
-		return 0;
+		return;
 	}
 	push_status(c, h->d.op_id, err);
+}
+
+static int rx_write(struct me_conn *c, const struct me_hdr *h)
+{
+	if (!resp_reserve(c, 1))
+		return -EAGAIN;
+	place(c, h, false);
+	me_msg_pump(c);
+	return 0;
+}
+
+/*
+ * A PACK: each entry as the one-packet message it is.  Every entry may
+ * fail, so the packet takes a STATUS credit for each before it places
+ * anything; without them it is refused whole, as a single write would
+ * be, and nothing of it happened (me_wire_parse() checked the entries).
+ */
+static int rx_pack(struct me_conn *c, const struct me_hdr *h)
+{
+	const u8 *p = h->payload;
+	u32 rem = h->payload_len, i;
+	struct me_pack_ent e;
+	struct me_hdr m;
+
+	if (!resp_reserve(c, h->d.msg_len))
+		return -EAGAIN;
+	m = *h;
+	for (i = 0; i < h->d.msg_len; i++) {
+		int len = me_wire_pack_next(p, rem, &e);
+
+		p += len;
+		rem -= (u32)len;
+		/* A wrong key may have aborted the connection. */
+		if (!me_conn_live(c)) {
+			resp_unreserve(c);
+			continue;
+		}
+		m.type = e.type;
+		m.payload = e.data;
+		m.payload_len = (u16)e.len;
+		m.d.op_id = e.op_id;
+		m.d.msg_len = e.len;
+		m.d.region = e.region;
+		m.d.imm = e.imm;
+		m.d.key = e.key;
+		m.d.addr = e.addr;
+		place(c, &m, true);
+	}
 	me_msg_pump(c);
 	return 0;
 }
@@ -404,7 +458,7 @@ static int rx_read_req(struct me_conn *c, const struct me_hdr *h)
 	struct me_resp r;
 	int err;
 
-	if (!resp_reserve(c))
+	if (!resp_reserve(c, 1))
 		return -EAGAIN;
 	err = n->ops->mr_check(n->ctx, h->d.region, h->d.key, h->d.addr,
 			       h->d.msg_len, ME_ACC_READ);
@@ -570,6 +624,8 @@ int me_msg_rx(struct me_conn *c, const struct me_hdr *h)
 	case ME_PT_WRITE:
 	case ME_PT_NOTIFY:
 		return rx_write(c, h);
+	case ME_PT_PACK:
+		return rx_pack(c, h);
 	case ME_PT_READ_REQ:
 		return rx_read_req(c, h);
 	case ME_PT_READ_RESP:
@@ -759,6 +815,103 @@ static u32 chunk_len(struct me_conn *c, const struct job *j)
 	return chunk;
 }
 
+/* Could the op be an entry of a PACK with room bytes left? */
+static bool packable(struct me_conn *c, u32 id, u32 room)
+{
+	struct me_op *op = &c->ops[id & (c->nops - 1)];
+	u32 type = me_atomic_read(&op->type);
+
+	return me_atomic_read(&op->state) == OPST(id, ME_OP_QUEUED) &&
+	       (type == ME_PT_WRITE || type == ME_PT_NOTIFY) &&
+	       room >= ME_PACK_ENT && op->len <= room - ME_PACK_ENT;
+}
+
+/*
+ * The queued writes and notifies from op_pack on, two or more that fit
+ * in one packet, as one PACK (wire 8): one frame, one sequence number
+ * and one ack for all of them instead of one each.  They complete as
+ * one-packet messages do, by the ack of the packet.  Returns 1 if it
+ * sent one, 0 if blocked, -1 if the queue does not start with two.
+ */
+static int pump_pack(struct me_conn *c)
+{
+	struct me_node *n = c->node;
+	u32 head = me_atomic_read(&c->op_head), first = c->op_pack;
+	u32 cnt = 0, plen = 0, seq, st, i;
+	struct me_pack_ent e;
+	struct me_txslot *t;
+	struct me_hdr h;
+	int link;
+	u8 *p;
+
+	while (first + cnt != head && cnt < c->pack_max &&
+	       packable(c, first + cnt, c->maxpay - plen)) {
+		plen += ME_PACK_ENT + c->ops[(first + cnt) & (c->nops - 1)].len;
+		cnt++;
+	}
+	if (cnt < 2)
+		return -1;
+	link = me_path_pick(n, c->pe, ME_HDR_SEQ + plen, false);
+	if (link < 0) {
+		me_share_wait(c);
+		return 0;
+	}
+	t = me_win_tx_reserve(c, &seq);
+	if (!t)
+		return 0;
+	t->zc = 0;
+	/* See me_msg_fail_all(): mark, then check the state again. */
+	for (i = 0; i < cnt; i++)
+		me_atomic_set(&c->ops[(first + i) & (c->nops - 1)].sent, 1);
+	st = me_atomic_read(&c->state);
+	if (st != ME_CS_ESTABLISHED && st != ME_CS_CLOSING) {
+		me_win_tx_abort(c, t);
+		return 0;
+	}
+	me_node_hdr(n, &h, ME_PT_PACK, c->peer);
+	h.src_conn = c->id;
+	h.dst_conn = c->peer_conn;
+	h.dst_inc = c->peer_inc;
+	h.cookie = c->peer_cookie;
+	h.payload_len = (u16)plen;
+	h.d.seq = seq;
+	h.d.msg_len = cnt;
+	h.flags |= ME_F_LAST | ME_F_ACKREQ;
+	me_wire_build(t->buf, &h);
+	p = t->buf + ME_HDR_SEQ;
+	for (i = 0; i < cnt; i++) {
+		struct me_op *op = &c->ops[(first + i) & (c->nops - 1)];
+		int err = 0;
+
+		e.type = me_atomic_read(&op->type);
+		e.len = op->len;
+		e.op_id = first + i;
+		e.region = op->rregion;
+		e.imm = op->imm;
+		e.key = op->rkey;
+		e.addr = op->roff;
+		p += me_wire_pack_put(p, &e);
+		if (e.len)
+			err = n->ops->mr_read(n->ctx, op->lregion, op->loff, p, e.len);
+		if (err) {
+			/* As in pump_one(): the registration vanished. */
+			me_win_tx_abort(c, t);
+			me_conn_terminate(c, ME_CS_DEAD, err);
+			return 0;
+		}
+		p += e.len;
+	}
+	/* Done before the packet leaves: see pump_one(). */
+	for (i = 0; i < cnt; i++) {
+		c->cur_kind = 1;
+		job_done(c, seq);
+	}
+	me_stat_inc(n, ME_ST_TX_PACKS);
+	me_stat_add(n, ME_ST_TX_PACKED, cnt);
+	me_win_tx_commit(c, t, seq, ME_HDR_SEQ + plen, (u32)link);
+	return 1;
+}
+
 /* Build and send one packet of the current job; false if blocked. */
 static bool pump_one(struct me_conn *c)
 {
@@ -774,6 +927,13 @@ static bool pump_one(struct me_conn *c)
 		return false;
 	if (!next_job(c, &j))
 		return false;
+	if (c->cur_kind == 1 && c->cur_off == 0 &&
+	    (j.type == ME_PT_WRITE || j.type == ME_PT_NOTIFY)) {
+		int sent = pump_pack(c);
+
+		if (sent >= 0)
+			return sent;
+	}
 	/* Data messages may span packets; requests and controls are one. */
 	data = j.type == ME_PT_WRITE || j.type == ME_PT_NOTIFY ||
 	       j.type == ME_PT_READ_RESP;

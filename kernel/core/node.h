@@ -47,6 +47,11 @@ static inline void me_stat_inc(struct me_node *n, enum me_stat st)
 	me_atomic64_add_return(&n->stats[st], 1);
 }
 
+static inline void me_stat_add(struct me_node *n, enum me_stat st, u64 v)
+{
+	me_atomic64_add_return(&n->stats[st], v);
+}
+
 static inline u64 me_now(struct me_node *n)
 {
 	return n->ops->now_ns(n->ctx);

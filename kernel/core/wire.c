@@ -29,6 +29,7 @@ u16 me_wire_hdr_len(u32 type)
 	case ME_PT_READ_RESP:
 	case ME_PT_STATUS:
 	case ME_PT_CLOSE:
+	case ME_PT_PACK:
 		return ME_HDR_SEQ;
 	case ME_PT_ABORT:
 		return ME_HDR_ABORT;
@@ -50,6 +51,61 @@ void me_sack_set(u8 *sack, u32 bit)
 static bool is_pow2(u32 v)
 {
 	return v && !(v & (v - 1));
+}
+
+int me_wire_pack_next(const u8 *p, u32 rem, struct me_pack_ent *e)
+{
+	if (rem < ME_PACK_ENT)
+		return ME_EWIRE_SHORT;
+	e->type = p[0];
+	e->len = me_get_be16(p + 2);
+	e->op_id = me_get_be32(p + 4);
+	e->region = me_get_be32(p + 8);
+	e->imm = me_get_be32(p + 12);
+	e->key = me_get_be64(p + 16);
+	e->addr = me_get_be64(p + 24);
+	e->data = p + ME_PACK_ENT;
+	if ((e->type != ME_PT_WRITE && e->type != ME_PT_NOTIFY) || p[1] ||
+	    e->addr + e->len < e->addr)
+		return ME_EWIRE_FIELD;
+	if (rem - ME_PACK_ENT < e->len)
+		return ME_EWIRE_SHORT;
+	return (int)(ME_PACK_ENT + e->len);
+}
+
+u32 me_wire_pack_put(u8 *p, const struct me_pack_ent *e)
+{
+	p[0] = (u8)e->type;
+	p[1] = 0;
+	me_put_be16(p + 2, (u16)e->len);
+	me_put_be32(p + 4, e->op_id);
+	me_put_be32(p + 8, e->region);
+	me_put_be32(p + 12, e->imm);
+	me_put_be64(p + 16, e->key);
+	me_put_be64(p + 24, e->addr);
+	return ME_PACK_ENT;
+}
+
+/* Exactly msg_len entries, 2..ME_PACK_MAX, filling the payload. */
+static int check_pack(const struct me_hdr *h)
+{
+	const u8 *p = h->payload;
+	u32 rem = h->payload_len, i;
+	struct me_pack_ent e;
+
+	if (h->d.msg_len < 2 || h->d.msg_len > ME_PACK_MAX || h->d.msg_id ||
+	    h->d.op_id || h->d.msg_off || h->d.region || h->d.imm ||
+	    h->d.key || h->d.addr || !(h->flags & ME_F_LAST))
+		return ME_EWIRE_FIELD;
+	for (i = 0; i < h->d.msg_len; i++) {
+		int n = me_wire_pack_next(p, rem, &e);
+
+		if (n < 0)
+			return n;
+		p += n;
+		rem -= (u32)n;
+	}
+	return rem ? ME_EWIRE_FIELD : 0;
 }
 
 static int check_seq(struct me_hdr *h, const u8 *p)
@@ -100,6 +156,8 @@ static int check_seq(struct me_hdr *h, const u8 *p)
 		if (pay || h->d.msg_len || h->d.msg_off)
 			return ME_EWIRE_FIELD;
 		break;
+	case ME_PT_PACK:
+		return check_pack(h);
 	}
 	return 0;
 }

@@ -29,7 +29,7 @@
  * packet carries (the former reserved word), so that round trips are
  * measured for retransmitted packets too (80-byte acks).
  */
-#define ME_WIRE_VERSION		7
+#define ME_WIRE_VERSION		8
 
 enum me_pkt_type {
 	ME_PT_HELLO = 1,	/* discovery, every link, periodically */
@@ -45,6 +45,7 @@ enum me_pkt_type {
 	ME_PT_STATUS,		/* sequenced: completion status of an op */
 	ME_PT_CLOSE,		/* sequenced: orderly close */
 	ME_PT_ABORT,		/* the sender gave the connection up */
+	ME_PT_PACK,		/* sequenced: several whole small writes */
 	ME_PT_MAX_
 };
 
@@ -175,8 +176,37 @@ struct me_hdr {
 
 static inline bool me_pt_sequenced(u32 type)
 {
-	return type >= ME_PT_WRITE && type <= ME_PT_CLOSE;
+	return (type >= ME_PT_WRITE && type <= ME_PT_CLOSE) || type == ME_PT_PACK;
 }
+
+/*
+ * PACK (wire 8): whole WRITE/NOTIFY messages of one packet each, several
+ * in one frame.  The sequenced header's msg_len is the number of entries;
+ * its other message fields are 0.  The payload is the entries back to
+ * back, each a header of ME_PACK_ENT bytes followed by its data.
+ */
+#define ME_PACK_ENT	32
+#define ME_PACK_MAX	32	/* entries in one PACK */
+
+struct me_pack_ent {
+	u32 type;		/* ME_PT_WRITE or ME_PT_NOTIFY */
+	u32 len;		/* data bytes */
+	u32 op_id;
+	u32 region;
+	u32 imm;
+	u64 key;
+	u64 addr;		/* addr + len does not wrap */
+	const u8 *data;		/* points into the parsed buffer */
+};
+
+/*
+ * The entry at p, rem bytes of payload left: its length in the payload
+ * (header and data), or ME_EWIRE_FIELD/ME_EWIRE_SHORT.  me_wire_parse()
+ * checked every entry of a PACK it accepted.
+ */
+int me_wire_pack_next(const u8 *p, u32 rem, struct me_pack_ent *e);
+/* Writes e's entry header at p (its data follow); returns ME_PACK_ENT. */
+u32 me_wire_pack_put(u8 *p, const struct me_pack_ent *e);
 
 u16 me_wire_hdr_len(u32 type);
 int me_wire_parse(const void *buf, u32 len, struct me_hdr *h);

@@ -270,6 +270,8 @@ void submit(Harness &hs, int who, me_conn *c, Input &in)
 	rw.remote_off = in.u16v() % 4200;
 	rw.len = in.u16v() % 4200;
 	rw.imm = in.u8v();
+	// Queued without sending: the next submission or the timer packs it.
+	rw.flags = in.u8v() & 1 ? ME_RW_MORE : 0;
 	pl.pending.insert(rw.cookie);
 	if (kind == 0)
 		ret = me_conn_write(c, &rw);
@@ -287,7 +289,41 @@ const u8 kTypes[] = {
 	ME_PT_READ_REQ, ME_PT_READ_RESP, ME_PT_STATUS,	 ME_PT_CLOSE,
 	ME_PT_ACK,	ME_PT_NACK,	ME_PT_CONNECT, ME_PT_ACCEPT,
 	ME_PT_HELLO,	ME_PT_KEEPALIVE, ME_PT_ABORT,	 ME_PT_WRITE,
+	ME_PT_PACK,	ME_PT_PACK,
 };
+
+// The entries of a crafted PACK at p (header fields: h), well-formed when
+// `valid` (then only the targets are fuzzed); returns the payload length.
+u32 craft_pack(me_hdr &h, u8 *p, Input &in, bool valid)
+{
+	u32 n = 1 + in.u8v() % (ME_PACK_MAX + 1), pay = 0;
+
+	h.d.msg_id = h.d.op_id = h.d.msg_off = h.d.region = h.d.imm = 0;
+	h.d.key = h.d.addr = 0;
+	if (valid)
+		h.flags |= ME_F_LAST;
+	h.d.msg_len = valid ? (n < 2 ? 2 : n) : in.u8v();
+	for (u32 i = 0; i < h.d.msg_len && i < ME_PACK_MAX + 1; i++) {
+		me_pack_ent e{};
+		u32 len = in.u8v() % 200;
+
+		if (pay + ME_PACK_ENT + len > kMtu - ME_HDR_SEQ)
+			break;
+		e.type = valid || in.u8v() & 1 ? (in.u8v() & 1 ? ME_PT_WRITE : ME_PT_NOTIFY)
+					       : in.u8v();
+		e.len = len;
+		e.op_id = in.u8v();
+		e.region = in.u8v() % 4;
+		e.imm = in.u16v();
+		e.key = in.u8v() & 1 ? 0x1234 : in.u32v();
+		e.addr = in.u16v() % 4200;
+		me_wire_pack_put(p + pay, &e);
+		for (u32 k = 0; k < len; k++)
+			p[pay + ME_PACK_ENT + k] = in.u8v();
+		pay += ME_PACK_ENT + len;
+	}
+	return pay;
+}
 
 // Builds a packet as node `from` would send it to node `!from`, with fuzzed
 // fields, and feeds it to node `!from`.
@@ -372,6 +408,8 @@ void inject_crafted(Harness &hs, int from, Input &in)
 			pay = 0;
 			h.d.msg_len = h.d.msg_off = 0;
 			h.d.imm %= ME_MAX_ERRNO + 1;
+		} else if (h.type == ME_PT_PACK) {
+			pay = craft_pack(h, buf + ME_HDR_SEQ, in, shape & 2);
 		} else if (shape & 2) {
 			// Make the message fields consistent with the payload.
 			if (h.flags & ME_F_LAST)
@@ -383,8 +421,9 @@ void inject_crafted(Harness &hs, int from, Input &in)
 	}
 	h.payload_len = (u16)pay;
 	len = me_wire_build(buf, &h);
-	for (u32 i = 0; i < pay; i++)
-		buf[len + i] = in.u8v();
+	if (h.type != ME_PT_PACK)	// its entries are in place
+		for (u32 i = 0; i < pay; i++)
+			buf[len + i] = in.u8v();
 	len += pay;
 	// Raw overwrites let any field take any value.
 	for (u8 k = (shape >> 2) & 3; k; k--) {

@@ -100,6 +100,24 @@ static void check_accepted(const u8 *buf, u32 len, const struct me_hdr *h)
 		} else if (h->type == ME_PT_STATUS) {
 			CHECK(!h->payload_len && !h->d.msg_len);
 			CHECK(h->d.imm <= ME_MAX_ERRNO);
+		} else if (h->type == ME_PT_PACK) {
+			const u8 *p = h->payload;
+			u32 rem = h->payload_len, i;
+			struct me_pack_ent e;
+
+			CHECK(h->d.msg_len >= 2 && h->d.msg_len <= ME_PACK_MAX);
+			CHECK(h->flags & ME_F_LAST);
+			/* Exactly msg_len well-formed entries fill the payload. */
+			for (i = 0; i < h->d.msg_len; i++) {
+				int n = me_wire_pack_next(p, rem, &e);
+
+				CHECK(n >= ME_PACK_ENT && (u32)n <= rem);
+				CHECK(e.type == ME_PT_WRITE || e.type == ME_PT_NOTIFY);
+				CHECK(e.addr + e.len >= e.addr);
+				p += n;
+				rem -= (u32)n;
+			}
+			CHECK(!rem);
 		} else {
 			CHECK(!h->payload_len && !h->d.msg_len);
 		}

@@ -47,6 +47,49 @@ static void wire_pkt(const char *dir, const char *name, struct me_hdr *h,
 	put(dir, name, buf, len);
 }
 
+/* A PACK of a write and a notify of 8 bytes each. */
+static void pack_pkt(const char *dir)
+{
+	u8 buf[ME_HDR_MAX + 2 * (ME_PACK_ENT + 8)];
+	struct me_pack_ent e;
+	struct me_hdr h, chk;
+	u32 len, i;
+
+	memset(&h, 0, sizeof(h));
+	h.version = ME_WIRE_VERSION;
+	h.type = ME_PT_PACK;
+	h.flags = ME_F_LAST | ME_F_ACKREQ;
+	h.src_node = 2;
+	h.dst_node = 1;
+	h.src_inc = 0x22;
+	h.dst_inc = 0x11;
+	h.src_conn = 1;
+	h.dst_conn = 1;
+	h.cookie = 0xfedcba9876543210ull;
+	h.d.seq = 1001;
+	h.d.msg_len = 2;
+	h.payload_len = 2 * (ME_PACK_ENT + 8);
+	len = me_wire_build(buf, &h);
+	for (i = 0; i < 2; i++) {
+		memset(&e, 0, sizeof(e));
+		e.type = i ? ME_PT_NOTIFY : ME_PT_WRITE;
+		e.len = 8;
+		e.op_id = i;
+		e.region = 1;
+		e.imm = i ? 7 : 0;
+		e.key = 0x1234;
+		e.addr = 64 * i;
+		len += me_wire_pack_put(buf + len, &e);
+		memset(buf + len, 0x41, 8);
+		len += 8;
+	}
+	if (me_wire_parse(buf, len, &chk)) {
+		fprintf(stderr, "gen_corpus: pack does not parse\n");
+		exit(1);
+	}
+	put(dir, "pack", buf, len);
+}
+
 static void gen_wire(const char *dir)
 {
 	struct me_hdr h;
@@ -114,6 +157,7 @@ static void gen_wire(const char *dir)
 	h.type = ME_PT_CLOSE;
 	h.d.imm = 0;
 	wire_pkt(dir, "close", &h, 0);
+	pack_pkt(dir);
 
 	memset(&h, 0, sizeof(h));
 	h.type = ME_PT_ABORT;

@@ -30,9 +30,10 @@ static const char *const stat_names[ME_ST_MAX_] = {
 	"credit_stall", "conn_refused", "key_rejected", "conn_aborted", "rx_hello_held",
 	"peer_restart", "rx_cookie", "peer_abort", "peer_table_full", "peer_evicted",
 	"peer_forgotten", "rx_addr", "path_stalled", "path_told_down", "rtx_spurious",
+	"tx_packs", "tx_packed",
 };
 static_assert(sizeof(stat_names) / sizeof(stat_names[0]) == ME_ST_MAX_ &&
-	      ME_ST_RTX_SPURIOUS == ME_ST_MAX_ - 1, "a name for every counter");
+	      ME_ST_TX_PACKED == ME_ST_MAX_ - 1, "a name for every counter");
 
 static void dump(Sim &sim, int done, int nops)
 {

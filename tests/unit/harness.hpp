@@ -91,13 +91,14 @@ struct Workload {
 			bad++;	// completion before the data were in place
 	}
 
-	// Queue an op; returns the submit result.
-	int submit(me_conn *c, int from, Op::Kind kind, uint32_t len)
+	// Queue an op (flags: ME_RW_*); returns the submit result.
+	int submit(me_conn *c, int from, Op::Kind kind, uint32_t len, uint32_t flags = 0)
 	{
 		Op op;
 		op.kind = kind;
 		op.from = from;
 		memset(&op.rw, 0, sizeof(op.rw));
+		op.rw.flags = flags;
 		op.rw.cookie = next_cookie;
 		op.rw.len = len;
 		op.rw.remote_key = kKey;

@@ -7,14 +7,16 @@
 #include "multiedge/multiedge.hpp"
 #include "uapi/multiedge.h"
 
-TEST(Uapi, AbiVersionIs13)
+TEST(Uapi, AbiVersionIs15)
 {
-	EXPECT_EQ(ME_ABI_VERSION, 14);
-	EXPECT_EQ(ME_STAT_RTX_SPURIOUS, ME_STAT_COUNT - 1);
+	EXPECT_EQ(ME_ABI_VERSION, 15);
+	EXPECT_EQ(ME_STAT_TX_PACKED, ME_STAT_COUNT - 1);
 	EXPECT_EQ(ME_FEATURE_URING_CMD, 1u);
 	EXPECT_EQ(ME_FEATURE_RX_AREA, 2u);
 	EXPECT_EQ(ME_FEATURE_RECV_POLL, 4u);
 	EXPECT_EQ(ME_FEATURE_PORTS, 8u);
+	EXPECT_EQ(ME_FEATURE_POST_MORE, 16u);
+	EXPECT_EQ(ME_POST_F_MORE, 2u);
 }
 
 // The io_uring door: the pointer form fills a 64-byte SQE's 16-byte cmd

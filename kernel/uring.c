@@ -182,6 +182,8 @@ int me_uring_cmd(struct io_uring_cmd *ucmd, unsigned int issue_flags)
 		pk->ucmd = ucmd;
 		pk->f = f;
 		pk->req = req;
+		/* Posted out of its batch's order: nothing may follow it. */
+		pk->req.flags &= ~ME_POST_F_MORE;
 		queue_work(park_wq, &pk->work);
 		return -EIOCBQUEUED;
 	}

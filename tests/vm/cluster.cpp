@@ -461,6 +461,17 @@ long first_difference(const std::uint8_t *a, const std::uint8_t *b, size_t len)
 	return -1;
 }
 
+std::uint64_t engine_stat(const multiedge::Device &d, const std::string &name)
+{
+	auto s = d.stats();
+	if (!s)
+		return 0;
+	for (const auto &[n, v] : s.value())
+		if (n == name)
+			return v;
+	return 0;
+}
+
 std::uint64_t test_seed(std::uint64_t fallback)
 {
 	if (const char *s = std::getenv("ME_TEST_SEED"))

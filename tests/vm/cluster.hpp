@@ -179,6 +179,9 @@ void fill_random(std::uint8_t *p, size_t len, std::uint64_t seed);
 // First offset where a and b differ in [0, len), or -1 if equal.
 long first_difference(const std::uint8_t *a, const std::uint8_t *b, size_t len);
 
+// The engine counter `name` of d's namespace (mectl stats), 0 if unknown.
+std::uint64_t engine_stat(const multiedge::Device &d, const std::string &name);
+
 // Seed from $ME_TEST_SEED or a fixed default; logged by the caller.
 std::uint64_t test_seed(std::uint64_t fallback);
 

@@ -50,17 +50,6 @@ std::string mismatch(const uint8_t *got, const uint8_t *want, size_t len)
 	return "first difference at byte " + std::to_string(at) + " of " + std::to_string(len);
 }
 
-uint64_t stat(const Device &d, const std::string &name)
-{
-	auto s = d.stats();
-	if (!s)
-		return 0;
-	for (const auto &[n, v] : s.value())
-		if (n == name)
-			return v;
-	return 0;
-}
-
 struct ConnTotals {
 	uint64_t retransmits = 0, rx_dropped = 0, errors = 0;
 };
@@ -329,11 +318,11 @@ TEST_P(NetemTest, TransferSurvives)
 
 	ConnTotals ta = conn_totals(a), tb = conn_totals(b);
 	uint64_t rtx = ta.retransmits + tb.retransmits;
-	uint64_t dup = ta.rx_dropped + tb.rx_dropped + stat(a, "rx_dup") + stat(b, "rx_dup");
+	uint64_t dup = ta.rx_dropped + tb.rx_dropped + engine_stat(a, "rx_dup") + engine_stat(b, "rx_dup");
 	std::printf("retransmits %llu, duplicates/drops %llu, rtx_loss %llu+%llu, rto %llu+%llu\n",
 		    (unsigned long long)rtx, (unsigned long long)dup,
-		    (unsigned long long)stat(a, "tx_rtx_loss"), (unsigned long long)stat(b, "tx_rtx_loss"),
-		    (unsigned long long)stat(a, "rto_fired"), (unsigned long long)stat(b, "rto_fired"));
+		    (unsigned long long)engine_stat(a, "tx_rtx_loss"), (unsigned long long)engine_stat(b, "tx_rtx_loss"),
+		    (unsigned long long)engine_stat(a, "rto_fired"), (unsigned long long)engine_stat(b, "rto_fired"));
 	EXPECT_EQ(ta.errors + tb.errors, 0u);
 	if (std::string(p.args).find("loss") != std::string::npos) {
 		EXPECT_GT(rtx, 0u) << "packets were lost, so some must have been sent again";
@@ -671,7 +660,7 @@ void foreign_frames_during_write(Cluster &cl, Attack kind)
 		frames.push_back(small_pkt(ME_PT_HELLO, 0, ib->node_id, ib->incarnation - 1,
 					   ME_NODE_BCAST));
 	}
-	const uint64_t held0 = stat(a, "rx_hello_held");
+	const uint64_t held0 = engine_stat(a, "rx_hello_held");
 
 	WriteUnderAttack w(cl, 0x5bad);
 	ASSERT_NO_FATAL_FAILURE(w.setup());
@@ -689,7 +678,7 @@ void foreign_frames_during_write(Cluster &cl, Attack kind)
 	ME_ASSERT_OK(cs);
 	ASSERT_EQ(cs->size(), 1u);
 	EXPECT_EQ(cs.value()[0].state, "established");
-	EXPECT_EQ(stat(a, "peer_restart"), 0u);
+	EXPECT_EQ(engine_stat(a, "peer_restart"), 0u);
 	auto peers = a.peers();
 	ME_ASSERT_OK(peers);
 	ASSERT_EQ(peers->size(), 1u);
@@ -699,7 +688,7 @@ void foreign_frames_during_write(Cluster &cl, Attack kind)
 		if (auto st = a.stats())
 			for (const auto &[n, v] : st.value())
 				all += n + "=" + std::to_string(v) + " ";
-		EXPECT_GE(stat(a, "rx_hello_held") - held0, 2u * w.rounds()) << all;
+		EXPECT_GE(engine_stat(a, "rx_hello_held") - held0, 2u * w.rounds()) << all;
 	}
 }
 
@@ -750,7 +739,7 @@ TEST_F(WireAttackTest, HeaderNeverTakenFromThePreviousFrame)
 	ME_ASSERT_OK(c);
 	ASSERT_EQ(c->status, 0) << c->describe();
 
-	const uint64_t field0 = stat(a, "rx_field"), dup0 = stat(a, "rx_dup");
+	const uint64_t field0 = engine_stat(a, "rx_field"), dup0 = engine_stat(a, "rx_dup");
 	constexpr int kFrames = 20;
 	{
 		Cluster::Enter in_b(c_->ns(1));
@@ -767,10 +756,10 @@ TEST_F(WireAttackTest, HeaderNeverTakenFromThePreviousFrame)
 	uint64_t field = 0;
 	for (int i = 0; i < 200 && field < field0 + kFrames; i++) {
 		std::this_thread::sleep_for(std::chrono::milliseconds(20));
-		field = stat(a, "rx_field");
+		field = engine_stat(a, "rx_field");
 	}
 	EXPECT_EQ(field - field0, static_cast<uint64_t>(kFrames))
-		<< "rx_dup went from " << dup0 << " to " << stat(a, "rx_dup");
+		<< "rx_dup went from " << dup0 << " to " << engine_stat(a, "rx_dup");
 	EXPECT_EQ(mismatch(dst.data(), src.data(), kLen), "");
 }
 
@@ -788,7 +777,7 @@ TEST_F(WireAttackTest, InjectionWithoutTheCookieIsDropped)
 	WriteUnderAttack w(*c_, 0xb11d);
 	ASSERT_NO_FATAL_FAILURE(w.setup());
 	Device &a = w.dev();
-	const uint64_t cookie0 = stat(a, "rx_cookie");
+	const uint64_t cookie0 = engine_stat(a, "rx_cookie");
 	uint64_t forged = 0, seen = 0;
 	std::vector<uint8_t> f, out;
 	auto forge = [&](const std::vector<uint8_t> &frame, const me_hdr &h) {
@@ -836,7 +825,7 @@ TEST_F(WireAttackTest, InjectionWithoutTheCookieIsDropped)
 	// (a frame or two may be lost on the way).
 	uint64_t dropped = 0;
 	for (int i = 0; i < 100 && dropped < forged; i++) {
-		dropped = stat(a, "rx_cookie") - cookie0;
+		dropped = engine_stat(a, "rx_cookie") - cookie0;
 		std::this_thread::sleep_for(std::chrono::milliseconds(10));
 	}
 	EXPECT_LE(dropped, forged);
@@ -863,9 +852,9 @@ TEST_F(WireAttackTest, FloodOfMutatedFramesAndConnects)
 	ME_ASSERT_OK(ib);
 	WriteUnderAttack w(*c_, 0xf100d);
 	ASSERT_NO_FATAL_FAILURE(w.setup());
-	const uint64_t refused0 = stat(a, "conn_refused");
-	const uint64_t bad0 = stat(a, "rx_short") + stat(a, "rx_version") + stat(a, "rx_type") +
-			      stat(a, "rx_field") + stat(a, "rx_stale") + stat(a, "rx_cookie");
+	const uint64_t refused0 = engine_stat(a, "conn_refused");
+	const uint64_t bad0 = engine_stat(a, "rx_short") + engine_stat(a, "rx_version") + engine_stat(a, "rx_type") +
+			      engine_stat(a, "rx_field") + engine_stat(a, "rx_stale") + engine_stat(a, "rx_cookie");
 
 	std::mt19937_64 g(0x5eed);
 	std::vector<uint8_t> f, out;
@@ -925,9 +914,9 @@ TEST_F(WireAttackTest, FloodOfMutatedFramesAndConnects)
 			connect_from(ib->node_id, ib->incarnation, conn_id++);
 		}
 	}));
-	const uint64_t bad = stat(a, "rx_short") + stat(a, "rx_version") + stat(a, "rx_type") +
-			     stat(a, "rx_field") + stat(a, "rx_stale") + stat(a, "rx_cookie") - bad0;
-	const uint64_t refused = stat(a, "conn_refused") - refused0;
+	const uint64_t bad = engine_stat(a, "rx_short") + engine_stat(a, "rx_version") + engine_stat(a, "rx_type") +
+			     engine_stat(a, "rx_field") + engine_stat(a, "rx_stale") + engine_stat(a, "rx_cookie") - bad0;
+	const uint64_t refused = engine_stat(a, "conn_refused") - refused0;
 	std::printf("%" PRIu64 " mutated or random frames (%" PRIu64 " counted malformed, "
 		    "stale or wrong-cookie), %" PRIu64 " CONNECTs (%" PRIu64 " refused)\n",
 		    sent, bad, connects, refused);

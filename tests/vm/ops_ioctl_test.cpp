@@ -1217,3 +1217,88 @@ TEST_F(OpsTest, ConnectToAPortNobodyHoldsIsRefused)
 	ASSERT_FALSE(after);
 	EXPECT_EQ(errno_name(after.error().code().value()), "ECONNREFUSED");
 }
+
+// ME_POST_F_MORE: a batch of small posts is queued until its last, then
+// leaves packed several to a frame (PACK); each lands exactly where it
+// should, completes once with its own status (one refused among them
+// fails alone), and each notify reaches the target once.  Posts with the
+// flag and nothing after them are sent by the timer.
+TEST_F(OpsTest, PostMoreSendsABatchPackedAtItsLast)
+{
+	ASSERT_NO_FATAL_FAILURE(SetUpPair());
+	Device &a = c_->dev(0);
+	Device &b = c_->dev(1);
+	const RemoteRegion rw = multiedge::remote_of(*mr_target_);
+	std::vector<uint8_t> want(target_->data(), target_->data() + kLen);
+	const uint64_t packs0 = engine_stat(a, "tx_packs"), packed0 = engine_stat(a, "tx_packed");
+
+	constexpr uint32_t kOps = 64, kBad = 20;
+	std::map<uint64_t, int> expect;	// cookie -> errno
+	std::map<uint32_t, uint64_t> notifies;	// imm -> target offset
+	uint64_t off = 0;
+	for (uint32_t i = 0; i < kOps; i++) {
+		const uint32_t len = 1 + (i * 37) % 200;
+		const bool notify = i % 4 == 1;
+		me_post p = post_of(notify ? ME_OP_NOTIFY : ME_OP_WRITE, conn_->id(), mr_local_->id(),
+				    i * 512, len);
+		p.cookie = 1000 + i;
+		p.remote_region = rw.id;
+		const uint64_t key = i == kBad ? rw.key ^ 1 : rw.key;
+		p.remote_key = static_cast<uint32_t>(key);
+		p.remote_key_hi = static_cast<uint32_t>(key >> 32);
+		p.remote_off = off;
+		p.imm = notify ? 0x5000 + i : 0;
+		p.flags = i + 1 < kOps ? ME_POST_F_MORE : 0;
+		ASSERT_EQ(io(fd0(), ME_IOC_POST, &p), 0) << "post " << i;
+		expect[p.cookie] = i == kBad ? EACCES : 0;
+		if (i != kBad) {
+			std::memcpy(want.data() + off, local_->data() + i * 512, len);
+			if (notify)
+				notifies[p.imm] = off;
+		}
+		off += len + 3;
+	}
+	for (const auto &[cookie, err] : expect) {
+		auto done = a.wait_for(cookie, std::chrono::seconds(30));
+		ME_ASSERT_OK(done);
+		EXPECT_EQ(errno_name(done->status), errno_name(err)) << done->describe();
+	}
+	EXPECT_EQ(first_difference(target_->data(), want.data(), kLen), -1)
+		<< "the target holds other bytes than the batch's good posts";
+	std::map<uint32_t, uint64_t> got;
+	for (int tries = 0; got.size() < notifies.size() && tries < 100; tries++) {
+		auto cs = b.wait(64, std::chrono::milliseconds(100));
+		ME_ASSERT_OK(cs);
+		for (const auto &c : cs.value()) {
+			EXPECT_EQ(c.type, multiedge::CompletionType::Notify) << c.describe();
+			EXPECT_EQ(got.count(c.imm), 0u) << "notify " << c.imm << " twice";
+			got[c.imm] = c.off;
+		}
+	}
+	EXPECT_EQ(got, notifies);
+	const uint64_t packs = engine_stat(a, "tx_packs") - packs0;
+	const uint64_t packed = engine_stat(a, "tx_packed") - packed0;
+	std::printf("batch of %u posts: %llu in %llu PACK frames\n", kOps,
+		    (unsigned long long)packed, (unsigned long long)packs);
+	// Queued whole before the last post: at most one of them goes alone.
+	EXPECT_GE(packed, kOps - 1);
+	EXPECT_LE(packs, kOps / 4);
+
+	// No post without the flag follows: the timer sends them.
+	for (uint32_t i = 0; i < 3; i++) {
+		me_post p = post_of(ME_OP_WRITE, conn_->id(), mr_local_->id(), 100 + i, 8);
+		p.cookie = 2000 + i;
+		p.remote_region = rw.id;
+		p.remote_key = static_cast<uint32_t>(rw.key);
+		p.remote_key_hi = static_cast<uint32_t>(rw.key >> 32);
+		p.remote_off = kLen - 64 + 8 * i;
+		p.flags = ME_POST_F_MORE;
+		ASSERT_EQ(io(fd0(), ME_IOC_POST, &p), 0);
+	}
+	for (uint64_t cookie = 2000; cookie < 2003; cookie++) {
+		auto done = a.wait_for(cookie, std::chrono::seconds(5));
+		ME_ASSERT_OK(done);
+		EXPECT_EQ(done->status, 0) << done->describe();
+	}
+	EXPECT_EQ(first_difference(target_->data() + kLen - 64, local_->data() + 100, 8), -1);
+}

@@ -667,7 +667,7 @@ TEST_P(UringSqe, BadCommandsCompleteWithTheirErrors)
 		{"opcode 0", img(with(w(0, 0, 16), [](me_post &p) { p.opcode = 0; })), EOPNOTSUPP},
 		{"opcode 5", img(with(w(0, 0, 16), [](me_post &p) { p.opcode = 5; })), EOPNOTSUPP},
 		{"opcode ~0", img(with(w(0, 0, 16), [](me_post &p) { p.opcode = ~0u; })), EOPNOTSUPP},
-		{"flag 1 << 1", img(with(w(0, 0, 16), [](me_post &p) { p.flags = 2; })), EOPNOTSUPP},
+		{"flag 1 << 2", img(with(w(0, 0, 16), [](me_post &p) { p.flags = 4; })), EOPNOTSUPP},
 		{"flag 1 << 31", img(with(w(0, 0, 16), [](me_post &p) { p.flags = 1u << 31; })),
 		 EOPNOTSUPP},
 		{"send with remote_key_hi",

@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <liburing.h>
+#include <unordered_map>
 
 #include "internal.hpp"
 #include "multiedge/device.hpp"
@@ -36,6 +37,17 @@ struct UringQueue::State {
 	bool owned = false;
 	bool inline_cmd = false;	// 128-byte SQEs: me_post in sqe->cmd
 	bool cqe32 = false;		// big_cqe[0] carries the bytes moved
+	bool post_more = false;		// the module takes ME_POST_F_MORE
+	// Per connection, its latest prepared post and where its SQE is in
+	// the ring: a later one on the connection before the ring's next
+	// submission marks it ME_POST_F_MORE, so the module sends the
+	// connection's batch when it reaches the last (small writes packed).
+	struct Latest {
+		detail::UringSlot *slot;
+		io_uring_sqe *sqe;
+		unsigned pos;		// liburing's sqe_tail before it
+	};
+	std::unordered_map<std::uint32_t, Latest> latest;
 	std::vector<detail::UringSlot> slots;	// sized once, never resized
 	std::vector<std::uint32_t> free_slots;
 	std::size_t inflight = 0;
@@ -81,6 +93,27 @@ Status check_module(const Device &dev)
 				") has no io_uring door; load multiedge.ko of ABI 5 or newer, "
 				"or post with Connection::write and friends");
 	return {};
+}
+
+bool module_takes_more(const Device &dev)
+{
+	auto info = dev.query();
+	return info && (info->features & ME_FEATURE_POST_MORE);
+}
+
+// Is the SQE prepared at `pos` still in the ring, not yet submitted?
+// (io_uring_submit() moves sqe_head up to sqe_tail.)
+bool unsubmitted(const io_uring *ring, unsigned pos)
+{
+	return pos - ring->sq.sqe_head < ring->sq.sqe_tail - ring->sq.sqe_head;
+}
+
+// The post in `l` has a successor on its connection in the same batch.
+void mark_more(const UringQueue::State &s, const UringQueue::State::Latest &l)
+{
+	l.slot->post.flags |= ME_POST_F_MORE;
+	if (s.inline_cmd)
+		std::memcpy(l.sqe->cmd, &l.slot->post, sizeof(l.slot->post));
 }
 
 void init_slots(UringQueue::State &s, unsigned n)
@@ -148,6 +181,7 @@ Result<UringQueue> UringQueue::create(const Device &dev, const Options &opts)
 	s->owned = true;
 	s->inline_cmd = opts.sqe128;
 	s->file = dev.file_;
+	s->post_more = module_takes_more(dev);
 	init_slots(*s, opts.max_inflight);
 	return UringQueue(std::move(s));
 }
@@ -174,6 +208,7 @@ Result<UringQueue> UringQueue::attach(const Device &dev, io_uring *ring, unsigne
 	s->inline_cmd = ring->flags & IORING_SETUP_SQE128;
 	s->cqe32 = ring->flags & IORING_SETUP_CQE32;
 	s->file = dev.file_;
+	s->post_more = module_takes_more(dev);
 	init_slots(*s, max_inflight);
 	return UringQueue(std::move(s));
 }
@@ -238,12 +273,14 @@ Status UringQueue::prepare(std::uint32_t opcode, const Connection &conn,
 						   " operations are in flight (max_inflight): reap or "
 						   "take completions first");
 
+	unsigned pos = s_->ring->sq.sqe_tail;
 	io_uring_sqe *sqe = io_uring_get_sqe(s_->ring);
 	if (!sqe) {
 		// The submission ring is full: hand what it holds to the kernel.
 		int ret = io_uring_submit(s_->ring);
 		if (ret < 0)
 			return detail::errno_error(-ret, what + ": submitting the full ring failed");
+		pos = s_->ring->sq.sqe_tail;
 		sqe = io_uring_get_sqe(s_->ring);
 		if (!sqe)
 			return detail::errno_error(EBUSY, what,
@@ -285,6 +322,14 @@ Status UringQueue::prepare(std::uint32_t opcode, const Connection &conn,
 		std::memcpy(sqe->cmd, &ptr, sizeof(ptr));
 	}
 	io_uring_sqe_set_data64(sqe, reinterpret_cast<std::uintptr_t>(&slot));
+	if (s_->post_more) {
+		auto [it, fresh] = s_->latest.try_emplace(conn.id_, State::Latest{&slot, sqe, pos});
+		if (!fresh) {
+			if (unsubmitted(s_->ring, it->second.pos))
+				mark_more(*s_, it->second);
+			it->second = State::Latest{&slot, sqe, pos};
+		}
+	}
 	return {};
 }
 

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cerrno>
+#include <cstring>
 #include <liburing.h>
 #include <set>
 #include <vector>
@@ -249,6 +250,68 @@ TEST_F(UringFake, AttachedQueueSharesTheApplicationsRing)
 		EXPECT_TRUE(contains(q.error().message(), "IOPOLL")) << q.error().message();
 		io_uring_queue_exit(&polled);
 	}
+}
+
+// The posts of one batch: all but the last on each connection carry
+// ME_POST_F_MORE (the module sends a connection's batch at its last, small
+// writes packed); a batch already submitted is never touched again; a
+// module without the flag never sees it.
+TEST_P(UringFakeSqe, AllButEachConnectionsLastPostOfABatchSayMore)
+{
+	io_uring ring{};
+	int r = io_uring_queue_init(16, &ring, GetParam() ? IORING_SETUP_SQE128 : 0);
+	if (r < 0) {
+		EXPECT_TRUE(r == -ENOSYS || r == -EPERM) << r;
+		return;
+	}
+	auto other = dev->connect(3);
+	ASSERT_TRUE(other) << other.error().message();
+	// The post an SQE carries, inline or by address.
+	auto post_of = [&](const io_uring_sqe *sqe) {
+		me_post p{};
+		if (GetParam()) {
+			std::memcpy(&p, sqe->cmd, sizeof(p));
+		} else {
+			me_uring_ptr ptr{};
+			std::memcpy(&ptr, sqe->cmd, sizeof(ptr));
+			std::memcpy(&p, reinterpret_cast<const void *>(ptr.arg), sizeof(p));
+		}
+		return p;
+	};
+	auto sqe_at = [&](unsigned pos) {
+		return &ring.sq.sqes[(pos & ring.sq.ring_mask) << (GetParam() ? 1 : 0)];
+	};
+	for (bool module_has_it : {true, false}) {
+		SCOPED_TRACE(module_has_it);
+		mod.query.features = ME_FEATURE_URING_CMD | (module_has_it ? ME_FEATURE_POST_MORE : 0);
+		auto q = UringQueue::attach(*dev, &ring, 16);
+		ASSERT_TRUE(q) << q.error().message();
+		unsigned first = ring.sq.sqe_tail;
+		// a1 b1 a2 a3 b2 | submitted | a4
+		const multiedge::Connection *on[] = {&*conn, &other.value(), &*conn, &*conn,
+						     &other.value()};
+		for (unsigned i = 0; i < 5; i++)
+			ASSERT_TRUE(q->write(*on[i], *mr, 0, remote, 0, 8, 100 + i));
+		const bool more[] = {true, true, true, false, false};
+		for (unsigned i = 0; i < 5; i++) {
+			me_post p = post_of(sqe_at(first + i));
+			EXPECT_EQ(p.conn, on[i]->id()) << i;
+			EXPECT_EQ(p.flags, more[i] && module_has_it ? ME_POST_F_MORE : 0u) << i;
+		}
+		ASSERT_EQ(io_uring_submit(&ring), 5);
+		ASSERT_TRUE(q->write(*conn, *mr, 0, remote, 0, 8, 105));
+		EXPECT_EQ(post_of(sqe_at(first + 5)).flags, 0u);
+		// a3 went in the submitted batch: a4 left it as it was.
+		EXPECT_EQ(io_uring_submit(&ring), 1);
+		for (int i = 0; i < 6; i++) {
+			io_uring_cqe *cqe = nullptr;
+			ASSERT_EQ(io_uring_wait_cqe(&ring, &cqe), 0);
+			EXPECT_TRUE(q->take(cqe));
+			io_uring_cqe_seen(&ring, cqe);
+		}
+		EXPECT_EQ(q->inflight(), 0u);
+	}
+	io_uring_queue_exit(&ring);
 }
 
 // Destroying a queue on the application's ring while its CQEs are still to

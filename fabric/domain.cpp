@@ -395,6 +395,7 @@ int domain_open(fid_fabric *fabric, fi_info *info, fid_domain **out, void *conte
 		::close(fd);
 		return -FI_ENOMEM;
 	}
+	d->post_more = q.features & ME_FEATURE_POST_MORE;
 	int err = d->init_bounce();
 	if (err) {
 		MEFI_WARN("registering the send buffer: %s\n", std::strerror(err));

@@ -227,10 +227,15 @@ void Endpoint::flush(Addr addr)
 		Op *op = p.waiting.front();
 		if (!op->cookie)
 			op->cookie = next_cookie++;
+		// Another follows at once in this pass: let the module hold this
+		// one and send them together (a failed or refused last post
+		// leaves them to the module's timer, within a tick).
+		const bool more = domain->post_more && p.waiting.size() > 1 &&
+				  p.inflight + 1 < kWindow;
 		me_post m{};
 		m.size = sizeof(m);
 		m.opcode = ME_OP_SEND;
-		m.flags = ME_POST_F_NONBLOCK;
+		m.flags = ME_POST_F_NONBLOCK | (more ? ME_POST_F_MORE : 0);
 		m.conn = p.conn;
 		m.cookie = op->cookie;
 		m.local_region = domain->bounce_region;

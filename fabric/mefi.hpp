@@ -361,6 +361,9 @@ public:
 	const int fd;
 	const std::uint32_t node;
 	const Addr self;		// the node and the port its file is bound to
+	// The module takes ME_POST_F_MORE (ABI 15): sends queued for a peer
+	// are posted as one batch, small ones packed several to a frame.
+	bool post_more = false;
 	std::recursive_mutex mu;
 	Endpoint *ep = nullptr;
 	int refs = 0;			// AVs, CQs, MRs, endpoints open on it

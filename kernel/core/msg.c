@@ -750,9 +750,9 @@ static bool next_job(struct me_conn *c, struct job *j)
  * connection): whichever of the two moves `due` first decides, so
  * answers_due counts each op at most once and never goes below zero.
  */
-static void mark_due(struct me_conn *c, struct me_op *op)
+static void mark_due(struct me_conn *c, struct me_op *op, u64 now)
 {
-	me_atomic64_set(&op->due_ns, me_now(c->node));
+	me_atomic64_set(&op->due_ns, now);
 	if (me_atomic_cmpxchg(&op->due, 0, 1) == 0)
 		me_atomic_add_return(&c->answers_due, 1);
 }
@@ -775,7 +775,8 @@ bool me_msg_answer_overdue(struct me_conn *c, u64 now)
 	return false;
 }
 
-static void job_done(struct me_conn *c, u32 seq)
+/* now: me_now() of the packet (one clock read for a PACK's ops). */
+static void job_done(struct me_conn *c, u32 seq, u64 now)
 {
 	if (c->cur_kind == 2) {
 		c->resp_tail++;
@@ -785,7 +786,7 @@ static void job_done(struct me_conn *c, u32 seq)
 
 		me_atomic_set(&op->last_seq, seq);
 		if (me_atomic_read(&op->type) != ME_PT_CLOSE)
-			mark_due(c, op);
+			mark_due(c, op, now);
 		pack_put(c, c->op_pack);
 		c->op_pack++;
 		me_atomic_set(&c->op_packed, c->op_pack);
@@ -839,6 +840,7 @@ static int pump_pack(struct me_conn *c)
 	u32 head = me_atomic_read(&c->op_head), first = c->op_pack;
 	u32 cnt = 0, plen = 0, seq, st, i;
 	struct me_pack_ent e;
+	u64 now;
 	struct me_txslot *t;
 	struct me_hdr h;
 	int link;
@@ -902,9 +904,10 @@ static int pump_pack(struct me_conn *c)
 		p += e.len;
 	}
 	/* Done before the packet leaves: see pump_one(). */
+	now = me_now(n);
 	for (i = 0; i < cnt; i++) {
 		c->cur_kind = 1;
-		job_done(c, seq);
+		job_done(c, seq, now);
 	}
 	me_stat_inc(n, ME_ST_TX_PACKS);
 	me_stat_add(n, ME_ST_TX_PACKED, cnt);
@@ -1023,7 +1026,7 @@ static bool pump_one(struct me_conn *c)
 	 */
 	c->cur_off += chunk;
 	if (last)
-		job_done(c, seq);
+		job_done(c, seq, me_now(n));
 	me_win_tx_commit(c, t, seq, ME_HDR_SEQ + plen, (u32)link);
 	return true;
 }

@@ -249,26 +249,28 @@ Status UringQueue::prepare(std::uint32_t opcode, const Connection &conn,
 			   const RemoteRegion *remote, std::uint64_t remote_off, std::uint32_t len,
 			   std::uint32_t imm, std::uint64_t user_data)
 {
-	std::string what = "cannot prepare an io_uring post";
+	// Built only on failure: this runs once per operation.
+	auto what = [&conn] {
+		return "cannot prepare an io_uring post on connection " + std::to_string(conn.id_);
+	};
 	if (!s_)
-		return detail::empty_error(what, "UringQueue");
+		return detail::empty_error("cannot prepare an io_uring post", "UringQueue");
 	if (!conn.file_ || !conn.id_)
-		return detail::empty_error(what, "Connection");
-	what += " on connection " + std::to_string(conn.id_);
+		return detail::empty_error("cannot prepare an io_uring post", "Connection");
 	if (conn.file_ != s_->file)
-		return detail::errno_error(EINVAL, what,
+		return detail::errno_error(EINVAL, what(),
 					   "the connection was opened on another Device than the "
 					   "queue's");
 	if (!local.file_ || !local.id_)
-		return detail::errno_error(EINVAL, what,
+		return detail::errno_error(EINVAL, what(),
 					   "the local memory region is empty: it was moved from or "
 					   "deregistered");
 	if (local.file_ != s_->file)
-		return detail::errno_error(EINVAL, what,
+		return detail::errno_error(EINVAL, what(),
 					   "local region " + std::to_string(local.id_) +
 						   " was registered on another Device than the queue's");
 	if (s_->free_slots.empty())
-		return detail::errno_error(EBUSY, what,
+		return detail::errno_error(EBUSY, what(),
 					   std::to_string(s_->slots.size()) +
 						   " operations are in flight (max_inflight): reap or "
 						   "take completions first");
@@ -279,11 +281,11 @@ Status UringQueue::prepare(std::uint32_t opcode, const Connection &conn,
 		// The submission ring is full: hand what it holds to the kernel.
 		int ret = io_uring_submit(s_->ring);
 		if (ret < 0)
-			return detail::errno_error(-ret, what + ": submitting the full ring failed");
+			return detail::errno_error(-ret, what() + ": submitting the full ring failed");
 		pos = s_->ring->sq.sqe_tail;
 		sqe = io_uring_get_sqe(s_->ring);
 		if (!sqe)
-			return detail::errno_error(EBUSY, what,
+			return detail::errno_error(EBUSY, what(),
 						   "the submission ring is full and the kernel took "
 						   "none of it");
 	}

@@ -339,6 +339,7 @@ static struct me_peer *peer_take_slot(struct me_node *n, u32 id)
 		me_atomic64_set(&pa->rx_bytes, 0);
 		me_atomic64_set(&pa->lost_pkts, 0);
 		me_atomic_set(&pa->rate, n->links[l].rate_init ? n->links[l].rate_init : 1250);
+		me_atomic64_set(&pa->reo_ns, 0);
 		me_cc_forget(pa, me_now(n));
 	}
 	me_atomic_set(&p->confirmed, 0);
@@ -666,13 +667,57 @@ void me_path_ack_done(struct me_node *n, struct me_peer *p, u32 link,
 	me_cc_acked(n, &p->path[link], bytes, rtt_ns, delay, now);
 }
 
-void me_path_spurious(struct me_node *n, struct me_peer *p, u64 now)
+/*
+ * A widened reordering window holds this long after the last report that
+ * widened it, then the configured rule is back (a path that reordered
+ * once is likely to again soon; RFC 8985 keeps its raise for 16
+ * recoveries).
+ */
+#define REO_HOLD_NS	(1000ull * 1000 * 1000)
+
+u64 me_path_reorder(struct me_node *n, struct me_peer *p, u32 link, u64 srtt, u64 now)
+{
+	struct me_path *pa = &p->path[link];
+	u64 extra = me_atomic64_read(&pa->reo_ns);
+
+	if (!extra || me_elapsed(now, me_atomic64_read(&pa->reo_at)) >= REO_HOLD_NS)
+		return n->cfg.reorder_ns;
+	return me_max_u64(n->cfg.reorder_ns, srtt + extra);
+}
+
+/*
+ * The peer got a packet twice: if loss detection resent it, a packet
+ * can arrive later than the ones sent after it by more than the rule
+ * waits.  The wait beyond a round trip starts at a quarter of it
+ * (RACK's reo_wnd) and doubles with every further report, up to a round
+ * trip (the path's last sample or the connection's srtt, the larger;
+ * beyond that a loss would wait about as long as a timeout).  The report
+ * names no packet, so every path to the peer takes it.
+ */
+static void reorder_widen(struct me_path *pa, u64 srtt, u64 now)
+{
+	u64 rtt = me_max_u64(me_atomic64_read(&pa->cc_rtt_ns), srtt);
+	u64 extra = me_atomic64_read(&pa->reo_ns);
+
+	if (!rtt)
+		return;
+	if (!extra || me_elapsed(now, me_atomic64_read(&pa->reo_at)) >= REO_HOLD_NS)
+		extra = me_max_u64(rtt / 4, 1);
+	else
+		extra = me_min_u64(2 * extra, rtt);
+	me_atomic64_set(&pa->reo_ns, extra);
+	me_atomic64_set(&pa->reo_at, now);
+}
+
+void me_path_spurious(struct me_node *n, struct me_peer *p, u64 srtt, u64 now)
 {
 	u32 l;
 
 	for (l = 0; l < ME_MAX_LINKS; l++)
-		if (me_atomic_read(&p->path[l].known))
+		if (me_atomic_read(&p->path[l].known)) {
 			me_cc_spurious(n, &p->path[l], now);
+			reorder_widen(&p->path[l], srtt, now);
+		}
 }
 
 u64 me_path_acked_ns(struct me_peer *p, u32 link)

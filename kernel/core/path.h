@@ -81,6 +81,14 @@ struct me_path {
 				 * shrank it, 0: nothing to undo */
 	me_atomic_t undo_ssthresh;
 	me_atomic64_t undo_ns;	/* that episode's first timeout */
+	/*
+	 * Reordering the path showed (me_path_reorder()): how much longer
+	 * than a round trip a packet may take before acks of later ones make
+	 * it lost (0: the configured rule), widened by the peer's reports of
+	 * needless resends, and when it last was.
+	 */
+	me_atomic64_t reo_ns;
+	me_atomic64_t reo_at;
 	u64 last_ka_ns;		/* (timer) */
 	u64 rate_t0;		/* (timer) */
 	u64 rate_d0;		/* (timer) */
@@ -156,12 +164,22 @@ void me_path_acked(struct me_peer *p, u32 link, u32 txno, u32 bytes,
 void me_path_ack_done(struct me_node *node, struct me_peer *p, u32 link,
 		      u32 bytes, u64 rtt_ns, u64 hosts_ns, u64 now);
 /*
- * The peer got a packet twice (an ack's ME_F_DUP): a timeout resent it
- * needlessly; every path to the peer gets back what its timeouts took
- * (cc.c).  The ack does not say which packet, so not which path.
+ * The peer got a packet twice (an ack's ME_F_DUP): a timeout or loss
+ * detection resent it needlessly; every path to the peer gets back what
+ * its timeouts took (cc.c) and a wider reordering window for a while
+ * (me_path_reorder(), at most srtt: the round trip of the connection
+ * the ack is for).  The ack does not say which packet, so not which
+ * path.
  */
-void me_path_spurious(struct me_node *node, struct me_peer *p, u64 now);
+void me_path_spurious(struct me_node *node, struct me_peer *p, u64 srtt, u64 now);
 bool me_path_lost(struct me_node *node, struct me_peer *p, u32 link, u32 txno);
+/*
+ * How long ago a packet sent on the path must have left before acks of
+ * later packets make it lost: cfg.reorder_ns, or for a while after the
+ * peer reported needless resends srtt and a reordering window beyond it
+ * (RACK, RFC 8985 6.2, with the peer's DUP flag as its DSACK).
+ */
+u64 me_path_reorder(struct me_node *node, struct me_peer *p, u32 link, u64 srtt, u64 now);
 /*
  * The path delivered nothing since `since` with data in flight: if
  * another path to the peer delivered since then, this one is down (its

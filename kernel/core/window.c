@@ -689,7 +689,7 @@ void me_win_rx_ack(struct me_conn *c, u32 link, const struct me_hdr *h)
 	me_atomic_seq_max(&c->snd_right, h->a.right);
 	if (h->flags & ME_F_DUP) {
 		me_stat_inc(n, ME_ST_RTX_SPURIOUS);
-		me_path_spurious(n, c->pe, h->now);
+		me_path_spurious(n, c->pe, me_atomic64_read(&c->srtt_ns), h->now);
 	}
 	/* Before snd_una moves (me_msg_acked()). */
 	me_msg_ack_status(c, h->a.status);
@@ -721,10 +721,13 @@ void me_win_rx_ack(struct me_conn *c, u32 link, const struct me_hdr *h)
 	 * Loss detection: a hole below the highest sacked packet is lost when
 	 * packets sent after it on the same link (links are FIFO) were acked,
 	 * and it was sent at least reorder_ns ago (a link that is FIFO only
-	 * roughly, like packets sent from several CPUs, reorders a little).
+	 * roughly, like packets sent from several CPUs, reorders a little;
+	 * longer on a path whose peer reported needless resends: path.c).
 	 * A nack only makes the receiver send this information at once.
 	 */
 	if (sacked || h->type == ME_PT_NACK) {
+		u64 srtt = me_atomic64_read(&c->srtt_ns);
+
 		u = me_atomic_read(&c->snd_una);
 		for (s = me_seq_lt(cum, u) ? u : cum; me_seq_lt(s, highest); s++) {
 			struct me_txslot *t = &c->tx[s & (c->window - 1)];
@@ -743,7 +746,8 @@ void me_win_rx_ack(struct me_conn *c, u32 link, const struct me_hdr *h)
 
 			if (li_seq(li) == s && li_link(li) != ME_LINK_NONE &&
 			    me_path_lost(n, c->pe, li_link(li), li_txno(li)) &&
-			    me_elapsed(h->now, me_atomic64_read(&t->sent_ns)) >= n->cfg.reorder_ns)
+			    me_elapsed(h->now, me_atomic64_read(&t->sent_ns)) >=
+			    me_path_reorder(n, c->pe, li_link(li), srtt, h->now))
 				retransmit(c, s, ME_ST_TX_RTX_LOSS);
 		}
 	}
@@ -891,10 +895,15 @@ void me_win_timer(struct me_conn *c, u64 now)
 		 * packet goes again at once.  The full RTO, not reorder_ns:
 		 * the receiver may merely not have acked it yet (acks are
 		 * coalesced per connection, other connections' are not
-		 * held back by ours).
+		 * held back by ours); longer while the path's reordering
+		 * window is widened (path.c), or the late packets it waits
+		 * for would time out instead.
 		 */
 		if (me_path_lost(n, c->pe, l, li_txno(li))) {
-			if (me_elapsed(now, sent) >= rto &&
+			u64 wait = me_max_u64(rto, me_path_reorder(n, c->pe, l,
+					      me_atomic64_read(&c->srtt_ns), now));
+
+			if (me_elapsed(now, sent) >= wait &&
 			    retransmit(c, s, ME_ST_TX_RTX_RTO))
 				fired = true;
 			continue;

@@ -54,6 +54,8 @@ std::string post_hint(int err, const me_post &p)
 	case EINTR:
 		return "a signal arrived while waiting for room; nothing was posted";
 	case EOPNOTSUPP:
+		if (p.flags & ME_POST_F_MORE)
+			return "Post::More needs a module of ABI 15 or newer (mectl info)";
 		return "the module does not know this operation or flag: is it older than the "
 		       "library? (mectl info)";
 	case ENOTTY:
@@ -123,27 +125,37 @@ Status post(const std::shared_ptr<detail::DeviceFile> &file, std::uint32_t conn,
 	    const std::shared_ptr<detail::DeviceFile> &local_file, std::uint32_t local_id,
 	    Post how)
 {
-	std::string what = std::string("cannot post ") + op_name(p.opcode);
+	// Built only on failure: this runs once per operation.
+	auto what = [&p, conn] {
+		return std::string("cannot post ") + op_name(p.opcode) + " on connection " +
+		       std::to_string(conn);
+	};
 	if (!file || !conn)
-		return detail::empty_error(what, "Connection");
-	what += " on connection " + std::to_string(conn);
+		return detail::empty_error(std::string("cannot post ") + op_name(p.opcode),
+					   "Connection");
+	const auto bits = static_cast<std::uint32_t>(how);
+	if (bits & ~static_cast<std::uint32_t>(Post::NonBlocking | Post::More))
+		return detail::errno_error(EINVAL, what(),
+					   "unknown Post bits " + std::to_string(bits) +
+						   ": Post::Blocking, NonBlocking, More and their |");
 	if (!local_file || !local_id)
-		return detail::errno_error(EINVAL, what,
+		return detail::errno_error(EINVAL, what(),
 					   "the local memory region is empty: it was moved from or "
 					   "deregistered");
 	if (local_file != file)
-		return detail::errno_error(EINVAL, what,
+		return detail::errno_error(EINVAL, what(),
 					   "local region " + std::to_string(local_id) +
 						   " was registered on another Device; register it on "
 						   "the Device the connection was opened on");
 	p.size = sizeof(p);
 	p.conn = conn;
 	p.local_region = local_id;
-	p.flags = how == Post::NonBlocking ? ME_POST_F_NONBLOCK : 0;
+	p.flags = (bits & static_cast<std::uint32_t>(Post::NonBlocking) ? ME_POST_F_NONBLOCK : 0) |
+		  (bits & static_cast<std::uint32_t>(Post::More) ? ME_POST_F_MORE : 0);
 	if (::ioctl(file->fd, ME_IOC_POST, &p) == 0)
 		return {};
 	int err = errno;
-	return detail::errno_error(err, what, post_hint(err, p));
+	return detail::errno_error(err, what(), post_hint(err, p));
 }
 
 } // namespace

@@ -567,6 +567,41 @@ TEST_F(Fake, PostsCarryEveryField)
 	EXPECT_EQ(s.len, 50u);
 }
 
+// Post::More reaches the module as ME_POST_F_MORE, alone or with
+// NonBlocking; an older module's refusal says what it lacks; bits the
+// library does not know are refused before any system call.
+TEST_F(Fake, PostMoreIsAFlagThatCombines)
+{
+	mod.query.features |= ME_FEATURE_POST_MORE;
+	Device dev = open();
+	std::vector<char> buf(4096);
+	auto mr = dev.register_memory(buf.data(), buf.size(), multiedge::Access::None);
+	ASSERT_TRUE(mr);
+	auto conn = dev.connect(2);
+	ASSERT_TRUE(conn);
+	multiedge::RemoteRegion remote{21, 0xfeed, 1 << 20};
+	using multiedge::Post;
+	ASSERT_TRUE(conn->write(mr.value(), 0, remote, 0, 8, 1, Post::More));
+	ASSERT_TRUE(conn->send(mr.value(), 0, 8, 2, Post::More | Post::NonBlocking));
+	ASSERT_TRUE(conn->write(mr.value(), 0, remote, 8, 8, 3));
+	ASSERT_EQ(mod.posts.size(), 3u);
+	EXPECT_EQ(mod.posts[0].flags, ME_POST_F_MORE);
+	EXPECT_EQ(mod.posts[1].flags, ME_POST_F_MORE | ME_POST_F_NONBLOCK);
+	EXPECT_EQ(mod.posts[2].flags, 0u);
+
+	auto st = conn->write(mr.value(), 0, remote, 0, 8, 4, static_cast<Post>(4));
+	ASSERT_FALSE(st);
+	EXPECT_EQ(st.error().code(), std::errc::invalid_argument);
+	EXPECT_TRUE(contains(st.error().message(), "unknown Post bits")) << st.error().message();
+	EXPECT_EQ(mod.posts.size(), 3u);
+
+	mod.query.features &= ~ME_FEATURE_POST_MORE;
+	st = conn->write(mr.value(), 0, remote, 0, 8, 5, Post::More);
+	ASSERT_FALSE(st);
+	EXPECT_EQ(st.error().code(), std::errc::operation_not_supported);
+	EXPECT_TRUE(contains(st.error().message(), "ABI 15")) << st.error().message();
+}
+
 TEST_F(Fake, PostErrorsCarryAHint)
 {
 	Device dev = open();

@@ -260,7 +260,8 @@ int FakeModule::handle(unsigned long cmd, void *arg)
 		auto *req = static_cast<me_post *>(arg);
 		if (req->size != sizeof(*req))
 			return -EINVAL;
-		if (req->flags & ~ME_POST_F_NONBLOCK)
+		if (req->flags & ~(ME_POST_F_NONBLOCK | ME_POST_F_MORE) ||
+		    ((req->flags & ME_POST_F_MORE) && !(query.features & ME_FEATURE_POST_MORE)))
 			return -EOPNOTSUPP;
 		posts.push_back(*req);
 		return post_err;

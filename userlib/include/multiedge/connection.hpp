@@ -124,8 +124,17 @@ struct ConnectionInfo {
 enum class Ordering : std::uint32_t { Unordered = 0, Ordered = 1 };
 
 // Posting: by default a post waits while the queues are full; with
-// Post::NonBlocking it fails with EAGAIN instead.
-enum class Post : std::uint32_t { Blocking = 0, NonBlocking = 1 };
+// Post::NonBlocking it fails with EAGAIN instead.  Post::More (module ABI
+// 15) says that more posts on the connection follow at once: the module
+// holds this one until the next post without it (or its timer, within a
+// tick) and sends them together, small ones several to a frame.  They
+// combine: Post::NonBlocking | Post::More.
+enum class Post : std::uint32_t { Blocking = 0, NonBlocking = 1, More = 2 };
+
+constexpr Post operator|(Post a, Post b) noexcept
+{
+	return static_cast<Post>(static_cast<std::uint32_t>(a) | static_cast<std::uint32_t>(b));
+}
 
 // A connection to a peer node.  Owns it: movable, not copyable; the
 // destructor closes it in order (posted operations still complete).

@@ -168,7 +168,7 @@ me::Status measure(const Context &cx, Test test, std::uint64_t session, unsigned
 	row.ops_per_s = static_cast<double>(row.ops) / row.seconds;
 	if (test == Test::OpRate) {
 		row.door = door_name(o.door);
-		row.batch = o.door == Door::Uring ? o.batch : 0;
+		row.batch = o.door == Door::Uring || o.batch > 1 ? o.batch : 0;
 		if (row.ops)
 			row.calls_per_op = static_cast<double>(calls) / static_cast<double>(row.ops);
 		row.post_syscall_us = syscall_us;

@@ -33,7 +33,8 @@ struct Options {
 	bool keep_server = false;
 	// oprate: how operations are posted
 	Door door = Door::Ioctl;
-	unsigned batch = 1;		// uring: SQEs prepared per submit
+	unsigned batch = 1;		// uring: SQEs prepared per submit; ioctl:
+					// posts per Post::More group
 	std::uint64_t misalign = 0;	// oneway: bytes past each slot's page start
 
 	// server

@@ -364,9 +364,13 @@ me::Result<ThreadResult> run_oprate(Endpoint &ep, const me::RemoteRegion &target
 	};
 
 	if (door == Door::Ioctl) {
-		auto post = [&](unsigned s) -> me::Status {
+		// With batch > 1 the writes posted together (the first fill, the
+		// slots one harvest freed) go `batch` at a time: all but the last
+		// of each group say Post::More, so the module sends them packed.
+		auto post = [&](unsigned s, bool more) -> me::Status {
 			next(s);
-			auto st = ep.conn->write(*ep.src, s * size, target, s * size, len, s + 1);
+			auto st = ep.conn->write(*ep.src, s * size, target, s * size, len, s + 1,
+						 more ? me::Post::More : me::Post::Blocking);
 			if (st) {
 				inflight++;
 				if (step.measuring())
@@ -374,9 +378,19 @@ me::Result<ThreadResult> run_oprate(Endpoint &ep, const me::RemoteRegion &target
 			}
 			return st;
 		};
+		auto post_group = [&](const std::vector<unsigned> &slots) -> me::Status {
+			for (std::size_t i = 0; i < slots.size(); i++) {
+				const bool more = batch > 1 && i + 1 < slots.size() && (i + 1) % batch;
+				if (auto st = post(slots[i], more); !st)
+					return st;
+			}
+			return {};
+		};
+		std::vector<unsigned> freed;
 		for (unsigned s = 0; s < depth; s++)
-			if (auto st = post(s); !st)
-				return fail(st.error());
+			freed.push_back(s);
+		if (auto st = post_group(freed); !st)
+			return fail(st.error());
 		while (inflight) {
 			const bool counted = step.measuring();
 			auto cs = ep.dev->wait(depth, kStuck);
@@ -389,6 +403,7 @@ me::Result<ThreadResult> run_oprate(Endpoint &ep, const me::RemoteRegion &target
 						    std::to_string(kStuck.count()) + " s (" +
 						    std::to_string(inflight) + " in flight)"));
 			const auto now = Clock::now();
+			freed.clear();
 			for (const auto &c : cs.value()) {
 				unsigned s = 0;
 				auto more = completed(c, now, s);
@@ -397,9 +412,10 @@ me::Result<ThreadResult> run_oprate(Endpoint &ep, const me::RemoteRegion &target
 				if (phase.aborted())
 					return fail(failure("stopped because another thread failed"));
 				if (more.value())
-					if (auto st = post(s); !st)
-						return fail(st.error());
+					freed.push_back(s);
 			}
+			if (auto st = post_group(freed); !st)
+				return fail(st.error());
 		}
 	} else {
 		me::UringQueue::Options qo;

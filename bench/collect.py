@@ -446,7 +446,9 @@ def table(rows, d):
             m = re.search(r"rep=(\d+)", r["condition"])
             return int(m.group(1)) if m else 0
 
-        names = [("ioctl", "ioctl (1 ioctl per write)"), ("uring batch=1", "io_uring, batch 1"),
+        names = [("ioctl", "ioctl (1 ioctl per write)"),
+                 ("ioctl batch=64", "ioctl, batches of 64 (Post::More)"),
+                 ("uring batch=1", "io_uring, batch 1"),
                  ("uring batch=16", "io_uring, batch 16"), ("uring batch=64", "io_uring, batch 64")]
         names += [(v, v) for v in sorted({variant(r) for r in ur}) if v not in dict(names)]
         reps = sorted({rep_of(r) for r in ur})

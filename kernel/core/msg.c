@@ -816,6 +816,18 @@ static u32 chunk_len(struct me_conn *c, const struct job *j)
 	return chunk;
 }
 
+/* The header every sequenced packet of c starts from. */
+static void seq_hdr(struct me_conn *c, struct me_hdr *h, u32 type, u32 plen, u32 seq)
+{
+	me_node_hdr(c->node, h, type, c->peer);
+	h->src_conn = c->id;
+	h->dst_conn = c->peer_conn;
+	h->dst_inc = c->peer_inc;
+	h->cookie = c->peer_cookie;
+	h->payload_len = (u16)plen;
+	h->d.seq = seq;
+}
+
 /* Could the op be an entry of a PACK with room bytes left? */
 static bool packable(struct me_conn *c, u32 id, u32 room)
 {
@@ -870,13 +882,7 @@ static int pump_pack(struct me_conn *c)
 		me_win_tx_abort(c, t);
 		return 0;
 	}
-	me_node_hdr(n, &h, ME_PT_PACK, c->peer);
-	h.src_conn = c->id;
-	h.dst_conn = c->peer_conn;
-	h.dst_inc = c->peer_inc;
-	h.cookie = c->peer_cookie;
-	h.payload_len = (u16)plen;
-	h.d.seq = seq;
+	seq_hdr(c, &h, ME_PT_PACK, plen, seq);
 	h.d.msg_len = cnt;
 	h.flags |= ME_F_LAST | ME_F_ACKREQ;
 	me_wire_build(t->buf, &h);
@@ -965,13 +971,7 @@ static bool pump_one(struct me_conn *c)
 
 	if (c->cur_off == 0)
 		c->cur_msg = c->msg_nxt++;
-	me_node_hdr(n, &h, j.type, c->peer);
-	h.src_conn = c->id;
-	h.dst_conn = c->peer_conn;
-	h.dst_inc = c->peer_inc;
-	h.cookie = c->peer_cookie;
-	h.payload_len = (u16)plen;
-	h.d.seq = seq;
+	seq_hdr(c, &h, j.type, plen, seq);
 	h.d.msg_id = c->cur_msg;
 	h.d.op_id = j.op_id;
 	h.d.msg_len = j.len;

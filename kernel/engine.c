@@ -92,6 +92,11 @@ module_param(answer_ms, uint, 0444);
 MODULE_PARM_DESC(answer_ms,
 		 "An operation sent in full whose peer neither answers nor acknowledges anything of the connection for this long fails it, ms (500..3600000, default 30000)");
 
+static unsigned int ack_hold_us = 1000;
+module_param(ack_hold_us, uint, 0444);
+MODULE_PARM_DESC(ack_hold_us,
+		 "On a connection whose requests are answered quickly, a request's ack waits this long for the answer to carry it, us (0..4000, default 1000; 0: acks never wait)");
+
 /* Engines alive, for the module-wide accounting. */
 static LIST_HEAD(me_engines);
 static DEFINE_MUTEX(me_engines_lock);
@@ -102,10 +107,11 @@ int me_engine_init(void)
 	    !max_conns || max_conns > 65536 || link_window_kb < 16 || link_window_kb > 65536 ||
 	    answer_ms < 500 || answer_ms > 3600000 || max_peers < 2 || max_peers > 65536 ||
 	    !ka_ms || ka_ms > 10000 || link_dead_ms < 3 * ka_ms || link_dead_ms > 60000 ||
-	    cc_target_us < 10 || cc_target_us > 1000000 || !cc_init_pkts || cc_init_pkts > 1024) {
-		pr_err("bad parameter: tick_us=%u window_kb=%u max_conns=%u link_window_kb=%u answer_ms=%u max_peers=%u ka_ms=%u link_dead_ms=%u cc_target_us=%u cc_init_pkts=%u\n",
+	    cc_target_us < 10 || cc_target_us > 1000000 || !cc_init_pkts || cc_init_pkts > 1024 ||
+	    ack_hold_us > 4000) {
+		pr_err("bad parameter: tick_us=%u window_kb=%u max_conns=%u link_window_kb=%u answer_ms=%u max_peers=%u ka_ms=%u link_dead_ms=%u cc_target_us=%u cc_init_pkts=%u ack_hold_us=%u\n",
 		       tick_us, window_kb, max_conns, link_window_kb, answer_ms, max_peers,
-		       ka_ms, link_dead_ms, cc_target_us, cc_init_pkts);
+		       ka_ms, link_dead_ms, cc_target_us, cc_init_pkts, ack_hold_us);
 		return -EINVAL;
 	}
 	return 0;
@@ -383,6 +389,7 @@ static void fill_cfg(struct me_net *mn, struct me_node_cfg *cfg, unsigned int pa
 	cfg->ops = 256;
 	cfg->max_conns = max_conns;
 	cfg->ack_every = 16;
+	cfg->ack_hold_ns = (u64)ack_hold_us * NSEC_PER_USEC;
 	cfg->link_window = max(link_window_kb * 1024, packet_size);
 	cfg->max_retries = 12;
 	/* Packets sent from different CPUs can pass each other on the way. */

@@ -333,6 +333,10 @@ static bool rx_direct_ok(struct me_link *link, const struct sk_buff *skb)
 	if (!rx_direct || skb_is_nonlinear(skb) || skb->len < 2 || !__ptr_ring_empty(&link->ring))
 		return false;
 	type = skb->data[1];
+	/* An ack carrying a packet (wire 9): that packet decides. */
+	if (type == ME_PT_ACK && skb->len >= ME_HDR_ACK + 2 &&
+	    (skb->data[3] & ME_F_CARRY))
+		type = skb->data[ME_HDR_ACK + 1];
 	return type == ME_PT_ACK || type == ME_PT_NACK ||
 	       (type >= ME_PT_WRITE && type <= ME_PT_STATUS);
 }

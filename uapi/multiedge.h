@@ -71,8 +71,10 @@
  * 15: ME_POST_F_MORE (queue without sending: more posts follow);
  * ME_STAT_TX_PACKS and ME_STAT_TX_PACKED (small writes sent several to a
  * frame, wire 8).
+ * 16: ME_STAT_ACK_HELD, ME_STAT_TX_ACK_CARRIED and ME_STAT_ACK_HOLD_EXPIRED
+ * (a request's ack carried by its reply, wire 9).
  */
-#define ME_ABI_VERSION		15
+#define ME_ABI_VERSION		16
 
 /* Default ethertype: IEEE 802.1 Local Experimental 1. */
 #define ME_DEFAULT_ETHERTYPE	0x88B5
@@ -816,6 +818,10 @@ enum me_stat_index {
 	/* ABI 15 */
 	ME_STAT_TX_PACKS,	/* frames that carried several small writes (PACK) */
 	ME_STAT_TX_PACKED,	/* writes, notifies and sends carried in them */
+	/* ABI 16 */
+	ME_STAT_ACK_HELD,	/* acks held for the reply to a request to carry */
+	ME_STAT_TX_ACK_CARRIED,	/* acks that rode in front of a packet of ours */
+	ME_STAT_ACK_HOLD_EXPIRED,	/* held acks sent alone: no reply came in time */
 	ME_STAT_COUNT
 };
 

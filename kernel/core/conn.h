@@ -86,6 +86,9 @@ struct me_conn {
 	me_atomic_t rx_stamp;	/* the stamp of the first packet since the
 				 * last ack (0: none), which the next echoes */
 	u32 ack_no;		/* (ack_lock) acks sent, picks the sack base */
+	me_atomic_t ack_held;	/* an ack is owed and waits for a reply to
+				 * the peer to carry it (window.c) */
+	me_atomic64_t held_ns;	/* when it began to wait */
 
 	/* ---- messages (msg.c) ---- */
 	struct me_op *ops;

@@ -72,6 +72,9 @@ struct me_node_cfg {
 	u32 max_conns;		/* connections at once (slots) */
 	u32 max_peers;		/* peer table slots (path.c) */
 	u32 ack_every;		/* ack after this many packets (coalescing) */
+	u64 ack_hold_ns;	/* a request's ack waits this long for the
+				 * reply to carry it (0: never waits); at most
+				 * rto_min_ns / 2 and ka_ns / 4 (me_node_create) */
 	u32 link_window;	/* data bytes in flight per link */
 	u32 max_retries;	/* per packet, then the peer is declared dead */
 	u32 dupthresh;		/* later packets acked on a link => loss */
@@ -151,6 +154,9 @@ enum me_stat {
 				 * retransmission was not needed (cc.c) */
 	ME_ST_TX_PACKS,		/* PACK packets built (msg.c) */
 	ME_ST_TX_PACKED,	/* writes and notifies sent in them */
+	ME_ST_ACK_HELD,		/* acks held for a reply to carry */
+	ME_ST_TX_ACK_CARRIED,	/* acks a packet carried (ME_F_CARRY) */
+	ME_ST_ACK_HOLD_EXPIRED,	/* held acks the timer sent: no reply came */
 	ME_ST_MAX_
 };
 

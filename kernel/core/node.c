@@ -25,6 +25,7 @@ void me_node_cfg_default(struct me_node_cfg *cfg)
 	cfg->max_conns = 64;
 	cfg->max_peers = 64;
 	cfg->ack_every = 16;
+	cfg->ack_hold_ns = 100000;	/* 100 us, half of rto_min */
 	cfg->link_window = 64 * 1024;
 	cfg->max_retries = 12;
 	cfg->dupthresh = 3;
@@ -75,6 +76,12 @@ struct me_node *me_node_create(const struct me_node_cfg *cfg,
 		return NULL;
 	memset(n, 0, sizeof(*n));
 	n->cfg = *cfg;
+	/*
+	 * A held ack must reach the sender well before its timer fires, and
+	 * before its path looks stalled (nothing acked for ka_ns).
+	 */
+	n->cfg.ack_hold_ns = me_min_u64(cfg->ack_hold_ns,
+					me_min_u64(cfg->rto_min_ns / 2, cfg->ka_ns / 4));
 	n->ops = ops;
 	n->ctx = ctx;
 	n->conns = ops->alloc(ctx, sizeof(*n->conns) * cfg->max_conns);
@@ -138,6 +145,74 @@ static const enum me_stat parse_stat[] = {
 	ME_ST_RX_SHORT, ME_ST_RX_VERSION, ME_ST_RX_TYPE, ME_ST_RX_FIELD,
 };
 
+static int parse_counted(struct me_node *n, const void *buf, u32 len, struct me_hdr *h)
+{
+	int ret = me_wire_parse(buf, len, h);
+
+	if (ret)
+		me_stat_inc(n, parse_stat[ret == ME_EWIRE_SHORT ? 0 :
+					   ret == ME_EWIRE_VERSION ? 1 :
+					   ret == ME_EWIRE_TYPE ? 2 : 3]);
+	return ret;
+}
+
+/*
+ * A connection packet (ACK, NACK, ABORT, sequenced) whose header passed
+ * the node checks: to a live connection, with its cookie, or dropped
+ * before anything in it is used, its arrival included (it does not keep
+ * a link alive).
+ */
+static int rx_conn(struct me_node *n, u32 link, u64 src, const struct me_hdr *h,
+		   const u8 *pkt)
+{
+	struct me_conn *c = me_conn_lookup(n, h);
+
+	if (!c) {
+		me_stat_inc(n, ME_ST_RX_STALE);
+		return -ESTALE;
+	}
+	if (h->cookie != c->cookie) {
+		me_stat_inc(n, ME_ST_RX_COOKIE);
+		return -EPERM;
+	}
+	me_path_rx(n, link, src, h, c->pe);
+	if (h->type == ME_PT_ABORT)
+		me_conn_rx_abort(c);
+	else if (h->type == ME_PT_ACK || h->type == ME_PT_NACK)
+		me_win_rx_ack(c, link, h);
+	else
+		me_win_rx_data(c, link, h, pkt, (u32)h->hdr_len + h->payload_len);
+	return 0;
+}
+
+/*
+ * The sequenced packet an ack carried (ME_F_CARRY, wire 9), after the ack
+ * was taken: parsed like any packet, between the same two nodes (their
+ * incarnations included) and fitting the MTU together with the ack; of
+ * the ack's connection or another one between them, checked as its own.
+ */
+static int rx_carried(struct me_node *n, u32 link, u64 src, const struct me_hdr *ack,
+		      const u8 *frame, u32 len)
+{
+	struct me_hdr h;
+	int ret;
+
+	ret = parse_counted(n, frame + ME_HDR_ACK, len - ME_HDR_ACK, &h);
+	if (ret)
+		return ret;
+	if (!me_pt_sequenced(h.type) || h.src_node != ack->src_node ||
+	    h.dst_node != ack->dst_node || h.src_inc != ack->src_inc ||
+	    h.dst_inc != ack->dst_inc ||
+	    ME_HDR_ACK + (u32)h.hdr_len + h.payload_len > n->cfg.mtu) {
+		me_stat_inc(n, ME_ST_RX_FIELD);
+		return ME_EWIRE_FIELD;
+	}
+	h.rx = ack->rx;
+	h.batch = ack->batch;
+	h.now = ack->now;
+	return rx_conn(n, link, src, &h, frame + ME_HDR_ACK);
+}
+
 int me_core_rx(struct me_node *n, u32 link, u64 src, const void *buf, u32 len)
 {
 	return me_core_rx_batch(n, NULL, link, src, buf, len, NULL);
@@ -174,20 +249,15 @@ void me_core_rx_batch_end(struct me_rx_batch *b)
 int me_core_rx_batch(struct me_node *n, struct me_rx_batch *b, u32 link, u64 src,
 		     const void *buf, u32 len, void *rx)
 {
-	struct me_conn *c;
 	struct me_hdr h;
 	int ret;
 
 	if (link >= ME_MAX_LINKS || !n->links[link].present)
 		return -EINVAL;
 	me_stat_inc(n, ME_ST_RX_PKTS);
-	ret = me_wire_parse(buf, len, &h);
-	if (ret) {
-		me_stat_inc(n, parse_stat[ret == ME_EWIRE_SHORT ? 0 :
-					   ret == ME_EWIRE_VERSION ? 1 :
-					   ret == ME_EWIRE_TYPE ? 2 : 3]);
+	ret = parse_counted(n, buf, len, &h);
+	if (ret)
 		return ret;
-	}
 	h.rx = rx;
 	h.batch = b;
 	h.now = me_now(n);
@@ -226,27 +296,10 @@ int me_core_rx_batch(struct me_node *n, struct me_rx_batch *b, u32 link, u64 src
 	default:
 		break;
 	}
-	c = me_conn_lookup(n, &h);
-	if (!c) {
-		me_stat_inc(n, ME_ST_RX_STALE);
-		return -ESTALE;
-	}
-	/* Nothing of a frame that fails its cookie is used, not even as
-	 * a sign of the link's life. */
-	if (h.cookie != c->cookie) {
-		me_stat_inc(n, ME_ST_RX_COOKIE);
-		return -EPERM;
-	}
-	me_path_rx(n, link, src, &h, c->pe);
-	if (h.type == ME_PT_ABORT) {
-		me_conn_rx_abort(c);
-		return 0;
-	}
-	if (h.type == ME_PT_ACK || h.type == ME_PT_NACK)
-		me_win_rx_ack(c, link, &h);
-	else
-		me_win_rx_data(c, link, &h, buf, (u32)h.hdr_len + h.payload_len);
-	return 0;
+	ret = rx_conn(n, link, src, &h, buf);
+	if (ret || !(h.flags & ME_F_CARRY))
+		return ret;
+	return rx_carried(n, link, src, &h, buf, len);
 }
 
 void me_core_timer(struct me_node *n)

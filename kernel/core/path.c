@@ -264,10 +264,18 @@ static void send_ka(struct me_node *n, struct me_peer *p, u32 link,
 	me_node_tx(n, link, me_atomic64_read(&pa->addr), buf, me_wire_build(buf, &h));
 }
 
-/* Forget every path of a peer slot (new incarnation, slot reuse). */
+/*
+ * Forget every path of a peer slot (new incarnation, slot reuse), and
+ * how quickly we answered it (window.c).
+ */
 static void peer_reset_paths(struct me_peer *p)
 {
 	u32 l;
+
+	me_atomic_set(&p->reply_mode, 0);
+	me_atomic_set(&p->held_conn, 0);
+	me_atomic64_set(&p->req_ns, 0);
+	me_atomic64_set(&p->reply_ns, 0);
 
 	for (l = 0; l < ME_MAX_LINKS; l++) {
 		struct me_path *pa = &p->path[l];

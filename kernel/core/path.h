@@ -107,6 +107,11 @@ struct me_peer {
 	me_atomic_t confirmed;	/* alive both ways on a link once */
 	me_atomic_t waiters;	/* its connections with path_wait set */
 	me_atomic_t wake_next;	/* conn slot the next wake-up starts at */
+	/* acks waiting for a reply to carry them (window.c, ack_hold) */
+	me_atomic_t reply_mode;	/* its requests are answered quickly */
+	me_atomic_t held_conn;	/* the connection whose ack waits, 0: none */
+	me_atomic64_t req_ns;	/* its last request's arrival */
+	me_atomic64_t reply_ns;	/* the last new packet we sent it */
 	u64 created_ns;		/* (peer_lock) */
 	char name[ME_HELLO_NAME]; /* (peer_lock) NUL-padded */
 	struct me_path path[ME_MAX_LINKS];

@@ -49,7 +49,8 @@ int me_win_alloc(struct me_conn *c)
 	u32 w = c->window, i;
 
 	c->tx = n->ops->alloc(n->ctx, sizeof(*c->tx) * w);
-	c->txbuf = n->ops->alloc(n->ctx, (size_t)w * n->cfg.mtu);
+	/* Each entry with room in front for an ack to ride along (slot_tx). */
+	c->txbuf = n->ops->alloc(n->ctx, (size_t)w * (ME_HDR_ACK + n->cfg.mtu));
 	c->rx = n->ops->alloc(n->ctx, sizeof(*c->rx) * w);
 	if (!c->tx || !c->txbuf || !c->rx)
 		return -ENOMEM;
@@ -62,7 +63,7 @@ int me_win_alloc(struct me_conn *c)
 	memset(c->rx, 0, sizeof(*c->rx) * w);
 	for (i = 0; i < w; i++) {
 		me_lock_init(&c->tx[i].lock);
-		c->tx[i].buf = c->txbuf + (size_t)i * n->cfg.mtu;
+		c->tx[i].buf = c->txbuf + (size_t)i * (ME_HDR_ACK + n->cfg.mtu) + ME_HDR_ACK;
 		if (c->rxbuf)
 			c->rx[i].buf = c->rxbuf + (size_t)i * n->cfg.mtu;
 	}
@@ -230,6 +231,39 @@ static void ack_or_defer(struct me_conn *c, u32 link, const struct me_hdr *h)
 }
 
 /*
+ * May the ack this packet asks for wait for a reply to carry it (wire 9)?
+ * The last packet of a write, notify or PACK, fewer than ack_every since
+ * the last ack, from a peer whose requests we have answered quickly
+ * (me_win_tx_commit): it is held until the next packet we send that peer,
+ * on any connection, takes it along (slot_tx), or for cfg.ack_hold_ns
+ * (me_win_timer).  A request and its reply then cost a frame each way
+ * instead of two, also when they travel on two connections (one each
+ * way, as the libfabric provider and me_bench open them).  One ack per
+ * peer waits at a time; another is sent at once.
+ */
+static bool ack_hold(struct me_conn *c, const struct me_hdr *h, u32 unacked)
+{
+	struct me_peer *pe = c->pe;
+	u32 held;
+
+	if (!c->node->cfg.ack_hold_ns || !(h->flags & ME_F_LAST) ||
+	    (h->type != ME_PT_WRITE && h->type != ME_PT_NOTIFY && h->type != ME_PT_PACK))
+		return false;
+	me_atomic64_set(&pe->req_ns, h->now);
+	if (unacked >= c->node->cfg.ack_every || !me_atomic_read(&pe->reply_mode))
+		return false;
+	me_atomic64_set(&c->held_ns, h->now);
+	me_atomic_set(&c->ack_held, 1);
+	held = me_atomic_read(&pe->held_conn);
+	if (held != c->id && (held || me_atomic_cmpxchg(&pe->held_conn, 0, c->id) != 0)) {
+		me_atomic_set(&c->ack_held, 0);
+		return false;
+	}
+	me_stat_inc(c->node, ME_ST_ACK_HELD);
+	return true;
+}
+
+/*
  * A copy of a packet we have: a retransmission the sender need not have
  * made.  The next ack says so (ME_F_DUP), so a sender whose timeout fired
  * early undoes what it did to its window (cc.c).
@@ -325,30 +359,36 @@ void me_win_rx_data(struct me_conn *c, u32 link, const struct me_hdr *h,
 		nack = true;
 	if (nack)
 		me_win_send_ack(c, (int)link, true);
+	else if ((h->flags & ME_F_ACKREQ) && ack_hold(c, h, unacked))
+		return;
 	else if ((h->flags & ME_F_ACKREQ) || unacked >= n->cfg.ack_every)
 		ack_or_defer(c, link, h);
 }
 
 /*
- * Table 1 state 2b: one ack/nack in preparation per connection.  A thread
+ * Builds the connection's ack (or nack) at buf, with ack_lock held (Table
+ * 1 state 2b: one ack/nack in preparation per connection).  A thread
  * that fails the trylock leaves `unacked` non-zero; the holder resets it
  * before reading the state, so a packet counted before the reset is in
  * the holder's ack and one counted after is acked later (next trigger or
- * the timer).
+ * the timer).  Whatever arrived so far is in it: it answers a held ack
+ * too.  Returns whether it carries ME_F_DUP.
  */
-void me_win_send_ack(struct me_conn *c, int link, bool nack)
+static bool ack_build(struct me_conn *c, bool nack, u16 flags, u8 *buf)
 {
 	struct me_node *n = c->node;
 	u32 mask = c->window - 1, cum, high, i;
-	u8 buf[ME_HDR_ACK];
 	struct me_hdr h;
 	u64 arrival;
 	bool dup;
 
-	if (!me_trylock(&c->ack_lock))
-		return;
 	me_atomic_set(&c->unacked, 0);
+	if (me_atomic_read(&c->ack_held)) {
+		me_atomic_set(&c->ack_held, 0);
+		me_atomic_cmpxchg(&c->pe->held_conn, c->id, 0);
+	}
 	me_node_hdr(n, &h, nack ? ME_PT_NACK : ME_PT_ACK, c->peer);
+	h.flags = flags;
 	h.src_conn = c->id;
 	h.dst_conn = c->peer_conn;
 	h.dst_inc = c->peer_inc;
@@ -395,10 +435,22 @@ void me_win_send_ack(struct me_conn *c, int link, bool nack)
 	h.a.echo = me_atomic_read(&c->rx_stamp);
 	if (h.a.echo && me_atomic_cmpxchg(&c->rx_stamp, h.a.echo, 0) != h.a.echo)
 		h.a.echo = 0;	/* taken meanwhile: no sample this time */
+	me_wire_build(buf, &h);
+	return dup;
+}
+
+void me_win_send_ack(struct me_conn *c, int link, bool nack)
+{
+	struct me_node *n = c->node;
+	u8 buf[ME_HDR_ACK];
+	bool dup;
+
+	if (!me_trylock(&c->ack_lock))
+		return;
+	dup = ack_build(c, nack, 0, buf);
 	if (link < 0 || !me_path_usable(n, c->pe, (u32)link))
 		link = me_path_any(n, c->pe);
 	if (link >= 0) {
-		me_wire_build(buf, &h);
 		me_conn_tx(c, (u32)link, buf, ME_HDR_ACK);
 		me_stat_inc(n, nack ? ME_ST_TX_NACK : ME_ST_TX_ACK);
 	} else if (dup) {
@@ -551,22 +603,61 @@ void me_win_zc_release_all(struct me_conn *c)
 		zc_settle(c, &c->tx[i]);
 }
 
+/*
+ * The ack held for a reply to the peer of c (ack_hold), of c or of
+ * another connection to that peer, rides in front of the packet entry t
+ * of c sends now, in the entry's headroom (ME_F_CARRY, wire 9): returns
+ * the bytes put there, 0 if none.  A packet too large to take it along
+ * is a reply leaving all the same, so the ack goes alone, now.  The
+ * other connection is looked up by id in the table, as a receive does:
+ * whoever transmits holds what keeps a connection it finds there from
+ * being freed (the kernel's conn_srcu, or being the timer).
+ */
+static u32 carry_ack(struct me_conn *c, struct me_txslot *t, u32 len)
+{
+	struct me_node *n = c->node;
+	u32 id = me_atomic_read(&c->pe->held_conn);
+	struct me_conn *h;
+
+	if (!id)
+		return 0;
+	h = id == c->id ? c : me_conn_get(n, id);
+	if (!h || h->pe != c->pe)
+		return 0;
+	if (len + ME_HDR_ACK > n->cfg.mtu) {
+		me_win_send_ack(h, -1, false);
+		return 0;
+	}
+	if (!me_trylock(&h->ack_lock))
+		return 0;	/* being sent as we look: it covers the held one */
+	if (!me_atomic_read(&h->ack_held)) {
+		me_unlock(&h->ack_lock);
+		return 0;
+	}
+	ack_build(h, false, ME_F_CARRY, t->buf - ME_HDR_ACK);
+	me_unlock(&h->ack_lock);
+	me_stat_inc(n, ME_ST_TX_ACK_CARRIED);
+	return ME_HDR_ACK;
+}
+
 /* Sends entry t (under its lock) on link; the payload by reference or not. */
 static void slot_tx(struct me_conn *c, struct me_txslot *t, u32 link, u32 len)
 {
 	struct me_node *n = c->node;
+	u32 pre;
 
 	/* Each transmission its own stamp: an ack names the copy it answers. */
 	me_wire_stamp(t->buf, me_wire_stamp_of(me_atomic64_read(&t->sent_ns)));
+	pre = carry_ack(c, t, len);
 	if (!t->zc) {
-		me_conn_tx(c, link, t->buf, len);
-		return;
-	}
-	/* The reference went with the connection: nothing may be read. */
-	if (!me_atomic_read(&t->zc_held) ||
-	    n->ops->zc_tx(n->ctx, link, me_path_addr(c->pe, link), t->buf, ME_HDR_SEQ,
-			  t->zc_region, t->zc_off, len - ME_HDR_SEQ, t->zc_cookie))
+		me_conn_tx(c, link, t->buf - pre, pre + len);
+	} else if (!me_atomic_read(&t->zc_held) ||
+		   n->ops->zc_tx(n->ctx, link, me_path_addr(c->pe, link), t->buf - pre,
+				 pre + ME_HDR_SEQ, t->zc_region, t->zc_off, len - ME_HDR_SEQ,
+				 t->zc_cookie)) {
+		/* (Without its reference the payload may not be read.) */
 		me_stat_inc(n, ME_ST_TX_FAIL);
+	}
 }
 
 /* What one ack acked per path, for congestion control (cc.c). */
@@ -818,10 +909,21 @@ void me_win_tx_commit(struct me_conn *c, struct me_txslot *t, u32 seq,
 {
 	struct me_node *n = c->node;
 	u32 txno = me_path_next_txno(c->pe, link, len);
+	struct me_peer *pe = c->pe;
+	u64 now = me_now(n), req;
 
+	/*
+	 * A packet soon after a request from the peer arrived: we answer its
+	 * requests, so their acks may wait for the answers (ack_hold).
+	 */
+	me_atomic64_set(&pe->reply_ns, now);
+	req = me_atomic64_read(&pe->req_ns);
+	if (n->cfg.ack_hold_ns && req && me_elapsed(now, req) < n->cfg.ack_hold_ns &&
+	    !me_atomic_read(&pe->reply_mode))
+		me_atomic_set(&pe->reply_mode, 1);
 	t->retries = 0;
 	me_atomic_set(&t->len, len);
-	me_atomic64_set(&t->sent_ns, me_now(n));
+	me_atomic64_set(&t->sent_ns, now);
 	me_atomic_add_return(&me_pth(c->pe, link)->inflight, len);
 	me_atomic64_set(&t->linfo, LI(seq, txno, 0, link));
 	me_atomic_set(&c->snd_max, seq + 1);
@@ -857,8 +959,24 @@ void me_win_timer(struct me_conn *c, u64 now)
 	bool fired = false, oldest_done = false, probe;
 	u64 rto;
 
-	if (me_atomic_read(&c->unacked))
+	if (me_atomic_read(&c->ack_held)) {
+		u64 held = me_atomic64_read(&c->held_ns);
+
+		if (me_elapsed(now, held) >= n->cfg.ack_hold_ns) {
+			/*
+			 * No reply took it along in time.  Unless one left
+			 * meanwhile without it (sent just before the hold
+			 * began), acks stop waiting for replies until one
+			 * comes quickly again.
+			 */
+			if (me_atomic64_read(&c->pe->reply_ns) < held)
+				me_atomic_set(&c->pe->reply_mode, 0);
+			me_stat_inc(n, ME_ST_ACK_HOLD_EXPIRED);
+			me_win_send_ack(c, -1, false);
+		}
+	} else if (me_atomic_read(&c->unacked)) {
 		me_win_send_ack(c, -1, false);
+	}
 	if (st != ME_CS_ESTABLISHED && st != ME_CS_CLOSING)
 		return;
 	if (c->mode == ME_MODE_ORDERED)

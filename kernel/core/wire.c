@@ -186,6 +186,10 @@ int me_wire_parse(const void *buf, u32 len, struct me_hdr *h)
 		return ME_EWIRE_SHORT;
 	if (h->flags & ~ME_F_KNOWN)
 		return ME_EWIRE_FIELD;
+	/* Only an ack carries a packet, and the frame holds one after it. */
+	if ((h->flags & ME_F_CARRY) &&
+	    (h->type != ME_PT_ACK || len - want < ME_HDR_COMMON))
+		return ME_EWIRE_FIELD;
 	h->src_node = me_get_be32(p + 8);
 	h->dst_node = me_get_be32(p + 12);
 	h->src_inc = me_get_be32(p + 16);

@@ -28,8 +28,12 @@
  * its round trips, and echo the stamp every transmission of a sequenced
  * packet carries (the former reserved word), so that round trips are
  * measured for retransmitted packets too (80-byte acks).
+ * 8: PACK, several whole small writes in one packet.
+ * 9: ACK flag CARRY: the ack is followed, in the same frame, by one
+ * sequenced packet of its connection (a reply carrying the ack of the
+ * request it answers).
  */
-#define ME_WIRE_VERSION		8
+#define ME_WIRE_VERSION		9
 
 enum me_pkt_type {
 	ME_PT_HELLO = 1,	/* discovery, every link, periodically */
@@ -57,7 +61,9 @@ enum me_pkt_type {
 #define ME_F_DUP	0x0010	/* ACK, NACK: a sequenced packet arrived
 				 * twice since the last ack (a retransmission
 				 * was not needed) */
-#define ME_F_KNOWN	0x001f
+#define ME_F_CARRY	0x0020	/* ACK: a sequenced packet of the same
+				 * connection follows it in the frame */
+#define ME_F_KNOWN	0x003f
 
 #define ME_HDR_COMMON	40
 #define ME_HDR_SEQ	88	/* common + sequenced extension */

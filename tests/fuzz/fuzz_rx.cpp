@@ -293,8 +293,9 @@ const u8 kTypes[] = {
 };
 
 // The entries of a crafted PACK at p (header fields: h), well-formed when
-// `valid` (then only the targets are fuzzed); returns the payload length.
-u32 craft_pack(me_hdr &h, u8 *p, Input &in, bool valid)
+// `valid` (then only the targets are fuzzed), in at most `room` bytes of
+// payload; returns the payload length.
+u32 craft_pack(me_hdr &h, u8 *p, Input &in, bool valid, u32 room)
 {
 	u32 n = 1 + in.u8v() % (ME_PACK_MAX + 1), pay = 0;
 
@@ -307,7 +308,7 @@ u32 craft_pack(me_hdr &h, u8 *p, Input &in, bool valid)
 		me_pack_ent e{};
 		u32 len = in.u8v() % 200;
 
-		if (pay + ME_PACK_ENT + len > kMtu - ME_HDR_SEQ)
+		if (pay + ME_PACK_ENT + len > room)
 			break;
 		e.type = valid || in.u8v() & 1 ? (in.u8v() & 1 ? ME_PT_WRITE : ME_PT_NOTIFY)
 					       : in.u8v();
@@ -325,19 +326,19 @@ u32 craft_pack(me_hdr &h, u8 *p, Input &in, bool valid)
 	return pay;
 }
 
-// Builds a packet as node `from` would send it to node `!from`, with fuzzed
-// fields, and feeds it to node `!from`.
-void inject_crafted(Harness &hs, int from, Input &in)
+// Builds at buf, in at most `room` bytes, a packet as node `from` would
+// send it to node `!from`, with fuzzed fields (of type `type` if nonzero);
+// returns its length.
+u32 craft(Harness &hs, int from, Input &in, u8 *buf, u32 room, u8 type)
 {
 	Plat &src = hs.p[from], &dst = hs.p[!from];
-	u8 buf[kMtu];
 	me_hdr h{};
 	u8 sel = in.u8v();
 	u8 shape = in.u8v();
 	u32 len, pay;
 
 	h.version = ME_WIRE_VERSION;
-	h.type = kTypes[sel % sizeof(kTypes)];
+	h.type = type ? type : kTypes[sel % sizeof(kTypes)];
 	h.flags = in.u8v() & ME_F_KNOWN;
 	h.src_node = kIds[from];
 	h.dst_node = kIds[!from];
@@ -399,7 +400,7 @@ void inject_crafted(Harness &hs, int from, Input &in)
 		h.d.key = in.u8v() & 1 ? 0x1234 : u64{in.u32v()} << (in.u8v() & 32);
 		h.d.addr = in.u16v() % 4200;
 		h.d.imm = in.u16v();
-		pay = in.u16v() % (kMtu - ME_HDR_SEQ + 1);
+		pay = in.u16v() % (room - ME_HDR_SEQ + 1);
 		h.d.msg_len = in.u16v() % 8400;
 		if (h.type == ME_PT_READ_REQ) {
 			pay = ME_READ_REQ_PAY;
@@ -409,7 +410,7 @@ void inject_crafted(Harness &hs, int from, Input &in)
 			h.d.msg_len = h.d.msg_off = 0;
 			h.d.imm %= ME_MAX_ERRNO + 1;
 		} else if (h.type == ME_PT_PACK) {
-			pay = craft_pack(h, buf + ME_HDR_SEQ, in, shape & 2);
+			pay = craft_pack(h, buf + ME_HDR_SEQ, in, shape & 2, room - ME_HDR_SEQ);
 		} else if (shape & 2) {
 			// Make the message fields consistent with the payload.
 			if (h.flags & ME_F_LAST)
@@ -431,8 +432,25 @@ void inject_crafted(Harness &hs, int from, Input &in)
 
 		buf[off % len] = in.u8v();
 	}
+	return len;
+}
+
+// A crafted packet from node `from` to node `!from`; an ack with CARRY
+// carries a second one (wire 9), mostly sequenced.
+void inject_crafted(Harness &hs, int from, Input &in)
+{
+	static const u8 carried[] = {
+		ME_PT_WRITE, ME_PT_NOTIFY, ME_PT_READ_REQ, ME_PT_READ_RESP,
+		ME_PT_STATUS, ME_PT_PACK, ME_PT_CLOSE, 0,
+	};
+	u8 buf[kMtu];
+	u8 how = in.u8v();
+	u32 len = craft(hs, from, in, buf, kMtu, 0);
+
+	if (len == ME_HDR_ACK && buf[1] == ME_PT_ACK && (buf[3] & ME_F_CARRY))
+		len += craft(hs, from, in, buf + len, kMtu - len, carried[how % sizeof(carried)]);
 	// From the peer's own address (the strongest forgery) or another.
-	me_core_rx(dst.node, 0, shape & 0x10 ? addr_of(2) : addr_of(from), buf, len);
+	me_core_rx(hs.p[!from].node, 0, how & 0x80 ? addr_of(2) : addr_of(from), buf, len);
 }
 
 void inject_raw(Harness &hs, int to, Input &in)

@@ -38,6 +38,9 @@ static void check_accepted(const u8 *buf, u32 len, const struct me_hdr *h)
 	CHECK((u32)h->hdr_len + h->payload_len <= len);
 	CHECK(h->payload == buf + h->hdr_len);
 	CHECK(!(h->flags & ~ME_F_KNOWN));
+	/* Only an ack carries a packet, with room for its header at least. */
+	if (h->flags & ME_F_CARRY)
+		CHECK(h->type == ME_PT_ACK && len >= ME_HDR_ACK + ME_HDR_COMMON);
 	CHECK(h->src_node && h->src_node != ME_NODE_BCAST);
 	CHECK(h->src_inc && h->dst_node);
 
@@ -160,5 +163,12 @@ int LLVMFuzzerTestOneInput(const u8 *data, size_t size)
 	CHECK(ret2 == 0);
 	CHECK(h2.type == h.type && h2.payload_len == h.payload_len &&
 	      h2.dst_conn == h.dst_conn && h2.payload == h.payload);
+
+	/* The packet an ack carries is parsed as one of its own. */
+	if (h.flags & ME_F_CARRY) {
+		memset(&h2, 0x5a, sizeof(h2));
+		if (!me_wire_parse(data + ME_HDR_ACK, len - ME_HDR_ACK, &h2))
+			check_accepted(data + ME_HDR_ACK, len - ME_HDR_ACK, &h2);
+	}
 	return 0;
 }

@@ -436,6 +436,40 @@ void Sim::credit_check(int node, const me_hdr &h)
 	}
 }
 
+// The packets of a frame (an ack may carry one more), each checked
+// against the credit its receiver gave and shown to tx_hook.
+std::vector<TxEvent> Sim::frame_events(Node &n, uint32_t link, const void *buf, uint32_t len)
+{
+	std::vector<TxEvent> evs;
+	const uint8_t *p = (const uint8_t *)buf;
+	for (;;) {
+		TxEvent te{n.idx, link, now, {}, false};
+		te.carried = !evs.empty();
+		te.raw = p;
+		te.raw_len = len;
+		te.parsed = me_wire_parse(p, len, &te.h) == 0;
+		if (te.parsed)
+			credit_check(n.idx, te.h);
+		if (tx_hook)
+			tx_hook(te);
+		evs.push_back(te);
+		if (te.carried || !te.parsed || !(te.h.flags & ME_F_CARRY))
+			return evs;
+		p += ME_HDR_ACK;
+		len -= ME_HDR_ACK;
+	}
+}
+
+// drop_hook sees every packet of the frame; one it drops takes the frame.
+bool Sim::frame_dropped(const std::vector<TxEvent> &evs)
+{
+	bool drop = false;
+	if (drop_hook)
+		for (const auto &te : evs)
+			drop = drop_hook(te) || drop;
+	return drop;
+}
+
 int Sim::tx(Node &n, uint32_t link, uint64_t dst, const void *buf, uint32_t len)
 {
 	if (link >= n.link_wire.size())
@@ -447,21 +481,16 @@ int Sim::tx(Node &n, uint32_t link, uint64_t dst, const void *buf, uint32_t len)
 	int d = w.node[0] == n.idx && w.link[0] == link ? 0 : 1;
 	const LinkParams &p = w.p[d];
 
-	TxEvent te{n.idx, link, now, {}, false};
-	te.parsed = me_wire_parse(buf, len, &te.h) == 0;
-	if (te.parsed)
-		credit_check(n.idx, te.h);
-	if (tx_hook)
-		tx_hook(te);
-
+	const auto evs = frame_events(n, link, buf, len);
 	uint64_t ser = (uint64_t)((len + kEthOverhead) * 8 / p.gbps);
 	uint64_t start = std::max(now, w.busy_until[d]);
 	w.busy_until[d] = start + ser;
-	if (te.parsed && me_pt_sequenced(te.h.type))
-		w.bytes[d] += te.h.payload_len;
+	for (const auto &te : evs)
+		if (te.parsed && me_pt_sequenced(te.h.type))
+			w.bytes[d] += te.h.payload_len;
 	if (!w.up)
 		return 0;	// a cut cable: the sender cannot tell
-	if (drop_hook && drop_hook(te))
+	if (frame_dropped(evs))
 		return 0;
 	if (rng.uni() < p.loss)
 		return 0;
@@ -563,18 +592,13 @@ int Sim::port_tx(Node &n, uint32_t link, uint64_t dst, const void *buf, uint32_t
 {
 	int pid = n.link_port[link];
 	Port &p = ports[pid];
-	TxEvent te{n.idx, link, now, {}, false};
-	te.parsed = me_wire_parse(buf, len, &te.h) == 0;
-	if (te.parsed)
-		credit_check(n.idx, te.h);
-	if (tx_hook)
-		tx_hook(te);
+	const auto evs = frame_events(n, link, buf, len);
 	uint64_t ser = (uint64_t)((len + kEthOverhead) * 8 / p.up.gbps);
 	uint64_t start = std::max(now, p.nic_busy);
 	p.nic_busy = start + ser;
 	if (!p.tx_ok)
 		return 0;	// a NIC that no longer transmits: nobody can tell
-	if (drop_hook && drop_hook(te))
+	if (frame_dropped(evs))
 		return 0;
 	if (rng.uni() < p.up.loss)
 		return 0;

@@ -134,12 +134,17 @@ struct Switch {
 	std::vector<int> ports;
 };
 
+// One packet of a frame a node sends: hooks see an ack that carries a
+// packet (ME_F_CARRY, wire 9) and then that packet, `carried` set.
 struct TxEvent {
 	int node;
 	uint32_t link;
 	uint64_t t;
 	me_hdr h;
 	bool parsed;
+	bool carried = false;
+	const uint8_t *raw = nullptr;	// the packet's bytes, to its frame's end
+	uint32_t raw_len = 0;
 };
 
 class Sim {
@@ -222,6 +227,8 @@ private:
 	void deliver_one(Node &n, uint32_t link, uint64_t src, std::vector<uint8_t> pkt,
 			 me_rx_batch *b);
 	int port_tx(Node &n, uint32_t link, uint64_t dst, const void *buf, uint32_t len);
+	std::vector<TxEvent> frame_events(Node &n, uint32_t link, const void *buf, uint32_t len);
+	bool frame_dropped(const std::vector<TxEvent> &evs);
 	void switch_forward(int in, uint64_t src, uint64_t dst, const std::vector<uint8_t> &pkt);
 	void start_node(Node &n);
 	void credit_check(int node, const me_hdr &h);

@@ -237,7 +237,9 @@ TEST(Wire, parse__bad_fields)
 	bad([](auto &c) { c[0] = 5; }, ME_EWIRE_VERSION);		// before DUP and hold
 	bad([](auto &c) { c[0] = 6; }, ME_EWIRE_VERSION);		// before keepalive holds
 	bad([](auto &c) { c[0] = 7; }, ME_EWIRE_VERSION);		// before PACK
-	bad([](auto &c) { c[0] = 9; }, ME_EWIRE_VERSION);
+	bad([](auto &c) { c[0] = 8; }, ME_EWIRE_VERSION);		// before CARRY
+	bad([](auto &c) { c[0] = 10; }, ME_EWIRE_VERSION);
+	bad([](auto &c) { c[3] |= ME_F_CARRY; }, ME_EWIRE_FIELD);	// only an ack carries
 	bad([](auto &c) { c[1] = 0; }, ME_EWIRE_TYPE);
 	bad([](auto &c) { c[1] = ME_PT_MAX_; }, ME_EWIRE_TYPE);
 	bad([](auto &c) { c[3] = 0x80; }, ME_EWIRE_FIELD);		// flags
@@ -360,7 +362,7 @@ TEST(Node, rx__malformed_counted_and_dropped)
 	uint8_t junk[100] = {ME_WIRE_VERSION, 77};
 	EXPECT_NE(me_core_rx(n, 0, 0, junk, 10), 0);
 	EXPECT_NE(me_core_rx(n, 0, 0, junk, sizeof(junk)), 0);
-	junk[0] = 9;
+	junk[0] = ME_WIRE_VERSION + 1;
 	EXPECT_NE(me_core_rx(n, 0, 0, junk, sizeof(junk)), 0);
 	EXPECT_EQ(me_node_stat(n, ME_ST_RX_SHORT), 1u);
 	EXPECT_EQ(me_node_stat(n, ME_ST_RX_TYPE), 1u);

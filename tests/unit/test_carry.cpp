@@ -1,0 +1,348 @@
+// SPDX-License-Identifier: GPL-2.0
+// A request's ack carried by its reply (ME_F_CARRY, wire 9): once a
+// connection is seen answering quickly, a request and its reply cost a
+// frame each way, not two; a stream, an answer that does not come and an
+// answer too large to take the ack along keep acks of their own.
+#include "harness.hpp"
+
+using namespace mesim;
+
+namespace {
+
+struct Frames {
+	uint64_t alone[2] = {};		// acks and nacks in frames of their own
+	uint64_t carrying[2] = {};	// acks that carried a packet
+	uint64_t data[2] = {};		// sequenced packets, alone or carried
+};
+
+void count_frames(Sim &sim, Frames &f)
+{
+	sim.tx_hook = [&f](const TxEvent &e) {
+		if (!e.parsed)
+			return;
+		if (e.h.type == ME_PT_ACK && (e.h.flags & ME_F_CARRY))
+			f.carrying[e.node]++;
+		else if (e.h.type == ME_PT_ACK || e.h.type == ME_PT_NACK)
+			f.alone[e.node]++;
+		else if (me_pt_sequenced(e.h.type))
+			f.data[e.node]++;
+	};
+}
+
+uint64_t stat(Sim &sim, int node, enum me_stat st)
+{
+	return me_node_stat(sim.nodes[node]->node, st);
+}
+
+// Node 0 sends a notify of `ask` bytes; node 1 answers each with a notify
+// of `answer` bytes `think` ns after it landed, node 0 asks again `think`
+// ns after the answer landed; `rounds` times, answering only the first
+// `answered` requests.
+struct PingPong {
+	Sim &sim;
+	Workload w;
+	me_conn *c[2] = {};
+	uint32_t ask, answer;
+	uint64_t think;
+	int rounds = 0, answered = 0, asked = 0, answers = 0;
+	uint64_t last_ask = 0;		// when node 0 posted its last request
+
+	PingPong(Sim &s, uint64_t seed, uint32_t ask_len, uint32_t answer_len, uint64_t think_ns)
+		: sim(s), w(s, seed), ask(ask_len), answer(answer_len), think(think_ns)
+	{
+		uint32_t pid = 0;
+		c[0] = sim.connect(0, 1, ME_MODE_UNORDERED, &pid);
+		c[1] = me_conn_get(sim.nodes[1]->node, pid);
+		sim.cqe_hook = [this](Node &n, const me_cqe &q) {
+			w.on_cqe(n, q);
+			if (q.type != ME_CQE_NOTIFY)
+				return;
+			// Posting from inside a completion would call into the core.
+			if (n.idx == 1 && answers < answered) {
+				answers++;
+				sim.at(sim.now + think, [this] { post(1, answer); });
+			} else if (n.idx == 0 && asked < rounds) {
+				sim.at(sim.now + think, [this] { post(0, ask); });
+			}
+		};
+	}
+	void post(int from, uint32_t len)
+	{
+		if (from == 0) {
+			asked++;
+			last_ask = sim.now;
+		}
+		ASSERT_EQ(w.submit(c[from], from, Op::NOTIFY, len), 0);
+	}
+	void run(int n, int n_answered)
+	{
+		rounds = n;
+		answered = n_answered;
+		post(0, ask);
+		ASSERT_TRUE(sim.run([&] { return asked == rounds && w.all_done(); },
+				    sim.now + 20000000000ull));
+		// Let a last held ack go (no answer takes it along).
+		sim.run_for(5000000);
+		w.check();
+	}
+};
+
+}  // namespace
+
+// Answers of several packets: the ack of the request waits for the first
+// of them.
+TEST(Carry, answers_of_several_packets__carry_too)
+{
+	Sim sim(606);
+	setup_pair(sim, 1, {}, default_cfg(1), default_cfg(2));
+	Frames f;
+	count_frames(sim, f);
+	PingPong pp(sim, 606, 3000, 20000, 10000);
+	ASSERT_NE(pp.c[0], nullptr);
+	pp.run(50, 50);
+	EXPECT_GE(f.carrying[0], 45u);
+	EXPECT_GE(f.carrying[1], 45u);
+	EXPECT_LE(stat(sim, 1, ME_ST_ACK_HOLD_EXPIRED), 0u);
+}
+
+// 200 round trips of small notifies: after the first, each answer carries
+// the ack of its request and each request the ack of the answer before
+// it: one frame each way per round trip.
+TEST(Carry, ping_pong__one_frame_each_way)
+{
+	Sim sim(601);
+	setup_pair(sim, 1, {}, default_cfg(1), default_cfg(2));
+	Frames f;
+	count_frames(sim, f);
+	PingPong pp(sim, 601, 8, 8, 10000);
+	ASSERT_NE(pp.c[0], nullptr);
+	ASSERT_NE(pp.c[1], nullptr);
+	const uint64_t a0[2] = {f.alone[0], f.alone[1]}, d0[2] = {f.data[0], f.data[1]};
+	pp.run(200, 200);
+	for (int n = 0; n < 2; n++) {
+		SCOPED_TRACE(n);
+		EXPECT_EQ(f.data[n] - d0[n], 200u);	// nothing resent
+		EXPECT_GE(f.carrying[n], 196u);
+		EXPECT_LE(f.alone[n] - a0[n], 3u);
+		EXPECT_EQ(stat(sim, n, ME_ST_TX_ACK_CARRIED), f.carrying[n]);
+		// Only node 0's last answer waits in vain: nothing asks again.
+		EXPECT_LE(stat(sim, n, ME_ST_ACK_HOLD_EXPIRED), n == 0 ? 1u : 0u);
+	}
+	EXPECT_EQ(stat(sim, 0, ME_ST_RX_DUP) + stat(sim, 1, ME_ST_RX_DUP), 0u);
+}
+
+// A one-way stream of writes: nothing answers, no ack is held.
+TEST(Carry, one_way_stream__acks_not_held)
+{
+	Sim sim(602);
+	setup_pair(sim, 1, {}, default_cfg(1), default_cfg(2));
+	me_conn *c = sim.connect(0, 1, ME_MODE_UNORDERED);
+	ASSERT_NE(c, nullptr);
+	Workload w(sim, 602);
+	for (int i = 0; i < 300; i++) {
+		int r;
+		while ((r = w.submit(c, 0, i % 2 ? Op::NOTIFY : Op::WRITE, 100 + 37 * i)) == -EAGAIN)
+			sim.run_for(10000);
+		ASSERT_EQ(r, 0);
+	}
+	ASSERT_TRUE(sim.run([&] { return w.all_done(); }, sim.now + 2000000000ull));
+	w.check();
+	EXPECT_EQ(stat(sim, 1, ME_ST_ACK_HELD), 0u);
+	EXPECT_EQ(stat(sim, 1, ME_ST_TX_ACK_CARRIED), 0u);
+}
+
+// Answers stop: the request's held ack goes alone after ack_hold_ns, and
+// the next requests are acked at once again.
+TEST(Carry, answers_stop__ack_sent_by_timer__holding_ends)
+{
+	Sim sim(603);
+	setup_pair(sim, 1, {}, default_cfg(1), default_cfg(2));
+	PingPong pp(sim, 603, 64, 64, 20000);
+	ASSERT_NE(pp.c[0], nullptr);
+	pp.run(30, 29);		// the 30th request is not answered
+	EXPECT_EQ(stat(sim, 1, ME_ST_ACK_HOLD_EXPIRED), 1u);
+	// The unanswered request completed one hold (and a tick) late.
+	const uint64_t hold = sim.nodes[1]->cfg.ack_hold_ns;
+	uint64_t posted = 0, done = 0;
+	Workload &w = pp.w;
+	sim.cqe_hook = [&](Node &n, const me_cqe &q) {
+		w.on_cqe(n, q);
+		if (n.idx == 0 && q.type == ME_CQE_WRITE)
+			done = sim.now;
+	};
+	const uint64_t held = stat(sim, 1, ME_ST_ACK_HELD);
+	for (int i = 0; i < 5; i++) {
+		posted = sim.now;
+		done = 0;
+		ASSERT_EQ(w.submit(pp.c[0], 0, Op::WRITE, 64), 0);
+		ASSERT_TRUE(sim.run([&] { return done != 0; }, sim.now + 100000000ull));
+		EXPECT_LT(done - posted, hold / 2) << i;	// acked at once
+		sim.run_for(100000);
+	}
+	EXPECT_EQ(stat(sim, 1, ME_ST_ACK_HELD), held);
+	w.check();
+}
+
+// The held ack of the last unanswered request: it completes after the
+// hold, not before (the timer does not send it at its next tick).
+TEST(Carry, unanswered_request__completes_after_the_hold)
+{
+	Sim sim(604);
+	setup_pair(sim, 1, {}, default_cfg(1), default_cfg(2));
+	PingPong pp(sim, 604, 64, 64, 20000);
+	ASSERT_NE(pp.c[0], nullptr);
+	pp.rounds = 10;
+	pp.answered = 9;
+	uint64_t done = 0;
+	sim.cqe_hook = [&, inner = sim.cqe_hook](Node &n, const me_cqe &q) {
+		inner(n, q);
+		if (n.idx == 0 && q.type == ME_CQE_WRITE && pp.asked == 10)
+			done = sim.now;
+	};
+	pp.post(0, 64);
+	ASSERT_TRUE(sim.run([&] { return done != 0; }, sim.now + 1000000000ull));
+	const uint64_t hold = sim.nodes[1]->cfg.ack_hold_ns, tick = sim.nodes[1]->cfg.tick_ns;
+	EXPECT_GE(done - pp.last_ask, hold);
+	EXPECT_LE(done - pp.last_ask, hold + 2 * tick + 100000);
+	EXPECT_EQ(stat(sim, 1, ME_ST_ACK_HOLD_EXPIRED), 1u);
+	sim.run_for(5000000);
+	pp.w.check();
+}
+
+// Answers of a whole packet leave no room for the ack: it goes alone, at
+// once, beside the answer, never waiting for the timer.  (At an MTU of
+// 1500 no message is cut at page boundaries, which would leave room.)
+TEST(Carry, answer_too_large__ack_goes_beside_it)
+{
+	Sim sim(605);
+	me_node_cfg a = default_cfg(1), b = default_cfg(2);
+	a.mtu = b.mtu = 1500;
+	setup_pair(sim, 1, {}, a, b);
+	Frames f;
+	count_frames(sim, f);
+	PingPong pp(sim, 605, 8, b.mtu - ME_HDR_SEQ, 10000);
+	ASSERT_NE(pp.c[0], nullptr);
+	pp.run(50, 50);
+	EXPECT_GT(stat(sim, 1, ME_ST_ACK_HELD), 40u);
+	EXPECT_EQ(f.carrying[1], 0u);
+	EXPECT_EQ(stat(sim, 1, ME_ST_ACK_HOLD_EXPIRED), 0u);
+	// Node 0's small requests still carry its acks of the answers.
+	EXPECT_GE(f.carrying[0], 45u);
+}
+
+// Lost, duplicated and reordered frames, carried packets among them:
+// every request and answer lands once and completes once.
+TEST(Carry, lossy_link__each_once)
+{
+	LinkParams lp;
+	lp.loss = 0.05;
+	lp.dup = 0.05;
+	lp.reorder = 0.05;
+	for (uint64_t seed = 610; seed < 614; seed++) {
+		SCOPED_TRACE(seed);
+		Sim sim(seed);
+		setup_pair(sim, 1, lp, default_cfg(1), default_cfg(2));
+		PingPong pp(sim, seed, 1 + (uint32_t)(seed % 3) * 700, 300, 5000);
+		ASSERT_NE(pp.c[0], nullptr);
+		pp.run(150, 150);
+		EXPECT_GT(stat(sim, 1, ME_ST_TX_ACK_CARRIED), 50u);
+	}
+}
+
+// Crafted frames: an ack carries only a sequenced packet between the same
+// two nodes, which must pass the checks of its own connection; anything
+// else in that place is counted and dropped, the ack itself still taken.
+TEST(Carry, crafted__only_a_valid_packet_taken)
+{
+	Sim sim(620);
+	setup_pair(sim, 1, {}, default_cfg(1), default_cfg(2));
+	PingPong pp(sim, 620, 8, 8, 10000);
+	ASSERT_NE(pp.c[0], nullptr);
+	std::vector<uint8_t> real;	// node 0's first carrying frame
+	sim.tx_hook = [&](const TxEvent &e) {
+		if (e.node == 0 && !e.carried && e.parsed && (e.h.flags & ME_F_CARRY) &&
+		    real.empty())
+			real.assign(e.raw, e.raw + e.raw_len);
+	};
+	pp.run(20, 20);
+	ASSERT_FALSE(real.empty());
+	me_node *b = sim.nodes[1]->node;
+	auto send = [&](std::vector<uint8_t> fr) { sim.deliver(*sim.nodes[1], 0, sim.addr(0, 0), fr); };
+	auto st = [&](enum me_stat s) { return me_node_stat(b, s); };
+	const uint64_t field0 = st(ME_ST_RX_FIELD), stale0 = st(ME_ST_RX_STALE);
+	const uint64_t cookie0 = st(ME_ST_RX_COOKIE), dup0 = st(ME_ST_RX_DUP);
+	// The real frame again: the ack is old news, the packet a duplicate.
+	send(real);
+	EXPECT_EQ(st(ME_ST_RX_DUP), dup0 + 1);
+	// A carried packet of a connection that does not exist (dst_conn + 1).
+	auto other = real;
+	me_put_be32(&other[ME_HDR_ACK + 28], me_get_be32(&other[ME_HDR_ACK + 28]) + 1);
+	send(other);
+	EXPECT_EQ(st(ME_ST_RX_STALE), stale0 + 1);
+	// Its own connection, a wrong cookie.
+	auto cookie = real;
+	cookie[ME_HDR_ACK + 39] ^= 1;
+	send(cookie);
+	EXPECT_EQ(st(ME_ST_RX_COOKIE), cookie0 + 1);
+	// From another node than the ack.
+	auto stranger = real;
+	me_put_be32(&stranger[ME_HDR_ACK + 8], 7);
+	send(stranger);
+	// An ack carrying an ack (which might carry another).
+	auto acks = real;
+	std::copy(real.begin(), real.begin() + ME_HDR_ACK, acks.begin() + ME_HDR_ACK);
+	send(acks);
+	// Room for no packet after the ack: the ack is malformed.
+	send(std::vector<uint8_t>(real.begin(), real.begin() + ME_HDR_ACK + 10));
+	// CARRY on anything but an ack.
+	auto seq = std::vector<uint8_t>(real.begin() + ME_HDR_ACK, real.end());
+	seq[3] |= ME_F_CARRY;
+	send(seq);
+	EXPECT_EQ(st(ME_ST_RX_FIELD), field0 + 4);
+	// A truncated packet.
+	const uint64_t short0 = st(ME_ST_RX_SHORT);
+	auto cut = real;
+	cut.resize(ME_HDR_ACK + ME_HDR_SEQ - 1);
+	send(cut);
+	EXPECT_EQ(st(ME_ST_RX_SHORT), short0 + 1);
+	sim.run_for(5000000);
+	EXPECT_EQ(me_conn_state(pp.c[0]), ME_CS_ESTABLISHED);
+	pp.w.check();
+}
+
+// Requests on one connection, answers on another (one each way, as the
+// libfabric provider and me_bench open them): the answers carry the acks
+// of the requests all the same.
+TEST(Carry, answers_on_another_connection__carry_its_acks)
+{
+	Sim sim(630);
+	setup_pair(sim, 1, {}, default_cfg(1), default_cfg(2));
+	me_conn *ab = sim.connect(0, 1, ME_MODE_UNORDERED);
+	me_conn *ba = sim.connect(1, 0, ME_MODE_UNORDERED);
+	ASSERT_NE(ab, nullptr);
+	ASSERT_NE(ba, nullptr);
+	Frames f;
+	count_frames(sim, f);
+	Workload w(sim, 630);
+	int asked = 0;
+	sim.cqe_hook = [&](Node &n, const me_cqe &q) {
+		w.on_cqe(n, q);
+		if (q.type != ME_CQE_NOTIFY)
+			return;
+		if (n.idx == 1)
+			sim.at(sim.now + 10000, [&] { ASSERT_EQ(w.submit(ba, 1, Op::NOTIFY, 16), 0); });
+		else if (asked < 100)
+			sim.at(sim.now + 10000, [&] {
+				asked++;
+				ASSERT_EQ(w.submit(ab, 0, Op::NOTIFY, 16), 0);
+			});
+	};
+	asked++;
+	ASSERT_EQ(w.submit(ab, 0, Op::NOTIFY, 16), 0);
+	ASSERT_TRUE(sim.run([&] { return asked == 100 && w.all_done(); }, sim.now + 1000000000ull));
+	sim.run_for(5000000);
+	w.check();
+	EXPECT_GE(f.carrying[0], 95u);
+	EXPECT_GE(f.carrying[1], 95u);
+	EXPECT_LE(f.alone[0] + f.alone[1], 6u);
+}

@@ -607,8 +607,9 @@ void me_win_zc_release_all(struct me_conn *c)
  * The ack held for a reply to the peer of c (ack_hold), of c or of
  * another connection to that peer, rides in front of the packet entry t
  * of c sends now, in the entry's headroom (ME_F_CARRY, wire 9): returns
- * the bytes put there, 0 if none.  A packet too large to take it along
- * is a reply leaving all the same, so the ack goes alone, now.  The
+ * the bytes put there, 0 if none.  A reply too large to take it along
+ * in any of its packets is leaving all the same: the ack goes alone with
+ * its last packet.  The
  * other connection is looked up by id in the table, as a receive does:
  * whoever transmits holds what keeps a connection it finds there from
  * being freed (the kernel's conn_srcu, or being the timer).
@@ -625,7 +626,9 @@ static u32 carry_ack(struct me_conn *c, struct me_txslot *t, u32 len)
 	if (!h || h->pe != c->pe)
 		return 0;
 	if (len + ME_HDR_ACK > n->cfg.mtu) {
-		me_win_send_ack(h, -1, false);
+		/* A message's last packet is usually short: wait for it. */
+		if (me_get_be16(t->buf + 2) & ME_F_LAST)
+			me_win_send_ack(h, -1, false);
 		return 0;
 	}
 	if (!me_trylock(&h->ack_lock))

@@ -129,6 +129,18 @@ TEST_F(ModuleTest, RejectsEthertypeThatIsA8023Length)
 	EXPECT_TRUE(any_contains(log.read_new(), "ethertype 0x05ff is an 802.3 length"));
 }
 
+// A held ack must reach its sender well before the sender's timer fires
+// (rto_min 5 ms): a longer hold is refused, with the reason in the log.
+TEST_F(ModuleTest, RejectsAnAckHoldBeyondFourMilliseconds)
+{
+	KmsgReader log;
+	EXPECT_EQ(load_module("ack_hold_us=4001"), EINVAL);
+	EXPECT_FALSE(module_loaded());
+	EXPECT_TRUE(any_contains(log.read_new(), "ack_hold_us=4001"));
+	ASSERT_EQ(load_module("ack_hold_us=4000"), 0);
+	ASSERT_EQ(unload_module(), 0);
+}
+
 TEST_F(ModuleTest, CustomEthertype)
 {
 	ASSERT_EQ(load_module("ethertype=0x88b6"), 0);

@@ -917,7 +917,7 @@ static int pump_pack(struct me_conn *c)
 	}
 	me_stat_inc(n, ME_ST_TX_PACKS);
 	me_stat_add(n, ME_ST_TX_PACKED, cnt);
-	me_win_tx_commit(c, t, seq, ME_HDR_SEQ + plen, (u32)link);
+	me_win_tx_commit(c, t, seq, ME_HDR_SEQ + plen, (u32)link, now);
 	return 1;
 }
 
@@ -931,6 +931,7 @@ static bool pump_one(struct me_conn *c)
 	struct job j;
 	bool data, last;
 	int link;
+	u64 now;
 
 	if (st != ME_CS_ESTABLISHED && st != ME_CS_CLOSING)
 		return false;
@@ -1025,9 +1026,11 @@ static bool pump_one(struct me_conn *c)
 	 * accepts only ops below op_packed.
 	 */
 	c->cur_off += chunk;
+	/* One clock read per packet (an emulated clock is slow to read). */
+	now = me_now(n);
 	if (last)
-		job_done(c, seq, me_now(n));
-	me_win_tx_commit(c, t, seq, ME_HDR_SEQ + plen, (u32)link);
+		job_done(c, seq, now);
+	me_win_tx_commit(c, t, seq, ME_HDR_SEQ + plen, (u32)link, now);
 	return true;
 }
 

@@ -374,7 +374,7 @@ void me_win_rx_data(struct me_conn *c, u32 link, const struct me_hdr *h,
  * the timer).  Whatever arrived so far is in it: it answers a held ack
  * too.  Returns whether it carries ME_F_DUP.
  */
-static bool ack_build(struct me_conn *c, bool nack, u16 flags, u8 *buf)
+static bool ack_build(struct me_conn *c, bool nack, u16 flags, u8 *buf, u64 now)
 {
 	struct me_node *n = c->node;
 	u32 mask = c->window - 1, cum, high, i;
@@ -431,7 +431,7 @@ static bool ack_build(struct me_conn *c, bool nack, u16 flags, u8 *buf)
 	 */
 	arrival = me_atomic64_read(&c->rx_arrival_ns);
 	if (arrival)
-		h.a.hold = (u32)me_min_u64(me_elapsed(me_now(n), arrival), 0xffffffffu);
+		h.a.hold = (u32)me_min_u64(me_elapsed(now, arrival), 0xffffffffu);
 	h.a.echo = me_atomic_read(&c->rx_stamp);
 	if (h.a.echo && me_atomic_cmpxchg(&c->rx_stamp, h.a.echo, 0) != h.a.echo)
 		h.a.echo = 0;	/* taken meanwhile: no sample this time */
@@ -447,7 +447,7 @@ void me_win_send_ack(struct me_conn *c, int link, bool nack)
 
 	if (!me_trylock(&c->ack_lock))
 		return;
-	dup = ack_build(c, nack, 0, buf);
+	dup = ack_build(c, nack, 0, buf, me_now(n));
 	if (link < 0 || !me_path_usable(n, c->pe, (u32)link))
 		link = me_path_any(n, c->pe);
 	if (link >= 0) {
@@ -614,7 +614,7 @@ void me_win_zc_release_all(struct me_conn *c)
  * whoever transmits holds what keeps a connection it finds there from
  * being freed (the kernel's conn_srcu, or being the timer).
  */
-static u32 carry_ack(struct me_conn *c, struct me_txslot *t, u32 len)
+static u32 carry_ack(struct me_conn *c, struct me_txslot *t, u32 len, u64 now)
 {
 	struct me_node *n = c->node;
 	u32 id = me_atomic_read(&c->pe->held_conn);
@@ -637,21 +637,21 @@ static u32 carry_ack(struct me_conn *c, struct me_txslot *t, u32 len)
 		me_unlock(&h->ack_lock);
 		return 0;
 	}
-	ack_build(h, false, ME_F_CARRY, t->buf - ME_HDR_ACK);
+	ack_build(h, false, ME_F_CARRY, t->buf - ME_HDR_ACK, now);
 	me_unlock(&h->ack_lock);
 	me_stat_inc(n, ME_ST_TX_ACK_CARRIED);
 	return ME_HDR_ACK;
 }
 
 /* Sends entry t (under its lock) on link; the payload by reference or not. */
-static void slot_tx(struct me_conn *c, struct me_txslot *t, u32 link, u32 len)
+static void slot_tx(struct me_conn *c, struct me_txslot *t, u32 link, u32 len, u64 now)
 {
 	struct me_node *n = c->node;
 	u32 pre;
 
 	/* Each transmission its own stamp: an ack names the copy it answers. */
 	me_wire_stamp(t->buf, me_wire_stamp_of(me_atomic64_read(&t->sent_ns)));
-	pre = carry_ack(c, t, len);
+	pre = carry_ack(c, t, len, now);
 	if (!t->zc) {
 		me_conn_tx(c, link, t->buf - pre, pre + len);
 	} else if (!me_atomic_read(&t->zc_held) ||
@@ -751,7 +751,7 @@ static bool retransmit(struct me_conn *c, u32 s, enum me_stat why)
 		me_cc_timeout(n, me_pth(c->pe, li_link(li)), now);
 	me_atomic64_set(&t->sent_ns, now);
 	t->buf[3] |= ME_F_RTX | ME_F_ACKREQ;
-	slot_tx(c, t, nl, len);
+	slot_tx(c, t, nl, len, now);
 	me_stat_inc(n, why);
 	me_cstat_add(c, ME_CST_RTX, 1);
 	t->retries++;
@@ -908,12 +908,12 @@ void me_win_tx_abort(struct me_conn *c, struct me_txslot *t)
 
 /* Table 1 state 1: the entry lock is held until the platform is done. */
 void me_win_tx_commit(struct me_conn *c, struct me_txslot *t, u32 seq,
-		      u32 len, u32 link)
+		      u32 len, u32 link, u64 now)
 {
 	struct me_node *n = c->node;
 	u32 txno = me_path_next_txno(c->pe, link, len);
 	struct me_peer *pe = c->pe;
-	u64 now = me_now(n), req;
+	u64 req;
 
 	/*
 	 * A packet soon after a request from the peer arrived: we answer its
@@ -930,7 +930,7 @@ void me_win_tx_commit(struct me_conn *c, struct me_txslot *t, u32 seq,
 	me_atomic_add_return(&me_pth(c->pe, link)->inflight, len);
 	me_atomic64_set(&t->linfo, LI(seq, txno, 0, link));
 	me_atomic_set(&c->snd_max, seq + 1);
-	slot_tx(c, t, link, len);
+	slot_tx(c, t, link, len, now);
 	me_stat_inc(n, ME_ST_TX_DATA);
 	me_cstat_add(c, ME_CST_TX_PKTS, 1);
 	me_cstat_add(c, ME_CST_TX_BYTES, len - ME_HDR_SEQ);

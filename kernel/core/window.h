@@ -84,8 +84,9 @@ void me_win_send_ack(struct me_conn *c, int link, bool nack);
  * held, or NULL if the window, the peer's credit or a busy entry stops us.
  */
 struct me_txslot *me_win_tx_reserve(struct me_conn *c, u32 *seq);
+/* now: me_now() for the transmission (the caller's one clock read). */
 void me_win_tx_commit(struct me_conn *c, struct me_txslot *t, u32 seq,
-		      u32 len, u32 link);
+		      u32 len, u32 link, u64 now);
 void me_win_tx_abort(struct me_conn *c, struct me_txslot *t);
 bool me_win_tx_idle(struct me_conn *c);
 

@@ -157,60 +157,66 @@ static int parse_counted(struct me_node *n, const void *buf, u32 len, struct me_
 }
 
 /*
- * A connection packet (ACK, NACK, ABORT, sequenced) whose header passed
- * the node checks: to a live connection, with its cookie, or dropped
- * before anything in it is used, its arrival included (it does not keep
- * a link alive).
+ * The connection of a connection packet (ACK, NACK, ABORT, sequenced)
+ * whose header passed the node checks: a live one, with its cookie, or
+ * NULL and the packet dropped before anything in it is used, its arrival
+ * included (it does not keep a link alive).
  */
-static int rx_conn(struct me_node *n, u32 link, u64 src, const struct me_hdr *h,
-		   const u8 *pkt)
+static struct me_conn *rx_conn(struct me_node *n, u32 link, u64 src, const struct me_hdr *h)
 {
 	struct me_conn *c = me_conn_lookup(n, h);
 
 	if (!c) {
 		me_stat_inc(n, ME_ST_RX_STALE);
-		return -ESTALE;
+		return NULL;
 	}
 	if (h->cookie != c->cookie) {
 		me_stat_inc(n, ME_ST_RX_COOKIE);
-		return -EPERM;
+		return NULL;
 	}
 	me_path_rx(n, link, src, h, c->pe);
+	return c;
+}
+
+static void rx_dispatch(struct me_conn *c, u32 link, const struct me_hdr *h, const u8 *pkt)
+{
 	if (h->type == ME_PT_ABORT)
 		me_conn_rx_abort(c);
 	else if (h->type == ME_PT_ACK || h->type == ME_PT_NACK)
 		me_win_rx_ack(c, link, h);
 	else
 		me_win_rx_data(c, link, h, pkt, (u32)h->hdr_len + h->payload_len);
-	return 0;
 }
 
 /*
- * The sequenced packet an ack carried (ME_F_CARRY, wire 9), after the ack
- * was taken: parsed like any packet, between the same two nodes (their
- * incarnations included) and fitting the MTU together with the ack; of
- * the ack's connection or another one between them, checked as its own.
+ * The sequenced packet an ack carried (ME_F_CARRY, wire 9): parsed like
+ * any packet, between the same two nodes (their incarnations included)
+ * and fitting the MTU together with the ack; of the ack's connection or
+ * another one between them, checked as its own.  Taken before the ack:
+ * it is the answer someone waits for, the ack only completes what was
+ * sent (and separate frames could have come in either order).
  */
-static int rx_carried(struct me_node *n, u32 link, u64 src, const struct me_hdr *ack,
-		      const u8 *frame, u32 len)
+static void rx_carried(struct me_node *n, u32 link, u64 src, const struct me_hdr *ack,
+		       const u8 *frame, u32 len)
 {
+	struct me_conn *c;
 	struct me_hdr h;
-	int ret;
 
-	ret = parse_counted(n, frame + ME_HDR_ACK, len - ME_HDR_ACK, &h);
-	if (ret)
-		return ret;
+	if (parse_counted(n, frame + ME_HDR_ACK, len - ME_HDR_ACK, &h))
+		return;
 	if (!me_pt_sequenced(h.type) || h.src_node != ack->src_node ||
 	    h.dst_node != ack->dst_node || h.src_inc != ack->src_inc ||
 	    h.dst_inc != ack->dst_inc ||
 	    ME_HDR_ACK + (u32)h.hdr_len + h.payload_len > n->cfg.mtu) {
 		me_stat_inc(n, ME_ST_RX_FIELD);
-		return ME_EWIRE_FIELD;
+		return;
 	}
 	h.rx = ack->rx;
 	h.batch = ack->batch;
 	h.now = ack->now;
-	return rx_conn(n, link, src, &h, frame + ME_HDR_ACK);
+	c = rx_conn(n, link, src, &h);
+	if (c)
+		rx_dispatch(c, link, &h, frame + ME_HDR_ACK);
 }
 
 int me_core_rx(struct me_node *n, u32 link, u64 src, const void *buf, u32 len)
@@ -249,6 +255,7 @@ void me_core_rx_batch_end(struct me_rx_batch *b)
 int me_core_rx_batch(struct me_node *n, struct me_rx_batch *b, u32 link, u64 src,
 		     const void *buf, u32 len, void *rx)
 {
+	struct me_conn *c;
 	struct me_hdr h;
 	int ret;
 
@@ -296,10 +303,13 @@ int me_core_rx_batch(struct me_node *n, struct me_rx_batch *b, u32 link, u64 src
 	default:
 		break;
 	}
-	ret = rx_conn(n, link, src, &h, buf);
-	if (ret || !(h.flags & ME_F_CARRY))
-		return ret;
-	return rx_carried(n, link, src, &h, buf, len);
+	c = rx_conn(n, link, src, &h);
+	if (!c)
+		return -ESTALE;
+	if (h.flags & ME_F_CARRY)
+		rx_carried(n, link, src, &h, buf, len);
+	rx_dispatch(c, link, &h, buf);
+	return 0;
 }
 
 void me_core_timer(struct me_node *n)

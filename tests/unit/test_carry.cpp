@@ -46,6 +46,8 @@ struct PingPong {
 	uint64_t think;
 	int rounds = 0, answered = 0, asked = 0, answers = 0;
 	uint64_t last_ask = 0;		// when node 0 posted its last request
+	int answers_in = 0, asks_done = 0;	// at node 0
+	int answer_first = 0;	// request completed after its answer landed
 
 	PingPong(Sim &s, uint64_t seed, uint32_t ask_len, uint32_t answer_len, uint64_t think_ns)
 		: sim(s), w(s, seed), ask(ask_len), answer(answer_len), think(think_ns)
@@ -55,8 +57,12 @@ struct PingPong {
 		c[1] = me_conn_get(sim.nodes[1]->node, pid);
 		sim.cqe_hook = [this](Node &n, const me_cqe &q) {
 			w.on_cqe(n, q);
+			if (n.idx == 0 && q.type == ME_CQE_WRITE && answers_in > asks_done++)
+				answer_first++;
 			if (q.type != ME_CQE_NOTIFY)
 				return;
+			if (n.idx == 0)
+				answers_in++;
 			// Posting from inside a completion would call into the core.
 			if (n.idx == 1 && answers < answered) {
 				answers++;
@@ -129,6 +135,8 @@ TEST(Carry, ping_pong__one_frame_each_way)
 		EXPECT_LE(stat(sim, n, ME_ST_ACK_HOLD_EXPIRED), n == 0 ? 1u : 0u);
 	}
 	EXPECT_EQ(stat(sim, 0, ME_ST_RX_DUP) + stat(sim, 1, ME_ST_RX_DUP), 0u);
+	// The answer is taken before the ack that rode with it.
+	EXPECT_GE(pp.answer_first, 196);
 }
 
 // A one-way stream of writes: nothing answers, no ack is held.

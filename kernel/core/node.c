@@ -303,11 +303,12 @@ int me_core_rx_batch(struct me_node *n, struct me_rx_batch *b, u32 link, u64 src
 	default:
 		break;
 	}
+	/* Two packets in one frame (wire 9) are each taken or dropped alone. */
 	c = rx_conn(n, link, src, &h);
-	if (!c)
-		return -ESTALE;
 	if (h.flags & ME_F_CARRY)
 		rx_carried(n, link, src, &h, buf, len);
+	if (!c)
+		return -ESTALE;
 	rx_dispatch(c, link, &h, buf);
 	return 0;
 }

@@ -609,10 +609,10 @@ void me_win_zc_release_all(struct me_conn *c)
  * of c sends now, in the entry's headroom (ME_F_CARRY, wire 9): returns
  * the bytes put there, 0 if none.  A reply too large to take it along
  * in any of its packets is leaving all the same: the ack goes alone with
- * its last packet.  The
- * other connection is looked up by id in the table, as a receive does:
- * whoever transmits holds what keeps a connection it finds there from
- * being freed (the kernel's conn_srcu, or being the timer).
+ * its last packet.  The other connection is looked up by id in the
+ * table, as a receive does: whoever transmits holds what keeps a
+ * connection it finds there from being freed (the kernel's conn_srcu, or
+ * being the timer).
  */
 static u32 carry_ack(struct me_conn *c, struct me_txslot *t, u32 len, u64 now)
 {
@@ -917,13 +917,18 @@ void me_win_tx_commit(struct me_conn *c, struct me_txslot *t, u32 seq,
 
 	/*
 	 * A packet soon after a request from the peer arrived: we answer its
-	 * requests, so their acks may wait for the answers (ack_hold).
+	 * requests, so their acks may wait for the answers (ack_hold).  The
+	 * peer's shared words are written only while that is being found
+	 * out or an ack waits, not for every packet of a stream.
 	 */
-	me_atomic64_set(&pe->reply_ns, now);
-	req = me_atomic64_read(&pe->req_ns);
-	if (n->cfg.ack_hold_ns && req && me_elapsed(now, req) < n->cfg.ack_hold_ns &&
-	    !me_atomic_read(&pe->reply_mode))
-		me_atomic_set(&pe->reply_mode, 1);
+	if (n->cfg.ack_hold_ns && (!me_atomic_read(&pe->reply_mode) ||
+				   me_atomic_read(&pe->held_conn))) {
+		me_atomic64_set(&pe->reply_ns, now);
+		req = me_atomic64_read(&pe->req_ns);
+		if (req && me_elapsed(now, req) < n->cfg.ack_hold_ns &&
+		    !me_atomic_read(&pe->reply_mode))
+			me_atomic_set(&pe->reply_mode, 1);
+	}
 	t->retries = 0;
 	me_atomic_set(&t->len, len);
 	me_atomic64_set(&t->sent_ns, now);
@@ -967,10 +972,10 @@ void me_win_timer(struct me_conn *c, u64 now)
 
 		if (me_elapsed(now, held) >= n->cfg.ack_hold_ns) {
 			/*
-			 * No reply took it along in time.  Unless one left
-			 * meanwhile without it (sent just before the hold
-			 * began), acks stop waiting for replies until one
-			 * comes quickly again.
+			 * No reply took it along in time.  Unless a packet
+			 * left for the peer meanwhile without it (too large,
+			 * or racing with it), acks stop waiting for replies
+			 * until one comes quickly again.
 			 */
 			if (me_atomic64_read(&c->pe->reply_ns) < held)
 				me_atomic_set(&c->pe->reply_mode, 0);

@@ -30,8 +30,8 @@
  * measured for retransmitted packets too (80-byte acks).
  * 8: PACK, several whole small writes in one packet.
  * 9: ACK flag CARRY: the ack is followed, in the same frame, by one
- * sequenced packet of its connection (a reply carrying the ack of the
- * request it answers).
+ * sequenced packet between the same two nodes (an answer carrying the
+ * ack of the request it answers, on any of their connections).
  */
 #define ME_WIRE_VERSION		9
 
@@ -61,8 +61,8 @@ enum me_pkt_type {
 #define ME_F_DUP	0x0010	/* ACK, NACK: a sequenced packet arrived
 				 * twice since the last ack (a retransmission
 				 * was not needed) */
-#define ME_F_CARRY	0x0020	/* ACK: a sequenced packet of the same
-				 * connection follows it in the frame */
+#define ME_F_CARRY	0x0020	/* ACK: a sequenced packet between the
+				 * same nodes follows it in the frame */
 #define ME_F_KNOWN	0x003f
 
 #define ME_HDR_COMMON	40

@@ -259,7 +259,8 @@ TEST(Carry, lossy_link__each_once)
 
 // Crafted frames: an ack carries only a sequenced packet between the same
 // two nodes, which must pass the checks of its own connection; anything
-// else in that place is counted and dropped, the ack itself still taken.
+// else in that place is counted and dropped, the ack itself still taken,
+// and a carried packet is taken even when its ack is not.
 TEST(Carry, crafted__only_a_valid_packet_taken)
 {
 	Sim sim(620);
@@ -307,6 +308,14 @@ TEST(Carry, crafted__only_a_valid_packet_taken)
 	seq[3] |= ME_F_CARRY;
 	send(seq);
 	EXPECT_EQ(st(ME_ST_RX_FIELD), field0 + 4);
+	// The ack fails its connection's checks: the packet it carries is
+	// still taken (here: a duplicate again).
+	auto bad_ack = real;
+	bad_ack[39] ^= 1;
+	const uint64_t dup1 = st(ME_ST_RX_DUP), cookie1 = st(ME_ST_RX_COOKIE);
+	send(bad_ack);
+	EXPECT_EQ(st(ME_ST_RX_COOKIE), cookie1 + 1);
+	EXPECT_EQ(st(ME_ST_RX_DUP), dup1 + 1);
 	// A truncated packet.
 	const uint64_t short0 = st(ME_ST_RX_SHORT);
 	auto cut = real;

@@ -110,7 +110,7 @@ struct me_peer {
 	/* acks waiting for a reply to carry them (window.c, ack_hold) */
 	me_atomic_t reply_mode;	/* its requests are answered quickly */
 	me_atomic_t held_conn;	/* the connection whose ack waits, 0: none */
-	me_atomic64_t req_ns;	/* its last request's arrival */
+	me_atomic64_t req_ns;	/* its last request's arrival (outside reply_mode) */
 	me_atomic64_t reply_ns;	/* the last new packet we sent it */
 	u64 created_ns;		/* (peer_lock) */
 	char name[ME_HELLO_NAME]; /* (peer_lock) NUL-padded */

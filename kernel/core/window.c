@@ -249,8 +249,12 @@ static bool ack_hold(struct me_conn *c, const struct me_hdr *h, u32 unacked)
 	if (!c->node->cfg.ack_hold_ns || !(h->flags & ME_F_LAST) ||
 	    (h->type != ME_PT_WRITE && h->type != ME_PT_NOTIFY && h->type != ME_PT_PACK))
 		return false;
-	me_atomic64_set(&pe->req_ns, h->now);
-	if (unacked >= c->node->cfg.ack_every || !me_atomic_read(&pe->reply_mode))
+	if (!me_atomic_read(&pe->reply_mode)) {
+		/* Whether it is answered quickly: me_win_tx_commit() sees. */
+		me_atomic64_set(&pe->req_ns, h->now);
+		return false;
+	}
+	if (unacked >= c->node->cfg.ack_every)
 		return false;
 	me_atomic64_set(&c->held_ns, h->now);
 	me_atomic_set(&c->ack_held, 1);

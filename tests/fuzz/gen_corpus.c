@@ -24,6 +24,16 @@ static void put(const char *dir, const char *name, const u8 *p, size_t len)
 	}
 }
 
+/* Every seed is from node 2 to node 1, these incarnations. */
+static void seed_nodes(struct me_hdr *h)
+{
+	h->version = ME_WIRE_VERSION;
+	h->src_node = 2;
+	h->dst_node = 1;
+	h->src_inc = 0x22;
+	h->dst_inc = 0x11;
+}
+
 static void wire_pkt(const char *dir, const char *name, struct me_hdr *h,
 		     u16 pay)
 {
@@ -31,11 +41,7 @@ static void wire_pkt(const char *dir, const char *name, struct me_hdr *h,
 	struct me_hdr chk;
 	u32 len;
 
-	h->version = ME_WIRE_VERSION;
-	h->src_node = 2;
-	h->dst_node = 1;
-	h->src_inc = 0x22;
-	h->dst_inc = 0x11;
+	seed_nodes(h);
 	h->payload_len = pay;
 	len = me_wire_build(buf, h);
 	memset(buf + len, 0x41, pay);
@@ -56,13 +62,9 @@ static void pack_pkt(const char *dir)
 	u32 len, i;
 
 	memset(&h, 0, sizeof(h));
-	h.version = ME_WIRE_VERSION;
+	seed_nodes(&h);
 	h.type = ME_PT_PACK;
 	h.flags = ME_F_LAST | ME_F_ACKREQ;
-	h.src_node = 2;
-	h.dst_node = 1;
-	h.src_inc = 0x22;
-	h.dst_inc = 0x11;
 	h.src_conn = 1;
 	h.dst_conn = 1;
 	h.cookie = 0xfedcba9876543210ull;
@@ -90,7 +92,43 @@ static void pack_pkt(const char *dir)
 	put(dir, "pack", buf, len);
 }
 
-static void carry_pkt(const char *dir);
+/* An ack carrying a notify of 8 bytes (wire 9). */
+static void carry_pkt(const char *dir)
+{
+	u8 buf[ME_HDR_ACK + ME_HDR_SEQ + 8];
+	struct me_hdr h, chk;
+	u32 len;
+
+	memset(&h, 0, sizeof(h));
+	seed_nodes(&h);
+	h.src_conn = 1;
+	h.dst_conn = 1;
+	h.cookie = 0xfedcba9876543210ull;
+	h.type = ME_PT_ACK;
+	h.flags = ME_F_CARRY;
+	h.a.cum = 1000;
+	h.a.right = 1016;
+	len = me_wire_build(buf, &h);
+	memset(&h.a, 0, sizeof(h.a));
+	h.type = ME_PT_NOTIFY;
+	h.flags = ME_F_LAST | ME_F_ACKREQ;
+	h.src_conn = 2;
+	h.dst_conn = 2;
+	h.d.seq = 1000;
+	h.d.msg_len = 8;
+	h.d.region = 1;
+	h.d.imm = 7;
+	h.d.key = 0x1234;
+	h.payload_len = 8;
+	len += me_wire_build(buf + len, &h);
+	memset(buf + len, 0x41, 8);
+	len += 8;
+	if (me_wire_parse(buf, len, &chk) || me_wire_parse(buf + ME_HDR_ACK, len - ME_HDR_ACK, &chk)) {
+		fprintf(stderr, "gen_corpus: carry does not parse\n");
+		exit(1);
+	}
+	put(dir, "carry", buf, len);
+}
 
 static void gen_wire(const char *dir)
 {
@@ -173,48 +211,6 @@ static void gen_wire(const char *dir)
 	h.cookie = 0x0123456789abcdefull;
 	h.x.status = ECONNREFUSED;
 	wire_pkt(dir, "refusal", &h, 0);
-}
-
-/* An ack carrying a notify of 8 bytes (wire 9). */
-static void carry_pkt(const char *dir)
-{
-	u8 buf[ME_HDR_ACK + ME_HDR_SEQ + 8];
-	struct me_hdr h, chk;
-	u32 len;
-
-	memset(&h, 0, sizeof(h));
-	h.version = ME_WIRE_VERSION;
-	h.src_node = 2;
-	h.dst_node = 1;
-	h.src_inc = 0x22;
-	h.dst_inc = 0x11;
-	h.src_conn = 1;
-	h.dst_conn = 1;
-	h.cookie = 0xfedcba9876543210ull;
-	h.type = ME_PT_ACK;
-	h.flags = ME_F_CARRY;
-	h.a.cum = 1000;
-	h.a.right = 1016;
-	len = me_wire_build(buf, &h);
-	memset(&h.a, 0, sizeof(h.a));
-	h.type = ME_PT_NOTIFY;
-	h.flags = ME_F_LAST | ME_F_ACKREQ;
-	h.src_conn = 2;
-	h.dst_conn = 2;
-	h.d.seq = 1000;
-	h.d.msg_len = 8;
-	h.d.region = 1;
-	h.d.imm = 7;
-	h.d.key = 0x1234;
-	h.payload_len = 8;
-	len += me_wire_build(buf + len, &h);
-	memset(buf + len, 0x41, 8);
-	len += 8;
-	if (me_wire_parse(buf, len, &chk) || me_wire_parse(buf + ME_HDR_ACK, len - ME_HDR_ACK, &chk)) {
-		fprintf(stderr, "gen_corpus: carry does not parse\n");
-		exit(1);
-	}
-	put(dir, "carry", buf, len);
 }
 
 static void gen_rx(const char *dir)

@@ -629,6 +629,14 @@ static u32 carry_ack(struct me_conn *c, struct me_txslot *t, u32 len, u64 now)
 	h = id == c->id ? c : me_conn_get(n, id);
 	if (!h || h->pe != c->pe)
 		return 0;
+	/*
+	 * Not in front of a CLOSE: taken first, it would end the connection
+	 * and fail what the ack completes; the ack goes alone, ahead of it.
+	 */
+	if (t->buf[1] == ME_PT_CLOSE) {
+		me_win_send_ack(h, -1, false);
+		return 0;
+	}
 	if (len + ME_HDR_ACK > n->cfg.mtu) {
 		/* A message's last packet is usually short: wait for it. */
 		if (me_get_be16(t->buf + 2) & ME_F_LAST)

@@ -363,3 +363,46 @@ TEST(Carry, answers_on_another_connection__carry_its_acks)
 	EXPECT_GE(f.carrying[1], 95u);
 	EXPECT_LE(f.alone[0] + f.alone[1], 6u);
 }
+
+// The requester closes right after the last answer landed, while it holds
+// that answer's ack: the ack goes alone ahead of the CLOSE, never carried
+// by it (the CLOSE, taken first, would end the connection and fail the
+// answer the ack completes).
+TEST(Carry, close_after_the_last_answer__answer_completes)
+{
+	Sim sim(608);
+	setup_pair(sim, 1, {}, default_cfg(1), default_cfg(2));
+	uint64_t close_carrying = 0, ack_before_close = 0;
+	bool closing = false;
+	sim.tx_hook = [&](const TxEvent &e) {
+		if (!e.parsed || e.node != 0 || !closing)
+			return;
+		if (e.h.type == ME_PT_CLOSE && e.carried)
+			close_carrying++;
+		if (e.h.type == ME_PT_ACK && !(e.h.flags & ME_F_CARRY))
+			ack_before_close++;
+	};
+	PingPong pp(sim, 608, 8, 8, 10000);
+	ASSERT_NE(pp.c[0], nullptr);
+	pp.rounds = 20;
+	pp.answered = 20;
+	sim.cqe_hook = [&, inner = sim.cqe_hook](Node &n, const me_cqe &q) {
+		inner(n, q);
+		if (n.idx == 0 && q.type == ME_CQE_NOTIFY && pp.answers_in == pp.rounds) {
+			closing = true;
+			sim.at(sim.now + 1000, [&] { ASSERT_EQ(me_conn_close(pp.c[0]), 0); });
+		}
+	};
+	pp.post(0, 8);
+	ASSERT_TRUE(sim.run([&] {
+		return pp.w.all_done() && me_conn_state(pp.c[0]) == ME_CS_CLOSED;
+	}, sim.now + 1000000000ull));
+	// Every ack node 0 held rode on its next request but the last
+	// answer's, which the close found held and sent alone.
+	EXPECT_GE(stat(sim, 0, ME_ST_ACK_HELD), 15u);
+	EXPECT_EQ(stat(sim, 0, ME_ST_ACK_HELD), stat(sim, 0, ME_ST_TX_ACK_CARRIED) + 1);
+	EXPECT_EQ(close_carrying, 0u);
+	EXPECT_GE(ack_before_close, 1u);
+	EXPECT_EQ(stat(sim, 0, ME_ST_ACK_HOLD_EXPIRED), 0u);
+	pp.w.check();	// every answer completed with success
+}

@@ -2,7 +2,8 @@
 # Where the CPU goes: one guest, two namespaces joined by one veth pair,
 # multiedge one-way writes and then TCP (iperf3) over the same veth, each
 # under `perf record -a` for the same time.  Prints both profiles' top
-# symbols side by side with the throughput each reached.
+# symbols with the throughput each reached, and each one's samples by
+# vCPU and thread.
 #   scripts/vm --timeout 600 -- bench/profile-ns.sh [MTU [SIZE [SECONDS]]]
 # Defaults: MTU 1500, 65536-byte writes, 4 s.  ME_KO: another module to
 # load (to profile two builds in one boot).  Output in /tmp/profile
@@ -34,6 +35,10 @@ done
 report() { # NAME
 	perf report -i "$out/$1.data" --no-children --sort sym --stdio >"$out/$1.full" 2>/dev/null || true
 	grep -v '^#' "$out/$1.full" | grep -v '^$' | head -40 >"$out/$1.txt" || true
+	# Which thread on which vCPU: shows whether both sides' work overlaps
+	# (benchmarks.md, "over veth one CPU does both sides' work").
+	perf report -i "$out/$1.data" --no-children --sort cpu,comm --stdio 2>/dev/null |
+		grep -v '^#' | grep -v '^$' | head -12 >"$out/$1.threads" || true
 }
 
 ip netns exec b "$B/me_bench" server --idle 60 >"$out/server.log" 2>&1 &
@@ -58,8 +63,12 @@ echo "=== multiedge: $(grep -v '^system' "$out/me.csv" | tail -1)"
 echo "=== TCP: $(grep -E 'sender$' "$out/tcp.log" | tail -1)"
 echo "=== multiedge profile (MTU $mtu, $size B writes)"
 cat "$out/me.txt"
+echo "=== multiedge by vCPU and thread"
+cat "$out/me.threads"
 echo "=== TCP profile"
 cat "$out/tcp.txt"
+echo "=== TCP by vCPU and thread"
+cat "$out/tcp.threads"
 echo "=== multiedge counters"
 cat "$out/me-counters.txt"
 ip netns del a; ip netns del b

@@ -40,10 +40,19 @@
  *
  *	cwnd *= max(1 - beta * (delay - target) / delay, 1 - max_mdf)
  *
- * with beta = 0.8 and max_mdf = 0.5.  A packet found lost halves the
- * window (once per round trip).  A retransmission timeout on a path that
- * lost packets within the last ME_CC_LOSS_RTTS round trips (congestion:
- * a queue overflowed) drops it to one MTU.  On a path that lost nothing
+ * with beta = 0.8 and max_mdf = 0.5.  Packets found lost within a round
+ * trip of the first form a loss round, which cuts the window once, from
+ * what it was before the round: by half if a queue lost them, by a fifth
+ * if a lossy link did (TCP Veno's random loss).  A queue overflows after
+ * it filled: the delay was at least half way from the base to the target
+ * and beyond the path's noise (queue_loss()), or it lost a burst, an
+ * eighth of the window in the round.  A lossy link loses a packet now
+ * and then, with the delay near the base.  Halving for those kept a
+ * stream on a link losing 1% at random to a third of its loss-free rate,
+ * and a quarter where the hosts jitter (simulator, Cc.random_loss_*).
+ * A retransmission timeout on a path whose queue lost packets within the
+ * last ME_CC_LOSS_RTTS round trips (congestion: a queue overflowed)
+ * drops it to one MTU.  On a path that lost nothing, or only at random,
  * it halves it, and only the ME_CC_RTO_RESET-th timeout in a row without
  * an ack drops it to one MTU (Swift's RETX_RESET_THRESHOLD): a receiver
  * that pauses past the RTO (its receive thread waiting for a CPU on a
@@ -56,7 +65,7 @@
  * twice and says so in its next ack (ME_F_DUP, window.c); the sender
  * gives back the window the timeouts of that episode took (their first
  * one saved it), as TCP undoes a reduction that DSACK proves needless,
- * unless a packet was found lost since (real congestion).  The
+ * unless a queue lost packets since (real congestion).  The
  * window stays within [MTU, link_window]; path selection (path.c) sends
  * on a path only while its bytes in flight fit in the window.
  *
@@ -72,7 +81,9 @@
 #define ME_CC_BETA	819	/* 0.8 in 1/1024 */
 #define ME_CC_MAX_MDF	512	/* at most halve per round trip, 1/1024 */
 #define ME_CC_RTO_RESET	3	/* timeouts in a row that reset the window */
-#define ME_CC_LOSS_RTTS	64	/* a loss this recent makes a timeout congestion */
+#define ME_CC_LOSS_RTTS	64	/* a queue's loss this recent: a timeout is congestion */
+#define ME_CC_RANDOM_MDF 205	/* a loss without a queue: a fifth off (Veno) */
+#define ME_CC_BURST	8	/* a round losing 1/8 of its window: a queue's */
 #define ME_CC_NOISE_K	3	/* the target is at least base + K x noise */
 #define ME_CC_NOISE_CLAMP 4	/* a noise sample counts at most this x the mean */
 
@@ -95,6 +106,9 @@ void me_cc_start(struct me_node *n, struct me_path *pa, u64 now)
 	me_atomic_set(&pa->ssthresh, cc_max(n));
 	me_atomic64_set(&pa->cc_dec_ns, 0);
 	me_atomic64_set(&pa->cc_loss_ns, 0);
+	me_atomic64_set(&pa->cc_qloss_ns, 0);
+	me_atomic_set(&pa->round_lost, 0);
+	me_atomic_set(&pa->round_cwnd, 0);
 	me_atomic_set(&pa->rto_run, 0);
 	me_atomic_set(&pa->undo_cwnd, 0);
 }
@@ -178,10 +192,10 @@ static void decrease(struct me_node *n, struct me_path *pa, u32 cwnd, u64 d,
 	me_atomic_set(&pa->ssthresh, (u32)me_max_u64(w, cc_min(n)));
 }
 
-/* Did the acks find a packet of the path lost within ME_CC_LOSS_RTTS? */
+/* Was a loss of the path taken for a queue's within ME_CC_LOSS_RTTS? */
 static bool lost_lately(struct me_path *pa, u64 rtt, u64 now)
 {
-	u64 loss = me_atomic64_read(&pa->cc_loss_ns);
+	u64 loss = me_atomic64_read(&pa->cc_qloss_ns);
 
 	return loss && me_elapsed(now, loss) < ME_CC_LOSS_RTTS * rtt;
 }
@@ -263,17 +277,57 @@ static u64 round_trip(struct me_node *n, struct me_path *pa)
 	return r ? r : n->cfg.rto_min_ns;
 }
 
+/*
+ * Did a queue lose this packet, or a lossy link?  A queue that overflows
+ * has filled first: the delay was well above the base (half way to the
+ * target, and beyond the path's own noise, which says nothing of a
+ * queue), or it lost a burst (a 1/ME_CC_BURST share of the window within
+ * one round trip; a lossy link loses a packet now and then).  Without a
+ * delay measured yet, a queue.
+ */
+static bool queue_loss(struct me_node *n, struct me_path *pa, u32 lost, u32 cwnd)
+{
+	u64 delay = me_atomic64_read(&pa->cc_delay_ns), base = me_cc_base(pa);
+	u64 above;
+
+	if (!delay || !base)
+		return true;
+	above = me_max_u64((me_cc_target(n, pa, base) - base) / 2,
+			   ME_CC_NOISE_K * me_atomic64_read(&pa->noise_ns));
+	if (delay >= base + above)
+		return true;
+	return lost >= 2 && (u64)lost * n->cfg.mtu * ME_CC_BURST >= cwnd;
+}
+
 void me_cc_lost(struct me_node *n, struct me_path *pa, u64 now)
 {
-	u32 cwnd = me_atomic_read(&pa->cwnd);
+	u32 cwnd = me_atomic_read(&pa->cwnd), lost, from, w;
+	u64 start = me_atomic64_read(&pa->cc_loss_ns);
+	bool queue;
 
 	if (!n->cfg.cc)
 		return;
-	me_atomic64_set(&pa->cc_loss_ns, now);
-	if (!may_decrease(pa, round_trip(n, pa), now))
-		return;
-	set_window(n, pa, cwnd, (u64)cwnd * (1024 - ME_CC_MAX_MDF) / 1024);
-	me_atomic_set(&pa->ssthresh, me_atomic_read(&pa->cwnd));
+	/*
+	 * Losses found within a round trip of the first form one round,
+	 * which cuts the window once, from what it was before the round:
+	 * the packets lost in it were sent before the cut.
+	 */
+	if ((!start || me_elapsed(now, start) >= round_trip(n, pa)) &&
+	    me_atomic64_cmpxchg(&pa->cc_loss_ns, start, now) == start) {
+		me_atomic_set(&pa->round_cwnd, cwnd);
+		me_atomic_set(&pa->round_lost, 0);
+	}
+	lost = me_atomic_add_return(&pa->round_lost, 1);
+	from = me_max_u32(me_atomic_read(&pa->round_cwnd), cc_min(n));
+	queue = queue_loss(n, pa, lost, from);
+	if (queue)
+		me_atomic64_set(&pa->cc_qloss_ns, now);
+	w = (u32)((u64)from * (1024 - (queue ? ME_CC_MAX_MDF : ME_CC_RANDOM_MDF)) / 1024);
+	if (cwnd <= w)
+		return;		/* cut this far already */
+	me_atomic64_set(&pa->cc_dec_ns, now);
+	set_window(n, pa, cwnd, w);
+	me_atomic_set(&pa->ssthresh, me_max_u32(w, cc_min(n)));
 }
 
 /*
@@ -333,8 +387,8 @@ void me_cc_spurious(struct me_node *n, struct me_path *pa, u64 now)
 	if (!n->cfg.cc || !was || me_elapsed(now, at) >= ME_CC_LOSS_RTTS * round_trip(n, pa) ||
 	    me_atomic_cmpxchg(&pa->undo_cwnd, was, 0) != was)
 		return;
-	/* A packet found lost since: the timeouts may have been right. */
-	if (me_atomic64_read(&pa->cc_loss_ns) > at)
+	/* A queue lost packets since: the timeouts may have been right. */
+	if (me_atomic64_read(&pa->cc_qloss_ns) > at)
 		return;
 	me_atomic_set(&pa->rto_run, 0);
 	me_atomic_set(&pa->ssthresh, me_max_u32(me_atomic_read(&pa->ssthresh),

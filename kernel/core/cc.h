@@ -41,8 +41,8 @@ void me_cc_lost(struct me_node *node, struct me_path *pa, u64 now);
 void me_cc_timeout(struct me_node *node, struct me_path *pa, u64 now);
 /*
  * The peer received a packet twice: a retransmission was not needed.
- * Gives the path back the window its last timeouts took, unless a loss
- * was found since.
+ * Gives the path back the window its last timeouts took, unless a queue
+ * lost packets since (cc.c).
  */
 void me_cc_spurious(struct me_node *node, struct me_path *pa, u64 now);
 

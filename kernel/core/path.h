@@ -76,7 +76,10 @@ struct me_path {
 	me_atomic64_t cc_rtt_ns; /* last round-trip sample of data */
 	me_atomic64_t cc_delay_ns; /* ... without the hosts' queues */
 	me_atomic_t rto_run;	/* timeouts since the last ack on the path */
-	me_atomic64_t cc_loss_ns; /* last packet found lost by acks, 0: none */
+	me_atomic64_t cc_loss_ns; /* first loss of the last loss round, 0: none */
+	me_atomic_t round_lost;	/* packets found lost in that round */
+	me_atomic_t round_cwnd;	/* cwnd before the round's first loss */
+	me_atomic64_t cc_qloss_ns; /* last loss taken for a queue's, 0: none */
 	me_atomic_t undo_cwnd;	/* before the timeouts of the last episode
 				 * shrank it, 0: nothing to undo */
 	me_atomic_t undo_ssthresh;

@@ -73,8 +73,10 @@
  * frame, wire 8).
  * 16: ME_STAT_ACK_HELD, ME_STAT_TX_ACK_CARRIED and ME_STAT_ACK_HOLD_EXPIRED
  * (a request's ack carried by its reply, wire 9).
+ * 17: ME_STAT_CC_LOSS_QUEUE and ME_STAT_CC_LOSS_RANDOM (packets found lost
+ * that congestion control took for a queue's or a lossy link's).
  */
-#define ME_ABI_VERSION		16
+#define ME_ABI_VERSION		17
 
 /* Default ethertype: IEEE 802.1 Local Experimental 1. */
 #define ME_DEFAULT_ETHERTYPE	0x88B5
@@ -822,6 +824,9 @@ enum me_stat_index {
 	ME_STAT_ACK_HELD,	/* acks held for the reply to a request to carry */
 	ME_STAT_TX_ACK_CARRIED,	/* acks that rode in front of a packet of ours */
 	ME_STAT_ACK_HOLD_EXPIRED,	/* held acks sent alone: no reply came in time */
+	/* ABI 17 */
+	ME_STAT_CC_LOSS_QUEUE,	/* packets found lost in a queue: the window halves */
+	ME_STAT_CC_LOSS_RANDOM,	/* ... on a lossy link: a fifth off */
 	ME_STAT_COUNT
 };
 

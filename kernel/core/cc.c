@@ -320,6 +320,7 @@ void me_cc_lost(struct me_node *n, struct me_path *pa, u64 now)
 	lost = me_atomic_add_return(&pa->round_lost, 1);
 	from = me_max_u32(me_atomic_read(&pa->round_cwnd), cc_min(n));
 	queue = queue_loss(n, pa, lost, from);
+	me_stat_inc(n, queue ? ME_ST_CC_LOSS_QUEUE : ME_ST_CC_LOSS_RANDOM);
 	if (queue)
 		me_atomic64_set(&pa->cc_qloss_ns, now);
 	w = (u32)((u64)from * (1024 - (queue ? ME_CC_MAX_MDF : ME_CC_RANDOM_MDF)) / 1024);

@@ -157,6 +157,8 @@ enum me_stat {
 	ME_ST_ACK_HELD,		/* acks held for a reply to carry */
 	ME_ST_TX_ACK_CARRIED,	/* acks a packet carried (ME_F_CARRY) */
 	ME_ST_ACK_HOLD_EXPIRED,	/* held acks the timer sent: no reply came */
+	ME_ST_CC_LOSS_QUEUE,	/* packets found lost, taken for a queue's */
+	ME_ST_CC_LOSS_RANDOM,	/* ... for a lossy link's (cc.c) */
 	ME_ST_MAX_
 };
 

@@ -132,21 +132,28 @@ TEST(Cc, random_loss__costs_a_fifth_not_half)
 {
 	for (uint64_t jitter : {0ull, 1000000ull}) {
 		double mbs[2];
-		uint64_t lost = 0;
+		uint64_t lost = 0, queue = 0, random = 0;
 		for (int cc = 0; cc < 2; cc++) {
 			LossyStream S(76, cc, 0.01, jitter);
 			ASSERT_NE(S.c, nullptr);
 			mbs[cc] = S.stream(300000000);
-			if (cc)
-				lost = me_node_stat(S.sim.nodes[0]->node, ME_ST_TX_RTX_LOSS);
+			me_node *n = S.sim.nodes[0]->node;
+			if (cc) {
+				lost = me_node_stat(n, ME_ST_TX_RTX_LOSS);
+				queue = me_node_stat(n, ME_ST_CC_LOSS_QUEUE);
+				random = me_node_stat(n, ME_ST_CC_LOSS_RANDOM);
+			}
 			ASSERT_TRUE(S.sim.run([&] { return S.w.all_done(); }, S.sim.now + 2000000000));
 			EXPECT_EQ(S.w.bad, 0);
 		}
 		printf("1%% loss, replies jittered by up to %llu us: %.1f MB/s with congestion "
-		       "control (%llu packets found lost), %.1f MB/s without (%.2fx)\n",
-		       (unsigned long long)jitter / 1000, mbs[1], (unsigned long long)lost, mbs[0],
-		       mbs[1] / mbs[0]);
+		       "control (%llu packets found lost: %llu taken for a queue's, %llu random), "
+		       "%.1f MB/s without (%.2fx)\n", (unsigned long long)jitter / 1000, mbs[1],
+		       (unsigned long long)lost, (unsigned long long)queue,
+		       (unsigned long long)random, mbs[0], mbs[1] / mbs[0]);
 		EXPECT_GT(lost, 100u) << "too few losses: nothing tested";
+		EXPECT_EQ(queue + random, lost);
+		EXPECT_GT(random, 4 * queue);
 		EXPECT_GE(mbs[1], 0.7 * mbs[0]);
 	}
 }
@@ -180,6 +187,8 @@ TEST(Cc, timeout_after_a_random_loss__halves_and_is_undone)
 	}, sim.now + 100000000));
 	const uint32_t after_loss = cwnd_of(sim, 0);
 	EXPECT_GE(after_loss, grown * 3 / 4) << "a random loss cut more than a fifth";
+	EXPECT_EQ(me_node_stat(sim.nodes[0]->node, ME_ST_CC_LOSS_RANDOM), 1u);
+	EXPECT_EQ(me_node_stat(sim.nodes[0]->node, ME_ST_CC_LOSS_QUEUE), 0u);
 
 	hold = true;
 	const uint64_t fired0 = rto_fired(sim);
@@ -316,6 +325,8 @@ TEST(Cc, timeout_after_losses__resets_the_window)
 	ASSERT_TRUE(sim.run([&] {
 		return me_node_stat(sim.nodes[0]->node, ME_ST_TX_RTX_LOSS) > lost0;
 	}, sim.now + 100000000));
+	EXPECT_GT(me_node_stat(sim.nodes[0]->node, ME_ST_CC_LOSS_QUEUE), 0u)
+		<< "a quarter of the packets lost was not taken for a queue's";
 	hold = true;
 	const uint64_t fired0 = rto_fired(sim);
 	ASSERT_TRUE(sim.run([&] { return rto_fired(sim) > fired0; }, sim.now + 100000000));

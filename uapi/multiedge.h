@@ -825,8 +825,8 @@ enum me_stat_index {
 	ME_STAT_TX_ACK_CARRIED,	/* acks that rode in front of a packet of ours */
 	ME_STAT_ACK_HOLD_EXPIRED,	/* held acks sent alone: no reply came in time */
 	/* ABI 17 */
-	ME_STAT_CC_LOSS_QUEUE,	/* packets found lost in a queue: the window halves */
-	ME_STAT_CC_LOSS_RANDOM,	/* ... on a lossy link: a fifth off */
+	ME_STAT_CC_LOSS_QUEUE,	/* packets found lost, taken for a queue's: the window halves */
+	ME_STAT_CC_LOSS_RANDOM,	/* ... for a lossy link's: a fifth off */
 	ME_STAT_COUNT
 };
 

@@ -7,7 +7,7 @@
 #include "multiedge/multiedge.hpp"
 #include "uapi/multiedge.h"
 
-TEST(Uapi, AbiVersionIs15)
+TEST(Uapi, AbiVersionAndLastCounter)
 {
 	EXPECT_EQ(ME_ABI_VERSION, 17);
 	EXPECT_EQ(ME_STAT_CC_LOSS_RANDOM, ME_STAT_COUNT - 1);

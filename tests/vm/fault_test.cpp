@@ -327,6 +327,17 @@ TEST_P(NetemTest, TransferSurvives)
 	if (std::string(p.args).find("loss") != std::string::npos) {
 		EXPECT_GT(rtx, 0u) << "packets were lost, so some must have been sent again";
 	}
+	// Congestion control (on by default) takes each packet found lost for
+	// a queue's or a lossy link's, and counts which (ABI 17).
+	for (const Device *d : {&a, &b}) {
+		const uint64_t lost = engine_stat(*d, "tx_rtx_loss");
+		const uint64_t queue = engine_stat(*d, "cc_loss_queue");
+		const uint64_t random = engine_stat(*d, "cc_loss_random");
+		std::printf("found lost %llu: %llu taken for a queue's, %llu random\n",
+			    (unsigned long long)lost, (unsigned long long)queue,
+			    (unsigned long long)random);
+		EXPECT_EQ(queue + random, lost);
+	}
 	if (std::string(p.args).find("duplicate") != std::string::npos) {
 		EXPECT_GT(dup, 0u) << "duplicated packets must be seen and dropped";
 	}

@@ -102,21 +102,30 @@ struct LossyStream {
 		sim.run_for(1000000000);	// keepalives learn the path's noise
 	}
 
+	// Tops the writes posted up to 8.
+	void post()
+	{
+		while (in_flight(w) < 8 && w.submit(c, 0, Op::WRITE, 64 * 1024) == 0) {
+		}
+	}
+
+	uint64_t done_bytes() const
+	{
+		uint64_t n = 0;
+		for (const auto &[k, op] : w.ops)
+			n += op.completions && op.status == 0 ? op.rw.len : 0;
+		return n;
+	}
+
 	// Keeps 8 writes posted for `ns`; returns the MB/s that completed.
 	double stream(uint64_t ns)
 	{
-		uint64_t done0 = 0, done1 = 0;
-		for (const auto &[k, op] : w.ops)
-			done0 += op.completions && op.status == 0 ? op.rw.len : 0;
-		const uint64_t end = sim.now + ns;
+		const uint64_t done0 = done_bytes(), end = sim.now + ns;
 		while (sim.now < end) {
-			while (in_flight(w) < 8 && w.submit(c, 0, Op::WRITE, 64 * 1024) == 0) {
-			}
+			post();
 			sim.run_for(200000);
 		}
-		for (const auto &[k, op] : w.ops)
-			done1 += op.completions && op.status == 0 ? op.rw.len : 0;
-		return (double)(done1 - done0) * 1e3 / (double)ns;
+		return (double)(done_bytes() - done0) * 1e3 / (double)ns;
 	}
 };
 
@@ -181,8 +190,7 @@ TEST(Cc, timeout_after_a_random_loss__halves_and_is_undone)
 	};
 	const uint64_t lost0 = me_node_stat(sim.nodes[0]->node, ME_ST_TX_RTX_LOSS);
 	ASSERT_TRUE(sim.run([&] {
-		while (in_flight(S.w) < 8 && S.w.submit(S.c, 0, Op::WRITE, 64 * 1024) == 0) {
-		}
+		S.post();
 		return me_node_stat(sim.nodes[0]->node, ME_ST_TX_RTX_LOSS) > lost0;
 	}, sim.now + 100000000));
 	const uint32_t after_loss = cwnd_of(sim, 0);

@@ -28,6 +28,7 @@
 #include "ops.h"
 #include "ports.h"
 #include "recvq.h"
+#include "shared.h"
 #include "uring.h"
 #include "uapi/multiedge.h"
 
@@ -86,7 +87,7 @@ static long me_ioc_query(struct me_file *f, void __user *uarg)
 	q.size = usize;
 	q.abi_version = ME_ABI_VERSION;
 	q.features = me_uring_features() | ME_FEATURE_RX_AREA | ME_FEATURE_RECV_POLL |
-		     ME_FEATURE_PORTS | ME_FEATURE_POST_MORE;
+		     ME_FEATURE_PORTS | ME_FEATURE_POST_MORE | ME_FEATURE_SHARED;
 	q.ethertype = me_link_ethertype();
 	q.rx_frames = stats.rx_frames;
 	q.rx_dropped = stats.rx_dropped;
@@ -236,6 +237,7 @@ static int me_open(struct inode *inode, struct file *file)
 	INIT_LIST_HEAD(&f->mrs);
 	INIT_LIST_HEAD(&f->bound_node);
 	me_recvq_file_init(f);
+	me_shared_file_init(f);
 	file->private_data = f;
 	return 0;
 }
@@ -251,6 +253,7 @@ static int me_release(struct inode *inode, struct file *file)
 	 * can reach the queue.
 	 */
 	me_ports_release(f);
+	me_shared_release_file(f);
 	me_engine_release_file(f);
 	me_recvq_file_release(f);
 	me_mr_release_file(f);

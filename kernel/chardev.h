@@ -22,6 +22,8 @@ struct me_file {
 	struct list_head msgs;	/* its messages, oldest first (recvq.c, msg_lock) */
 	unsigned int nr_msgs;
 	u32 port;		/* bound to (ports.c, owner_lock), 0: none */
+	struct list_head shares;	/* shared connections it joined (shared.c) */
+	unsigned int nr_shares;
 	struct list_head bound_node;	/* in mn->bound while port is set */
 	struct me_cq cq;	/* its completions */
 };

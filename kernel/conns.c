@@ -27,9 +27,8 @@
 #include "netns.h"
 #include "ops.h"
 #include "recvq.h"
+#include "shared.h"
 #include "wait.h"
-
-#define ME_CONNECT_TIMEOUT_MS	5000
 
 /*
  * The owner of a connection whose ME_IOC_CONNECT gave up while it was
@@ -113,8 +112,18 @@ void me_conns_event(struct me_net *mn, const struct me_cqe *cqe, u32 type)
 	f = mn->owners[slot];
 	spin_lock_bh(&cd->lock);
 	cd->ended = true;
-	if (f && f != ME_OWNER_ABANDONED &&
-	    (to_port || !me_recvq_adopted_locked(mn, cqe->conn))) {
+	if (conn && me_conn_mode(conn) == ME_MODE_SHARED) {
+		/* Every file that joined it, after every operation on it. */
+		cd->dropped = true;
+		if (list_empty(&cd->kops)) {
+			me_shared_push_event(cd, &c);
+		} else {
+			cd->ev = c;
+			cd->ev_file = NULL;
+			cd->ev_pending = true;
+		}
+	} else if (f && f != ME_OWNER_ABANDONED &&
+		   (to_port || !me_recvq_adopted_locked(mn, cqe->conn))) {
 		/* After the connection's operations (uapi). */
 		if (list_empty(&cd->kops)) {
 			me_cq_push_event(&f->cq, &c);
@@ -152,7 +161,7 @@ void me_conns_try_release(struct me_net *mn, u32 id)
 }
 
 /* The owner lets connection @id go (it stays its until try_release()). */
-static void drop(struct me_net *mn, u32 id)
+void me_conns_drop(struct me_net *mn, u32 id)
 {
 	struct me_conn_done *cd = &mn->conn_done[slot_of(mn, id)];
 
@@ -175,7 +184,7 @@ static void passive_up(struct me_net *mn, u32 id)
 		return;
 	if (me_conn_port(c) && !me_recvq_port_adopt(mn, id, me_conn_port(c)))
 		me_conn_close(c);
-	drop(mn, id);
+	me_conns_drop(mn, id);
 }
 
 /*
@@ -186,6 +195,9 @@ void me_conns_retired(struct me_net *mn, u32 id)
 {
 	struct me_conn_done *cd = &mn->conn_done[slot_of(mn, id)];
 
+	spin_lock_bh(&mn->owner_lock);
+	me_shared_retired_locked(mn, cd);
+	spin_unlock_bh(&mn->owner_lock);
 	spin_lock_bh(&cd->lock);
 	WARN_ON_ONCE(!list_empty(&cd->kops) || cd->ev_pending || !cd->released);
 	cd->dropped = false;
@@ -230,6 +242,7 @@ void me_conns_up(struct me_net *mn, u32 id)
 {
 	passive_up(mn, id);
 	close_abandoned(mn, id);
+	me_shared_up(mn, id);
 }
 
 /* Callers hold conn_srcu for as long as they use the connection. */
@@ -249,6 +262,20 @@ struct me_conn *me_engine_conn_of(struct me_file *f, u32 id)
 	mine = mn->owners[slot] == f;
 	spin_unlock_bh(&mn->owner_lock);
 	return mine ? me_conn_get(core, id) : NULL;
+}
+
+/* Callers hold conn_srcu for as long as they use the connection. */
+struct me_conn *me_engine_conn_to_post(struct me_file *f, u32 id)
+{
+	struct me_conn *c = me_engine_conn_of(f, id);
+	struct me_node *core;
+
+	if (c)
+		return c;
+	/* Any file of the namespace posts on a shared connection. */
+	core = me_net_core(me_net(f->net));
+	c = core ? me_conn_get(core, id) : NULL;
+	return c && me_conn_mode(c) == ME_MODE_SHARED ? c : NULL;
 }
 
 /*
@@ -301,7 +328,7 @@ void me_engine_release_file(struct me_file *f)
 		 */
 		if (!disown(mn, f, id) || me_conn_port(c))
 			me_conn_close(c);
-		drop(mn, id);
+		me_conns_drop(mn, id);
 	}
 	srcu_read_unlock(&mn->conn_srcu, idx);
 }
@@ -330,9 +357,13 @@ long me_engine_ioc_connect(struct me_file *f, void __user *uarg)
 	usize = me_copy_arg_in(&req, sizeof(req), ME_CONNECT_SIZE_VER0, uarg);
 	if (usize < 0)
 		return usize;
-	if (req.flags & ~ME_CONNECT_F_ORDERED)
+	if (req.flags & ~(ME_CONNECT_F_ORDERED | ME_CONNECT_F_SHARED))
 		return -EOPNOTSUPP;
 	if (req.conn || req.port > ME_PORT_MAX)
+		return -EINVAL;
+	/* The shared connection serves every port and places on arrival. */
+	if ((req.flags & ME_CONNECT_F_SHARED) &&
+	    (req.port || (req.flags & ME_CONNECT_F_ORDERED)))
 		return -EINVAL;
 	/* U32_MAX is the broadcast node. */
 	if (!req.peer || req.peer == U32_MAX || req.peer == mn->node_id)
@@ -341,6 +372,8 @@ long me_engine_ioc_connect(struct me_file *f, void __user *uarg)
 		return -ENETDOWN;
 	if (!peer_reachable(core, req.peer))
 		return -EHOSTUNREACH;
+	if (req.flags & ME_CONNECT_F_SHARED)
+		return me_shared_connect(f, &req, uarg, usize);
 
 	spin_lock_bh(&mn->owner_lock);
 	if (f->nr_conns >= ME_CONN_MAX_PER_FILE) {
@@ -377,7 +410,7 @@ long me_engine_ioc_connect(struct me_file *f, void __user *uarg)
 		if (copy_to_user(uarg, &req, min_t(size_t, usize, sizeof(req)))) {
 			disown(mn, f, id);
 			me_conn_close(c);
-			drop(mn, id);
+			me_conns_drop(mn, id);
 			ret = -EFAULT;
 		}
 		srcu_read_unlock(&mn->conn_srcu, idx);
@@ -400,7 +433,7 @@ long me_engine_ioc_connect(struct me_file *f, void __user *uarg)
 		close_abandoned(mn, id);
 	/* Refused (no endpoint on the port, no room), or the peer restarted. */
 	why = me_conn_end_status(c);
-	drop(mn, id);
+	me_conns_drop(mn, id);
 	srcu_read_unlock(&mn->conn_srcu, idx);
 	if (t < 0)
 		return -EINTR;
@@ -420,11 +453,13 @@ long me_engine_ioc_disconnect(struct me_file *f, void __user *uarg)
 	if (usize < 0)
 		return usize;
 	idx = srcu_read_lock(&me_net(f->net)->conn_srcu);
-	c = me_engine_conn_of(f, req.conn);
-	if (c) {
+	c = me_engine_conn_to_post(f, req.conn);
+	if (c && me_conn_mode(c) == ME_MODE_SHARED) {
+		ret = me_shared_leave(f, req.conn);
+	} else if (c) {
 		ret = me_conn_close(c);
 		/* Given up either way: the file's no longer once it ended. */
-		drop(me_net(f->net), req.conn);
+		me_conns_drop(me_net(f->net), req.conn);
 	} else {
 		ret = -ENOENT;
 	}
@@ -483,6 +518,7 @@ long me_engine_ioc_conn_list(struct me_file *f, void __user *uarg)
 		info.peer = ci.peer;
 		info.state = conn_state_uapi(ci.state);
 		info.flags = (ci.mode == ME_MODE_ORDERED ? ME_CONN_I_ORDERED : 0) |
+			     (ci.mode == ME_MODE_SHARED ? ME_CONN_I_SHARED : 0) |
 			     (ci.active ? ME_CONN_I_ACTIVE : 0);
 		info.tx_packets = ci.st[ME_CST_TX_PKTS];
 		info.tx_bytes = ci.st[ME_CST_TX_BYTES];

@@ -43,7 +43,18 @@ struct me_conn_done {
 	bool ended;
 	bool released;
 	bool abandon_closed;		/* close_abandoned() did its one close */
+	/*
+	 * A shared connection (shared.c): the files that joined it (its
+	 * event goes to them: ev_file NULL), whether this side gave it up
+	 * (the last of them left: no file may join it any more), and
+	 * whether the timer must still send its CLOSE.
+	 */
+	struct list_head sharers;
+	bool share_done;
+	bool share_retry;
 };
+
+#define ME_CONNECT_TIMEOUT_MS	5000
 
 /* The slot state of connection @id (an id the engine holds). */
 struct me_conn_done *me_conns_done(struct me_net *mn, u32 id);
@@ -53,6 +64,8 @@ void me_conns_up(struct me_net *mn, u32 id);
 void me_conns_event(struct me_net *mn, const struct me_cqe *cqe, u32 type);
 /* The slot goes back once nothing here needs it; callers hold conn_srcu. */
 void me_conns_try_release(struct me_net *mn, u32 id);
+/* The holder lets connection @id go (it stays its until try_release()). */
+void me_conns_drop(struct me_net *mn, u32 id);
 /* The engine retired connection @id: its slot's state is forgotten. */
 void me_conns_retired(struct me_net *mn, u32 id);
 

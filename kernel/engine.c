@@ -33,6 +33,7 @@
 #include "ports.h"
 #include "recvq.h"
 #include "rxframe.h"
+#include "shared.h"
 #include "txbatch.h"
 
 static unsigned int tick_us = 1000;
@@ -212,8 +213,8 @@ static int plat_mr_check(void *ctx, u32 region, u64 key, u64 off, u64 len, u32 a
 	return me_mr_check_remote(ctx, region, key, off, len, to_access(access));
 }
 
-static int plat_mr_write(void *ctx, u32 conn, u32 region, u64 off, const void *src, u32 len,
-			 void *rx)
+static int plat_mr_write(void *ctx, u32 conn, u32 region, u64 key, u64 off, const void *src,
+			 u32 len, void *rx)
 {
 	struct me_net *mn = ctx;
 	int ret;
@@ -221,7 +222,7 @@ static int plat_mr_write(void *ctx, u32 conn, u32 region, u64 off, const void *s
 	if (region == ME_REGION_MSG) {
 		if (rx)
 			me_frame_fill(rx);
-		return me_recvq_arrived(mn, conn, src, len);
+		return me_recvq_arrived(mn, conn, key, src, len);
 	}
 	ret = me_mr_place(mn, region, off, src, len, rx);
 	if (!ret && conn) {
@@ -348,6 +349,7 @@ static int timer_thread(void *arg)
 
 	while (!kthread_should_stop()) {
 		me_core_timer(mn->core);
+		me_shared_timer(mn);
 		set_current_state(TASK_INTERRUPTIBLE);
 		if (!kthread_should_stop())
 			schedule_hrtimeout_range(&period, period / 4, HRTIMER_MODE_REL);

@@ -47,6 +47,8 @@ void me_engine_rx_frame(struct me_net *mn, struct me_rx_batch *b, unsigned int i
 
 /* The file's connection @id, or NULL if it is not the file's. */
 struct me_conn *me_engine_conn_of(struct me_file *f, u32 id);
+/* The same, or a shared connection (any file may post on one). */
+struct me_conn *me_engine_conn_to_post(struct me_file *f, u32 id);
 /* File release: closes its connections and forgets them. */
 void me_engine_release_file(struct me_file *f);
 

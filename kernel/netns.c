@@ -41,6 +41,8 @@ static int __net_init me_net_init(struct net *net)
 	mn->nr_links = 0;
 	me_mr_net_init(mn);
 	me_ports_net_init(mn);
+	mutex_init(&mn->share_mutex);
+	atomic_set(&mn->share_retries, 0);
 	mn->node_id = random_nonzero();
 	mn->incarnation = random_nonzero();
 	return me_engine_net_init(mn);

@@ -81,6 +81,12 @@ struct me_net {
 	unsigned int nr_msgs;
 	u64 msg_seq;			/* arrival number of the next message */
 	wait_queue_head_t msg_wait;
+	/*
+	 * Shared connections (shared.c): looking one up and opening one is
+	 * a single step; closes the timer still has to send.
+	 */
+	struct mutex share_mutex;
+	atomic_t share_retries;
 	/* Files bound to a port and the ports taken (ports.c, owner_lock). */
 	struct list_head bound;
 	DECLARE_BITMAP(ports_used, ME_PORT_MAX + 1);

@@ -30,6 +30,7 @@
 #include "netns.h"
 #include "ops.h"
 #include "recvq.h"
+#include "shared.h"
 #include "uring.h"
 #include "wait.h"
 
@@ -85,6 +86,7 @@ int me_ops_net_start(struct me_net *mn, unsigned int nconns)
 	for (i = 0; i < nconns; i++) {
 		spin_lock_init(&mn->conn_done[i].lock);
 		INIT_LIST_HEAD(&mn->conn_done[i].kops);
+		INIT_LIST_HEAD(&mn->conn_done[i].sharers);
 	}
 	if (me_recvq_net_start(mn, nconns)) {
 		me_ops_net_stop(mn);
@@ -157,7 +159,10 @@ static void deliver_ready(struct me_conn_done *cd, struct me_kop *kop,
 	list_for_each_entry(k, done, node)
 		deliver(k);
 	if (cd->ev_pending && list_empty(&cd->kops)) {
-		me_cq_push_event(&cd->ev_file->cq, &cd->ev);
+		if (cd->ev_file)
+			me_cq_push_event(&cd->ev_file->cq, &cd->ev);
+		else
+			me_shared_push_event(cd, &cd->ev);
 		cd->ev_pending = false;
 	}
 }
@@ -323,7 +328,8 @@ static int check_post(const struct me_post *req)
 	if (req->opcode < ME_OP_WRITE || req->opcode > ME_OP_SEND ||
 	    (req->flags & ~(ME_POST_F_NONBLOCK | ME_POST_F_MORE)))
 		return -EOPNOTSUPP;
-	if (!req->len)
+	if (!req->len || req->__reserved || req->port > ME_PORT_MAX ||
+	    (req->port && req->opcode != ME_OP_SEND))
 		return -EINVAL;
 	if (req->opcode == ME_OP_SEND) {
 		if (req->remote_region || req->remote_key || req->remote_key_hi ||
@@ -349,14 +355,21 @@ static int post(struct me_file *f, const struct me_post *req,
 	struct me_conn *c;
 	struct me_rw rw;
 	int ret, seen;
+	bool shared;
 	long t;
 
 	ret = check_post(req);
 	if (ret)
 		return ret;
-	c = me_engine_conn_of(f, req->conn);
+	c = me_engine_conn_to_post(f, req->conn);
 	if (!c)
 		return -ENOENT;
+	/* A send on a shared connection names its taker's port, and only there. */
+	shared = me_conn_mode(c) == ME_MODE_SHARED;
+	if (req->opcode == ME_OP_SEND && shared && !req->port)
+		return -EDESTADDRREQ;
+	if (req->port && !shared)
+		return -EINVAL;
 
 	kop = kmem_cache_alloc(kop_cache, GFP_KERNEL);
 	if (!kop)
@@ -392,6 +405,9 @@ static int post(struct me_file *f, const struct me_post *req,
 	rw.local_off = req->local_off;
 	rw.remote_region = req->opcode == ME_OP_SEND ? ME_REGION_MSG : req->remote_region;
 	rw.remote_key = (u64)req->remote_key_hi << 32 | req->remote_key;
+	/* The sender's port is the module's to fill, not the caller's. */
+	if (req->port)
+		rw.remote_key = me_recvq_ports(READ_ONCE(f->port), req->port);
 	rw.remote_off = req->remote_off;
 	rw.len = req->len;
 	rw.imm = req->imm;

@@ -18,7 +18,10 @@
  *     bound file's from the start, as if adopted; a file bound to a port
  *     takes nothing from the namespace's queue;
  *   - a connection whose file is gone (closed, or an abandoned connect)
- *     takes no more messages.
+ *     takes no more messages;
+ *   - a shared connection (ABI 18, conns.c) is nobody's: each of its
+ *     messages names the port of the file that takes it, and the sender's
+ *     port, which its module filled in (ops.c).
  *
  * Each queue holds at most ME_RECV_QUEUE messages; a message for a full
  * one is refused (the sender's send completes with -ENOBUFS), so a peer
@@ -52,6 +55,7 @@ struct me_kmsg {
 	u64 seq;		/* arrival order in the namespace */
 	u32 peer;
 	u32 conn;
+	u32 port;		/* the sender's, on a shared connection */
 	u32 len;
 	u8 data[];
 };
@@ -218,9 +222,11 @@ bool me_recvq_port_adopt(struct me_net *mn, u32 id, u32 port)
 	return f;
 }
 
-int me_recvq_arrived(struct me_net *mn, u32 conn, const void *data, u32 len)
+int me_recvq_arrived(struct me_net *mn, u32 conn, u64 key, const void *data, u32 len)
 {
 	struct me_conn *c = me_conn_get(smp_load_acquire(&mn->core), conn);
+	bool shared = c && me_conn_mode(c) == ME_MODE_SHARED;
+	u32 dst = key & ME_PORT_MAX;
 	struct me_file *f;
 	struct me_kmsg *m;
 	int ret = 0;
@@ -228,19 +234,27 @@ int me_recvq_arrived(struct me_net *mn, u32 conn, const void *data, u32 len)
 
 	if (!c || len > ME_SEND_MAX)
 		return -EINVAL;
+	/* Ports only on a shared connection, and there a destination. */
+	if (shared ? !dst || key >> 32 : key)
+		return -EINVAL;
 	/* Engine locks may be held here: no sleeping allocation. */
 	m = kmalloc(struct_size(m, data, len), GFP_ATOMIC | __GFP_NOWARN);
 	if (!m)
 		return -ENOBUFS;
 	m->peer = me_conn_peer(c);
 	m->conn = conn;
+	m->port = shared ? (key >> 16) & ME_PORT_MAX : 0;
 	m->len = len;
 	memcpy(m->data, data, len);
 
 	slot = slot_of(mn, conn);
 	spin_lock_bh(&mn->owner_lock);
-	f = mn->owners[slot];
+	f = shared ? me_ports_file_locked(mn, dst) : mn->owners[slot];
 	spin_lock(&mn->msg_lock);
+	if (shared && !f) {
+		ret = -ECONNREFUSED;	/* nobody is bound to the port */
+		goto unlock;
+	}
 	/* Before its CONN_UP got here (passive_up). */
 	if (!f && !test_bit(slot, mn->conn_claimed) && me_conn_port(c))
 		f = port_adopt_locked(mn, conn, me_conn_port(c));
@@ -260,14 +274,15 @@ int me_recvq_arrived(struct me_net *mn, u32 conn, const void *data, u32 len)
 		}
 	}
 	/* else: its file is gone, nobody may take it. */
+	if (m)
+		ret = -ENOBUFS;
+unlock:
 	spin_unlock(&mn->msg_lock);
 	spin_unlock_bh(&mn->owner_lock);
-	if (m) {
+	if (m)
 		kfree(m);
-		ret = -ENOBUFS;
-	} else {
+	else
 		wake_up(&mn->msg_wait);
-	}
 	return ret;
 }
 
@@ -330,6 +345,8 @@ long me_recvq_ioc_recv(struct me_file *f, void __user *uarg)
 		return usize;
 	if (req.flags & ~ME_RECV_F_WAIT)
 		return -EOPNOTSUPP;
+	if (req.__reserved)
+		return -EINVAL;
 
 	if (req.flags & ME_RECV_F_WAIT) {
 		long t = req.timeout_ms ? msecs_to_jiffies(req.timeout_ms) :
@@ -356,6 +373,7 @@ long me_recvq_ioc_recv(struct me_file *f, void __user *uarg)
 	req.len = m->len;
 	req.peer = m->peer;
 	req.conn = m->conn;
+	req.port = m->port;
 	if (ret)
 		put_back_msg(f, m);	/* too long: it stays for a bigger buffer */
 	else

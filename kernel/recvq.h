@@ -37,8 +37,18 @@ bool me_recvq_port_adopt(struct me_net *mn, u32 id, u32 port);
 /* The engine retired connection @id (before its slot is reused). */
 void me_recvq_conn_retired(struct me_net *mn, u32 id);
 
-/* A send landed on connection @conn: queue it; -ENOBUFS when full. */
-int me_recvq_arrived(struct me_net *mn, u32 conn, const void *data, u32 len);
+/*
+ * A send landed on connection @conn: queue it; -ENOBUFS when full.  On a
+ * shared connection @key names its ports (me_recvq_ports()) and the file
+ * bound to the destination takes it (-ECONNREFUSED: none is); elsewhere
+ * it must be 0 (-EINVAL).
+ */
+int me_recvq_arrived(struct me_net *mn, u32 conn, u64 key, const void *data, u32 len);
+/* The key a send on a shared connection carries: its two ports. */
+static inline u64 me_recvq_ports(u32 src_port, u32 dst_port)
+{
+	return (u64)src_port << 16 | dst_port;
+}
 
 long me_recvq_ioc_recv(struct me_file *f, void __user *uarg);
 /* EPOLLRDBAND while a message waits for @f (poll(2) of its file). */

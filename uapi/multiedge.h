@@ -75,8 +75,13 @@
  * (a request's ack carried by its reply, wire 9).
  * 17: ME_STAT_CC_LOSS_QUEUE and ME_STAT_CC_LOSS_RANDOM (packets found lost
  * that congestion control took for a queue's or a lossy link's).
+ * 18: shared connections (ME_FEATURE_SHARED): ME_CONNECT_F_SHARED gives
+ * the one connection between this node and the peer that every file of
+ * both may use; a send on it names its destination port
+ * (me_post.port, the struct grows to 72 bytes) and ME_IOC_RECV says the
+ * sending file's port (me_recv.port, 40 bytes); ME_CONN_I_SHARED.
  */
-#define ME_ABI_VERSION		17
+#define ME_ABI_VERSION		18
 
 /* Default ethertype: IEEE 802.1 Local Experimental 1. */
 #define ME_DEFAULT_ETHERTYPE	0x88B5
@@ -147,6 +152,8 @@ struct me_query {
 #define ME_FEATURE_PORTS	(1U << 3)
 /* ABI 15: ME_POST_F_MORE. */
 #define ME_FEATURE_POST_MORE	(1U << 4)
+/* ABI 18: ME_CONNECT_F_SHARED, me_post.port, me_recv.port. */
+#define ME_FEATURE_SHARED	(1U << 5)
 
 #define ME_QUERY_SIZE_VER0	32	/* first published size */
 #define ME_QUERY_SIZE_VER1	48	/* + pinned_pages, regions */
@@ -495,6 +502,22 @@ struct me_bind {
  *                 64 live connections from one node, and max_conns in all)
  *   -EINTR        a signal arrived (the connection is abandoned; never
  *                 restarted, whatever SA_RESTART says)
+ *
+ * ABI 18 (ME_FEATURE_SHARED), ME_CONNECT_F_SHARED: the shared connection
+ * between this node and the peer, which carries the operations of every
+ * file of both nodes (MPI's ranks, say, each an endpoint on a port): one
+ * connection per pair of nodes instead of one per pair of endpoints.  If
+ * one is up or being opened, from either side, the file joins it and gets
+ * its id; else it is opened.  Any file of the namespace may post on it
+ * (regions are reached by their keys, as on any connection); a send on it
+ * names the port of the file that takes it (me_post.port), and the
+ * receiver learns the sender's port (me_recv.port).  Its CONN_CLOSED or
+ * CONN_DEAD completion goes to every file that joined it, after every
+ * operation on it; the one this side opened closes when the last file
+ * that joined it leaves (ME_IOC_DISCONNECT of its id, or closing the
+ * file).  port must be 0 and ME_CONNECT_F_ORDERED not set (-EINVAL): it
+ * places on arrival.  Joining again is harmless; a file joins at most
+ * ME_CONN_MAX_PER_FILE shared connections (-ENOSPC).
  */
 struct me_connect {
 	__u32 size;
@@ -506,6 +529,7 @@ struct me_connect {
 };
 
 #define ME_CONNECT_F_ORDERED	(1U << 0)	/* place and complete in order */
+#define ME_CONNECT_F_SHARED	(1U << 1)	/* ABI 18: the node pair's connection */
 #define ME_PORT_MAX		0xffffU
 #define ME_CONNECT_SIZE_VER0	24
 #define ME_CONN_MAX_PER_FILE	256
@@ -557,7 +581,10 @@ struct me_disconnect {
  *
  * Errors at posting (nothing was sent):
  *   -EOPNOTSUPP   unknown opcode or flag
- *   -EINVAL       len 0, or remote_* set for ME_OP_SEND
+ *   -EINVAL       len 0, or remote_* set for ME_OP_SEND; port set on
+ *                 anything but a send on a shared connection, or above
+ *                 ME_PORT_MAX
+ *   -EDESTADDRREQ ME_OP_SEND on a shared connection without a port
  *   -EMSGSIZE     len above ME_OP_MAX_LEN (ME_SEND_MAX for ME_OP_SEND)
  *   -ENOENT       conn or local_region is not this file's
  *   -ERANGE       [local_off, +len) outside the local region, or
@@ -572,6 +599,8 @@ struct me_disconnect {
  *                 told apart, so that ids cannot be probed)
  *   -ERANGE       outside the target region
  *   -ENOBUFS      ME_OP_SEND: the peer's receive queue is full
+ *   -ECONNREFUSED ME_OP_SEND on a shared connection: no file of the peer
+ *                 is bound to port
  * The connection ended first (Documentation/api.md, "When a connection
  * dies"):
  *   -ECANCELED    before any packet of it was sent: the target never saw it
@@ -598,6 +627,9 @@ struct me_post {
 	__aligned_u64 remote_off;
 	__u32 imm;		/* ME_OP_NOTIFY */
 	__u32 remote_key_hi;	/* ABI 8: the key's high 32 bits (0 before) */
+	__u32 port;		/* ABI 18: ME_OP_SEND on a shared connection:
+				 * the port of the peer's file that takes it */
+	__u32 __reserved;
 };
 
 #define ME_OP_WRITE		1
@@ -618,6 +650,7 @@ struct me_post {
 #define ME_OP_MAX_LEN		(1U << 30)
 #define ME_SEND_MAX		1024
 #define ME_POST_SIZE_VER0	64
+#define ME_POST_SIZE_VER1	72	/* ABI 18: port */
 
 #define ME_IOC_POST		_IO(ME_IOC_MAGIC, 0x62)
 
@@ -699,7 +732,11 @@ struct me_poll_cq {
  * in:  size, flags (ME_RECV_F_WAIT), peer (0: any), buf (user pointer),
  *      len (room at buf), timeout_ms (with WAIT; 0 = forever)
  * out: len (the message's length), peer, conn (the receiving side's id of
- *      the connection it came on)
+ *      the connection it came on); ABI 18: port, the sending file's port
+ *      (its bound port, 0 if it has none) when it came on a shared
+ *      connection, else 0.  A message on a shared connection goes to the
+ *      file bound to the port its send named, never to the namespace's
+ *      queue, and adopts nothing.
  *
  * ABI 10: the file polls EPOLLRDBAND (POLLRDBAND) while a message waits
  * that this call would take (with peer 0).
@@ -717,11 +754,14 @@ struct me_recv {
 	__aligned_u64 buf;
 	__u32 timeout_ms;
 	__u32 conn;
+	__u32 port;		/* ABI 18, out */
+	__u32 __reserved;
 };
 
 #define ME_RECV_F_WAIT		(1U << 0)
 #define ME_RECV_QUEUE		256
 #define ME_RECV_SIZE_VER0	32
+#define ME_RECV_SIZE_VER1	40	/* ABI 18: port */
 
 #define ME_IOC_RECV		_IO(ME_IOC_MAGIC, 0x64)
 
@@ -757,6 +797,7 @@ struct me_conn_info {
 
 #define ME_CONN_I_ORDERED	(1U << 0)
 #define ME_CONN_I_ACTIVE	(1U << 1)	/* opened from this side */
+#define ME_CONN_I_SHARED	(1U << 2)	/* ABI 18: ME_CONNECT_F_SHARED */
 
 #define ME_CONN_INFO_SIZE_VER0	80
 

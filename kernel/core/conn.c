@@ -179,8 +179,8 @@ int me_conn_connect_port(struct me_node *n, u32 peer, u32 mode, u32 port,
 	struct me_conn *c;
 	int err;
 
-	if (mode > ME_MODE_ORDERED || !peer || peer == ME_NODE_BCAST ||
-	    peer == n->cfg.node_id || port > ME_WIRE_PORT_MAX)
+	if (mode > ME_MODE_SHARED || (mode == ME_MODE_SHARED && port) || !peer ||
+	    peer == ME_NODE_BCAST || peer == n->cfg.node_id || port > ME_WIRE_PORT_MAX)
 		return -EINVAL;
 	c = conn_alloc(n, peer, mode, &err);
 	if (!c)

@@ -52,6 +52,12 @@ struct me_conn;
 /* Delivery mode of a connection (both directions). */
 #define ME_MODE_UNORDERED	0	/* place each packet on arrival (RDMA) */
 #define ME_MODE_ORDERED		1	/* place and complete in sequence */
+/*
+ * Unordered, and the one connection between two nodes that every endpoint
+ * of both uses (the host's ME_CONNECT_F_SHARED): opened to no port, its
+ * sends' keys name their ports, which the host reads (mr_write's key).
+ */
+#define ME_MODE_SHARED		2
 
 /* Connection states (me_conn_state()). */
 enum me_conn_state_e {

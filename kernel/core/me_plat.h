@@ -76,7 +76,9 @@ struct me_plat_ops {
 			u32 access);
 	/*
 	 * Deliver payload into local region memory (already checked).  conn
-	 * identifies the connection for the platform's bookkeeping.  The
+	 * identifies the connection for the platform's bookkeeping; key is
+	 * the packet's (0 for a read's data): on a shared connection a
+	 * send's ports (ME_MODE_SHARED), which the host routes it by.  The
 	 * per-page synchronization of Table 1 state 9 lives here (see
 	 * Documentation/protocol.md).  rx is what the host passed to
 	 * me_core_rx_frame() with the packet (NULL when the core delivers
@@ -87,7 +89,7 @@ struct me_plat_ops {
 	 * host's receive contexts may (with NULL rx it may hold an ordered
 	 * connection's in-order lock: no sleeping).
 	 */
-	int (*mr_write)(void *ctx, u32 conn, u32 region, u64 off,
+	int (*mr_write)(void *ctx, u32 conn, u32 region, u64 key, u64 off,
 			const void *src, u32 len, void *rx);
 	/*
 	 * May the local user access [off, off + len) of its own region for

@@ -364,7 +364,7 @@ static void place(struct me_conn *c, const struct me_hdr *h, bool whole)
 	err = n->ops->mr_check(n->ctx, h->d.region, h->d.key, h->d.addr,
 			       h->d.msg_len, ME_ACC_WRITE);
 	if (!err && pay)
-		err = n->ops->mr_write(n->ctx, c->id, h->d.region,
+		err = n->ops->mr_write(n->ctx, c->id, h->d.region, h->d.key,
 				       h->d.addr + h->d.msg_off, h->payload, pay,
 				       h->rx);
 	if (!whole && !rmsg_account(c, h, pay, err != 0, &any_err)) {
@@ -510,7 +510,7 @@ static void rx_read_resp(struct me_conn *c, const struct me_hdr *h)
 		return;
 	}
 	me_atomic64_set(&c->progress_ns, h->now);
-	err = n->ops->mr_write(n->ctx, c->id, lregion, loff + h->d.msg_off,
+	err = n->ops->mr_write(n->ctx, c->id, lregion, 0, loff + h->d.msg_off,
 			       h->payload, pay, h->rx);
 	if (err)
 		me_atomic_cmpxchg(&op->err, 0, (u32)-err);

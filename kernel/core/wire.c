@@ -248,7 +248,9 @@ int me_wire_parse(const void *buf, u32 len, struct me_hdr *h)
 		if (!is_pow2(h->c.window) || h->c.window < ME_WIN_MIN ||
 		    h->c.window > ME_WIN_MAX)
 			return ME_EWIRE_FIELD;
-		if (!h->c.credit || h->c.credit > h->c.window || h->c.mode > 1)
+		/* Modes: unordered, ordered, shared (to no port). */
+		if (!h->c.credit || h->c.credit > h->c.window || h->c.mode > 2 ||
+		    (h->c.mode == 2 && h->c.port))
 			return ME_EWIRE_FIELD;
 		if (!is_pow2(h->c.ops) || h->c.ops > ME_OPS_MAX)
 			return ME_EWIRE_FIELD;

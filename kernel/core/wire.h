@@ -32,8 +32,11 @@
  * 9: ACK flag CARRY: the ack is followed, in the same frame, by one
  * sequenced packet between the same two nodes (an answer carrying the
  * ack of the request it answers, on any of their connections).
+ * 10: CONNECT mode 2, shared: the connection every endpoint of both nodes
+ * uses; a send on it (a NOTIFY to the message region) carries its
+ * destination port in bits 0-15 of its key and its sender's in 16-31.
  */
-#define ME_WIRE_VERSION		9
+#define ME_WIRE_VERSION		10
 
 enum me_pkt_type {
 	ME_PT_HELLO = 1,	/* discovery, every link, periodically */

@@ -152,7 +152,7 @@ int mr_check(void *ctx, u32 reg, u64 key, u64 off, u64 len, u32 access)
 	return in_range(r, off, len) ? 0 : -ERANGE;
 }
 
-int mr_write(void *ctx, u32 conn, u32 reg, u64 off, const void *src, u32 len, void *)
+int mr_write(void *ctx, u32 conn, u32 reg, u64, u64 off, const void *src, u32 len, void *)
 {
 	Plat *pl = static_cast<Plat *>(ctx);
 	Region *r = region(pl, reg);

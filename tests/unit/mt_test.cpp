@@ -99,7 +99,7 @@ int mr_local(void *, uint32_t region, uint64_t off, uint64_t len, uint32_t)
 	return (region == 1 || region == 2) && off + len <= kMem ? 0 : -ERANGE;
 }
 
-int mr_write(void *ctx, uint32_t, uint32_t region, uint64_t off, const void *src,
+int mr_write(void *ctx, uint32_t, uint32_t region, uint64_t, uint64_t off, const void *src,
 	     uint32_t len, void *)
 {
 	MtNode &n = M(ctx);

@@ -75,7 +75,7 @@ static int p_mr_local(void *ctx, uint32_t region, uint64_t off, uint64_t len,
 	return 0;
 }
 
-static int p_mr_write(void *ctx, uint32_t conn, uint32_t region, uint64_t off,
+static int p_mr_write(void *ctx, uint32_t conn, uint32_t region, uint64_t key, uint64_t off,
 		      const void *src, uint32_t len, void *rx)
 {
 	Node &n = N(ctx);
@@ -84,6 +84,7 @@ static int p_mr_write(void *ctx, uint32_t conn, uint32_t region, uint64_t off,
 		return -ERANGE;	// the core must never get here
 	if (n.conn_over[conn])
 		n.writes_after_close++;
+	n.write_keys.insert(key);
 	if (rx) {
 		// As a host flipping pages: the payload comes from the frame's
 		// own bytes, not from what is in the buffer at src.

@@ -7,9 +7,9 @@
 #include <cstdint>
 #include <functional>
 #include <map>
-#include <set>
 #include <memory>
 #include <queue>
+#include <set>
 #include <vector>
 
 extern "C" {
@@ -70,6 +70,7 @@ struct Node {
 	std::vector<uint32_t> retired;		// ids of retired connections
 	std::set<uint32_t> open_ports;		// me_plat_ops.port_open says yes
 	uint64_t writes_after_close = 0;
+	std::set<uint64_t> write_keys;		// keys mr_write was given
 	struct Place { uint32_t conn, region; uint64_t off; uint32_t len; };
 	std::vector<Place> places;
 	// Placed ranges per region not yet covered by mr_done.

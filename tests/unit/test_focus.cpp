@@ -238,7 +238,8 @@ TEST(Wire, parse__bad_fields)
 	bad([](auto &c) { c[0] = 6; }, ME_EWIRE_VERSION);		// before keepalive holds
 	bad([](auto &c) { c[0] = 7; }, ME_EWIRE_VERSION);		// before PACK
 	bad([](auto &c) { c[0] = 8; }, ME_EWIRE_VERSION);		// before CARRY
-	bad([](auto &c) { c[0] = 10; }, ME_EWIRE_VERSION);
+	bad([](auto &c) { c[0] = 9; }, ME_EWIRE_VERSION);		// before shared
+	bad([](auto &c) { c[0] = 11; }, ME_EWIRE_VERSION);
 	bad([](auto &c) { c[3] |= ME_F_CARRY; }, ME_EWIRE_FIELD);	// only an ack carries
 	bad([](auto &c) { c[1] = 0; }, ME_EWIRE_TYPE);
 	bad([](auto &c) { c[1] = ME_PT_MAX_; }, ME_EWIRE_TYPE);
@@ -310,6 +311,19 @@ TEST(Wire, parse__bad_fields)
 	c.cookie = 9;
 	cb = build(c);
 	EXPECT_EQ(me_wire_parse(cb.data(), (uint32_t)cb.size(), &o), 0);
+	// Modes: unordered, ordered, shared; a shared connection serves
+	// every port, so it is opened to none.
+	c.c.mode = ME_MODE_SHARED;
+	cb = build(c);
+	ASSERT_EQ(me_wire_parse(cb.data(), (uint32_t)cb.size(), &o), 0);
+	EXPECT_EQ(o.c.mode, (uint32_t)ME_MODE_SHARED);
+	c.c.port = 5;
+	cb = build(c);
+	EXPECT_EQ(me_wire_parse(cb.data(), (uint32_t)cb.size(), &o), ME_EWIRE_FIELD);
+	c.c.port = 0;
+	c.c.mode = 3;
+	cb = build(c);
+	EXPECT_EQ(me_wire_parse(cb.data(), (uint32_t)cb.size(), &o), ME_EWIRE_FIELD);
 	// HELLO and KEEPALIVE belong to no connection: no cookie.
 	me_hdr hl = data_hdr();
 	hl.type = ME_PT_HELLO;

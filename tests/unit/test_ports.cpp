@@ -194,3 +194,40 @@ TEST(Ports, wire__port_and_refusal_fields_checked)
 	me_wire_build(b.data(), &r);
 	EXPECT_EQ(me_wire_parse(b.data(), ME_HDR_ABORT, &out), ME_EWIRE_FIELD);
 }
+
+// Wire 10: a shared connection (the one between two nodes that every
+// endpoint of both uses) is opened to no port, is shared on the passive
+// side too, carries writes, notifies and reads like any, and hands the
+// host each packet's key, which a send on it uses for its ports.
+TEST(Ports, shared_connection__to_no_port_both_sides_know_it)
+{
+	Sim sim(85);
+	setup_pair(sim, 1, LinkParams{}, default_cfg(1, 70), default_cfg(2, 80));
+	sim.run_for(5000000);
+	me_conn *bad = nullptr;
+	EXPECT_EQ(me_conn_connect_port(sim.nodes[0]->node, 2, ME_MODE_SHARED, 40000, &bad),
+		  -EINVAL);
+	EXPECT_EQ(me_conn_connect_port(sim.nodes[0]->node, 2, ME_MODE_SHARED + 1, 0, &bad),
+		  -EINVAL);
+	me_conn *c = sim.connect(0, 1, ME_MODE_SHARED);
+	ASSERT_NE(c, nullptr);
+	EXPECT_EQ(me_conn_mode(c), (uint32_t)ME_MODE_SHARED);
+	EXPECT_EQ(me_conn_port(c), 0u);
+	me_conn *p = passive_of(*sim.nodes[1]);
+	ASSERT_NE(p, nullptr);
+	EXPECT_EQ(me_conn_mode(p), (uint32_t)ME_MODE_SHARED);
+	EXPECT_EQ(me_conn_port(p), 0u);
+
+	Workload w(sim, 85);
+	for (int i = 0; i < 8; i++) {
+		ASSERT_EQ(w.submit(c, 0, Op::WRITE, 3000), 0);
+		ASSERT_EQ(w.submit(c, 0, Op::NOTIFY, 700), 0);
+		ASSERT_EQ(w.submit(c, 0, Op::READ, 5000), 0);
+		ASSERT_EQ(w.submit(p, 1, Op::WRITE, 2000), 0);
+	}
+	ASSERT_TRUE(sim.run([&] { return w.all_done(); }, sim.now + 1000000000ull));
+	w.check();
+	// Writes into kDst carried its key to the host; reads' data carry none.
+	EXPECT_EQ(sim.nodes[1]->write_keys.count(kKey), 1u);
+	EXPECT_EQ(sim.nodes[0]->write_keys.count(0), 1u);
+}

@@ -219,17 +219,21 @@ void me_shared_release_file(struct me_file *f)
 {
 	struct me_net *mn = me_net(f->net);
 	struct me_share *s;
+	int idx;
 	u32 id;
 
+	idx = srcu_read_lock(&mn->conn_srcu);
 	for (;;) {
 		spin_lock_bh(&mn->owner_lock);
 		s = list_first_entry_or_null(&f->shares, struct me_share, file_node);
 		id = s ? s->id : 0;
 		spin_unlock_bh(&mn->owner_lock);
 		if (!s)
-			return;
-		me_shared_leave(f, id);
+			break;
+		/* Joined means not retired: the id's slot is valid. */
+		leave(mn, f, id);
 	}
+	srcu_read_unlock(&mn->conn_srcu, idx);
 }
 
 static bool settled(struct me_conn *c)

@@ -158,6 +158,13 @@ static void gen_wire(const char *dir)
 	h.dst_conn = 1;
 	h.cookie = 0xfedcba9876543210ull;
 	wire_pkt(dir, "accept", &h, 0);
+	/* A shared connection (mode 2) is opened to no port. */
+	h.type = ME_PT_CONNECT;
+	h.dst_conn = 0;
+	h.cookie = 0;
+	h.c.mode = 2;
+	h.c.port = 0;
+	wire_pkt(dir, "connect_shared", &h, 0);
 
 	memset(&h, 0, sizeof(h));
 	h.type = ME_PT_ACK;

@@ -396,6 +396,9 @@ int domain_open(fid_fabric *fabric, fi_info *info, fid_domain **out, void *conte
 		return -FI_ENOMEM;
 	}
 	d->post_more = q.features & ME_FEATURE_POST_MORE;
+	// Without shared connections (a module before ABI 18), each endpoint
+	// opens its own connection to each peer endpoint, as before.
+	d->shared = q.features & ME_FEATURE_SHARED;
 	int err = d->init_bounce();
 	if (err) {
 		MEFI_WARN("registering the send buffer: %s\n", std::strerror(err));
@@ -481,7 +484,8 @@ void Domain::progress()
 				MEFI_WARN("receiving: %s\n", std::strerror(errno));
 			break;
 		}
-		ep->on_message(r.peer, r.conn, buf, r.len);
+		// An older module fills the struct up to its own size: port 0.
+		ep->on_message(r.peer, r.conn, r.port, buf, r.len);
 	}
 	drain_local();
 	if (ep)

@@ -190,20 +190,78 @@ ssize_t Endpoint::queue_send(Addr addr, Op *op, const std::uint8_t *payload,
 	return 0;
 }
 
-int Endpoint::connect(Addr addr, Peer &p)
+std::uint32_t Endpoint::conn_to(Addr addr)
 {
+	if (!domain->shared)
+		return peers[addr].conn;
+	auto it = domain->node_conns.find(addr_node(addr));
+	return it == domain->node_conns.end() ? 0 : it->second;
+}
+
+// Without shared connections, one to the peer endpoint's port (its file's
+// from the start); with them, the one to its node, which this file opens,
+// or joins when it is up or being opened already (by another endpoint of
+// either node).
+int Endpoint::connect(Addr addr)
+{
+	const bool shared = domain->shared;
 	me_connect c{};
 	c.size = sizeof(c);
+	c.flags = shared ? ME_CONNECT_F_SHARED : 0;
 	c.peer = addr_node(addr);
-	c.port = addr_port(addr);
+	c.port = shared ? 0 : addr_port(addr);
 	c.timeout_ms = 5000;
-	if (::ioctl(domain->fd, ME_IOC_CONNECT, &c)) {
+	int ret = ::ioctl(domain->fd, ME_IOC_CONNECT, &c);
+	// A shared connection found while it ended (its side closed it, its
+	// last endpoint gone) cannot be joined: a second look opens a new one.
+	if (ret && shared && errno == ECONNRESET)
+		ret = ::ioctl(domain->fd, ME_IOC_CONNECT, &c);
+	if (ret) {
 		int err = errno;
-		MEFI_WARN("connecting to %s: %s\n", addr_string(addr).c_str(), std::strerror(err));
+		MEFI_WARN("connecting to %s: %s\n",
+			  addr_string(shared ? make_addr(c.peer, 0) : addr).c_str(),
+			  std::strerror(err));
 		return err;
 	}
-	p.conn = c.conn;
+	if (shared)
+		domain->node_conns[c.peer] = c.conn;
+	else
+		peers[addr].conn = c.conn;
 	return 0;
+}
+
+// A shared connection forgotten here stays joined until its end's event
+// (on_completion leaves it then); if it was still up, connecting again
+// joins it again, which the module takes as the same connection.
+void Endpoint::forget_conn(Addr addr, std::uint32_t conn)
+{
+	if (!domain->shared) {
+		Peer &p = peers[addr];
+		if (p.conn == conn)
+			p.conn = 0;
+		return;
+	}
+	auto it = domain->node_conns.find(addr_node(addr));
+	if (it != domain->node_conns.end() && it->second == conn)
+		domain->node_conns.erase(it);
+}
+
+int Endpoint::post_to(Addr addr, me_post &m)
+{
+	for (bool again = false;; again = true) {
+		m.conn = conn_to(addr);
+		if (!m.conn) {
+			if (int err = connect(addr))
+				return err;
+			m.conn = conn_to(addr);
+		}
+		if (!::ioctl(domain->fd, ME_IOC_POST, &m))
+			return 0;
+		int err = errno;
+		if ((err != ENOTCONN && err != ENOENT) || again)
+			return err;
+		forget_conn(addr, m.conn);	// closed or died: once more on a new one
+	}
 }
 
 void Endpoint::flush(Addr addr)
@@ -217,12 +275,23 @@ void Endpoint::flush(Addr addr)
 		return;		// retry() comes back with the next progress
 	bool reconnected = false;
 	while (!p.waiting.empty() && p.inflight < kWindow) {
-		if (!p.conn) {
-			int err = connect(addr, p);
+		std::uint32_t conn = conn_to(addr);
+		if (!conn) {
+			int err = connect(addr);
 			if (err) {
-				fail_peer(addr, fi_error_of(err));
+				// A shared connection is the node's: none of its
+				// endpoints can be reached (rather than each
+				// waiting out a connect of its own).
+				if (!domain->shared) {
+					fail_peer(addr, fi_error_of(err));
+					return;
+				}
+				for (auto &[a, q] : peers)
+					if (addr_node(a) == addr_node(addr))
+						fail_peer(a, fi_error_of(err));
 				return;
 			}
+			conn = conn_to(addr);
 		}
 		Op *op = p.waiting.front();
 		if (!op->cookie)
@@ -236,7 +305,10 @@ void Endpoint::flush(Addr addr)
 		m.size = sizeof(m);
 		m.opcode = ME_OP_SEND;
 		m.flags = ME_POST_F_NONBLOCK | (more ? ME_POST_F_MORE : 0);
-		m.conn = p.conn;
+		m.conn = conn;
+		// On the node's shared connection the module hands the message
+		// to the file bound to this port.
+		m.port = domain->shared ? addr_port(addr) : 0;
 		m.cookie = op->cookie;
 		m.local_region = domain->bounce_region;
 		m.local_off = std::uint64_t(op->slot) * ME_SEND_MAX;
@@ -246,7 +318,7 @@ void Endpoint::flush(Addr addr)
 			if (err == EAGAIN)
 				return;		// the module's queues: retry() later
 			if ((err == ENOTCONN || err == ENOENT) && !reconnected) {
-				p.conn = 0;	// closed or died: once more on a new one
+				forget_conn(addr, conn);  // closed or died: once more on a new one
 				reconnected = true;
 				continue;
 			}
@@ -257,6 +329,7 @@ void Endpoint::flush(Addr addr)
 		}
 		p.waiting.pop_front();
 		p.inflight++;
+		op->conn = conn;
 		posted[op->cookie] = op;
 	}
 }
@@ -269,6 +342,23 @@ void Endpoint::fail_peer(Addr addr, int err)
 		Op *op = p.waiting.front();
 		p.waiting.pop_front();
 		complete_tx(op, err);
+		release(op);
+	}
+}
+
+void Endpoint::refused(Addr addr)
+{
+	// No endpoint of its node holds that port now (it closed): as when a
+	// connection to it is refused, what waits for it fails, and so do its
+	// rendezvous sends waiting for a Fin, which nobody will send (with a
+	// connection of its own they would fail when it closed).
+	fail_peer(addr, FI_ECONNREFUSED);
+	std::vector<Op *> lost;
+	for (auto &[id, op] : rendezvous)
+		if (op->addr == addr && !op->cookie && op->slot < 0)
+			lost.push_back(op);
+	for (Op *op : lost) {
+		complete_tx(op, FI_ECONNREFUSED);
 		release(op);
 	}
 }
@@ -507,13 +597,11 @@ void Endpoint::start_read(const RecvRequest &r, Addr addr, const Header &h)
 // Posts a rendezvous read; false when the module's queues are full.
 bool Endpoint::post_read(Op *op)
 {
-	Peer &p = peers[op->addr];
 	op->cookie = next_cookie++;
 	me_post m{};
 	m.size = sizeof(m);
 	m.opcode = ME_OP_READ;
 	m.flags = ME_POST_F_NONBLOCK;
-	m.conn = p.conn;
 	m.cookie = op->cookie;
 	if (op->temp) {
 		m.local_region = op->temp->region;
@@ -527,8 +615,10 @@ bool Endpoint::post_read(Op *op)
 	m.remote_key = static_cast<std::uint32_t>(op->h.key);
 	m.remote_key_hi = static_cast<std::uint32_t>(op->h.key >> 32);
 	m.remote_off = 0;
-	if (!p.conn || ::ioctl(domain->fd, ME_IOC_POST, &m)) {
-		int err = p.conn ? errno : ENOTCONN;
+	// On the connection its Rts came on, normally (the sender's to this
+	// port, or the nodes' shared one): this endpoint joins a shared one
+	// before it posts on it, to learn of its end.
+	if (int err = post_to(op->addr, m)) {
 		if (err == EAGAIN)
 			return false;
 		send_fin(op->addr, op->h.id, EIO);
@@ -560,25 +650,34 @@ void Endpoint::retry()
 void Endpoint::on_completion(const me_completion &c)
 {
 	if (c.type == ME_CQ_CONN_CLOSED || c.type == ME_CQ_CONN_DEAD) {
-		// The connection to a peer endpoint ended: it closed its
-		// endpoint, or died.  Its connection (opened here, or to this
-		// endpoint's port: both report here) goes; the next send
-		// connects again.  No Fin will come on it for what was sent.
-		std::set<Addr> gone;
-		for (auto &[addr, p] : peers)
-			if (p.conn == c.conn) {
-				p.conn = 0;
-				gone.insert(addr);
-			}
+		// A connection ended.  Without shared connections, the one to
+		// a peer endpoint (opened here, or to this endpoint's port: both
+		// report here): it closed its endpoint, or died.  With them, the
+		// one to a peer node, which every endpoint of that node used:
+		// the node went, or its side closed it (its last endpoint that
+		// opened it left).  It goes; the next send connects again.  No
+		// Fin will come on it for a rendezvous sent on it.
+		if (domain->shared) {
+			for (auto it = domain->node_conns.begin(); it != domain->node_conns.end(); ++it)
+				if (it->second == c.conn) {
+					domain->node_conns.erase(it);
+					break;
+				}
+		} else {
+			for (auto &[addr, p] : peers)
+				if (p.conn == c.conn)
+					p.conn = 0;
+		}
 		// One this file opened stays its own (a slot of its 256) until
-		// given up; one opened to its port is let go already (ENOENT).
+		// given up, and a shared one joined until left; one opened to
+		// its port is let go already (ENOENT).
 		me_disconnect d{};
 		d.size = sizeof(d);
 		d.conn = c.conn;
 		(void)::ioctl(domain->fd, ME_IOC_DISCONNECT, &d);
 		std::vector<Op *> lost;
 		for (auto &[id, op] : rendezvous)
-			if (gone.count(op->addr) && !op->cookie && op->slot < 0)
+			if (op->conn == c.conn && !op->cookie && op->slot < 0)
 				lost.push_back(op);
 		int err = c.type == ME_CQ_CONN_DEAD && c.status < 0 ? -c.status : ECONNRESET;
 		for (Op *op : lost) {
@@ -637,8 +736,8 @@ void Endpoint::on_completion(const me_completion &c)
 		if (err == ENOBUFS && op->refused == std::chrono::steady_clock::time_point{})
 			op->refused = now;
 		if (err == ECANCELED || now - op->refused < kRefusedLimit) {
-			if (err == ECANCELED && p.conn == c.conn)
-				p.conn = 0;
+			if (err == ECANCELED)
+				forget_conn(addr, c.conn);
 			if (err == ENOBUFS) {
 				p.backoff = std::min(kBackoffMax, std::max(kBackoffMin, p.backoff * 2));
 				p.hold_until = now + p.backoff;
@@ -651,11 +750,15 @@ void Endpoint::on_completion(const me_completion &c)
 		err = ETIMEDOUT;	// a receiver that takes nothing for a minute
 	}
 	if (err) {
-		if (p.conn == c.conn && err != EACCES && err != ERANGE)
-			p.conn = 0;
+		// ECONNREFUSED (a shared connection's send to a port nobody
+		// holds) says nothing of the connection, as EACCES and ERANGE.
+		if (err != EACCES && err != ERANGE && err != ECONNREFUSED)
+			forget_conn(addr, c.conn);
 		if (op->h.kind != Kind::Fin)
 			complete_tx(op, fi_error_of(err));
 		release(op);
+		if (err == ECONNREFUSED)
+			refused(addr);
 	} else if (op->h.kind == Kind::Rts && !op->fin_seen) {
 		p.backoff = std::chrono::microseconds{0};
 		// Sent; the send completes with the receiver's Fin.
@@ -673,8 +776,8 @@ void Endpoint::on_completion(const me_completion &c)
 	flush(addr);
 }
 
-void Endpoint::on_message(std::uint32_t node, std::uint32_t conn, const std::uint8_t *msg,
-			  std::size_t len)
+void Endpoint::on_message(std::uint32_t node, std::uint32_t conn, std::uint32_t port,
+			  const std::uint8_t *msg, std::size_t len)
 {
 	std::optional<Header> h = decode(msg, len);
 	if (!h) {
@@ -684,6 +787,23 @@ void Endpoint::on_message(std::uint32_t node, std::uint32_t conn, const std::uin
 	}
 	if (h->kind == Kind::Shm || node == domain->node) {
 		dropped++;	// a file to pass: from this node's endpoints only
+		return;
+	}
+	if (domain->shared) {
+		// The module vouches for the node and, on a shared connection,
+		// for the sending file's port: a header naming another endpoint
+		// is not believed.  A message on a connection of another kind
+		// (port 0: from a provider that does not use shared ones) is
+		// not taken either, as its port is nobody's word.  Answers go
+		// on this file's own shared connection to the node (the one
+		// this came on, joined).
+		if (h->port != port) {
+			if (!dropped++)
+				MEFI_WARN("dropped a message from node %u whose header names port "
+					  "%u, not its sender's %u\n", node, h->port, port);
+			return;
+		}
+		accept_in_order(make_addr(node, h->port), *h, msg, len);
 		return;
 	}
 	// The module vouches for the node, the header names the endpoint.

@@ -318,6 +318,9 @@ struct Op {
 	// Rendezvous: the sender's registered buffer, waiting for a Fin;
 	// the receiver's read and the request it fills.
 	std::unique_ptr<TempRegion> temp;
+	// The connection a Send or an Rma was last posted on: a rendezvous
+	// send waiting for its Fin fails when that connection ends.
+	std::uint32_t conn = 0;
 	std::size_t user_len = 0;
 	RecvRequest req;
 	std::chrono::steady_clock::time_point refused{};	// first ENOBUFS
@@ -331,7 +334,9 @@ struct Op {
 
 // What the provider knows of one peer endpoint, as a destination.
 struct Peer {
-	std::uint32_t conn = 0;		// a connection of the file to it
+	// A connection of the file to it, without shared connections (with
+	// them, the domain's connection to its node: Domain::node_conns).
+	std::uint32_t conn = 0;
 	std::uint32_t tx_seq = 0;	// next to send
 	std::deque<Op *> waiting;	// sends not yet given to the module
 	unsigned inflight = 0;		// sends the module holds
@@ -364,6 +369,14 @@ public:
 	// The module takes ME_POST_F_MORE (ABI 15): sends queued for a peer
 	// are posted as one batch, small ones packed several to a frame.
 	bool post_more = false;
+	// The module has shared connections (ABI 18): one connection per peer
+	// node carries every endpoint of both nodes (sends name the
+	// destination's port, receives say the sender's), instead of one per
+	// pair of endpoints, which the module limits to 64 from one node.
+	bool shared = false;
+	// With `shared`: the shared connection this file joined to each peer
+	// node (ME_CONNECT_F_SHARED), by node; absent: none yet, or it ended.
+	std::unordered_map<std::uint32_t, std::uint32_t> node_conns;
 	std::recursive_mutex mu;
 	Endpoint *ep = nullptr;
 	int refs = 0;			// AVs, CQs, MRs, endpoints open on it
@@ -446,9 +459,11 @@ public:
 		    void *context);
 
 	// Progress hooks.
-	// A message the module delivered from `node` on connection `conn`.
-	void on_message(std::uint32_t node, std::uint32_t conn, const std::uint8_t *msg,
-			std::size_t len);
+	// A message the module delivered from `node` on connection `conn`;
+	// `port`: the sending file's port when it came on a shared connection
+	// (the module's word for it), else 0.
+	void on_message(std::uint32_t node, std::uint32_t conn, std::uint32_t port,
+			const std::uint8_t *msg, std::size_t len);
 	// A datagram from endpoint `from` of this node (local.cpp) and the
 	// files that came with it (closed with the vector, whatever it is).
 	void on_local_message(Addr from, const std::uint8_t *msg, std::size_t len,
@@ -470,6 +485,8 @@ private:
 	void start_read(const RecvRequest &r, Addr addr, const Header &h);
 	bool post_read(Op *op);
 	void fail_peer(Addr addr, int err);
+	// A send's completion said no endpoint holds that port at its node.
+	void refused(Addr addr);
 	bool matches(const RecvRequest &r, Addr addr, const Header &h) const;
 	void flush(Addr addr);
 	// Same node (local.cpp).
@@ -481,7 +498,15 @@ private:
 		  std::size_t n);
 	void accept_in_order(Addr from, const Header &h, const std::uint8_t *msg,
 			     std::size_t len);
-	int connect(Addr addr, Peer &p);
+	// The connection posts to `addr` go on (0: none yet); connect() opens
+	// or joins it, forget_conn() drops it if it is still `conn` (it ended
+	// or cannot be used: the next post connects again).
+	std::uint32_t conn_to(Addr addr);
+	int connect(Addr addr);
+	void forget_conn(Addr addr, std::uint32_t conn);
+	// Posts `m` to `addr`, connecting first when there is no connection
+	// and once more when it ended; 0 or a positive errno.
+	int post_to(Addr addr, me_post &m);
 	ssize_t send_pieces(std::unique_ptr<Op> whole, const std::uint8_t *buf, std::size_t len);
 	ssize_t queue_send(Addr addr, Op *op, const std::uint8_t *payload,
 			   std::size_t n);

@@ -3,8 +3,6 @@
 // key fi_mr_map_raw made from a peer's raw key (FI_MR_RAW) and an offset
 // into that region.  To the endpoint itself the bytes are copied here,
 // with the same checks the module makes.
-#include <sys/ioctl.h>
-
 #include <cerrno>
 #include <cstring>
 
@@ -76,26 +74,14 @@ ssize_t Endpoint::rma(bool read, void *buf, std::size_t len, void *desc, fi_addr
 		m.local_region = op->temp->region;
 		m.local_off = 0;
 	}
-	Peer &p = peers[*peer];
 	op->cookie = next_cookie++;
 	m.cookie = op->cookie;
-	// A connection that closed or died is replaced once.
-	for (int attempt = 0;; attempt++) {
-		if (!p.conn) {
-			int err = connect(*peer, p);
-			if (err)
-				return -fi_error_of(err);
-		}
-		m.conn = p.conn;
-		if (!::ioctl(domain->fd, ME_IOC_POST, &m))
-			break;
-		int err = errno;
-		if ((err == ENOTCONN || err == ENOENT) && attempt == 0) {
-			p.conn = 0;
-			continue;
-		}
+	// On the connection to the peer (with shared connections, its node's,
+	// which every endpoint of this node may post on); one that closed or
+	// died is replaced once.
+	if (int err = post_to(*peer, m))
 		return err == EAGAIN ? -FI_EAGAIN : -fi_error_of(err);
-	}
+	op->conn = m.conn;
 	posted[m.cookie] = op.release();
 	return 0;
 }

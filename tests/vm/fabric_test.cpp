@@ -16,7 +16,9 @@
 #include <rdma/fi_rma.h>
 #include <rdma/fi_tagged.h>
 
+#include <fcntl.h>
 #include <poll.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -1118,6 +1120,324 @@ TEST_F(FabricTest, FiInfoAndFiPingpong)
 	sh("echo '-- fi_pingpong client:'; cat /tmp/fi_pingpong.log; echo '-- server:'; cat " + log);
 	EXPECT_EQ(client, 0) << "client; see /tmp/fi_pingpong.log";
 }
+
+// The port of an endpoint's name ("fi_me://<node>:<port>").
+std::uint16_t port_of(const Fab &f)
+{
+	std::string n(f.name.c_str());
+	return static_cast<std::uint16_t>(std::stoul(n.substr(n.rfind(':') + 1)));
+}
+
+// The connections node n's namespace holds to node `peer` (ME_IOC_CONN_LIST).
+std::vector<me_conn_info> conns_between(Cluster &c, int n, int peer)
+{
+	std::vector<me_conn_info> all(256), out;
+	me_conn_list l{};
+	l.size = sizeof(l);
+	l.count = static_cast<std::uint32_t>(all.size());
+	l.conns = reinterpret_cast<std::uintptr_t>(all.data());
+	l.info_size = sizeof(me_conn_info);
+	EXPECT_EQ(::ioctl(c.dev(n).fd(), ME_IOC_CONN_LIST, &l), 0) << std::strerror(errno);
+	EXPECT_LE(l.count, all.size());
+	for (std::uint32_t i = 0; i < l.count && i < all.size(); i++)
+		if (all[i].peer == c.id(peer))
+			out.push_back(all[i]);
+	return out;
+}
+
+// With shared connections (module ABI 18) endpoints of two nodes share one
+// multiedge connection per pair of nodes: 9 endpoints on node 0 and 9 on
+// node 1, each sending to each of the other node both ways (81 pairs; a
+// connection per pair of endpoints stopped at the 64 a node accepts from
+// one other node), eager and rendezvous, and an RMA write each.  Every
+// message arrives once, from its sender; the nodes hold at most two
+// connections between them (one if neither raced the other), shared.
+TEST_F(FabricTest, EndpointsShareOneConnectionPerNodePair)
+{
+	me_query q{};
+	q.size = sizeof(q);
+	ASSERT_EQ(::ioctl(c().dev(0).fd(), ME_IOC_QUERY, &q), 0);
+	ASSERT_TRUE(q.features & ME_FEATURE_SHARED) << "the module has no shared connections";
+	constexpr int kPer = 9;
+	constexpr std::size_t kBig = 8192;	// by rendezvous: a read on the connection
+	std::vector<std::unique_ptr<Fab>> side[2];
+	std::vector<Fab *> all;
+	for (int n = 0; n < 2; n++)
+		for (int i = 0; i < kPer; i++) {
+			side[n].push_back(std::make_unique<Fab>(c(), n, true));
+			ASSERT_TRUE(side[n].back()->ok) << "node " << n << " endpoint " << i;
+			all.push_back(side[n].back().get());
+		}
+	// Table AVs: endpoint i of the other node is fi_addr i everywhere.
+	for (int n = 0; n < 2; n++)
+		for (auto &f : side[n])
+			for (auto &o : side[1 - n])
+				o->insert(*f);
+	auto drive_all = [&](const std::function<bool()> &done) {
+		auto end = std::chrono::steady_clock::now() + 60s;
+		while (!done()) {
+			if (std::chrono::steady_clock::now() > end)
+				return false;
+			for (Fab *f : all)
+				f->harvest();
+		}
+		return true;
+	};
+	// A message says who sent it to whom: node, sender, receiver, then
+	// filler (to kBig for the diagonal, a rendezvous).
+	auto message = [&](int n, int i, int j) {
+		std::vector<std::uint8_t> m(i == j ? kBig : 24);
+		for (std::size_t k = 0; k < m.size(); k++)
+			m[k] = static_cast<std::uint8_t>(k < 3 ? (k == 0 ? n : k == 1 ? i : j) : k * 7 + i);
+		return m;
+	};
+	struct Rx {
+		std::vector<std::uint8_t> buf = std::vector<std::uint8_t>(kBig);
+		int ctx = 0;
+		bool done = false;
+	};
+	std::vector<Rx> rx(2 * kPer * kPer);
+	for (int n = 0; n < 2; n++)
+		for (int j = 0; j < kPer; j++)
+			for (int k = 0; k < kPer; k++) {
+				Rx &r = rx[(n * kPer + j) * kPer + k];
+				ASSERT_EQ(fi_trecv(side[n][j]->ep, r.buf.data(), r.buf.size(), nullptr,
+						   FI_ADDR_UNSPEC, 5, 0, &r.ctx),
+					  0);
+			}
+	std::vector<std::vector<std::uint8_t>> out;
+	out.reserve(2 * kPer * kPer);
+	std::vector<int> sctx(2 * kPer * kPer);
+	for (int n = 0; n < 2; n++)
+		for (int i = 0; i < kPer; i++)
+			for (int j = 0; j < kPer; j++) {
+				int s = (n * kPer + i) * kPer + j;
+				out.push_back(message(n, i, j));
+				ssize_t r;
+				while ((r = fi_tsend(side[n][i]->ep, out.back().data(), out.back().size(),
+						     nullptr, j, 5, &sctx[s])) == -FI_EAGAIN)
+					side[n][i]->harvest();
+				ASSERT_EQ(r, 0) << fi_err(static_cast<int>(r));
+			}
+	// An RMA write from each endpoint of node 0 into a region of node 1's
+	// endpoint with its number.
+	std::vector<std::unique_ptr<Target>> targets;
+	std::vector<std::vector<std::uint8_t>> written;
+	std::vector<int> wctx(kPer);
+	for (int i = 0; i < kPer; i++) {
+		targets.push_back(std::make_unique<Target>(*side[1][i], 4096, FI_REMOTE_WRITE));
+		std::uint64_t key = map_key(*side[0][i], targets.back()->raw);
+		written.push_back(pattern(4096, 100 + i));
+		ASSERT_EQ(fi_write(side[0][i]->ep, written.back().data(), 4096, nullptr, i, 0, key,
+				   &wctx[i]),
+			  0);
+	}
+	// Every receive: its message, whole, once, from the endpoint it names.
+	std::vector<int> seen(2 * kPer * kPer, 0);
+	int received = 0;
+	ASSERT_TRUE(drive_all([&] {
+		for (int n = 0; n < 2; n++)
+			for (int j = 0; j < kPer; j++)
+				for (int k = 0; k < kPer; k++) {
+					Rx &r = rx[(n * kPer + j) * kPer + k];
+					if (r.done)
+						continue;
+					auto d = side[n][j]->take(&r.ctx);
+					if (!d)
+						continue;
+					r.done = true;
+					received++;
+					EXPECT_EQ(d->err, 0);
+					// From endpoint i of node 1 - n.
+					int i = r.buf[1];
+					EXPECT_EQ(r.buf[0], 1 - n);
+					EXPECT_EQ(r.buf[2], j) << "to the wrong endpoint";
+					EXPECT_EQ(d->src, static_cast<fi_addr_t>(i)) << "FI_SOURCE";
+					auto want = message(1 - n, i, j);
+					EXPECT_EQ(d->e.len, want.size());
+					EXPECT_EQ(std::memcmp(r.buf.data(), want.data(), want.size()), 0);
+					if (i >= 0 && i < kPer)
+						seen[((1 - n) * kPer + i) * kPer + j]++;
+				}
+		return received == 2 * kPer * kPer;
+	})) << received << " of " << 2 * kPer * kPer << " messages arrived";
+	for (int s = 0; s < 2 * kPer * kPer; s++)
+		EXPECT_EQ(seen[s], 1) << "message " << s;
+	int sent = 0;
+	ASSERT_TRUE(drive_all([&] {
+		for (int n = 0; n < 2; n++)
+			for (int i = 0; i < kPer; i++)
+				for (int j = 0; j < kPer; j++) {
+					int &ctx = sctx[(n * kPer + i) * kPer + j];
+					if (ctx < 0)
+						continue;
+					auto d = side[n][i]->take(&ctx);
+					if (!d)
+						continue;
+					EXPECT_EQ(d->err, 0) << fi_strerror(d->err);
+					ctx = -1;
+					sent++;
+				}
+		for (int i = 0; i < kPer; i++)
+			if (wctx[i] >= 0) {
+				auto d = side[0][i]->take(&wctx[i]);
+				if (!d)
+					continue;
+				EXPECT_EQ(d->err, 0) << fi_strerror(d->err);
+				wctx[i] = -1;
+				sent++;
+			}
+		return sent == 2 * kPer * kPer + kPer;
+	})) << sent << " sends and writes completed";
+	for (int i = 0; i < kPer; i++)
+		EXPECT_TRUE(targets[i]->mem == written[i]) << "write " << i;
+	// One connection between the nodes, two if both opened one at once.
+	for (int n = 0; n < 2; n++) {
+		auto conns = conns_between(c(), n, 1 - n);
+		std::printf("node %d holds %zu connection(s) to node %d\n", n, conns.size(), 1 - n);
+		EXPECT_GE(conns.size(), 1u) << "node " << n;
+		EXPECT_LE(conns.size(), 2u) << "node " << n;
+		for (const me_conn_info &ci : conns)
+			EXPECT_TRUE(ci.flags & ME_CONN_I_SHARED) << "node " << n << " conn " << ci.conn;
+	}
+	targets.clear();
+}
+
+// A shared connection closes when the last endpoint that joined it on the
+// node that opened it goes: the other node's endpoints learn it (or find it
+// closed when they post) and their next send opens a new one, from their
+// side; a send to the endpoint that went is refused.
+TEST_F(FabricTest, SharedConnectionClosedIsOpenedAgain)
+{
+	auto a1p = std::make_unique<Fab>(c(), 0);
+	Fab b(c(), 1);
+	ASSERT_TRUE(a1p->ok && b.ok);
+	Fab &a1 = *a1p;
+	fi_addr_t to_b = a1.insert(b), b_to_a1 = b.insert(a1);
+	// a1 opens the nodes' connection; b answers on it (joins it).
+	char m[] = "ping", in[8] = {};
+	int s, r;
+	ASSERT_EQ(fi_recv(b.ep, in, sizeof(in), nullptr, FI_ADDR_UNSPEC, &r), 0);
+	ASSERT_EQ(fi_send(a1.ep, m, sizeof(m), nullptr, to_b, &s), 0);
+	ASSERT_TRUE(wait_done(b, &r, {&a1, &b}));
+	ASSERT_TRUE(wait_done(a1, &s, {&a1, &b}));
+	ASSERT_EQ(fi_recv(a1.ep, in, sizeof(in), nullptr, FI_ADDR_UNSPEC, &r), 0);
+	ASSERT_EQ(fi_send(b.ep, m, sizeof(m), nullptr, b_to_a1, &s), 0);
+	ASSERT_TRUE(wait_done(a1, &r, {&a1, &b}));
+	ASSERT_TRUE(wait_done(b, &s, {&a1, &b}));
+	auto before = conns_between(c(), 1, 0);
+	ASSERT_EQ(before.size(), 1u);
+	EXPECT_FALSE(before[0].flags & ME_CONN_I_ACTIVE) << "node 0 opened it";
+	// a1 goes, and with it the connection; a2 comes on node 0.
+	a1p.reset();
+	Fab a2(c(), 0);
+	ASSERT_TRUE(a2.ok);
+	fi_addr_t b_to_a2 = b.insert(a2);
+	char pong[] = "pong", in2[8] = {};
+	ASSERT_EQ(fi_recv(a2.ep, in2, sizeof(in2), nullptr, FI_ADDR_UNSPEC, &r), 0);
+	ASSERT_EQ(fi_send(b.ep, pong, sizeof(pong), nullptr, b_to_a2, &s), 0);
+	auto d = wait_done(a2, &r, {&a2, &b});
+	ASSERT_TRUE(d);
+	EXPECT_EQ(d->err, 0);
+	EXPECT_STREQ(in2, "pong");
+	d = wait_done(b, &s, {&a2, &b});
+	ASSERT_TRUE(d);
+	EXPECT_EQ(d->err, 0) << fi_strerror(d->err);
+	ASSERT_EQ(fi_send(b.ep, pong, sizeof(pong), nullptr, b_to_a1, &s), 0);
+	d = wait_done(b, &s, {&a2, &b});
+	ASSERT_TRUE(d);
+	EXPECT_EQ(d->err, FI_ECONNREFUSED) << fi_strerror(d->err);
+	// The one that carried them: opened by node 1, shared.
+	bool reopened = false;
+	for (const me_conn_info &ci : conns_between(c(), 1, 0))
+		reopened |= ci.state == ME_CONN_S_ESTABLISHED && (ci.flags & ME_CONN_I_ACTIVE) &&
+			    (ci.flags & ME_CONN_I_SHARED);
+	EXPECT_TRUE(reopened);
+}
+
+// On a shared connection the module names the sending endpoint's port: a
+// message whose header names another endpoint as its sender is dropped.
+TEST_F(FabricTest, ForgedSenderIsDropped)
+{
+	Fab a(c(), 0), b(c(), 1);
+	ASSERT_TRUE(a.ok && b.ok);
+	fi_addr_t to_b = a.insert(b), b_to_a = b.insert(a);
+	// A file of node 0 that is not a's, bound to a port of its own, sends b
+	// a provider message (eager, tagged 9) that says it is a's.
+	int fd = -1;
+	{
+		Cluster::Enter in(c().ns(0));
+		ASSERT_TRUE(in.ok());
+		fd = ::open(ME_DEVICE_PATH, O_RDWR | O_CLOEXEC);
+	}
+	ASSERT_GE(fd, 0) << std::strerror(errno);
+	std::unique_ptr<int, void (*)(int *)> closer(&fd, [](int *p) { ::close(*p); });
+	me_bind bind{};
+	bind.size = sizeof(bind);
+	ASSERT_EQ(::ioctl(fd, ME_IOC_BIND, &bind), 0) << std::strerror(errno);
+	ASSERT_NE(bind.port, port_of(a));
+	alignas(4096) static std::uint8_t msg[4096];
+	const char text[] = "forged";
+	std::memset(msg, 0, sizeof(msg));
+	msg[0] = 0xfe;				// a provider message
+	msg[1] = 1;				// eager
+	msg[2] = 1;				// tagged
+	msg[8] = 9;				// tag
+	msg[24] = sizeof(text);			// length
+	msg[56] = 0x5a;				// a session of its own
+	msg[60] = static_cast<std::uint8_t>(port_of(a));
+	msg[61] = static_cast<std::uint8_t>(port_of(a) >> 8);
+	std::memcpy(msg + 64, text, sizeof(text));
+	me_mr_reg reg{};
+	reg.size = sizeof(reg);
+	reg.addr = reinterpret_cast<std::uintptr_t>(msg);
+	reg.length = sizeof(msg);
+	ASSERT_EQ(::ioctl(fd, ME_IOC_MR_REG, &reg), 0) << std::strerror(errno);
+	me_connect conn{};
+	conn.size = sizeof(conn);
+	conn.flags = ME_CONNECT_F_SHARED;
+	conn.peer = c().id(1);
+	conn.timeout_ms = 5000;
+	ASSERT_EQ(::ioctl(fd, ME_IOC_CONNECT, &conn), 0) << std::strerror(errno);
+	me_post post{};
+	post.size = sizeof(post);
+	post.opcode = ME_OP_SEND;
+	post.conn = conn.conn;
+	post.cookie = 1;
+	post.local_region = reg.region;
+	post.len = 64 + sizeof(text);
+	post.port = port_of(b);
+	ASSERT_EQ(::ioctl(fd, ME_IOC_POST, &post), 0) << std::strerror(errno);
+	// It reached b's queue: the send completed without error.
+	me_completion cq[4];
+	me_poll_cq poll{};
+	poll.size = sizeof(poll);
+	poll.flags = ME_POLL_F_WAIT;
+	poll.count = 4;
+	poll.entry_size = sizeof(me_completion);
+	poll.entries = reinterpret_cast<std::uintptr_t>(cq);
+	poll.timeout_ms = 10000;
+	ASSERT_EQ(::ioctl(fd, ME_IOC_POLL_CQ, &poll), 0) << std::strerror(errno);
+	ASSERT_EQ(poll.count, 1u);
+	EXPECT_EQ(cq[0].cookie, 1u);
+	EXPECT_EQ(cq[0].status, 0);
+	// b takes a's own message, not the forged one before it.
+	char in[16] = {}, real[] = "real";
+	int rctx, sctx;
+	ASSERT_EQ(fi_trecv(b.ep, in, sizeof(in), nullptr, b_to_a, 9, 0, &rctx), 0);
+	auto t0 = std::chrono::steady_clock::now();
+	while (std::chrono::steady_clock::now() - t0 < 500ms) {
+		b.harvest();
+		ASSERT_FALSE(b.take(&rctx)) << "the forged message was taken: " << in;
+	}
+	ASSERT_EQ(fi_tsend(a.ep, real, sizeof(real), nullptr, to_b, 9, &sctx), 0);
+	auto d = wait_done(b, &rctx, {&a, &b});
+	ASSERT_TRUE(d);
+	EXPECT_EQ(d->err, 0);
+	EXPECT_STREQ(in, "real");
+	EXPECT_TRUE(wait_done(a, &sctx, {&a, &b}));
+}
+
 
 } // namespace
 

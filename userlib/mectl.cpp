@@ -32,6 +32,7 @@
 #include <unistd.h>
 
 #include "multiedge/multiedge.hpp"
+#include "uapi/multiedge.h"
 
 namespace {
 
@@ -72,6 +73,30 @@ int fail(const multiedge::Error &e)
 	return 1;
 }
 
+// " (uring_cmd rx_area ...)": the ME_FEATURE_* bits by name, unknown ones
+// as bit numbers.
+std::string feature_names(std::uint32_t features)
+{
+	static const std::pair<std::uint32_t, const char *> names[] = {
+		{ME_FEATURE_URING_CMD, "uring_cmd"}, {ME_FEATURE_RX_AREA, "rx_area"},
+		{ME_FEATURE_RECV_POLL, "recv_poll"}, {ME_FEATURE_PORTS, "ports"},
+		{ME_FEATURE_POST_MORE, "post_more"}, {ME_FEATURE_SHARED, "shared"},
+	};
+	std::string out;
+	for (const auto &[bit, name] : names)
+		if (features & bit) {
+			out += out.empty() ? " (" : " ";
+			out += name;
+			features &= ~bit;
+		}
+	for (unsigned i = 0; i < 32; i++)
+		if (features & (1u << i)) {
+			out += out.empty() ? " (" : " ";
+			out += "bit" + std::to_string(i);
+		}
+	return out.empty() ? out : out + ")";
+}
+
 int cmd_info(multiedge::Device &dev)
 {
 	auto info = dev.query();
@@ -79,7 +104,7 @@ int cmd_info(multiedge::Device &dev)
 		return fail(info.error());
 	std::printf("device        %s\n", dev.path().c_str());
 	std::printf("abi           %u\n", info->abi_version);
-	std::printf("features      0x%x\n", info->features);
+	std::printf("features      0x%x%s\n", info->features, feature_names(info->features).c_str());
 	std::printf("ethertype     0x%04x\n", info->ethertype);
 	std::printf("rx_frames     %llu\n", static_cast<ull>(info->rx_frames));
 	std::printf("rx_dropped    %llu\n", static_cast<ull>(info->rx_dropped));
@@ -264,7 +289,8 @@ void print_conns(const std::vector<multiedge::ConnectionInfo> &conns)
 		    "peer", "port", "state", "flags", "tx_pkts", "tx_bytes", "rtx", "rx_pkts",
 		    "rx_bytes", "rx_drop", "errors", "copies");
 	for (const auto &c : conns) {
-		std::string flags = std::string(c.active ? "A" : "P") + (c.ordered ? "O" : "U");
+		std::string flags = std::string(c.active ? "A" : "P") + (c.ordered ? "O" : "U") +
+				    (c.shared ? " shared" : "");
 		std::string port = c.port ? std::to_string(c.port) : "-";
 		std::printf("%6u %10u %5s %-11s %-9s %10llu %12llu %8llu %10llu %12llu %8llu %7llu "
 			    "%8llu\n",
@@ -278,7 +304,8 @@ void print_conns(const std::vector<multiedge::ConnectionInfo> &conns)
 		std::printf("(no connection in this namespace)\n");
 	else
 		std::printf("port: the passive side's endpoint (- any); flags: A opened here, P "
-			    "opened by the peer; O ordered, U unordered\n");
+			    "opened by the peer; O ordered, U unordered; shared: the node pair's "
+			    "connection every open device may use\n");
 }
 
 int cmd_conns(multiedge::Device &dev)

@@ -504,6 +504,7 @@ std::string errno_name(int err)
 	case EADDRINUSE: return "EADDRINUSE";
 	case EADDRNOTAVAIL: return "EADDRNOTAVAIL";
 	case ECONNREFUSED: return "ECONNREFUSED";
+	case EDESTADDRREQ: return "EDESTADDRREQ";
 	}
 	return std::to_string(err) + " (" + std::strerror(err) + ")";
 }

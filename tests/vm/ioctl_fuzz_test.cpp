@@ -8,9 +8,9 @@
 // registered past their end); IORING_OP_URING_CMD submissions with random
 // cmd_op and mutated command bytes on rings of every SQE/CQE size, some
 // torn down with commands in flight.  Each child has a file in both nodes
-// of a pair and a connection each way, so posts really run and the peer's
-// writes, read responses and message copies land where the fuzzed
-// registrations say.
+// of a pair, a connection each way and both joined to the pair's shared
+// connection (ABI 18), so posts really run and the peer's writes, read
+// responses and message copies land where the fuzzed registrations say.
 //
 // Why children: the kernel and the peer write wherever the arguments point.
 // A child keeps everything the fuzzed calls may name in one "arena" it
@@ -116,7 +116,7 @@ const std::vector<Command> kCommands = {
 	{"DISCONNECT", ME_IOC_DISCONNECT, sizeof(me_disconnect), ME_DISCONNECT_SIZE_VER0,
 	 {ENOENT, ENOTCONN}},
 	{"POST", ME_IOC_POST, sizeof(me_post), ME_POST_SIZE_VER0,
-	 {EOPNOTSUPP, EMSGSIZE, ENOENT, ERANGE, ENOTCONN, EAGAIN, EINTR}},
+	 {EOPNOTSUPP, EMSGSIZE, ENOENT, ERANGE, ENOTCONN, EAGAIN, EINTR, EDESTADDRREQ}},
 	{"POLL_CQ", ME_IOC_POLL_CQ, sizeof(me_poll_cq), ME_POLL_CQ_SIZE_VER0, {EOPNOTSUPP}},
 	{"RECV", ME_IOC_RECV, sizeof(me_recv), ME_RECV_SIZE_VER0,
 	 {EOPNOTSUPP, EAGAIN, ETIMEDOUT, EINTR, EMSGSIZE}},
@@ -128,9 +128,10 @@ const std::vector<Command> kCommands = {
 
 // A post's status in its CQE: what posting may fail with, and what the
 // completion may carry (uapi header, ME_IOC_POST and the io_uring part).
-const std::set<int> kPostStatus = {EOPNOTSUPP, EMSGSIZE, ENOENT,  ERANGE,    ENOTCONN,
-				   EAGAIN,     EINTR,    EACCES,  ENOBUFS,   ECANCELED,
-				   ECONNRESET, ETIMEDOUT};
+const std::set<int> kPostStatus = {EOPNOTSUPP, EMSGSIZE,  ENOENT,       ERANGE,
+				   ENOTCONN,   EAGAIN,    EINTR,        EACCES,
+				   ENOBUFS,    ECANCELED, ECONNRESET,   ETIMEDOUT,
+				   ECONNREFUSED, EDESTADDRREQ, ECONNABORTED};
 
 constexpr size_t kMaxStruct = 256;
 static_assert(sizeof(me_query) <= kMaxStruct && sizeof(me_post) <= kMaxStruct);
@@ -337,6 +338,7 @@ private:
 	int ioctl_as(int file, uint32_t cmd, void *arg);
 	void setup();
 	bool connect_end(int e, uint32_t timeout_ms);
+	bool join_shared(int e, uint32_t timeout_ms);
 	void build(const Command &c, uint8_t *arg, int file);
 	void mutate(const Command &c, uint8_t *arg);
 	void after_ioctl(const Command &c, const uint8_t *arg, int file, int ret);
@@ -354,6 +356,8 @@ private:
 	uint8_t *base_ = nullptr;
 	int fds_[3] = {-1, -1, -1};	// node 0, node 1, node 0 again
 	uint32_t conn_[2] = {0, 0};	// each end's connection to the other
+	uint32_t shared_[2] = {0, 0};	// each end's id of the shared one (ABI 18)
+	uint32_t port_[3] = {0, 0, 0};	// each file's bound port, 0: none yet
 	std::vector<Region> regions_[3];	// registered on each file
 	std::vector<Area> areas_;
 	std::vector<bool> slot_used_ = std::vector<bool>(kNSlots);
@@ -430,6 +434,21 @@ bool Child::connect_end(int e, uint32_t timeout_ms)
 	return true;
 }
 
+// Joins the shared connection between the nodes (ABI 18) from end e.
+bool Child::join_shared(int e, uint32_t timeout_ms)
+{
+	auto *c = reinterpret_cast<me_connect *>(at(kArg));
+	std::memset(c, 0, sizeof(*c));
+	c->size = sizeof(*c);
+	c->flags = ME_CONNECT_F_SHARED;
+	c->peer = s_.ids[1 - e];
+	c->timeout_ms = timeout_ms;
+	if (ioctl_as(e, ME_IOC_CONNECT, c) != 0)
+		return false;
+	shared_[e] = c->conn;
+	return true;
+}
+
 void Child::setup()
 {
 	void *a = mmap(nullptr, kArena, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
@@ -471,6 +490,13 @@ void Child::setup()
 			if (std::chrono::steady_clock::now() > deadline)
 				setup_failed("connect", ENOTCONN);
 	}
+	// And the shared connection, which every file of a node may post on.
+	for (int e = 0; e < 2; e++) {
+		auto deadline = std::chrono::steady_clock::now() + 20s;
+		while (!join_shared(e, 2000))
+			if (std::chrono::steady_clock::now() > deadline)
+				setup_failed("join the shared connection", ENOTCONN);
+	}
 }
 
 // A valid post of end e (or file 2, which has no connection), before any
@@ -481,7 +507,9 @@ void Child::fill_post(me_post *r, int e)
 	std::memset(r, 0, sizeof(*r));
 	r->size = sizeof(*r);
 	r->opcode = static_cast<uint32_t>(pick(ME_OP_WRITE, ME_OP_SEND));
-	r->conn = chance(95) ? conn_[me] : static_cast<uint32_t>(pick(0, 300));
+	const uint64_t which = pick(0, 99);
+	const bool shared = which >= 75 && which < 95;
+	r->conn = which < 75 ? conn_[me] : shared ? shared_[me] : static_cast<uint32_t>(pick(0, 300));
 	r->cookie = pick(0, ~0ull);
 	const auto &mine = regions_[e];
 	const auto &theirs = regions_[1 - me];
@@ -500,6 +528,14 @@ void Child::fill_post(me_post *r, int e)
 	}
 	if (r->opcode == ME_OP_NOTIFY || chance(3))
 		r->imm = static_cast<uint32_t>(pick(0, ~0u));
+	// A send's port on a shared connection (ABI 18): mostly that of a
+	// file bound on the other node, if one is; rarely on anything else.
+	if (chance(r->opcode == ME_OP_SEND ? (shared ? 90 : 30) : 3)) {
+		const uint32_t known = port_[1 - me];
+		r->port = static_cast<uint32_t>(known && chance(60) ? known
+					       : chance(90)	  ? pick(1, 65535)
+								  : pick(0, ~0u));
+	}
 }
 
 // A valid argument for c at arg (the argument page, zeroed around it).
@@ -541,13 +577,16 @@ void Child::build(const Command &c, uint8_t *arg, int file)
 		const uint32_t peers[] = {0, 0xffffffffu, s_.ids[e], s_.ids[1 - e] + 1,
 					  static_cast<uint32_t>(pick(0, ~0u))};
 		r->peer = chance(5) ? s_.ids[1 - e] : peers[pick(0, 4)];
-		r->flags = static_cast<uint32_t>(chance(90) ? pick(0, 1) : pick(0, ~0u));
+		// Ordered, shared (ABI 18), both (refused), or garbage.
+		r->flags = static_cast<uint32_t>(chance(90) ? pick(0, 3) : pick(0, ~0u));
 		break;
 	}
 	case ME_IOC_DISCONNECT:
-		// The own connection rarely: it is set up again, slowly.
+		// The own connections rarely: they are set up again, slowly.
 		reinterpret_cast<me_disconnect *>(arg)->conn =
-			chance(3) ? conn_[e] : static_cast<uint32_t>(pick(0, 300));
+			chance(3)   ? conn_[e]
+			: chance(2) ? shared_[e]
+				    : static_cast<uint32_t>(pick(0, 300));
 		break;
 	case ME_IOC_POST:
 		fill_post(reinterpret_cast<me_post *>(arg), file);
@@ -628,8 +667,13 @@ void Child::after_ioctl(const Command &c, const uint8_t *arg, int file, int ret)
 {
 	const int e = file == 2 ? 0 : file;
 	if (ret != 0) {
-		if (c.cmd == ME_IOC_POST && ret == -ENOTCONN && file < 2)
-			connect_end(e, 200);	// the connection died (wrong keys, detach)
+		if (c.cmd == ME_IOC_POST && ret == -ENOTCONN && file < 2) {
+			// The connection died (wrong keys, detach).
+			if (reinterpret_cast<const me_post *>(arg)->conn == shared_[e])
+				join_shared(e, 200);
+			else
+				connect_end(e, 200);
+		}
 		return;
 	}
 	const uint32_t size = *reinterpret_cast<const uint32_t *>(arg);
@@ -650,6 +694,11 @@ void Child::after_ioctl(const Command &c, const uint8_t *arg, int file, int ret)
 	} else if (c.cmd == ME_IOC_DISCONNECT && file < 2 &&
 		   reinterpret_cast<const me_disconnect *>(arg)->conn == conn_[e]) {
 		connect_end(e, 2000);
+	} else if (c.cmd == ME_IOC_DISCONNECT && file < 2 &&
+		   reinterpret_cast<const me_disconnect *>(arg)->conn == shared_[e]) {
+		join_shared(e, 2000);	// it left (the last to: the connection closes)
+	} else if (c.cmd == ME_IOC_BIND && size >= ME_BIND_SIZE_VER0) {
+		port_[file] = reinterpret_cast<const me_bind *>(arg)->port;
 	} else if (c.cmd == ME_IOC_LINK_DETACH) {
 		// A real link went: attach it again at once, so that the
 		// connections (whose packets now fail) can be set up again.

@@ -262,6 +262,38 @@ TEST_F(OpsTest, SizeRulesOnEveryNewIoctl)
 		EXPECT_EQ(c, 0);
 	// Nothing of the above posted anything.
 	EXPECT_EQ(accounting().ops_inflight, 0u);
+
+	// The first published sizes still work after ABI 18 grew me_post and
+	// me_recv by 8 bytes (port, __reserved): what lies past the caller's
+	// size is neither read nor written.
+	me_post old_po = po;
+	old_po.size = ME_POST_SIZE_VER0;
+	old_po.port = 0x5a5a;
+	old_po.__reserved = 0x5a5a;
+	old_po.cookie = 4242;
+	ASSERT_EQ(errno_name(io(fd, ME_IOC_POST, &old_po)), "0") << "a 64-byte post";
+	auto done = c_->dev(0).wait_for(4242, std::chrono::seconds(10));
+	ME_ASSERT_OK(done);
+	EXPECT_EQ(done->status, 0) << done->describe();
+	std::memcpy(local_->data(), "old", 3);
+	ME_ASSERT_OK(conn_->send(*mr_local_, 0, 3, 4243));
+	auto sent = c_->dev(0).wait_for(4243, std::chrono::seconds(10));
+	ME_ASSERT_OK(sent);
+	EXPECT_EQ(sent->status, 0) << sent->describe();
+	me_recv old_rv{};
+	old_rv.size = ME_RECV_SIZE_VER0;
+	old_rv.flags = ME_RECV_F_WAIT;
+	old_rv.timeout_ms = 10000;
+	old_rv.buf = reinterpret_cast<uintptr_t>(buf);
+	old_rv.len = sizeof(buf);
+	old_rv.port = 0xdead;
+	old_rv.__reserved = 0xbeef;
+	ASSERT_EQ(errno_name(io(c_->dev(1).fd(), ME_IOC_RECV, &old_rv)), "0") << "a 32-byte recv";
+	EXPECT_EQ(old_rv.len, 3u);
+	EXPECT_EQ(std::memcmp(buf, "old", 3), 0);
+	EXPECT_EQ(old_rv.peer, c_->id(0));
+	EXPECT_EQ(old_rv.port, 0xdeadu) << "written past the caller's size";
+	EXPECT_EQ(old_rv.__reserved, 0xbeefu);
 }
 
 TEST_F(OpsTest, ReservedFieldsUnknownFlagsAndBadArrays)

@@ -54,7 +54,8 @@ namespace {
 
 constexpr size_t kCmd64 = ME_URING_CMD_SIZE;		// sqe->cmd, 64-byte SQEs
 constexpr size_t kCmd128 = ME_URING_CMD_SIZE_SQE128;	// sqe->cmd, 128-byte SQEs
-static_assert(sizeof(me_post) == ME_POST_SIZE_VER0);
+// ABI 18: 72 bytes (port); the 64-byte struct of before is still taken.
+static_assert(sizeof(me_post) == ME_POST_SIZE_VER1);
 
 // ---- raw io_uring helpers ----
 
@@ -673,6 +674,15 @@ TEST_P(UringSqe, BadCommandsCompleteWithTheirErrors)
 		{"send with remote_key_hi",
 		 img(with(make_post(ME_OP_SEND, conn, reg, 0, 8), [](me_post &p) { p.remote_key_hi = 1; })),
 		 EINVAL},
+		// ABI 18: a port only on a send on a shared connection.
+		{"port on a write", img(with(w(0, 0, 16), [](me_post &p) { p.port = 5001; })), EINVAL},
+		{"port on a send on a plain connection",
+		 img(with(make_post(ME_OP_SEND, conn, reg, 0, 8), [](me_post &p) { p.port = 5001; })),
+		 EINVAL},
+		{"port above 65535", img(with(make_post(ME_OP_SEND, conn, reg, 0, 8),
+					      [](me_post &p) { p.port = ME_PORT_MAX + 1; })),
+		 EINVAL},
+		{"__reserved", img(with(w(0, 0, 16), [](me_post &p) { p.__reserved = 1; })), EINVAL},
 		{"len 0 write", img(w(0, 0, 0)), EINVAL},
 		{"len 0 read", img(make_post(ME_OP_READ, conn, reg, 0, 0, &remote_)), EINVAL},
 		{"len 0 send", img(make_post(ME_OP_SEND, conn, reg, 0, 0)), EINVAL},
@@ -739,9 +749,12 @@ TEST_P(UringSqe, BadCommandsCompleteWithTheirErrors)
 			v[at] = 0xa5;
 			return v;
 		};
-		cases.push_back({"inline size 80, byte 64 set", tail(80, 64), E2BIG});
+		cases.push_back({"inline size 80, byte 72 set", tail(80, 72), E2BIG});
 		cases.push_back({"inline size 80, byte 79 set", tail(80, 79), E2BIG});
-		cases.push_back({"inline size 72, byte 71 set", tail(72, 71), E2BIG});
+		cases.push_back({"inline size 76, byte 75 set", tail(76, 75), E2BIG});
+		// Bytes 64 to 71 are port and __reserved since ABI 18.
+		cases.push_back({"inline size 80, byte 64 set (port on a write)", tail(80, 64), EINVAL});
+		cases.push_back({"inline size 72, byte 71 set (__reserved)", tail(72, 71), EINVAL});
 		// Bytes past size are ignored; a zero tail inside it is fine.
 		cases.push_back(ok_write("inline size 80, zero tail", set_size(img(w(0, 0, 0), 80), 80),
 					 64));
@@ -752,6 +765,14 @@ TEST_P(UringSqe, BadCommandsCompleteWithTheirErrors)
 			cases.push_back(ok_write("inline size 64, bytes 70 and 79 set", v, 64));
 		}
 		cases.push_back(ok_write("inline size 72, byte 72 set", tail(72, 72), 64));
+		// The 64-byte struct of before ABI 18: bytes past it not read.
+		cases.push_back(ok_write("inline size 64, port and __reserved set",
+					 [&] {
+						 auto v = tail(64, 64);
+						 v[68] = 0x22;
+						 return v;
+					 }(),
+					 64));
 	} else {
 		// By address: the pointer and what it points at.
 		static_assert(sizeof(me_uring_ptr) == kCmd64);
@@ -764,6 +785,13 @@ TEST_P(UringSqe, BadCommandsCompleteWithTheirErrors)
 		cases.push_back({"arg a kernel address", base, EFAULT, ME_IOC_POST,
 				 0xffff888000000000ull});
 		cases.push_back({"arg non-canonical", base, EFAULT, ME_IOC_POST, 0x0000800000000000ull});
+		// The 64-byte struct of before ABI 18: what follows it is not read.
+		{
+			auto v = set_size(img(w(0, 0, 0)), ME_POST_SIZE_VER0);
+			v[64] = 0x11;	// port
+			v[71] = 0x22;	// __reserved
+			cases.push_back(ok_write("size 64, port and __reserved set", v, 64));
+		}
 		// Larger structs: zero tail fine, nonzero tail or beyond a page not.
 		cases.push_back(ok_write("size 88, zero tail", set_size(img(w(0, 0, 0), 88), 88), 64));
 		{

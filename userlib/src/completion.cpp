@@ -27,6 +27,11 @@ const char *completion_hint(int status)
 		return "no such region at the target: wrong id, or it was deregistered";
 	case ENOBUFS:
 		return "the peer's receive queue is full: it must take messages with recv()";
+	case ECONNREFUSED:
+		return "no Device of the peer is bound to the port the send named";
+	case ECONNABORTED:
+		return "the connection was given up after too many accesses with a wrong key; "
+		       "it may or may not have taken effect at the target";
 	case ETIMEDOUT:
 		return "the peer or every link to it died: see mectl peers and mectl links; "
 		       "it may or may not have taken effect at the target";
@@ -76,6 +81,12 @@ std::string Completion::describe() const
 		return "connection " + c + " to node " + n + " closed" +
 		       (status ? ": " + status_text(status) : std::string());
 	case CompletionType::ConnDead:
+		// ENOENT here is never the target's: it ended the connection.
+		if (status == ENOENT)
+			return "connection " + c + " to node " + n + " died: " +
+			       std::generic_category().message(status) +
+			       " (a local region an operation of it was being sent from was "
+			       "deregistered, or its Device closed, while the operation was in flight)";
 		return "connection " + c + " to node " + n + " died" +
 		       (status ? ": " + status_text(status) : std::string());
 	}
@@ -287,6 +298,7 @@ Result<Message> Device::recv(std::uint32_t peer, std::chrono::milliseconds timeo
 			Message m;
 			m.peer = req.peer;
 			m.conn = req.conn;
+			m.port = static_cast<std::uint16_t>(req.port);
 			buf.resize(std::min<std::size_t>(req.len, buf.size()));
 			m.data = std::move(buf);
 			return m;

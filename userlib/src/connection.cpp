@@ -33,7 +33,13 @@ std::string post_hint(int err, const me_post &p)
 	std::string region = std::to_string(p.local_region);
 	switch (err) {
 	case EINVAL:
+		if (p.port)
+			return "only a send on a shared connection (Device::connect_shared) names a "
+			       "port; connection " + conn + " is not shared";
 		return "the length must be at least 1 byte";
+	case EDESTADDRREQ:
+		return "connection " + conn + " is shared: a send on it names the port of the "
+		       "peer's Device that takes it (send_to)";
 	case EMSGSIZE:
 		return p.opcode == ME_OP_SEND
 			       ? "a send carries at most " + std::to_string(ME_SEND_MAX) + " bytes"
@@ -67,10 +73,11 @@ std::string post_hint(int err, const me_post &p)
 } // namespace
 
 Connection::Connection(Connection &&other) noexcept
-	: file_(std::move(other.file_)), id_(other.id_), peer_(other.peer_)
+	: file_(std::move(other.file_)), id_(other.id_), peer_(other.peer_), hold_(other.hold_)
 {
 	other.id_ = 0;
 	other.peer_ = 0;
+	other.hold_ = Hold::Own;
 }
 
 Connection &Connection::operator=(Connection &&other) noexcept
@@ -81,8 +88,10 @@ Connection &Connection::operator=(Connection &&other) noexcept
 		file_ = std::move(other.file_);
 		id_ = other.id_;
 		peer_ = other.peer_;
+		hold_ = other.hold_;
 		other.id_ = 0;
 		other.peer_ = 0;
+		other.hold_ = Hold::Own;
 	}
 	return *this;
 }
@@ -99,23 +108,46 @@ Status Connection::close()
 {
 	if (!file_ || !id_)
 		return detail::empty_error("cannot close the connection", "Connection");
-	me_disconnect req{};
-	req.size = sizeof(req);
-	req.conn = id_;
-	int ret = ::ioctl(file_->fd, ME_IOC_DISCONNECT, &req);
-	int err = errno;
+	const Hold hold = hold_;
 	std::uint32_t id = id_;
-	file_.reset();
+	std::shared_ptr<detail::DeviceFile> file = std::move(file_);
+	std::uint32_t peer = peer_;
 	id_ = 0;
 	peer_ = 0;
+	hold_ = Hold::Own;
+	if (hold == Hold::Borrowed)
+		return {};
+
+	me_disconnect req{};
+	req.size = sizeof(req);
+	req.conn = id;
+	int ret, err;
+	if (hold == Hold::Joined) {
+		// Leaving: under shared_mu, so that no connect_shared() of this
+		// file joins again between the registry and the module.
+		std::lock_guard lk(file->shared_mu);
+		auto it = file->shared.find(peer);
+		if (it != file->shared.end() && it->second == id)
+			file->shared.erase(it);
+		ret = ::ioctl(file->fd, ME_IOC_DISCONNECT, &req);
+		err = errno;
+	} else {
+		ret = ::ioctl(file->fd, ME_IOC_DISCONNECT, &req);
+		err = errno;
+	}
 	if (ret == 0)
 		return {};
 	std::string hint;
 	if (err == ENOTCONN)
 		hint = "it was already closing, closed or dead";
 	else if (err == ENOENT)
-		hint = "it is not a connection of this device";
-	return detail::errno_error(err, "cannot close connection " + std::to_string(id), hint);
+		hint = hold == Hold::Joined ? "this device is no longer joined to it"
+					    : "it is not a connection of this device";
+	return detail::errno_error(err,
+				   std::string(hold == Hold::Joined ? "cannot leave shared connection "
+								    : "cannot close connection ") +
+					   std::to_string(id),
+				   hint);
 }
 
 namespace {
@@ -211,6 +243,23 @@ Status Connection::send(const MemoryRegion &local, std::uint64_t local_off, std:
 	p.cookie = cookie;
 	p.len = len;
 	p.local_off = local_off;
+	return post(file_, id_, p, local.file_, local.id_, how);
+}
+
+Status Connection::send_to(std::uint16_t port, const MemoryRegion &local,
+			   std::uint64_t local_off, std::uint32_t len, std::uint64_t cookie,
+			   Post how)
+{
+	if (file_ && id_) {
+		if (auto st = detail::check_send_port(*file_, id_, port); !st)
+			return st;
+	}
+	me_post p{};
+	p.opcode = ME_OP_SEND;
+	p.cookie = cookie;
+	p.len = len;
+	p.local_off = local_off;
+	p.port = port;
 	return post(file_, id_, p, local.file_, local.id_, how);
 }
 

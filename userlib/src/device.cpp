@@ -95,6 +95,8 @@ Result<Device> Device::open(const std::string &path)
 					     info.error().code().message() + ")");
 		return info.error();
 	}
+	dev.file_->abi = info->abi_version;
+	dev.file_->features = info->features;
 	return dev;
 }
 
@@ -322,6 +324,7 @@ Result<std::vector<ConnectionInfo>> Device::connections() const
 		ci.errors = r.errors;
 		ci.copies = r.copies;
 		ci.port = static_cast<std::uint16_t>(r.port);
+		ci.shared = r.flags & ME_CONN_I_SHARED;
 		out.push_back(std::move(ci));
 	}
 	return out;
@@ -364,7 +367,21 @@ Result<Connection> Device::accept(const Message &m) const
 	if (!m.conn || !m.peer)
 		return Error(std::make_error_code(std::errc::invalid_argument),
 			     "cannot accept the connection of a message without one");
-	return Connection(file_, m.conn, m.peer);
+	// A shared connection is not this Device's to close: leaving it here
+	// would end a connect_shared() Connection's join.  Only its messages
+	// carry a port; one from a sender without a port is told by the
+	// connection list.
+	bool shared = m.port != 0;
+	if (!shared && (file_->features & ME_FEATURE_SHARED)) {
+		auto conns = connections();
+		if (!conns)
+			return conns.error();
+		shared = std::any_of(conns->begin(), conns->end(), [&m](const ConnectionInfo &c) {
+			return c.conn == m.conn && c.shared;
+		});
+	}
+	return Connection(file_, m.conn, m.peer,
+			  shared ? Connection::Hold::Borrowed : Connection::Hold::Own);
 }
 
 Result<Connection> Device::connect(std::uint32_t peer, Ordering ordering,
@@ -372,6 +389,60 @@ Result<Connection> Device::connect(std::uint32_t peer, Ordering ordering,
 {
 	return connect(peer, 0, ordering, timeout);
 }
+
+namespace {
+
+// The error of a failed ME_IOC_CONNECT, with what to check.
+Error connect_error(int err, const std::string &what, std::uint32_t peer, std::uint16_t port,
+		    std::uint32_t timeout_ms, bool shared)
+{
+	std::string n = std::to_string(peer);
+	std::string hint;
+	switch (err) {
+	case EHOSTUNREACH:
+		hint = "no link reaches node " + n +
+		       " yet: is the peer's module loaded and its links attached? (mectl peers)";
+		break;
+	case ENETDOWN:
+		hint = "no link is attached in this network namespace: attach one first "
+		       "(mectl attach IFNAME)";
+		break;
+	case ETIMEDOUT:
+		hint = "node " + n + " did not accept within " + std::to_string(timeout_ms) +
+		       " ms: check that its links are alive (mectl peers, mectl links)";
+		break;
+	case EINVAL:
+		hint = "the node id must not be 0, the broadcast id or this node's own id "
+		       "(mectl info shows it)";
+		break;
+	case ECONNRESET:
+		hint = "node " + n + " restarted while connecting: try again";
+		break;
+	case ECONNREFUSED:
+		hint = "no program on node " + n + " is bound to port " + std::to_string(port);
+		break;
+	case ENOSPC:
+		hint = "at most " + std::to_string(ME_CONN_MAX_PER_FILE) +
+		       (shared ? " shared connections joined" : " connections") +
+		       " per open device, or the namespace used up its connection "
+		       "ids (module parameter max_conns), or node " + n +
+		       " has no room for another connection from this node";
+		break;
+	case EINTR:
+		hint = "a signal arrived; the connection was abandoned";
+		break;
+	case EOPNOTSUPP:
+		hint = "the module does not know a flag the library set: is it older than the "
+		       "library? (mectl info)";
+		break;
+	case ENOTTY:
+		hint = detail::abi4_hint();
+		break;
+	}
+	return detail::errno_error(err, what, hint);
+}
+
+} // namespace
 
 Result<Connection> Device::connect(std::uint32_t peer, std::uint16_t port, Ordering ordering,
 				   std::chrono::milliseconds timeout) const
@@ -389,52 +460,51 @@ Result<Connection> Device::connect(std::uint32_t peer, std::uint16_t port, Order
 	req.port = port;
 	if (::ioctl(fd(), ME_IOC_CONNECT, &req) == 0)
 		return Connection(file_, req.conn, peer);
-
-	int err = errno;
-	std::string n = std::to_string(peer);
-	std::string hint;
-	switch (err) {
-	case EHOSTUNREACH:
-		hint = "no link reaches node " + n +
-		       " yet: is the peer's module loaded and its links attached? (mectl peers)";
-		break;
-	case ENETDOWN:
-		hint = "no link is attached in this network namespace: attach one first "
-		       "(mectl attach IFNAME)";
-		break;
-	case ETIMEDOUT:
-		hint = "node " + n + " did not accept within " + std::to_string(req.timeout_ms) +
-		       " ms: check that its links are alive (mectl peers, mectl links)";
-		break;
-	case EINVAL:
-		hint = "the node id must not be 0, the broadcast id or this node's own id "
-		       "(mectl info shows it)";
-		break;
-	case ECONNRESET:
-		hint = "node " + n + " restarted while connecting: try again";
-		break;
-	case ECONNREFUSED:
-		hint = "no program on node " + n + " is bound to port " + std::to_string(port);
-		break;
-	case ENOSPC:
-		hint = "at most " + std::to_string(ME_CONN_MAX_PER_FILE) +
-		       " connections per open device, or the namespace used up its connection "
-		       "ids (module parameter max_conns), or node " + n +
-		       " has no room for another connection from this node";
-		break;
-	case EINTR:
-		hint = "a signal arrived; the connection was abandoned";
-		break;
-	case EOPNOTSUPP:
-		hint = "the module does not know a flag the library set: is it older than the "
-		       "library? (mectl info)";
-		break;
-	case ENOTTY:
-		hint = detail::abi4_hint();
-		break;
-	}
-	return detail::errno_error(err, what, hint);
+	return connect_error(errno, what, peer, port, req.timeout_ms, false);
 }
+
+Result<Connection> Device::connect_shared(std::uint32_t peer,
+					  std::chrono::milliseconds timeout) const
+{
+	std::string what = "cannot join the shared connection to node " + std::to_string(peer);
+	if (!file_)
+		return detail::empty_error(what, "Device");
+	if (!(file_->features & ME_FEATURE_SHARED))
+		return detail::errno_error(EOPNOTSUPP, what,
+					   "the loaded module (ABI " + std::to_string(file_->abi) +
+						   ") has no shared connections: load multiedge.ko "
+						   "of ABI 18 or newer (mectl info)");
+	{
+		// Reserved before the call, so that two threads cannot both
+		// join (one join per file: the first to leave would leave for
+		// both).
+		std::lock_guard lk(file_->shared_mu);
+		auto [it, fresh] = file_->shared.try_emplace(peer, 0);
+		if (!fresh)
+			return detail::errno_error(
+				EISCONN, what,
+				it->second ? "this Device holds it already as connection " +
+						     std::to_string(it->second) +
+						     ": post on that Connection (one per peer per "
+						     "Device), or close it first"
+					   : "another thread of this Device is joining it");
+	}
+	me_connect req{};
+	req.size = sizeof(req);
+	req.flags = ME_CONNECT_F_SHARED;
+	req.peer = peer;
+	req.timeout_ms = detail::ms_arg(timeout);
+	int ret = ::ioctl(fd(), ME_IOC_CONNECT, &req);
+	int err = errno;
+	std::lock_guard lk(file_->shared_mu);
+	if (ret < 0) {
+		file_->shared.erase(peer);
+		return connect_error(err, what, peer, 0, req.timeout_ms, true);
+	}
+	file_->shared[peer] = req.conn;
+	return Connection(file_, req.conn, peer, Connection::Hold::Joined);
+}
+
 Result<std::uint16_t> Device::bind(std::uint16_t port) const
 {
 	std::string what = port ? "cannot bind port " + std::to_string(port) : "cannot bind a port";

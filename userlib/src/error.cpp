@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "internal.hpp"
+#include "uapi/multiedge.h"
 
 namespace multiedge {
 
@@ -32,6 +33,21 @@ std::string abi4_hint()
 {
 	return "the loaded module does not know this command: its ABI is older than 4 "
 	       "(see mectl info); load the multiedge.ko built with this library";
+}
+
+Status check_send_port(const DeviceFile &file, std::uint32_t conn, std::uint16_t port)
+{
+	const std::string what = "cannot post send_to on connection " + std::to_string(conn);
+	if (!port)
+		return errno_error(EDESTADDRREQ, what,
+				   "port 0 names no Device: a Message with port 0 came from a "
+				   "Device bound to none, which no send can reach");
+	if (!(file.features & ME_FEATURE_SHARED))
+		return errno_error(EOPNOTSUPP, what,
+				   "the loaded module (ABI " + std::to_string(file.abi) +
+					   ") has no shared connections, whose sends name a port: "
+					   "load multiedge.ko of ABI 18 or newer (mectl info)");
+	return {};
 }
 
 Error empty_error(const std::string &what, const char *object)

@@ -23,6 +23,11 @@ std::string abi4_hint();
 // The error every call on an empty object (moved from, closed) returns.
 Error empty_error(const std::string &what, const char *object);
 
+// The checks of a send naming a port (ABI 18) only the library can make:
+// port 0 names nobody (EDESTADDRREQ), and a module before ABI 18 would
+// take the port for a nonzero unknown field (EOPNOTSUPP instead).
+Status check_send_port(const DeviceFile &file, std::uint32_t conn, std::uint16_t port);
+
 // A timeout as the ABI's __u32 milliseconds: rounded up, at least 1 (0 means
 // "forever" or "the default" to the kernel), at most what fits.
 std::uint32_t ms_arg(std::chrono::steady_clock::duration d);

@@ -247,7 +247,7 @@ void UringQueue::drain_and_close() noexcept
 Status UringQueue::prepare(std::uint32_t opcode, const Connection &conn,
 			   const MemoryRegion &local, std::uint64_t local_off,
 			   const RemoteRegion *remote, std::uint64_t remote_off, std::uint32_t len,
-			   std::uint32_t imm, std::uint64_t user_data)
+			   std::uint32_t imm, std::uint16_t port, std::uint64_t user_data)
 {
 	// Built only on failure: this runs once per operation.
 	auto what = [&conn] {
@@ -310,6 +310,7 @@ Status UringQueue::prepare(std::uint32_t opcode, const Connection &conn,
 		slot.post.remote_off = remote_off;
 	}
 	slot.post.imm = imm;
+	slot.post.port = port;
 	s_->inflight++;
 
 	io_uring_prep_rw(IORING_OP_URING_CMD, sqe, s_->file->fd, nullptr, 0, 0);
@@ -339,7 +340,7 @@ Status UringQueue::write(const Connection &conn, const MemoryRegion &local,
 			 std::uint64_t local_off, const RemoteRegion &remote,
 			 std::uint64_t remote_off, std::uint32_t len, std::uint64_t user_data)
 {
-	return prepare(ME_OP_WRITE, conn, local, local_off, &remote, remote_off, len, 0,
+	return prepare(ME_OP_WRITE, conn, local, local_off, &remote, remote_off, len, 0, 0,
 		       user_data);
 }
 
@@ -348,7 +349,7 @@ Status UringQueue::write_notify(const Connection &conn, const MemoryRegion &loca
 				std::uint64_t remote_off, std::uint32_t len, std::uint32_t imm,
 				std::uint64_t user_data)
 {
-	return prepare(ME_OP_NOTIFY, conn, local, local_off, &remote, remote_off, len, imm,
+	return prepare(ME_OP_NOTIFY, conn, local, local_off, &remote, remote_off, len, imm, 0,
 		       user_data);
 }
 
@@ -356,14 +357,24 @@ Status UringQueue::read(const Connection &conn, const MemoryRegion &local,
 			std::uint64_t local_off, const RemoteRegion &remote,
 			std::uint64_t remote_off, std::uint32_t len, std::uint64_t user_data)
 {
-	return prepare(ME_OP_READ, conn, local, local_off, &remote, remote_off, len, 0,
+	return prepare(ME_OP_READ, conn, local, local_off, &remote, remote_off, len, 0, 0,
 		       user_data);
 }
 
 Status UringQueue::send(const Connection &conn, const MemoryRegion &local,
 			std::uint64_t local_off, std::uint32_t len, std::uint64_t user_data)
 {
-	return prepare(ME_OP_SEND, conn, local, local_off, nullptr, 0, len, 0, user_data);
+	return prepare(ME_OP_SEND, conn, local, local_off, nullptr, 0, len, 0, 0, user_data);
+}
+
+Status UringQueue::send_to(const Connection &conn, std::uint16_t port, const MemoryRegion &local,
+			   std::uint64_t local_off, std::uint32_t len, std::uint64_t user_data)
+{
+	if (s_ && conn.file_ && conn.id_ && conn.file_ == s_->file) {
+		if (auto st = detail::check_send_port(*s_->file, conn.id_, port); !st)
+			return st;
+	}
+	return prepare(ME_OP_SEND, conn, local, local_off, nullptr, 0, len, 0, port, user_data);
 }
 
 Result<unsigned> UringQueue::submit()

@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -90,6 +91,8 @@ TEST(Describe, EveryHintedErrnoHasItsHint)
 		{ETIMEDOUT, "every link to it died"},
 		{ECONNRESET, "closed or the peer restarted"},
 		{ECANCELED, "before any of it was sent"},
+		{ECONNREFUSED, "bound to the port"},
+		{ECONNABORTED, "too many accesses with a wrong key"},
 	};
 	for (const auto &k : cases) {
 		Completion c;
@@ -129,6 +132,12 @@ TEST(Describe, EventsSayWhatHappened)
 	dead.status = ETIMEDOUT;
 	EXPECT_TRUE(contains(dead.describe(), "connection 5 to node 2 died: Connection timed out"))
 		<< dead.describe();
+	// A connection dies of ENOENT when a local region goes from under it
+	// (with a shared connection, another Device's region may).
+	dead.status = ENOENT;
+	EXPECT_TRUE(contains(dead.describe(), "died: No such file or directory (a local region"))
+		<< dead.describe();
+	EXPECT_FALSE(contains(dead.describe(), "at the target")) << dead.describe();
 
 	Completion odd;
 	odd.type = static_cast<CompletionType>(99);
@@ -991,4 +1000,296 @@ TEST_F(Fake, RecvTimesOut)
 	auto now = dev.recv(0, 0ms);
 	ASSERT_FALSE(now);
 	EXPECT_EQ(now.error().code(), std::errc::timed_out);
+}
+
+// ---- shared connections (ABI 18) --------------------------------------------
+
+namespace {
+
+class FakeShared : public Fake {
+protected:
+	void SetUp() override { mod.query.features |= ME_FEATURE_SHARED; }
+};
+
+} // namespace
+
+// connect_shared() asks for the node pair's connection (no port, never
+// ordered) and holds the join; a second one to the same peer is refused
+// before any system call (the module keeps one join per file: the first
+// leave would leave for both), another peer is fine, and once the first is
+// closed (left) the peer can be joined again.
+TEST_F(FakeShared, ConnectSharedJoinsOncePerPeer)
+{
+	Device dev = open();
+	auto a = dev.connect_shared(7, 1500ms);
+	ASSERT_TRUE(a) << a.error().message();
+	EXPECT_TRUE(a->shared());
+	EXPECT_EQ(a->peer(), 7u);
+	ASSERT_EQ(mod.connects.size(), 1u);
+	EXPECT_EQ(mod.connects[0].flags, ME_CONNECT_F_SHARED);
+	EXPECT_EQ(mod.connects[0].port, 0u);
+	EXPECT_EQ(mod.connects[0].peer, 7u);
+	EXPECT_EQ(mod.connects[0].timeout_ms, 1500u);
+
+	auto again = dev.connect_shared(7);
+	ASSERT_FALSE(again);
+	EXPECT_EQ(again.error().code(), std::errc::already_connected);
+	EXPECT_TRUE(contains(again.error().message(),
+			     "holds it already as connection " + std::to_string(a->id())))
+		<< again.error().message();
+	EXPECT_EQ(mod.connects.size(), 1u) << "the refused join reached the module";
+
+	auto b = dev.connect_shared(8);
+	ASSERT_TRUE(b) << b.error().message();
+	EXPECT_NE(b->id(), a->id());
+	// Another Device of the node joins the same connection: one per file.
+	Device other = open();
+	auto c = other.connect_shared(7);
+	ASSERT_TRUE(c) << c.error().message();
+	EXPECT_EQ(c->id(), a->id());
+
+	const std::uint32_t id = a->id();
+	ASSERT_TRUE(a->close());
+	ASSERT_EQ(mod.disconnects.size(), 1u);
+	EXPECT_EQ(mod.disconnects[0], id);
+	auto rejoined = dev.connect_shared(7);
+	ASSERT_TRUE(rejoined) << rejoined.error().message();
+	EXPECT_EQ(rejoined->id(), id);
+}
+
+// A moved join is still the one join: the moved-from object leaves nothing,
+// the peer stays taken until the object holding it is destroyed.
+TEST_F(FakeShared, MovedJoinLeavesOnceWhenItsHolderGoes)
+{
+	Device dev = open();
+	auto a = dev.connect_shared(7);
+	ASSERT_TRUE(a) << a.error().message();
+	{
+		multiedge::Connection moved = std::move(a.value());
+		EXPECT_TRUE(moved.shared());
+		EXPECT_FALSE(a->shared());
+		EXPECT_EQ(a->close().error().code(), std::errc::bad_file_descriptor);
+		EXPECT_FALSE(dev.connect_shared(7));
+		EXPECT_TRUE(mod.disconnects.empty());
+	}
+	EXPECT_EQ(mod.disconnects.size(), 1u);
+	auto back = dev.connect_shared(7);
+	EXPECT_TRUE(back) << back.error().message();
+	// Move assignment over a join leaves it.
+	auto x = dev.connect_shared(8);
+	auto y = dev.connect_shared(9);
+	ASSERT_TRUE(x && y);
+	const std::uint32_t xid = x->id();
+	x.value() = std::move(y.value());
+	ASSERT_EQ(mod.disconnects.size(), 2u);
+	EXPECT_EQ(mod.disconnects[1], xid);
+	auto eight = dev.connect_shared(8);
+	EXPECT_TRUE(eight) << "the replaced join still holds its peer: " << eight.error().message();
+}
+
+// A failed join frees its peer; the module's refusal carries a hint.
+TEST_F(FakeShared, FailedJoinFreesThePeer)
+{
+	Device dev = open();
+	mod.connect_err = -ETIMEDOUT;
+	auto a = dev.connect_shared(7, 250ms);
+	ASSERT_FALSE(a);
+	EXPECT_EQ(a.error().code(), std::errc::timed_out);
+	EXPECT_TRUE(contains(a.error().message(), "cannot join the shared connection to node 7"))
+		<< a.error().message();
+	EXPECT_TRUE(contains(a.error().message(), "within 250 ms")) << a.error().message();
+	mod.connect_err = -ENOSPC;
+	auto full = dev.connect_shared(7);
+	ASSERT_FALSE(full);
+	EXPECT_TRUE(contains(full.error().message(), "shared connections joined"))
+		<< full.error().message();
+	mod.connect_err = 0;
+	EXPECT_TRUE(dev.connect_shared(7));
+}
+
+// While one thread's join is in the module, another's to the same peer
+// is refused at once (it would be a second join of the same file).
+TEST_F(FakeShared, ConcurrentJoinOfOnePeerIsRefused)
+{
+	Device dev = open();
+	mod.hold_connects = true;
+	std::optional<multiedge::Result<multiedge::Connection>> first;
+	std::thread t([&] { first.emplace(dev.connect_shared(7)); });
+	while (mod.connects_held.load() == 0)
+		std::this_thread::sleep_for(1ms);
+	auto second = dev.connect_shared(7);
+	mod.hold_connects = false;
+	t.join();
+	ASSERT_FALSE(second);
+	EXPECT_EQ(second.error().code(), std::errc::already_connected);
+	EXPECT_TRUE(contains(second.error().message(), "another thread")) << second.error().message();
+	ASSERT_TRUE(first.has_value());
+	ASSERT_TRUE(first->ok()) << first->error().message();
+	EXPECT_EQ(mod.connects.size(), 1u);
+}
+
+// A module before ABI 18: the library says so, and asks the module nothing
+// (it would refuse the flag, and take a port for a nonzero unknown field).
+TEST_F(Fake, SharedCallsOnAnOlderModuleSayWhy)
+{
+	mod.query.abi_version = 17;
+	Device dev = open();
+	auto a = dev.connect_shared(7);
+	ASSERT_FALSE(a);
+	EXPECT_EQ(a.error().code(), std::errc::operation_not_supported);
+	EXPECT_TRUE(contains(a.error().message(), "ABI 17")) << a.error().message();
+	EXPECT_TRUE(contains(a.error().message(), "ABI 18 or newer")) << a.error().message();
+	EXPECT_TRUE(mod.connects.empty());
+
+	std::vector<char> buf(64);
+	auto mr = dev.register_memory(buf.data(), buf.size(), multiedge::Access::None);
+	ASSERT_TRUE(mr);
+	auto conn = dev.connect(2);
+	ASSERT_TRUE(conn);
+	auto st = conn->send_to(5001, mr.value(), 0, 8, 1);
+	ASSERT_FALSE(st);
+	EXPECT_EQ(st.error().code(), std::errc::operation_not_supported);
+	EXPECT_TRUE(contains(st.error().message(), "ABI 18")) << st.error().message();
+	EXPECT_TRUE(mod.posts.empty());
+	// Plain sends still carry the 72-byte struct with a zero port, which
+	// an older module takes (a larger struct with a zero tail).
+	ASSERT_TRUE(conn->send(mr.value(), 0, 8, 2));
+	ASSERT_EQ(mod.posts.size(), 1u);
+	EXPECT_EQ(mod.posts[0].size, static_cast<unsigned>(ME_POST_SIZE_VER1));
+	EXPECT_EQ(mod.posts[0].port, 0u);
+	EXPECT_EQ(mod.posts[0].__reserved, 0u);
+}
+
+// send_to() names the port; send() names none; port 0 is refused before
+// any system call; the module's refusals carry hints.
+TEST_F(FakeShared, SendToNamesThePort)
+{
+	Device dev = open();
+	std::vector<char> buf(64);
+	auto mr = dev.register_memory(buf.data(), buf.size(), multiedge::Access::None);
+	ASSERT_TRUE(mr);
+	auto conn = dev.connect_shared(2);
+	ASSERT_TRUE(conn) << conn.error().message();
+	ASSERT_TRUE(conn->send_to(5001, mr.value(), 4, 20, 1, multiedge::Post::NonBlocking));
+	ASSERT_TRUE(conn->send_to(65535, mr.value(), 0, 8, 2));
+	ASSERT_EQ(mod.posts.size(), 2u);
+	const me_post &s = mod.posts[0];
+	EXPECT_EQ(s.opcode, static_cast<unsigned>(ME_OP_SEND));
+	EXPECT_EQ(s.port, 5001u);
+	EXPECT_EQ(s.conn, conn->id());
+	EXPECT_EQ(s.local_off, 4u);
+	EXPECT_EQ(s.len, 20u);
+	EXPECT_EQ(s.cookie, 1u);
+	EXPECT_EQ(s.flags, ME_POST_F_NONBLOCK);
+	EXPECT_EQ(s.remote_region, 0u);
+	EXPECT_EQ(s.__reserved, 0u);
+	EXPECT_EQ(mod.posts[1].port, 65535u);
+
+	auto none = conn->send_to(0, mr.value(), 0, 8, 3);
+	ASSERT_FALSE(none);
+	EXPECT_EQ(none.error().code(), std::errc::destination_address_required);
+	EXPECT_TRUE(contains(none.error().message(), "port 0 names no Device"))
+		<< none.error().message();
+	EXPECT_EQ(mod.posts.size(), 2u);
+
+	// The module refuses a plain send on a shared connection...
+	mod.post_err = -EDESTADDRREQ;
+	auto plain = conn->send(mr.value(), 0, 8, 4);
+	ASSERT_FALSE(plain);
+	EXPECT_EQ(plain.error().code(), std::errc::destination_address_required);
+	EXPECT_TRUE(contains(plain.error().message(), "send_to")) << plain.error().message();
+	EXPECT_EQ(mod.posts.back().port, 0u);
+	// ... and a port on a connection that is not shared.
+	mod.post_err = -EINVAL;
+	auto own = dev.connect(3);
+	ASSERT_TRUE(own);
+	EXPECT_FALSE(own->shared());
+	auto wrong = own->send_to(5001, mr.value(), 0, 8, 5);
+	ASSERT_FALSE(wrong);
+	EXPECT_EQ(wrong.error().code(), std::errc::invalid_argument);
+	EXPECT_TRUE(contains(wrong.error().message(), "is not shared")) << wrong.error().message();
+	// An empty Connection says so, port or not.
+	multiedge::Connection gone = std::move(own.value());
+	auto empty = own->send_to(0, mr.value(), 0, 8, 6);
+	ASSERT_FALSE(empty);
+	EXPECT_EQ(empty.error().code(), std::errc::bad_file_descriptor);
+}
+
+TEST(Describe, RefusedSendToAPortSaysNobodyIsBound)
+{
+	Completion c;
+	c.cookie = 3;
+	c.type = CompletionType::Send;
+	c.status = ECONNREFUSED;
+	c.conn = 6;
+	EXPECT_EQ(c.describe(), "send (cookie 3) on connection 6 failed: Connection refused (no "
+				"Device of the peer is bound to the port the send named)");
+}
+
+TEST_F(FakeShared, RecvGivesTheSendersPort)
+{
+	mod.messages.push_back({4, 12, std::vector<std::byte>(3), 5001});
+	mod.messages.push_back({4, 13, std::vector<std::byte>(3)});
+	Device dev = open();
+	auto m = dev.recv(0, 1s);
+	ASSERT_TRUE(m) << m.error().message();
+	EXPECT_EQ(m->port, 5001u);
+	EXPECT_EQ(mod.recv_calls.back().size, static_cast<unsigned>(ME_RECV_SIZE_VER1));
+	auto n = dev.recv(0, 1s);
+	ASSERT_TRUE(n) << n.error().message();
+	EXPECT_EQ(n->port, 0u);
+}
+
+// accept() of a shared connection's message gives a Connection that tells
+// the module nothing when it goes: a DISCONNECT there would leave the
+// join of this Device's connect_shared() Connection.  A message with a
+// port came on a shared connection; one without is looked up.
+TEST_F(FakeShared, AcceptOfASharedMessageNeverLeaves)
+{
+	me_conn_info listed{};
+	listed.conn = 13;
+	listed.peer = 4;
+	listed.state = ME_CONN_S_ESTABLISHED;
+	listed.flags = ME_CONN_I_SHARED;
+	mod.conns.push_back(listed);
+	Device dev = open();
+	multiedge::Message with_port{4, 12, {}, 5001};
+	multiedge::Message unbound_sender{4, 13, {}, 0};
+	multiedge::Message plain{4, 14, {}, 0};
+	{
+		auto a = dev.accept(with_port);
+		ASSERT_TRUE(a) << a.error().message();
+		EXPECT_TRUE(a->shared());
+		auto b = dev.accept(unbound_sender);
+		ASSERT_TRUE(b) << b.error().message();
+		EXPECT_TRUE(b->shared());
+		auto c = dev.accept(plain);
+		ASSERT_TRUE(c) << c.error().message();
+		EXPECT_FALSE(c->shared());
+		ASSERT_TRUE(a->close());
+		EXPECT_EQ(a->id(), 0u);
+	}
+	ASSERT_EQ(mod.disconnects.size(), 1u) << "a shared connection was disconnected";
+	EXPECT_EQ(mod.disconnects[0], 14u);
+}
+
+TEST_F(Fake, ConnectionsSayShared)
+{
+	me_conn_info c{};
+	c.conn = 1;
+	c.peer = 2;
+	c.state = ME_CONN_S_ESTABLISHED;
+	c.flags = ME_CONN_I_SHARED | ME_CONN_I_ACTIVE;
+	mod.conns.push_back(c);
+	c.conn = 2;
+	c.flags = ME_CONN_I_ACTIVE;
+	mod.conns.push_back(c);
+	Device dev = open();
+	auto conns = dev.connections();
+	ASSERT_TRUE(conns) << conns.error().message();
+	ASSERT_EQ(conns->size(), 2u);
+	EXPECT_TRUE(conns.value()[0].shared);
+	EXPECT_TRUE(conns.value()[0].active);
+	EXPECT_FALSE(conns.value()[0].ordered);
+	EXPECT_FALSE(conns.value()[1].shared);
 }

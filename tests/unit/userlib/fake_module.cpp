@@ -158,6 +158,7 @@ int FakeModule::recv(me_recv &req)
 				req.len = static_cast<std::uint32_t>(it->data.size());
 				req.peer = it->peer;
 				req.conn = it->conn;
+				req.port = it->port;
 				messages.erase(it);
 				return 0;
 			}
@@ -176,6 +177,11 @@ int FakeModule::handle(unsigned long cmd, void *arg)
 		return poll_cq(*static_cast<me_poll_cq *>(arg));
 	if (cmd == ME_IOC_RECV)
 		return abi >= 4 ? recv(*static_cast<me_recv *>(arg)) : -ENOTTY;
+	if (cmd == ME_IOC_CONNECT && hold_connects.load()) {
+		connects_held++;
+		while (hold_connects.load())
+			std::this_thread::sleep_for(std::chrono::milliseconds(1));
+	}
 
 	std::lock_guard lk(mu);
 	if (abi < 4 && cmd != ME_IOC_QUERY && cmd != ME_IOC_LINK_LIST && cmd != ME_IOC_MR_REG &&
@@ -231,10 +237,21 @@ int FakeModule::handle(unsigned long cmd, void *arg)
 		connects.push_back(*req);
 		if (req->size != sizeof(*req) || req->port > ME_PORT_MAX)
 			return -EINVAL;
-		if (req->flags & ~ME_CONNECT_F_ORDERED)
+		if (req->flags & ~(ME_CONNECT_F_ORDERED | ME_CONNECT_F_SHARED) ||
+		    ((req->flags & ME_CONNECT_F_SHARED) && !(query.features & ME_FEATURE_SHARED)))
 			return -EOPNOTSUPP;
+		const bool shared = req->flags & ME_CONNECT_F_SHARED;
+		if (shared && ((req->flags & ME_CONNECT_F_ORDERED) || req->port))
+			return -EINVAL;
 		if (connect_err)
 			return connect_err;
+		if (shared) {
+			auto [it, fresh] = shared_ids.try_emplace(req->peer, next_conn);
+			if (fresh)
+				next_conn++;
+			req->conn = it->second;
+			return 0;
+		}
 		req->conn = next_conn++;
 		return 0;
 	}

@@ -6,10 +6,12 @@
 // ioctl.  One FakeModule at a time; it is installed while it lives.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <mutex>
 #include <string>
 #include <sys/types.h>
@@ -55,6 +57,12 @@ public:
 	int connect_err = 0;		// negative errno to fail ME_IOC_CONNECT
 	std::uint32_t next_conn = 1;
 	std::vector<me_connect> connects;
+	// ME_CONNECT_F_SHARED: the shared connection's id per peer (joining
+	// again gives the same one).
+	std::map<std::uint32_t, std::uint32_t> shared_ids;
+	// While set, ME_IOC_CONNECT waits (outside mu), counted in connects_held.
+	std::atomic<bool> hold_connects{false};
+	std::atomic<int> connects_held{0};
 	int bind_err = 0;		// negative errno to fail ME_IOC_BIND
 	std::vector<me_bind> binds;
 	int disconnect_err = 0;
@@ -71,6 +79,7 @@ public:
 		std::uint32_t peer;
 		std::uint32_t conn;
 		std::vector<std::byte> data;
+		std::uint32_t port = 0;	// ABI 18: the sender's, on a shared connection
 	};
 	std::deque<Message> messages;
 	std::vector<me_recv> recv_calls;

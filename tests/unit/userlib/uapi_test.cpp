@@ -9,14 +9,20 @@
 
 TEST(Uapi, AbiVersionAndLastCounter)
 {
-	EXPECT_EQ(ME_ABI_VERSION, 17);
+	EXPECT_EQ(ME_ABI_VERSION, 18);
 	EXPECT_EQ(ME_STAT_CC_LOSS_RANDOM, ME_STAT_COUNT - 1);
 	EXPECT_EQ(ME_FEATURE_URING_CMD, 1u);
 	EXPECT_EQ(ME_FEATURE_RX_AREA, 2u);
 	EXPECT_EQ(ME_FEATURE_RECV_POLL, 4u);
 	EXPECT_EQ(ME_FEATURE_PORTS, 8u);
 	EXPECT_EQ(ME_FEATURE_POST_MORE, 16u);
+	EXPECT_EQ(ME_FEATURE_SHARED, 32u);
 	EXPECT_EQ(ME_POST_F_MORE, 2u);
+	EXPECT_EQ(ME_CONNECT_F_ORDERED, 1u);
+	EXPECT_EQ(ME_CONNECT_F_SHARED, 2u);
+	EXPECT_EQ(ME_CONN_I_ORDERED, 1u);
+	EXPECT_EQ(ME_CONN_I_ACTIVE, 2u);
+	EXPECT_EQ(ME_CONN_I_SHARED, 4u);
 }
 
 // The io_uring door: the pointer form fills a 64-byte SQE's 16-byte cmd
@@ -188,8 +194,14 @@ TEST(Uapi, ConnectionStructLayouts)
 
 TEST(Uapi, PostAndCompletionLayouts)
 {
-	EXPECT_EQ(sizeof(me_post), 64u);
-	EXPECT_EQ(sizeof(me_post), static_cast<size_t>(ME_POST_SIZE_VER0));
+	// ABI 18 appended port and a reserved word: the first 64 bytes are
+	// the published ME_POST_SIZE_VER0 struct, unchanged.
+	EXPECT_EQ(sizeof(me_post), 72u);
+	EXPECT_EQ(sizeof(me_post), static_cast<size_t>(ME_POST_SIZE_VER1));
+	EXPECT_EQ(ME_POST_SIZE_VER0, 64);
+	EXPECT_EQ(offsetof(me_post, port), static_cast<size_t>(ME_POST_SIZE_VER0));
+	EXPECT_EQ(offsetof(me_post, __reserved), 68u);
+	EXPECT_EQ(alignof(me_post), 8u);
 	EXPECT_EQ(offsetof(me_post, opcode), 4u);
 	EXPECT_EQ(offsetof(me_post, flags), 8u);
 	EXPECT_EQ(offsetof(me_post, conn), 12u);
@@ -227,8 +239,12 @@ TEST(Uapi, PostAndCompletionLayouts)
 
 TEST(Uapi, RecvAndStatsLayouts)
 {
-	EXPECT_EQ(sizeof(me_recv), 32u);
-	EXPECT_EQ(sizeof(me_recv), static_cast<size_t>(ME_RECV_SIZE_VER0));
+	EXPECT_EQ(sizeof(me_recv), 40u);
+	EXPECT_EQ(sizeof(me_recv), static_cast<size_t>(ME_RECV_SIZE_VER1));
+	EXPECT_EQ(ME_RECV_SIZE_VER0, 32);
+	EXPECT_EQ(offsetof(me_recv, port), static_cast<size_t>(ME_RECV_SIZE_VER0));
+	EXPECT_EQ(offsetof(me_recv, __reserved), 36u);
+	EXPECT_EQ(alignof(me_recv), 8u);
 	EXPECT_EQ(offsetof(me_recv, flags), 4u);
 	EXPECT_EQ(offsetof(me_recv, peer), 8u);
 	EXPECT_EQ(offsetof(me_recv, len), 12u);

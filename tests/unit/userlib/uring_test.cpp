@@ -314,6 +314,72 @@ TEST_P(UringFakeSqe, AllButEachConnectionsLastPostOfABatchSayMore)
 	io_uring_queue_exit(&ring);
 }
 
+// send_to() puts the port into the post the SQE carries (ABI 18); port 0
+// and a module before ABI 18 are refused before an SQE is taken.
+TEST_P(UringFakeSqe, SendToCarriesThePort)
+{
+	io_uring ring{};
+	int r = io_uring_queue_init(8, &ring, GetParam() ? IORING_SETUP_SQE128 : 0);
+	if (r < 0) {
+		EXPECT_TRUE(r == -ENOSYS || r == -EPERM) << r;
+		return;
+	}
+	auto sqe_at = [&](unsigned pos) {
+		return &ring.sq.sqes[(pos & ring.sq.ring_mask) << (GetParam() ? 1 : 0)];
+	};
+	auto post_of = [&](const io_uring_sqe *sqe) {
+		me_post p{};
+		if (GetParam()) {
+			std::memcpy(&p, sqe->cmd, sizeof(p));
+		} else {
+			me_uring_ptr ptr{};
+			std::memcpy(&ptr, sqe->cmd, sizeof(ptr));
+			std::memcpy(&p, reinterpret_cast<const void *>(ptr.arg), sizeof(p));
+		}
+		return p;
+	};
+	{
+		// The Device's view of the module is taken at open.
+		mod.query.features |= ME_FEATURE_SHARED;
+		auto d = Device::open(mod.path());
+		ASSERT_TRUE(d) << d.error().message();
+		auto m = d->register_memory(buf.data(), buf.size(), multiedge::Access::None);
+		ASSERT_TRUE(m) << m.error().message();
+		auto c = d->connect_shared(2);
+		ASSERT_TRUE(c) << c.error().message();
+		auto q = UringQueue::attach(d.value(), &ring, 8);
+		ASSERT_TRUE(q) << q.error().message();
+		unsigned first = ring.sq.sqe_tail;
+		ASSERT_TRUE(q->send_to(c.value(), 5001, m.value(), 64, 32, 9));
+		me_post p = post_of(sqe_at(first));
+		EXPECT_EQ(p.size, static_cast<unsigned>(ME_POST_SIZE_VER1));
+		EXPECT_EQ(p.opcode, static_cast<unsigned>(ME_OP_SEND));
+		EXPECT_EQ(p.conn, c->id());
+		EXPECT_EQ(p.port, 5001u);
+		EXPECT_EQ(p.local_off, 64u);
+		EXPECT_EQ(p.len, 32u);
+		auto zero = q->send_to(c.value(), 0, m.value(), 0, 8, 10);
+		ASSERT_FALSE(zero);
+		EXPECT_EQ(zero.error().code(), std::errc::destination_address_required);
+		EXPECT_EQ(q->inflight(), 1u);
+		ASSERT_EQ(io_uring_submit(&ring), 1);
+		io_uring_cqe *cqe = nullptr;
+		ASSERT_EQ(io_uring_wait_cqe(&ring, &cqe), 0);
+		EXPECT_TRUE(q->take(cqe));
+		io_uring_cqe_seen(&ring, cqe);
+	}
+	// The fixture's Device saw a module without shared connections.
+	auto q = UringQueue::attach(*dev, &ring, 8);
+	ASSERT_TRUE(q) << q.error().message();
+	auto old = q->send_to(*conn, 5001, *mr, 0, 8, 11);
+	ASSERT_FALSE(old);
+	EXPECT_EQ(old.error().code(), std::errc::operation_not_supported);
+	EXPECT_TRUE(contains(old.error().message(), "ABI 18")) << old.error().message();
+	EXPECT_EQ(q->inflight(), 0u);
+	EXPECT_EQ(io_uring_sq_ready(&ring), 0u);
+	io_uring_queue_exit(&ring);
+}
+
 // Destroying a queue on the application's ring while its CQEs are still to
 // be taken is a programming error: the kernel may still read the slots.
 TEST_F(UringFake, AttachedQueueDestroyedWithOperationsInFlightAborts)

@@ -71,6 +71,10 @@ struct Message {
 	std::uint32_t peer = 0;
 	std::uint32_t conn = 0;		// receiving side's connection id
 	std::vector<std::byte> data;
+	// ABI 18: on a shared connection, the port the sending Device is bound
+	// to (0: none, then no send can answer it); 0 on any other connection.
+	// The module fills it in: the sender cannot forge it.
+	std::uint16_t port = 0;
 };
 
 // A node seen by discovery (Device::peers()).
@@ -119,6 +123,7 @@ struct ConnectionInfo {
 	std::uint64_t rx_packets = 0, rx_bytes = 0, rx_dropped = 0;
 	std::uint64_t errors = 0, copies = 0;
 	std::uint16_t port = 0;		// ABI 11: the port it was opened to (0: any)
+	bool shared = false;		// ABI 18: the node pair's shared connection
 };
 
 enum class Ordering : std::uint32_t { Unordered = 0, Ordered = 1 };
@@ -138,6 +143,8 @@ constexpr Post operator|(Post a, Post b) noexcept
 
 // A connection to a peer node.  Owns it: movable, not copyable; the
 // destructor closes it in order (posted operations still complete).
+// A shared one (Device::connect_shared) is left instead: the connection
+// stays for the other Devices that joined it.
 class Connection {
 public:
 	Connection(Connection &&other) noexcept;
@@ -148,6 +155,10 @@ public:
 
 	std::uint32_t id() const noexcept { return id_; }
 	std::uint32_t peer() const noexcept { return peer_; }
+	// The node pair's shared connection (ABI 18): joined through
+	// Device::connect_shared, or that of a message taken by
+	// Device::accept.  Its sends name a port: send_to().
+	bool shared() const noexcept { return hold_ != Hold::Own; }
 
 	// local[local_off, +len) -> remote[remote_off, +len).
 	Status write(const MemoryRegion &local, std::uint64_t local_off,
@@ -166,19 +177,39 @@ public:
 	// receive queue.
 	Status send(const MemoryRegion &local, std::uint64_t local_off, std::uint32_t len,
 		    std::uint64_t cookie, Post how = Post::Blocking);
+	// The same on a shared connection (ABI 18), to the peer's Device bound
+	// to `port` (Device::bind); a send there must name one (plain send()
+	// fails with EDESTADDRREQ).  The receiver's Message::port says this
+	// Device's port, so it can answer.  EDESTADDRREQ for port 0 (the sender
+	// of a Message with port 0 has none), EINVAL on a connection that is
+	// not shared, EOPNOTSUPP from a module before ABI 18; the completion
+	// fails with ECONNREFUSED when nobody there is bound to `port`.
+	Status send_to(std::uint16_t port, const MemoryRegion &local, std::uint64_t local_off,
+		       std::uint32_t len, std::uint64_t cookie, Post how = Post::Blocking);
 
-	// Orderly close now; the object is empty afterwards.
+	// Orderly close now; the object is empty afterwards.  A shared
+	// connection joined by connect_shared() is left (the connection
+	// closes when the last Device of this node that joined it leaves, if
+	// this node opened it); one taken by accept() only empties the object.
 	Status close();
 
 private:
 	friend class Device;
 	friend class UringQueue;
-	Connection(std::shared_ptr<detail::DeviceFile> file, std::uint32_t id, std::uint32_t peer)
-		: file_(std::move(file)), id_(id), peer_(peer) {}
+	// What close() gives back to the module.
+	enum class Hold : std::uint8_t {
+		Own,		// its own or accepted: ME_IOC_DISCONNECT closes it
+		Joined,		// shared, joined by this handle: ME_IOC_DISCONNECT leaves
+		Borrowed,	// shared, not joined by this handle: nothing to give back
+	};
+	Connection(std::shared_ptr<detail::DeviceFile> file, std::uint32_t id, std::uint32_t peer,
+		   Hold hold = Hold::Own)
+		: file_(std::move(file)), id_(id), peer_(peer), hold_(hold) {}
 
 	std::shared_ptr<detail::DeviceFile> file_;
 	std::uint32_t id_ = 0;
 	std::uint32_t peer_ = 0;
+	Hold hold_ = Hold::Own;
 };
 
 // Helper for bootstrap: a region's id and key as a peer should receive them.

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -88,6 +89,20 @@ public:
 	std::deque<Completion> backlog;		// guarded by mu
 	bool harvesting = false;		// guarded by mu
 	std::atomic<std::uint32_t> overflow{0};	// last count the kernel reported
+
+	// What the module said at open (ME_IOC_QUERY): calls that need a
+	// newer ABI fail with EOPNOTSUPP before reaching it.
+	std::uint32_t abi = 0;
+	std::uint32_t features = 0;
+
+	// The shared connections this file joined through connect_shared(),
+	// peer -> connection id (0 while the join is under way).  The module
+	// keeps one join per file, so one Connection per peer may hold it:
+	// otherwise the first to leave would leave for both.  ME_IOC_DISCONNECT
+	// of a joined id happens under shared_mu, so a join cannot slip
+	// between the check and the leave.
+	std::mutex shared_mu;
+	std::map<std::uint32_t, std::uint32_t> shared;	// guarded by shared_mu
 };
 } // namespace detail
 
@@ -194,6 +209,26 @@ public:
 				   Ordering ordering = Ordering::Unordered,
 				   std::chrono::milliseconds timeout = std::chrono::seconds(5)) const;
 
+	// The node pair's shared connection to `peer` (ABI 18,
+	// ME_CONNECT_F_SHARED): one connection between this node and the peer
+	// that every Device of both nodes may post on, instead of one per
+	// pair of Devices.  If it is up or being opened, from either side,
+	// this Device joins it; else it is opened.  Unordered.  Sends on it
+	// name the receiving Device's port (Connection::send_to), so give
+	// each Device a port (bind()) for its messages to find it.  The
+	// Connection's destructor or close() leaves it; the connection this
+	// node opened closes when the last Device of this node that joined
+	// it leaves, and every Device that joined it gets its ConnClosed or
+	// ConnDead; after closing that Connection, connect_shared() again
+	// opens a new one.  One Connection per peer per Device: while this
+	// Device holds one (even one whose connection ended), another
+	// connect_shared() to the peer fails with EISCONN (the module keeps one
+	// join per open file; a second handle's leave would end the first's).
+	// Errors as connect(), and EOPNOTSUPP from a module before ABI 18,
+	// ENOSPC past ME_CONN_MAX_PER_FILE (256) joined connections.
+	Result<Connection> connect_shared(std::uint32_t peer,
+					  std::chrono::milliseconds timeout = std::chrono::seconds(5)) const;
+
 	// Makes this Device the endpoint on `port` of its node (ABI 11): the
 	// connections peers open to that port are its own from the start,
 	// and it takes no message of connections opened to no port.  0: the
@@ -220,7 +255,9 @@ public:
 	// Takes the oldest message for this Device (from `peer`, or any when
 	// 0): one that came on a connection it opened or accepted, or the
 	// first of a peer's connection nobody holds yet (taking it makes the
-	// connection this Device's: its later messages come only here).
+	// connection this Device's: its later messages come only here), or
+	// (ABI 18) one sent on a shared connection to the port this Device
+	// is bound to (Message::port: the sender's port).
 	// ETIMEDOUT if none comes in time.
 	Result<Message> recv(std::uint32_t peer = 0,
 			     std::chrono::milliseconds timeout = std::chrono::seconds(5)) const;
@@ -229,6 +266,10 @@ public:
 	// that opened it and nobody else.  Its destructor or close() closes
 	// it for that peer too.  EINVAL for a message without a connection.
 	// Posting on it fails with ENOENT if this Device does not hold it.
+	// For a message of a shared connection (ABI 18) it is that
+	// connection, which any Device may post on (answer with
+	// send_to(m.port, ...)); its destructor or close() tells the module
+	// nothing, so it never leaves for a connect_shared() Connection.
 	Result<Connection> accept(const Message &m) const;
 
 	int fd() const noexcept { return file_ ? file_->fd : -1; }

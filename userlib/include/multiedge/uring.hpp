@@ -111,6 +111,11 @@ public:
 		    std::uint64_t user_data);
 	Status send(const Connection &conn, const MemoryRegion &local, std::uint64_t local_off,
 		    std::uint32_t len, std::uint64_t user_data);
+	// A send on a shared connection to the peer's Device bound to `port`
+	// (ABI 18), as Connection::send_to: EDESTADDRREQ for port 0,
+	// EOPNOTSUPP from a module before ABI 18, before anything is prepared.
+	Status send_to(const Connection &conn, std::uint16_t port, const MemoryRegion &local,
+		       std::uint64_t local_off, std::uint32_t len, std::uint64_t user_data);
 
 	// Submits every SQE prepared on the ring (the application's too, on
 	// an attached ring): io_uring_submit().  Returns how many the kernel
@@ -139,7 +144,7 @@ private:
 	Status prepare(std::uint32_t opcode, const Connection &conn, const MemoryRegion &local,
 		       std::uint64_t local_off, const RemoteRegion *remote,
 		       std::uint64_t remote_off, std::uint32_t len, std::uint32_t imm,
-		       std::uint64_t user_data);
+		       std::uint16_t port, std::uint64_t user_data);
 	void drain_and_close() noexcept;
 
 	std::unique_ptr<State> s_;

@@ -256,6 +256,7 @@ static int me_release(struct inode *inode, struct file *file)
 	me_shared_release_file(f);
 	me_engine_release_file(f);
 	me_recvq_file_release(f);
+	me_ops_release_file(f);
 	me_mr_release_file(f);
 	me_cq_destroy(&f->cq);
 	put_net(f->net);

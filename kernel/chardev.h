@@ -24,6 +24,7 @@ struct me_file {
 	u32 port;		/* bound to (ports.c, owner_lock), 0: none */
 	struct list_head shares;	/* shared connections it joined (shared.c) */
 	unsigned int nr_shares;
+	atomic_t shared_kops;	/* its operations on shared connections (ops.c) */
 	struct list_head bound_node;	/* in mn->bound while port is set */
 	struct me_cq cq;	/* its completions */
 };

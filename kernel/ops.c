@@ -48,6 +48,8 @@ struct me_kop {
 	struct ubuf_info ubuf;		/* zero-copy skbs point here */
 	struct list_head node;		/* in its connection's me_conn_done */
 	u32 conn;
+	bool shared;			/* on a shared connection: counted in
+					 * its file's shared_kops */
 	bool finished;			/* last reference gone (under cd->lock) */
 	struct me_file *file;
 	struct me_mr *mr;		/* local region, referenced */
@@ -173,10 +175,14 @@ static void release_delivered(struct list_head *done)
 	struct me_kop *k, *tmp;
 
 	list_for_each_entry_safe(k, tmp, done, node) {
+		struct me_file *f = k->shared ? k->file : NULL;
 		struct me_mr *mr = k->mr;
 
 		kmem_cache_free(kop_cache, k);
 		atomic64_dec(&ops_inflight);
+		/* Before its region's reference: that keeps the file alive. */
+		if (f && atomic_dec_and_test(&f->shared_kops))
+			wake_up(&me_net(f->net)->waitq);
 		me_mr_put(mr);
 	}
 }
@@ -419,6 +425,9 @@ static int post(struct me_file *f, const struct me_post *req,
 	cd->ordered = me_conn_mode(c) == ME_MODE_ORDERED;
 	list_add_tail(&kop->node, &cd->kops);
 	spin_unlock_bh(&cd->lock);
+	kop->shared = shared;
+	if (shared)
+		atomic_inc(&f->shared_kops);
 
 	atomic64_inc(&ops_inflight);
 	for (;;) {
@@ -457,6 +466,8 @@ static int post(struct me_file *f, const struct me_post *req,
 		release_delivered(&done);
 		if (!ucmd)
 			me_cq_unreserve(&f->cq);
+		if (shared)
+			atomic_dec(&f->shared_kops);	/* nobody waits: the file is open */
 		goto err_mr;
 	}
 	/*
@@ -470,6 +481,18 @@ err_mr:
 err_kop:
 	kmem_cache_free(kop_cache, kop);
 	return ret;
+}
+
+/*
+ * The file is closing: its operations on shared connections finish before
+ * its regions go (mr.c takes a region out of reach before it waits for
+ * its users, and an operation whose source is out of reach ends its
+ * connection: a shared one is every file's).  Bounded: an operation
+ * completes, or its connection dies.
+ */
+void me_ops_release_file(struct me_file *f)
+{
+	wait_event(me_net(f->net)->waitq, !atomic_read(&f->shared_kops));
 }
 
 /* The connection stays valid while posting (conn_srcu). */

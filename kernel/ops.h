@@ -29,6 +29,8 @@ void me_ops_complete(struct me_net *mn, const struct me_cqe *cqe);
  * 0 once the engine owns the operation: it completes exactly once, later
  * or already; a negative errno if nothing was posted.
  */
+/* Closing @f: waits until its operations on shared connections finished. */
+void me_ops_release_file(struct me_file *f);
 int me_ops_post(struct me_file *f, const struct me_post *req,
 		struct io_uring_cmd *ucmd, bool may_block);
 

@@ -609,6 +609,10 @@ struct me_disconnect {
  *                 effect at the target
  *   -ETIMEDOUT    the peer or every link to it died, after it was sent: it
  *                 may or may not have taken effect at the target
+ *   -ECONNABORTED this side gave the connection up because the peer made
+ *                 too many accesses with a wrong key through it (the
+ *                 peer's operations fail with -ECONNRESET): as -ETIMEDOUT
+ *                 for what took effect
  *   -ENOENT       the local region an operation of the connection was
  *                 being sent from was deregistered meanwhile, which ended
  *                 the connection: as -ETIMEDOUT for what took effect

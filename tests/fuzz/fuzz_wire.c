@@ -64,7 +64,8 @@ static void check_accepted(const u8 *buf, u32 len, const struct me_hdr *h)
 		CHECK(h->c.window >= ME_WIN_MIN && h->c.window <= ME_WIN_MAX);
 		CHECK(!(h->c.window & (h->c.window - 1)));
 		CHECK(h->c.credit && h->c.credit <= h->c.window);
-		CHECK(h->c.mode <= 1);
+		/* Unordered, ordered, or shared (wire 10): to no port. */
+		CHECK(h->c.mode <= 2 && (h->c.mode != 2 || !h->c.port));
 		CHECK(h->c.ops && h->c.ops <= ME_OPS_MAX);
 		CHECK(h->dst_node != ME_NODE_BCAST);
 		CHECK(h->c.cookie);

@@ -331,6 +331,7 @@ fi_ops domain_fi_ops = fid_ops(domain_close, domain_control);
 } // namespace
 
 int cq_open(fid_domain *domain, fi_cq_attr *attr, fid_cq **cq, void *context);
+int cntr_open(fid_domain *domain, fi_cntr_attr *attr, fid_cntr **cntr, void *context);
 int endpoint_open(fid_domain *domain, fi_info *info, fid_ep **ep, void *context);
 
 namespace {
@@ -341,7 +342,7 @@ fi_ops_domain domain_ops = [] {
 	o.cq_open = cq_open;
 	o.endpoint = endpoint_open;
 	MEFI_NOSYS(o, scalable_ep);
-	MEFI_NOSYS(o, cntr_open);
+	o.cntr_open = cntr_open;
 	MEFI_NOSYS(o, poll_open);
 	MEFI_NOSYS(o, stx_ctx);
 	MEFI_NOSYS(o, srx_ctx);
@@ -412,6 +413,12 @@ int domain_open(fid_fabric *fabric, fi_info *info, fid_domain **out, void *conte
 		delete d;
 		return -fi_error_of(err);
 	}
+	err = d->init_wake();
+	if (err) {
+		MEFI_WARN("the counters' eventfd: %s\n", std::strerror(err));
+		delete d;
+		return -fi_error_of(err);
+	}
 	*out = &d->h.fid;
 	return 0;
 }
@@ -455,6 +462,10 @@ int Domain::init_bounce()
 
 void Domain::progress()
 {
+	// A counter the application changed woke the wait set's sleepers;
+	// left readable, the set would keep them spinning.
+	if (woken)
+		drain_wake();
 	if (!ep)
 		return;
 	me_completion cs[64];

@@ -392,6 +392,8 @@ void Endpoint::send_fin(Addr addr, std::uint64_t id, int status)
 
 void Endpoint::complete_tx(Op *op, int err)
 {
+	if (op->h.kind == Kind::Fin)
+		return;		// the provider's own message: nobody posted it
 	if (op->pieces) {	// the send completes with its last piece
 		Op::Pieces &p = *op->pieces;
 		if (err && !p.err)
@@ -400,6 +402,9 @@ void Endpoint::complete_tx(Op *op, int err)
 			return;
 		err = p.err;
 	}
+	// Counted whether or not it gets a CQ entry (FI_INJECT, selective).
+	if (send_cntr)
+		send_cntr->count(err);
 	if (!tx_cq || (!err && !op->report))
 		return;
 	Entry e;
@@ -412,6 +417,8 @@ void Endpoint::complete_tx(Op *op, int err)
 void Endpoint::complete_rx(const RecvRequest &r, Addr addr, const Header &h,
 			   std::size_t got, int err, std::size_t olen)
 {
+	if (recv_cntr)
+		recv_cntr->count(err);
 	if (!rx_cq || (!err && rx_selective && !(r.flags & FI_COMPLETION)))
 		return;
 	Entry e;
@@ -499,6 +506,9 @@ ssize_t Endpoint::recv(void *buf, std::size_t len, void *desc, fi_addr_t src, st
 	return 0;
 }
 
+// A peek receives nothing, so it counts nothing unless it discards the
+// message it found (FI_DISCARD: taken, as a receive takes it); a claimed
+// message counts when its FI_CLAIM receive takes or discards it.
 void Endpoint::peek(const RecvRequest &r)
 {
 	for (auto it = unexpected.begin(); it != unexpected.end(); ++it) {
@@ -519,6 +529,8 @@ void Endpoint::peek(const RecvRequest &r)
 			if (it->h.kind == Kind::Rts)
 				send_fin(it->addr, it->h.id, 0);
 			drop_unexpected(it);
+			if (recv_cntr)
+				recv_cntr->count(0);
 		}
 		return;
 	}
@@ -537,6 +549,8 @@ ssize_t Endpoint::cancel(void *context)
 		for (auto it = list->begin(); it != list->end(); ++it) {
 			if (it->context != context)
 				continue;
+			if (recv_cntr)
+				recv_cntr->count(FI_ECANCELED);	// completes in error
 			if (rx_cq) {
 				Entry e;
 				e.e.op_context = context;

@@ -69,8 +69,37 @@ int ep_bind(fid *f, fid *bfid, std::uint64_t flags)
 	}
 	case FI_CLASS_EQ:
 		return 0;	// an RDM endpoint raises no events
-	case FI_CLASS_CNTR:
-		return -FI_ENOSYS;	// counters are not offered
+	case FI_CLASS_CNTR: {
+		auto *c = self_of<Counter>(reinterpret_cast<fid_cntr *>(bfid));
+		if (c->domain != ep->domain)
+			return -FI_EINVAL;
+		if (flags & ~(FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ |
+			      FI_REMOTE_WRITE))
+			return -FI_EBADFLAGS;
+		// A peer's reads and writes of this domain's regions are done by
+		// the module without the provider: it sees only a write with
+		// data (ME_CQ_NOTIFY), and a count of those would pass for a
+		// count of remote writes.  No FI_RMA_EVENT, no such counters.
+		if (flags & (FI_REMOTE_READ | FI_REMOTE_WRITE))
+			return -FI_ENOSYS;
+		if (!flags)
+			return -FI_EINVAL;
+		// One counter per kind of operation (fi_endpoint(3)).
+		struct {
+			std::uint64_t flag;
+			Counter *&slot;
+		} kinds[] = {{FI_SEND, ep->send_cntr},
+			     {FI_RECV, ep->recv_cntr},
+			     {FI_READ, ep->read_cntr},
+			     {FI_WRITE, ep->write_cntr}};
+		for (auto &k : kinds)
+			if ((flags & k.flag) && k.slot)
+				return -FI_EINVAL;
+		for (auto &k : kinds)
+			if (flags & k.flag)
+				k.slot = c;
+		return 0;
+	}
 	default:
 		return -FI_EINVAL;
 	}

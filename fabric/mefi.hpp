@@ -237,6 +237,26 @@ public:
 	void push(Entry e);
 };
 
+// fid_cntr: the completions of the kinds of operation it is bound for
+// (fi_ep_bind: FI_SEND, FI_RECV, FI_READ, FI_WRITE), successful ones in
+// `value` and failed ones in `errors`, whether or not they give a CQ
+// entry.  The endpoint counts them as it completes operations (cntr.cpp).
+class Counter {
+public:
+	Counter(Domain *d, const fi_cntr_attr &attr, void *context);
+	Handle<fid_cntr, Counter> h;
+	Domain *domain;
+	fi_wait_obj wait;
+	std::uint64_t value = 0, errors = 0;	// guarded by the domain's lock
+	// What the application saw last (a read, or fi_trywait): fi_trywait
+	// tells it to look again when the counter moved since.
+	std::uint64_t seen = 0, seen_errors = 0;
+
+	void count(int err) { (err ? errors : value)++; }
+	// Whether the counter moved since the application saw it; it has now.
+	bool moved();
+};
+
 // fid_mr: a region registered on the domain's file.
 class MemoryRegion {
 public:
@@ -379,7 +399,7 @@ public:
 	std::unordered_map<std::uint32_t, std::uint32_t> node_conns;
 	std::recursive_mutex mu;
 	Endpoint *ep = nullptr;
-	int refs = 0;			// AVs, CQs, MRs, endpoints open on it
+	int refs = 0;			// AVs, CQs, counters, MRs, endpoints open on it
 
 	// Sends leave from bounce slots of one registered buffer.
 	static constexpr unsigned kSlots = 1024;
@@ -406,6 +426,14 @@ public:
 	// The wait set wakes for messages too (false: completions only).
 	bool waits_for_messages = false;
 	void wait_for_messages(bool want);
+	// Counters (cntr.cpp): an eventfd in the wait set, written when the
+	// application changes a counter (fi_cntr_add, fi_cntr_set...) so that
+	// whoever sleeps on the set looks again; progress empties it.
+	Fd wake;
+	bool woken = false;		// `wake` was written and not emptied
+	int init_wake();
+	void wake_waiters();
+	void drain_wake();
 };
 
 // fid_ep (FI_EP_RDM).
@@ -418,6 +446,15 @@ public:
 	AddressVector *av = nullptr;
 	CompletionQueue *tx_cq = nullptr, *rx_cq = nullptr;
 	bool tx_selective = false, rx_selective = false;
+	// The counter bound for each kind of operation (fi_ep_bind); null:
+	// none.  A peer's reads and writes of this domain's regions are the
+	// module's and are not seen here: nothing counts them.
+	Counter *send_cntr = nullptr, *recv_cntr = nullptr;
+	Counter *read_cntr = nullptr, *write_cntr = nullptr;
+	bool binds(const Counter *c) const
+	{
+		return c == send_cntr || c == recv_cntr || c == read_cntr || c == write_cntr;
+	}
 	bool enabled = false;
 	bool directed = false;		// FI_DIRECTED_RECV: receives name a source
 	std::uint64_t tx_op_flags = 0, rx_op_flags = 0;

@@ -41,6 +41,9 @@ bool rma_allowed(std::uint32_t version, const fi_info *hints)
 	return hints->domain_attr->mr_mode & FI_MR_RAW;
 }
 constexpr std::size_t kQueueSize = 1024;
+// Counters a domain offers (domain_attr cntr_cnt): as many as CQs; neither
+// costs more than its memory.
+constexpr std::size_t kCounters = 64;
 
 // This namespace's node, or a positive errno (module not loaded: ENOENT).
 int query_node(std::uint32_t *node)
@@ -100,6 +103,8 @@ bool hints_ok(std::uint32_t version, const fi_info *hints)
 		if (d->control_progress == FI_PROGRESS_AUTO || d->data_progress == FI_PROGRESS_AUTO)
 			return false;
 		if (d->cq_data_size > 8)
+			return false;
+		if (d->cntr_cnt > kCounters)
 			return false;
 	}
 	if (hints->fabric_attr && !name_ok(hints->fabric_attr->name))
@@ -173,6 +178,7 @@ fi_info *make_info(std::uint32_t version, Addr src, const fi_info *hints,
 	d->mr_key_size = raw ? kRawKeySize : 8;
 	d->cq_data_size = 8;
 	d->cq_cnt = 64;
+	d->cntr_cnt = kCounters;
 	d->ep_cnt = 1;
 	d->tx_ctx_cnt = 1;
 	d->rx_ctx_cnt = 1;
@@ -263,9 +269,19 @@ int fabric_close(fid *f)
 	return 0;
 }
 
+// 0 when the caller may sleep on the wait fds: nothing is to be read from
+// the CQs, and the counters did not move since the caller last read them.
 int trywait(fid_fabric *, fid **fids, int count)
 {
 	for (int i = 0; i < count; i++) {
+		if (fids[i]->fclass == FI_CLASS_CNTR) {
+			Counter *c = self_of<Counter>(reinterpret_cast<fid_cntr *>(fids[i]));
+			std::lock_guard<std::recursive_mutex> g(c->domain->mu);
+			c->domain->progress();
+			if (c->moved())
+				return -FI_EAGAIN;
+			continue;
+		}
 		if (fids[i]->fclass != FI_CLASS_CQ)
 			return -FI_ENOSYS;
 		CompletionQueue *cq = self_of<CompletionQueue>(reinterpret_cast<fid_cq *>(fids[i]));

@@ -12,6 +12,9 @@ namespace mefi {
 
 void Endpoint::complete_rma(void *context, bool read, bool report, int err)
 {
+	// Counted whether or not it gets a CQ entry (FI_INJECT, selective).
+	if (Counter *c = read ? read_cntr : write_cntr)
+		c->count(err);
 	if (!tx_cq || (!err && !report))
 		return;
 	Entry e;

@@ -82,8 +82,10 @@ class Fab {
 public:
 	// With `rma`: FI_RMA asked for, raw keys accepted (FI_MR_RAW).  With
 	// `port`: the endpoint's port (as fi_getinfo's service, FI_SOURCE).
+	// `setup` runs before the CQ is bound and the endpoint enabled: it may
+	// bind counters (counter()) and change cq_flags.
 	Fab(Cluster &c, int n, bool rma = false, fi_cq_format format = FI_CQ_FORMAT_TAGGED,
-	    const char *port = nullptr)
+	    const char *port = nullptr, const std::function<void(Fab &)> &setup = {})
 	{
 		Cluster::Enter in(c.ns(n));
 		EXPECT_TRUE(in.ok());
@@ -113,7 +115,9 @@ public:
 		if (!ep || !av || !cq)
 			return;
 		EXPECT_EQ(ret = fi_ep_bind(ep, &av->fid, 0), 0) << fi_err(ret);
-		EXPECT_EQ(ret = fi_ep_bind(ep, &cq->fid, FI_TRANSMIT | FI_RECV), 0) << fi_err(ret);
+		if (setup)
+			setup(*this);
+		EXPECT_EQ(ret = fi_ep_bind(ep, &cq->fid, cq_flags), 0) << fi_err(ret);
 		EXPECT_EQ(ret = fi_enable(ep), 0) << fi_err(ret);
 		name.resize(64);
 		std::size_t len = name.size();
@@ -126,6 +130,8 @@ public:
 		if (ep) {
 			EXPECT_EQ(fi_close(&ep->fid), 0);
 		}
+		for (fid_cntr *k : cntrs)
+			EXPECT_EQ(fi_close(&k->fid), 0) << "a counter of a closed endpoint";
 		if (cq) {
 			EXPECT_EQ(fi_close(&cq->fid), 0);
 		}
@@ -179,6 +185,25 @@ public:
 		}
 	}
 
+	// A counter of this domain, closed after the endpoint, bound to the
+	// endpoint for `flags` unless they are 0.
+	fid_cntr *counter(std::uint64_t flags, fi_wait_obj wait = FI_WAIT_FD)
+	{
+		fi_cntr_attr attr{};
+		attr.events = FI_CNTR_EVENTS_COMP;
+		attr.wait_obj = wait;
+		fid_cntr *k = nullptr;
+		int ret = fi_cntr_open(domain, &attr, &k, nullptr);
+		EXPECT_EQ(ret, 0) << fi_err(ret);
+		if (!k)
+			return nullptr;
+		cntrs.push_back(k);
+		if (flags) {
+			EXPECT_EQ(ret = fi_ep_bind(ep, &k->fid, flags), 0) << fi_err(ret);
+		}
+		return k;
+	}
+
 	// Takes the completion of `context` out of `got`, if there.
 	std::optional<Done> take(void *context)
 	{
@@ -197,6 +222,8 @@ public:
 	fid_av *av = nullptr;
 	fid_cq *cq = nullptr;
 	fid_ep *ep = nullptr;
+	std::vector<fid_cntr *> cntrs;
+	std::uint64_t cq_flags = FI_TRANSMIT | FI_RECV;
 	std::string name;
 	bool ok = false;
 	std::vector<Done> got;
@@ -836,10 +863,7 @@ TEST_F(FabricTest, BadInput)
 	d = b.take(&rctx);
 	ASSERT_TRUE(d);
 	EXPECT_EQ(d->err, FI_ENOMSG);
-	// Counters are not offered; an endpoint cannot be bound once enabled.
-	fi_cntr_attr cattr{};
-	fid_cntr *cntr = nullptr;
-	EXPECT_EQ(fi_cntr_open(a.domain, &cattr, &cntr, nullptr), -FI_ENOSYS);
+	// An endpoint cannot be bound once enabled (counters: CounterBadInput).
 	fid_cq *cq2 = nullptr;
 	fi_cq_attr attr{};
 	attr.format = FI_CQ_FORMAT_CONTEXT;
@@ -1087,6 +1111,375 @@ TEST_F(FabricTest, RmaToItself)
 	d = wait_done(a, &ctx, {&a});
 	ASSERT_TRUE(d);
 	EXPECT_EQ(d->err, ERANGE);
+}
+
+// Drives `fabs` until counter `k` has counted `value` completions and
+// `errors` failures (or more: the caller checks); false at the timeout.
+bool counted(fid_cntr *k, std::uint64_t value, std::uint64_t errors,
+	     std::initializer_list<Fab *> fabs)
+{
+	return drive(fabs, [&] { return fi_cntr_read(k) >= value && fi_cntr_readerr(k) >= errors; });
+}
+
+// Sends `msg` from `from` to `to` after 300 ms, on a thread of its own,
+// and drives `from` until the send completed.
+std::thread send_later(Fab &from, fi_addr_t to, const char *msg)
+{
+	return std::thread([&from, to, msg] {
+		std::this_thread::sleep_for(300ms);
+		int sctx;
+		EXPECT_EQ(fi_send(from.ep, msg, std::strlen(msg) + 1, nullptr, to, &sctx), 0);
+		std::optional<Done> d;
+		drive({&from}, [&] { return (d = from.take(&sctx)).has_value(); });
+		EXPECT_TRUE(d);
+	});
+}
+
+// fi_getinfo offers counters (cntr_cnt) but not FI_RMA_EVENT: a peer's
+// reads and writes of a region are not seen by its provider.
+TEST_F(FabricTest, CountersInGetinfo)
+{
+	Cluster::Enter in(c().ns(0));
+	ASSERT_TRUE(in.ok());
+	fi_info *h = hints(), *info = nullptr;
+	h->domain_attr->cntr_cnt = 4;
+	ASSERT_EQ(fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, h, &info), 0);
+	EXPECT_GE(info->domain_attr->cntr_cnt, 4u);
+	fi_freeinfo(info);
+	fi_freeinfo(h);
+	h = hints();
+	h->domain_attr->cntr_cnt = 1 << 20;
+	EXPECT_EQ(fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, h, &info), -FI_ENODATA)
+		<< "more counters than a domain offers";
+	fi_freeinfo(h);
+	h = hints(FI_EP_RDM, FI_MSG | FI_RMA | FI_RMA_EVENT);
+	h->domain_attr->mr_mode = FI_MR_RAW | FI_MR_PROV_KEY;
+	EXPECT_EQ(fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, h, &info), -FI_ENODATA)
+		<< "FI_RMA_EVENT";
+	fi_freeinfo(h);
+}
+
+// Counters count every send and receive that completes, eager, in pieces
+// and by rendezvous, with a CQ entry or without one (FI_SELECTIVE_COMPLETION
+// without FI_COMPLETION, fi_inject), and the failed ones as errors, apart.
+TEST_F(FabricTest, CountersCountSendsAndReceives)
+{
+	fid_cntr *sent = nullptr, *a_recvd = nullptr, *recvd = nullptr;
+	Fab a(c(), 0, false, FI_CQ_FORMAT_TAGGED, nullptr, [&](Fab &f) {
+		sent = f.counter(FI_SEND);
+		a_recvd = f.counter(FI_RECV);
+		f.cq_flags |= FI_SELECTIVE_COMPLETION;
+	});
+	Fab b(c(), 1, false, FI_CQ_FORMAT_TAGGED, nullptr,
+	      [&](Fab &f) { recvd = f.counter(FI_RECV); });
+	ASSERT_TRUE(a.ok && b.ok && sent && a_recvd && recvd);
+	fi_addr_t to_b = a.insert(b), to_a = b.insert(a);
+	constexpr std::size_t kMax = 100000;
+	std::vector<std::vector<std::uint8_t>> in(8, std::vector<std::uint8_t>(kMax));
+	int rctx[8];
+	for (int i = 0; i < 7; i++)
+		ASSERT_EQ(fi_recv(b.ep, in[i].data(), kMax, nullptr, to_a, &rctx[i]), 0);
+	ASSERT_EQ(fi_trecv(b.ep, in[7].data(), kMax, nullptr, to_a, 9, 0, &rctx[7]), 0);
+	// Eager, in pieces, rendezvous: by fi_send (no CQ entry: selective)
+	// and by fi_sendmsg with FI_COMPLETION (an entry); fi_inject; tagged.
+	auto out = pattern(kMax, 5);
+	int sctx[8];
+	std::vector<void *> reported;
+	int k = 0;
+	for (std::size_t len : {std::size_t{8}, std::size_t{2000}, kMax}) {
+		ASSERT_EQ(fi_send(a.ep, out.data(), len, nullptr, to_b, &sctx[k++]), 0);
+		iovec iov{out.data(), len};
+		fi_msg m{};
+		m.msg_iov = &iov;
+		m.iov_count = 1;
+		m.addr = to_b;
+		m.context = &sctx[k++];
+		reported.push_back(m.context);
+		ASSERT_EQ(fi_sendmsg(a.ep, &m, FI_COMPLETION), 0);
+	}
+	ASSERT_EQ(fi_inject(a.ep, out.data(), 8, to_b), 0);
+	ASSERT_EQ(fi_tsend(a.ep, out.data(), 8, nullptr, to_b, 9, &sctx[k++]), 0);
+	ASSERT_TRUE(counted(sent, 8, 0, {&a, &b})) << fi_cntr_read(sent) << " sends counted";
+	ASSERT_TRUE(counted(recvd, 8, 0, {&a, &b})) << fi_cntr_read(recvd) << " receives counted";
+	a.harvest();
+	b.harvest();
+	EXPECT_EQ(fi_cntr_read(sent), 8u);
+	EXPECT_EQ(fi_cntr_readerr(sent), 0u);
+	EXPECT_EQ(fi_cntr_read(recvd), 8u);
+	EXPECT_EQ(fi_cntr_readerr(recvd), 0u);
+	EXPECT_EQ(fi_cntr_read(a_recvd), 0u) << "a received nothing";
+	EXPECT_EQ(a.got.size(), reported.size()) << "CQ entries of the sends asking for one";
+	for (void *ctx : reported)
+		EXPECT_TRUE(a.take(ctx));
+	EXPECT_EQ(b.got.size(), 8u);
+
+	// A truncated receive and a cancelled one count as errors of b's
+	// receives; the send of the truncated message succeeded.
+	char small[4];
+	int tctx, cctx;
+	ASSERT_EQ(fi_recv(b.ep, small, sizeof(small), nullptr, to_a, &tctx), 0);
+	ASSERT_EQ(fi_send(a.ep, out.data(), 8, nullptr, to_b, &sctx[0]), 0);
+	ASSERT_TRUE(counted(recvd, 8, 1, {&a, &b}));
+	ASSERT_EQ(fi_recv(b.ep, small, sizeof(small), nullptr, to_a, &cctx), 0);
+	ASSERT_EQ(fi_cancel(&b.ep->fid, &cctx), 0);
+	// A send to a port nobody holds fails: an error of a's sends, and
+	// a CQ entry although a's successful sends write none.
+	fi_addr_t nobody = FI_ADDR_NOTAVAIL;
+	std::string node1 = "fi_me://" + std::to_string(c().id(1));
+	ASSERT_EQ(fi_av_insertsvc(a.av, node1.c_str(), "7", &nobody, 0, nullptr), 1);
+	int nctx;
+	ASSERT_EQ(fi_send(a.ep, out.data(), 8, nullptr, nobody, &nctx), 0);
+	ASSERT_TRUE(counted(sent, 9, 1, {&a, &b}));
+	ASSERT_TRUE(counted(recvd, 8, 2, {&a, &b}));
+	auto d = wait_done(a, &nctx, {&a, &b});
+	ASSERT_TRUE(d);
+	EXPECT_NE(d->err, 0);
+	EXPECT_EQ(fi_cntr_read(sent), 9u);
+	EXPECT_EQ(fi_cntr_readerr(sent), 1u);
+	EXPECT_EQ(fi_cntr_read(recvd), 8u) << "failed receives counted as done";
+	EXPECT_EQ(fi_cntr_readerr(recvd), 2u);
+	EXPECT_EQ(fi_cntr_readerr(a_recvd), 0u);
+}
+
+// RMA reads and writes count on the counters bound for FI_READ and
+// FI_WRITE (not on the one for sends), to a peer and to the endpoint
+// itself, with or without a CQ entry; refused ones count as errors.
+TEST_F(FabricTest, CountersCountReadsAndWrites)
+{
+	fid_cntr *reads = nullptr, *writes = nullptr, *sends = nullptr;
+	Fab a(c(), 0, true, FI_CQ_FORMAT_TAGGED, nullptr, [&](Fab &f) {
+		reads = f.counter(FI_READ);
+		writes = f.counter(FI_WRITE);
+		sends = f.counter(FI_SEND);
+		f.cq_flags |= FI_SELECTIVE_COMPLETION;
+	});
+	Fab b(c(), 1, true);
+	ASSERT_TRUE(a.ok && b.ok && reads && writes && sends);
+	fi_addr_t to_b = a.insert(b), self = a.insert(a);
+	Target t(b, 1 << 20, FI_REMOTE_READ | FI_REMOTE_WRITE);
+	Target mine(a, 8192, FI_REMOTE_READ | FI_REMOTE_WRITE);
+	std::uint64_t key = map_key(a, t.raw), my_key = map_key(a, mine.raw);
+	auto out = pattern(100000, 7);
+	std::vector<std::uint8_t> back(out.size());
+	int ctx;
+	// Six writes: small, large, inject, with data, empty, to itself.
+	ASSERT_EQ(fi_write(a.ep, out.data(), 100, nullptr, to_b, 0, key, &ctx), 0);
+	ASSERT_EQ(fi_write(a.ep, out.data(), out.size(), nullptr, to_b, 4096, key, &ctx), 0);
+	ASSERT_EQ(fi_inject_write(a.ep, out.data(), 8, to_b, 200000, key), 0);
+	ASSERT_EQ(fi_writedata(a.ep, out.data(), 64, nullptr, 5, to_b, 300000, key, &ctx), 0);
+	ASSERT_EQ(fi_write(a.ep, out.data(), 0, nullptr, to_b, 0, key, &ctx), 0);
+	ASSERT_EQ(fi_write(a.ep, out.data(), 1000, nullptr, self, 0, my_key, &ctx), 0);
+	// Three reads: small, large, from itself.
+	ASSERT_EQ(fi_read(a.ep, back.data(), 100, nullptr, to_b, 0, key, &ctx), 0);
+	ASSERT_TRUE(counted(writes, 6, 0, {&a, &b}));
+	ASSERT_EQ(fi_read(a.ep, back.data(), out.size(), nullptr, to_b, 4096, key, &ctx), 0);
+	ASSERT_EQ(fi_read(a.ep, back.data(), 1000, nullptr, self, 0, my_key, &ctx), 0);
+	ASSERT_TRUE(counted(reads, 3, 0, {&a, &b})) << fi_cntr_read(reads) << " reads counted";
+	a.harvest();
+	EXPECT_EQ(fi_cntr_read(writes), 6u);
+	EXPECT_EQ(fi_cntr_read(reads), 3u);
+	EXPECT_EQ(fi_cntr_readerr(writes), 0u);
+	EXPECT_EQ(fi_cntr_readerr(reads), 0u);
+	EXPECT_TRUE(a.got.empty()) << "a CQ entry without FI_COMPLETION";
+	EXPECT_TRUE(std::equal(back.begin(), back.begin() + 1000, out.begin()));
+
+	// A wrong key (write and read), a range beyond the region: errors,
+	// each with its CQ entry.
+	std::uint8_t wrong[16];
+	std::memcpy(wrong, t.raw, 16);
+	wrong[8] ^= 1;
+	std::uint64_t bad = map_key(a, wrong);
+	int w1, r1, w2;
+	ASSERT_EQ(fi_write(a.ep, out.data(), 100, nullptr, to_b, 0, bad, &w1), 0);
+	ASSERT_EQ(fi_read(a.ep, back.data(), 100, nullptr, to_b, 0, bad, &r1), 0);
+	ASSERT_EQ(fi_write(a.ep, out.data(), 100, nullptr, self, 8150, my_key, &w2), 0);
+	ASSERT_TRUE(counted(writes, 6, 2, {&a, &b}));
+	ASSERT_TRUE(counted(reads, 3, 1, {&a, &b}));
+	for (int *p : {&w1, &r1, &w2}) {
+		auto d = wait_done(a, p, {&a, &b});
+		ASSERT_TRUE(d);
+		EXPECT_NE(d->err, 0);
+	}
+	EXPECT_EQ(fi_cntr_read(writes), 6u);
+	EXPECT_EQ(fi_cntr_readerr(writes), 2u);
+	EXPECT_EQ(fi_cntr_read(reads), 3u);
+	EXPECT_EQ(fi_cntr_readerr(reads), 1u);
+	EXPECT_EQ(fi_cntr_read(sends), 0u) << "RMA counted as sends";
+	EXPECT_EQ(fi_cntr_readerr(sends), 0u);
+}
+
+// fi_cntr_set, _add, _seterr, _adderr; fi_cntr_wait returns when the
+// counter reaches the threshold (a message, another thread's fi_cntr_add),
+// with -FI_EAVAIL when its errors change, -FI_ETIMEDOUT at the timeout.
+TEST_F(FabricTest, CounterWaitWakesAndTimesOut)
+{
+	fid_cntr *recvd = nullptr, *idle = nullptr;
+	Fab a(c(), 0);
+	Fab b(c(), 1, false, FI_CQ_FORMAT_TAGGED, nullptr, [&](Fab &f) {
+		recvd = f.counter(FI_RECV);
+		idle = f.counter(0);
+	});
+	ASSERT_TRUE(a.ok && b.ok && recvd && idle);
+	fi_addr_t to_b = a.insert(b), to_a = b.insert(a);
+	EXPECT_EQ(fi_cntr_set(idle, 10), 0);
+	EXPECT_EQ(fi_cntr_read(idle), 10u);
+	EXPECT_EQ(fi_cntr_add(idle, 5), 0);
+	EXPECT_EQ(fi_cntr_read(idle), 15u);
+	EXPECT_EQ(fi_cntr_seterr(idle, 3), 0);
+	EXPECT_EQ(fi_cntr_readerr(idle), 3u);
+	EXPECT_EQ(fi_cntr_adderr(idle, 2), 0);
+	EXPECT_EQ(fi_cntr_readerr(idle), 5u);
+	EXPECT_EQ(fi_cntr_read(idle), 15u) << "errors are kept apart";
+	EXPECT_EQ(fi_cntr_wait(idle, 15, 0), 0) << "reached already";
+
+	auto t0 = std::chrono::steady_clock::now();
+	EXPECT_EQ(fi_cntr_wait(idle, 16, 200), -FI_ETIMEDOUT);
+	EXPECT_GE(std::chrono::steady_clock::now() - t0, 150ms);
+	EXPECT_EQ(fi_cntr_readerr(idle), 5u) << "a timeout changed the errors";
+
+	std::thread adder([&] {
+		std::this_thread::sleep_for(300ms);
+		EXPECT_EQ(fi_cntr_add(idle, 1), 0);
+	});
+	t0 = std::chrono::steady_clock::now();
+	int ret = fi_cntr_wait(idle, 16, 20000);
+	auto waited = std::chrono::steady_clock::now() - t0;
+	adder.join();
+	EXPECT_EQ(ret, 0) << fi_err(ret);
+	EXPECT_GE(waited, 250ms);
+	EXPECT_LT(waited, 10s);
+
+	std::thread erring([&] {
+		std::this_thread::sleep_for(300ms);
+		EXPECT_EQ(fi_cntr_adderr(idle, 1), 0);
+	});
+	ret = fi_cntr_wait(idle, 100, 20000);
+	erring.join();
+	EXPECT_EQ(ret, -FI_EAVAIL) << fi_err(ret);
+	EXPECT_EQ(fi_cntr_readerr(idle), 6u);
+
+	// A message: the wait makes b's progress.
+	char in[16] = {};
+	int rctx;
+	ASSERT_EQ(fi_recv(b.ep, in, sizeof(in), nullptr, to_a, &rctx), 0);
+	std::thread sender = send_later(a, to_b, "wake");
+	t0 = std::chrono::steady_clock::now();
+	ret = fi_cntr_wait(recvd, 1, 20000);
+	waited = std::chrono::steady_clock::now() - t0;
+	sender.join();
+	EXPECT_EQ(ret, 0) << fi_err(ret);
+	EXPECT_STREQ(in, "wake");
+	EXPECT_LT(waited, 10s);
+	// A receive that fails (truncated) ends the wait with -FI_EAVAIL.
+	char small[2];
+	ASSERT_EQ(fi_recv(b.ep, small, sizeof(small), nullptr, to_a, &rctx), 0);
+	sender = send_later(a, to_b, "longer");
+	ret = fi_cntr_wait(recvd, 2, 20000);
+	sender.join();
+	EXPECT_EQ(ret, -FI_EAVAIL) << fi_err(ret);
+	EXPECT_EQ(fi_cntr_read(recvd), 1u);
+	EXPECT_EQ(fi_cntr_readerr(recvd), 1u);
+}
+
+// A counter's FI_WAIT_FD (fi_control FI_GETWAIT) polls readable when a
+// completion comes and when another thread changes the counter;
+// fi_trywait says whether the counter moved since it was read.
+TEST_F(FabricTest, CounterWaitFdPollsReadable)
+{
+	fid_cntr *recvd = nullptr;
+	Fab a(c(), 0);
+	Fab b(c(), 1, false, FI_CQ_FORMAT_TAGGED, nullptr,
+	      [&](Fab &f) { recvd = f.counter(FI_RECV); });
+	ASSERT_TRUE(a.ok && b.ok && recvd);
+	fi_addr_t to_b = a.insert(b), to_a = b.insert(a);
+	int fd = -1;
+	ASSERT_EQ(fi_control(&recvd->fid, FI_GETWAIT, &fd), 0);
+	ASSERT_GE(fd, 0);
+	fid *fids[] = {&recvd->fid};
+	pollfd p{fd, POLLIN, 0};
+	EXPECT_EQ(fi_cntr_read(recvd), 0u);
+	EXPECT_EQ(fi_trywait(b.fabric, fids, 1), 0) << "nothing moved";
+	EXPECT_EQ(::poll(&p, 1, 0), 0) << "readable with nothing to see";
+
+	char in[16] = {};
+	int rctx;
+	ASSERT_EQ(fi_recv(b.ep, in, sizeof(in), nullptr, to_a, &rctx), 0);
+	std::thread sender = send_later(a, to_b, "fd");
+	EXPECT_EQ(::poll(&p, 1, 20000), 1) << "not readable for a message";
+	sender.join();
+	EXPECT_EQ(fi_trywait(b.fabric, fids, 1), -FI_EAGAIN) << "the counter moved";
+	EXPECT_EQ(fi_cntr_read(recvd), 1u);
+	EXPECT_STREQ(in, "fd");
+	EXPECT_EQ(fi_trywait(b.fabric, fids, 1), 0);
+	EXPECT_EQ(::poll(&p, 1, 0), 0);
+
+	std::thread adder([&] {
+		std::this_thread::sleep_for(300ms);
+		EXPECT_EQ(fi_cntr_add(recvd, 4), 0);
+	});
+	EXPECT_EQ(::poll(&p, 1, 20000), 1) << "not readable for another thread's fi_cntr_add";
+	adder.join();
+	EXPECT_EQ(fi_trywait(b.fabric, fids, 1), -FI_EAGAIN);
+	EXPECT_EQ(fi_cntr_read(recvd), 5u);
+	EXPECT_EQ(fi_trywait(b.fabric, fids, 1), 0);
+	EXPECT_EQ(::poll(&p, 1, 0), 0) << "still readable once the change was seen";
+}
+
+// What fi_cntr_open and fi_ep_bind refuse, and a bound counter does not
+// close (it does once its endpoint closed: ~Fab checks).
+TEST_F(FabricTest, CounterBadInput)
+{
+	Fab other(c(), 1);
+	ASSERT_TRUE(other.ok);
+	fid_cntr *foreign = other.counter(0);
+	fid_cntr *bound = nullptr;
+	Fab a(c(), 0, false, FI_CQ_FORMAT_TAGGED, nullptr, [&](Fab &f) {
+		bound = f.counter(FI_SEND | FI_RECV);
+		fid_cntr *k = f.counter(0);
+		ASSERT_TRUE(bound && k && foreign);
+		EXPECT_EQ(fi_ep_bind(f.ep, &k->fid, FI_SEND), -FI_EINVAL) << "two counters of sends";
+		EXPECT_EQ(fi_ep_bind(f.ep, &k->fid, FI_TAGGED), -FI_EBADFLAGS);
+		EXPECT_EQ(fi_ep_bind(f.ep, &k->fid, 0), -FI_EINVAL) << "bound for nothing";
+		EXPECT_EQ(fi_ep_bind(f.ep, &k->fid, FI_REMOTE_WRITE), -FI_ENOSYS)
+			<< "remote writes are not seen";
+		EXPECT_EQ(fi_ep_bind(f.ep, &k->fid, FI_READ | FI_REMOTE_READ), -FI_ENOSYS)
+			<< "remote reads are not seen";
+		EXPECT_EQ(fi_ep_bind(f.ep, &foreign->fid, FI_READ), -FI_EINVAL)
+			<< "a counter of another domain";
+		// Nothing was bound by the refusals.
+		EXPECT_EQ(fi_ep_bind(f.ep, &k->fid, FI_READ | FI_WRITE), 0);
+	});
+	ASSERT_TRUE(a.ok);
+	EXPECT_EQ(fi_close(&bound->fid), -FI_EBUSY) << "a bound counter closed";
+	fid_cntr *late = a.counter(0);
+	ASSERT_TRUE(late);
+	EXPECT_EQ(fi_ep_bind(a.ep, &late->fid, FI_SEND), -FI_EOPBADSTATE) << "bound once enabled";
+
+	fid_cntr *none = nullptr;
+	fi_cntr_attr attr{};
+	EXPECT_EQ(fi_cntr_open(a.domain, nullptr, &none, nullptr), -FI_EINVAL);
+	attr.flags = 1;
+	EXPECT_EQ(fi_cntr_open(a.domain, &attr, &none, nullptr), -FI_EINVAL) << "flags";
+	attr.flags = 0;
+	attr.events = static_cast<fi_cntr_events>(1);
+	EXPECT_EQ(fi_cntr_open(a.domain, &attr, &none, nullptr), -FI_EINVAL) << "events";
+	attr.events = FI_CNTR_EVENTS_COMP;
+	for (fi_wait_obj w : {FI_WAIT_SET, FI_WAIT_MUTEX_COND, FI_WAIT_YIELD, FI_WAIT_POLLFD}) {
+		attr.wait_obj = w;
+		EXPECT_EQ(fi_cntr_open(a.domain, &attr, &none, nullptr), -FI_ENOSYS) << "wait " << w;
+	}
+	EXPECT_EQ(none, nullptr);
+
+	// FI_WAIT_NONE: no waiting, no wait object; FI_WAIT_UNSPEC waits.
+	fid_cntr *nowait = a.counter(0, FI_WAIT_NONE), *unspec = a.counter(0, FI_WAIT_UNSPEC);
+	ASSERT_TRUE(nowait && unspec);
+	int fd = -1;
+	EXPECT_EQ(fi_cntr_wait(nowait, 1, 0), -FI_EINVAL);
+	EXPECT_EQ(fi_control(&nowait->fid, FI_GETWAIT, &fd), -FI_EINVAL);
+	EXPECT_EQ(fi_control(&unspec->fid, FI_GETOPSFLAG, &fd), -FI_ENOSYS);
+	EXPECT_EQ(fi_cntr_wait(unspec, 1, 0), -FI_ETIMEDOUT);
+	EXPECT_EQ(fi_cntr_add(nowait, 2), 0);
+	EXPECT_EQ(fi_cntr_read(nowait), 2u);
 }
 
 // Runs `cmd` through the shell; its exit status.

@@ -129,13 +129,7 @@ int cntr_control(fid *f, int command, void *arg)
 	Counter *c = self_of<Counter>(reinterpret_cast<fid_cntr *>(f));
 	if (command != FI_GETWAIT)
 		return -FI_ENOSYS;
-	if (c->wait != FI_WAIT_FD || !arg)
-		return -FI_EINVAL;
-	// The CQs' epoll set: readable when the module has completions or
-	// messages, this node's endpoints sent a message, or a counter was
-	// changed: fi_trywait first, then poll it for POLLIN.
-	*static_cast<int *>(arg) = c->domain->wait_set.get();
-	return 0;
+	return c->domain->get_wait(c->wait, arg);
 }
 
 fi_ops cntr_fi_ops = fid_ops(cntr_close, cntr_control);
@@ -208,6 +202,17 @@ int Domain::init_wake()
 	e.data.fd = wake.get();
 	if (::epoll_ctl(wait_set.get(), EPOLL_CTL_ADD, wake.get(), &e))
 		return errno;
+	return 0;
+}
+
+int Domain::get_wait(int wait_obj, void *arg) const
+{
+	if (wait_obj != FI_WAIT_FD || !arg)
+		return -FI_EINVAL;
+	// An epoll set, readable when the module has completions (POLLIN) or
+	// messages (POLLRDBAND), this node's endpoints sent a message, or a
+	// counter was changed: fi_trywait first, then poll it for POLLIN.
+	*static_cast<int *>(arg) = wait_set.get();
 	return 0;
 }
 

@@ -170,13 +170,7 @@ int cq_control(fid *f, int command, void *arg)
 	CompletionQueue *cq = self_of<CompletionQueue>(reinterpret_cast<fid_cq *>(f));
 	if (command != FI_GETWAIT)
 		return -FI_ENOSYS;
-	if (cq->wait != FI_WAIT_FD || !arg)
-		return -FI_EINVAL;
-	// An epoll set, readable when the module has completions (POLLIN) or
-	// messages (POLLRDBAND), or this node's endpoints sent a message:
-	// fi_trywait first, then poll it for POLLIN.
-	*static_cast<int *>(arg) = cq->domain->wait_set.get();
-	return 0;
+	return cq->domain->get_wait(cq->wait, arg);
 }
 
 fi_ops cq_fi_ops = fid_ops(cq_close, cq_control);

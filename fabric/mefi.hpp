@@ -420,6 +420,9 @@ public:
 	// reads sleep on: an epoll set of the device and the socket.
 	Fd local;
 	Fd wait_set;
+	// fi_control(FI_GETWAIT) of a CQ or counter waiting with `wait_obj`:
+	// the wait set's fd into `arg`, or -FI_EINVAL.
+	int get_wait(int wait_obj, void *arg) const;
 	std::vector<std::uint8_t> local_buf;	// one datagram
 	int init_local();
 	void drain_local();

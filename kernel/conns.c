@@ -344,6 +344,23 @@ static bool connect_settled(struct me_conn *c)
 	return me_conn_state(c) != ME_CS_CONNECTING;
 }
 
+long me_conns_wait_settled(struct me_net *mn, struct me_conn *c, u32 timeout_ms)
+{
+	long t = msecs_to_jiffies(timeout_ms ? timeout_ms : ME_CONNECT_TIMEOUT_MS);
+
+	return me_wait_event_timeout(mn->waitq, connect_settled(c), t);
+}
+
+int me_conns_connect_error(long t, int st, int why)
+{
+	if (t < 0)
+		return -EINTR;
+	if (st == ME_CS_CONNECTING)
+		return -ETIMEDOUT;
+	/* Refused (no endpoint on the port, no room), or the peer restarted. */
+	return why == -ECONNREFUSED || why == -ENOSPC ? why : -ECONNRESET;
+}
+
 long me_engine_ioc_connect(struct me_file *f, void __user *uarg)
 {
 	struct me_net *mn = me_net(f->net);
@@ -401,8 +418,7 @@ long me_engine_ioc_connect(struct me_file *f, void __user *uarg)
 	me_recvq_claim_locked(mn, id);
 	spin_unlock_bh(&mn->owner_lock);
 
-	t = msecs_to_jiffies(req.timeout_ms ? req.timeout_ms : ME_CONNECT_TIMEOUT_MS);
-	t = me_wait_event_timeout(mn->waitq, connect_settled(c), t);
+	t = me_conns_wait_settled(mn, c, req.timeout_ms);
 	st = me_conn_state(c);
 	if (st == ME_CS_ESTABLISHED) {
 		req.conn = id;
@@ -431,15 +447,10 @@ long me_engine_ioc_connect(struct me_file *f, void __user *uarg)
 	spin_unlock_bh(&mn->owner_lock);
 	if (me_conn_state(c) == ME_CS_ESTABLISHED)
 		close_abandoned(mn, id);
-	/* Refused (no endpoint on the port, no room), or the peer restarted. */
 	why = me_conn_end_status(c);
 	me_conns_drop(mn, id);
 	srcu_read_unlock(&mn->conn_srcu, idx);
-	if (t < 0)
-		return -EINTR;
-	if (st == ME_CS_CONNECTING)
-		return -ETIMEDOUT;
-	return why == -ECONNREFUSED || why == -ENOSPC ? why : -ECONNRESET;
+	return me_conns_connect_error(t, st, why);
 }
 
 long me_engine_ioc_disconnect(struct me_file *f, void __user *uarg)

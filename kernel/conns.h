@@ -64,6 +64,17 @@ void me_conns_up(struct me_net *mn, u32 id);
 void me_conns_event(struct me_net *mn, const struct me_cqe *cqe, u32 type);
 /* The slot goes back once nothing here needs it; callers hold conn_srcu. */
 void me_conns_try_release(struct me_net *mn, u32 id);
+struct me_conn;
+/*
+ * ME_IOC_CONNECT's wait: until @c is no longer connecting, at most
+ * @timeout_ms (0: ME_CONNECT_TIMEOUT_MS); negative when a signal came.
+ */
+long me_conns_wait_settled(struct me_net *mn, struct me_conn *c, u32 timeout_ms);
+/*
+ * What a connect that did not come up fails with: the wait's result @t,
+ * the state it left @st in, the connection's end status @why.
+ */
+int me_conns_connect_error(long t, int st, int why);
 /* The holder lets connection @id go (it stays its until try_release()). */
 void me_conns_drop(struct me_net *mn, u32 id);
 /* The engine retired connection @id: its slot's state is forgotten. */

@@ -27,7 +27,6 @@
 #include "netns.h"
 #include "shared.h"
 #include "cq.h"
-#include "wait.h"
 
 struct me_share {
 	struct list_head file_node;	/* in f->shares (owner_lock) */
@@ -236,11 +235,6 @@ void me_shared_release_file(struct me_file *f)
 	srcu_read_unlock(&mn->conn_srcu, idx);
 }
 
-static bool settled(struct me_conn *c)
-{
-	return me_conn_state(c) != ME_CS_CONNECTING;
-}
-
 long me_shared_connect(struct me_file *f, struct me_connect *req, void __user *uarg,
 		       size_t usize)
 {
@@ -284,8 +278,7 @@ long me_shared_connect(struct me_file *f, struct me_connect *req, void __user *u
 	}
 	id = me_conn_id(c);
 
-	t = msecs_to_jiffies(req->timeout_ms ? req->timeout_ms : ME_CONNECT_TIMEOUT_MS);
-	t = me_wait_event_timeout(mn->waitq, settled(c), t);
+	t = me_conns_wait_settled(mn, c, req->timeout_ms);
 	st = me_conn_state(c);
 	if (st == ME_CS_ESTABLISHED) {
 		req->conn = id;
@@ -299,11 +292,7 @@ long me_shared_connect(struct me_file *f, struct me_connect *req, void __user *u
 	why = me_conn_end_status(c);
 	leave(mn, f, id);
 	srcu_read_unlock(&mn->conn_srcu, idx);
-	if (t < 0)
-		return -EINTR;
-	if (st == ME_CS_CONNECTING)
-		return -ETIMEDOUT;
-	return why == -ECONNREFUSED || why == -ENOSPC ? why : -ECONNRESET;
+	return me_conns_connect_error(t, st, why);
 }
 
 void me_shared_push_event(struct me_conn_done *cd, const struct me_completion *c)

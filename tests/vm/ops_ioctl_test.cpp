@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "cluster.hpp"
+#include "raw_ioctl.hpp"
 #include "module_util.hpp"
 #include "uapi/multiedge.h"
 
@@ -33,16 +34,6 @@ using namespace std::chrono_literals;
 namespace {
 
 constexpr uint32_t kBroadcast = 0xffffffffu;
-
-template <typename T>
-int io(int fd, unsigned long cmd, T *arg)
-{
-	errno = 0;
-	int r = ::ioctl(fd, cmd, arg);
-	if (r < 0)
-		return errno;
-	return r == 0 ? 0 : -r; // a positive return is a bug too: show it
-}
 
 // The rules every command shares (uapi header): EFAULT for an unreadable
 // argument, EINVAL below the first size, E2BIG for a larger struct with a
@@ -69,19 +60,6 @@ void check_size_rules(int fd, unsigned long cmd, const T &valid, unsigned ver0, 
 	T huge = valid;
 	huge.size = 1u << 20;
 	EXPECT_EQ(io(fd, cmd, &huge), E2BIG) << "size beyond a page";
-}
-
-me_post post_of(uint32_t opcode, uint32_t conn, uint32_t region, uint64_t off, uint32_t len)
-{
-	me_post p{};
-	p.size = sizeof(p);
-	p.opcode = opcode;
-	p.conn = conn;
-	p.local_region = region;
-	p.local_off = off;
-	p.len = len;
-	p.cookie = 77;
-	return p;
 }
 
 me_poll_cq poll_of(me_completion *e, uint32_t count, uint32_t flags = 0, uint32_t timeout = 0)

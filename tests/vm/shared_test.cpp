@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "cluster.hpp"
+#include "raw_ioctl.hpp"
 #include "module_util.hpp"
 #include "multiedge/uring.hpp"
 #include "uapi/multiedge.h"
@@ -45,16 +46,6 @@ using ::testing::AssertionResult;
 using ::testing::AssertionSuccess;
 
 namespace {
-
-template <typename T>
-int io(int fd, unsigned long cmd, T *arg)
-{
-	errno = 0;
-	int r = ::ioctl(fd, cmd, arg);
-	if (r < 0)
-		return errno;
-	return r == 0 ? 0 : -r; // a positive return is a bug too: show it
-}
 
 std::string text_of(const Message &m)
 {
@@ -206,19 +197,6 @@ uint32_t join_raw(int fd, uint32_t peer)
 		return 0;
 	}
 	return cn.conn;
-}
-
-me_post post_of(uint32_t opcode, uint32_t conn, uint32_t region, uint64_t off, uint32_t len)
-{
-	me_post p{};
-	p.size = sizeof(p);
-	p.opcode = opcode;
-	p.conn = conn;
-	p.local_region = region;
-	p.local_off = off;
-	p.len = len;
-	p.cookie = 77;
-	return p;
 }
 
 void aim(me_post &p, const RemoteRegion &r, uint64_t off)

@@ -48,6 +48,7 @@
 
 #include "area.h"
 #include "compat.h"
+#include "core/aop.h"
 #include "mr.h"
 #include "uapi/multiedge.h"
 
@@ -197,6 +198,50 @@ void me_area_copy(struct me_area *a, unsigned long idx, u32 in_page, void *buf,
 	page_lock(a, idx);
 	me_page_copy(a->pages[idx], in_page, buf, len, to_area);
 	page_unlock(a, idx);
+}
+
+/*
+ * A compare-and-exchange loop, so that every operation is one atomic
+ * step against the others and against the owner's own atomic
+ * instructions on the same memory (its mapping shows the same page).
+ * Even an operation that changes nothing exchanges: an 8-byte read on a
+ * 32-bit machine could tear, the exchange cannot.
+ */
+u64 me_page_atomic(struct page *page, u32 in_page, u32 size, u32 aop, u64 operand,
+		   u64 compare)
+{
+	u8 *va = kmap_local_page(page);
+	u64 found;
+
+	if (size == 4) {
+		u32 *p = (u32 *)(va + in_page);
+		u32 old = READ_ONCE(*p);
+
+		while (!try_cmpxchg(p, &old, (u32)me_aop_apply(aop, 4, old, operand, compare)))
+			;
+		found = old;
+	} else {
+		u64 *p = (u64 *)(va + in_page);
+		u64 old = READ_ONCE(*p);
+
+		while (!try_cmpxchg64(p, &old, me_aop_apply(aop, 8, old, operand, compare)))
+			;
+		found = old;
+	}
+	flush_dcache_page(page);
+	kunmap_local(va);
+	return found;
+}
+
+u64 me_area_atomic(struct me_area *a, unsigned long idx, u32 in_page, u32 size, u32 aop,
+		   u64 operand, u64 compare)
+{
+	u64 found;
+
+	page_lock(a, idx);
+	found = me_page_atomic(a->pages[idx], in_page, size, aop, operand, compare);
+	page_unlock(a, idx);
+	return found;
 }
 
 /* ---- page tables ---- */

@@ -42,6 +42,17 @@ void me_area_copy(struct me_area *a, unsigned long idx, u32 in_page, void *buf,
 		  u32 len, bool to_area);
 
 /*
+ * Applies atomic operation @aop (ME_AOP_*, core/aop.h) to the @size (4 or
+ * 8) bytes at @in_page of @page, aligned to @size; the value found there.
+ * Any context.
+ */
+u64 me_page_atomic(struct page *page, u32 in_page, u32 size, u32 aop, u64 operand,
+		   u64 compare);
+/* The same within page @idx of the area, holding the page's lock. */
+u64 me_area_atomic(struct me_area *a, unsigned long idx, u32 in_page, u32 size, u32 aop,
+		   u64 operand, u64 compare);
+
+/*
  * Makes @page (whole payload; the caller's reference passes to the area)
  * page @idx of the area and the process's mapping.  eager: the page table
  * is updated now, one TLB invalidation per page; otherwise at

@@ -244,6 +244,14 @@ static int plat_mr_read(void *ctx, u32 region, u64 off, void *dst, u32 len)
 	return me_mr_copy_from(ctx, region, off, dst, len);
 }
 
+static int plat_mr_atomic(void *ctx, u32 region, u64 off, u32 size, u32 aop, u64 operand,
+			  u64 compare, u64 *old)
+{
+	if (region == ME_REGION_MSG)
+		return -EACCES;		/* mr_check refused it already */
+	return me_mr_atomic(ctx, region, off, size, aop, operand, compare, old);
+}
+
 static void plat_rx_fill(void *ctx, void *rx)
 {
 	me_frame_fill(rx);
@@ -338,6 +346,7 @@ static const struct me_plat_ops me_plat = {
 	.random_u32 = plat_random_u32,
 	.port_open = plat_port_open,
 	.retire = plat_retire,
+	.mr_atomic = plat_mr_atomic,
 };
 
 /* ---- lifecycle ---- */

@@ -540,6 +540,31 @@ int me_mr_place(struct me_net *mn, u32 id, u64 off, const void *src, u32 len,
 	return 0;
 }
 
+int me_mr_atomic(struct me_net *mn, u32 id, u64 off, u32 size, u32 aop, u64 operand,
+		 u64 compare, u64 *old)
+{
+	int err;
+	struct me_mr *mr = get_range(mn, id, off, size, &err);
+	u64 pos;
+
+	if (!mr)
+		return err;
+	/* The memory, not the offset, must be aligned (so within a page). */
+	pos = (mr->addr & ~PAGE_MASK) + off;
+	if (pos & (size - 1)) {
+		me_mr_put(mr);
+		return -EINVAL;
+	}
+	if (mr->area)
+		*old = me_area_atomic(mr->area, mr->area_first + (pos >> PAGE_SHIFT),
+				      pos & ~PAGE_MASK, size, aop, operand, compare);
+	else
+		*old = me_page_atomic(mr->pages[pos >> PAGE_SHIFT], pos & ~PAGE_MASK, size,
+				      aop, operand, compare);
+	me_mr_put(mr);
+	return 0;
+}
+
 void me_mr_done(struct me_net *mn, u32 id, u64 off, u64 len)
 {
 	struct me_mr *mr = me_mr_get_any(mn, id);

@@ -75,6 +75,14 @@ int me_mr_copy_from(struct me_net *mn, u32 id, u64 off, void *dst, u32 len);
  */
 int me_mr_place(struct me_net *mn, u32 id, u64 off, const void *src, u32 len,
 		struct me_rx_frame *fr);
+/*
+ * Applies a remote atomic operation (core/aop.h) to [off, off + size) of
+ * region @id (the engine checked access and range); *old the value found.
+ * 0, -EINVAL (the memory is not aligned to @size), -ENOENT or -ERANGE.
+ * Any context.
+ */
+int me_mr_atomic(struct me_net *mn, u32 id, u64 off, u32 size, u32 aop, u64 operand,
+		 u64 compare, u64 *old);
 /* A message for [off, off + len) is placed (lazy flips finish). */
 void me_mr_done(struct me_net *mn, u32 id, u64 off, u64 len);
 /* Copies [off, off + len) of a region held by the caller; 0 or -ERANGE. */

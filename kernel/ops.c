@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * Operations: posting remote writes, reads, notifies and sends, and their
+ * Operations: posting remote writes, reads, notifies, sends and atomics, and their
  * completions (sends that arrive: recvq.c; who holds a connection and its
  * slot's life: conns.c).  The engine (core/) does the protocol; this file
  * binds its operations to open files: which completion queue an
@@ -257,6 +257,9 @@ static void op_done(struct me_net *mn, const struct me_cqe *cqe)
 	case ME_OP_SEND:
 		type = ME_CQ_SEND;
 		break;
+	case ME_OP_ATOMIC:
+		type = ME_CQ_ATOMIC;
+		break;
 	default:
 		type = ME_CQ_WRITE;
 		break;
@@ -293,6 +296,7 @@ void me_ops_complete(struct me_net *mn, const struct me_cqe *cqe)
 		break;
 	case ME_CQE_WRITE:
 	case ME_CQE_READ:
+	case ME_CQE_ATOMIC:
 		op_done(mn, cqe);
 		break;
 	case ME_CQE_NOTIFY:
@@ -324,6 +328,8 @@ static int submit(struct me_conn *c, u32 opcode, const struct me_rw *rw)
 		return me_conn_write(c, rw);
 	case ME_OP_READ:
 		return me_conn_read(c, rw);
+	case ME_OP_ATOMIC:
+		return me_conn_atomic(c, rw);
 	default:		/* NOTIFY, SEND */
 		return me_conn_notify(c, rw);
 	}
@@ -331,9 +337,19 @@ static int submit(struct me_conn *c, u32 opcode, const struct me_rw *rw)
 
 static int check_post(const struct me_post *req)
 {
-	if (req->opcode < ME_OP_WRITE || req->opcode > ME_OP_SEND ||
+	if (req->opcode < ME_OP_WRITE || req->opcode > ME_OP_ATOMIC ||
 	    (req->flags & ~(ME_POST_F_NONBLOCK | ME_POST_F_MORE)))
 		return -EOPNOTSUPP;
+	/* The ABI's operations are the engine's. */
+	BUILD_BUG_ON(ME_ATOMIC_ADD != ME_AOP_ADD || ME_ATOMIC_CSWAP != ME_AOP_CSWAP ||
+		     ME_ATOMIC_UMAX != ME_AOP_UMAX || ME_ATOMIC_READ != ME_AOP_READ ||
+		     ME_ATOMIC_READ + 1 != ME_AOP_MAX_);
+	if (req->opcode == ME_OP_ATOMIC) {
+		if (req->imm < ME_ATOMIC_ADD || req->imm > ME_ATOMIC_READ)
+			return -EOPNOTSUPP;
+		if (req->len != 4 && req->len != 8)
+			return -EINVAL;
+	}
 	if (!req->len || req->__reserved || req->port > ME_PORT_MAX ||
 	    (req->port && req->opcode != ME_OP_SEND))
 		return -EINVAL;
@@ -346,9 +362,38 @@ static int check_post(const struct me_post *req)
 	} else if (req->len > ME_OP_MAX_LEN) {
 		return -EMSGSIZE;
 	}
-	if (req->opcode != ME_OP_NOTIFY && req->opcode != ME_OP_SEND && req->imm)
+	if (req->opcode != ME_OP_NOTIFY && req->opcode != ME_OP_ATOMIC && req->imm)
 		return -EINVAL;
 	return 0;
+}
+
+/*
+ * An atomic's operand, and the value ME_ATOMIC_CSWAP compares with, from
+ * the local buffer (in host order), where the value found will land.
+ */
+static int atomic_operands(const struct me_post *req, struct me_mr *mr, struct me_rw *rw)
+{
+	u32 len = req->imm == ME_ATOMIC_CSWAP ? 2 * req->len : req->len;
+	int err;
+
+	if (req->local_off > mr->length || len > mr->length - req->local_off)
+		return -ERANGE;
+	if (req->imm == ME_ATOMIC_READ)
+		return 0;
+	if (req->len == 4) {
+		u32 v[2] = {};
+
+		err = me_mr_read(mr, req->local_off, v, len);
+		rw->operand = v[0];
+		rw->compare = v[1];
+	} else {
+		u64 v[2] = {};
+
+		err = me_mr_read(mr, req->local_off, v, len);
+		rw->operand = v[0];
+		rw->compare = v[1];
+	}
+	return err;
 }
 
 static int post(struct me_file *f, const struct me_post *req,
@@ -398,6 +443,12 @@ static int post(struct me_file *f, const struct me_post *req,
 		ret = -ERANGE;
 		goto err_mr;
 	}
+	memset(&rw, 0, sizeof(rw));
+	if (req->opcode == ME_OP_ATOMIC) {
+		ret = atomic_operands(req, kop->mr, &rw);
+		if (ret)
+			goto err_mr;
+	}
 	/* An io_uring post completes into its ring: no slot in the file's queue. */
 	if (!ucmd) {
 		ret = me_cq_reserve(&f->cq, !may_block);
@@ -405,7 +456,6 @@ static int post(struct me_file *f, const struct me_post *req,
 			goto err_mr;
 	}
 
-	memset(&rw, 0, sizeof(rw));
 	rw.cookie = (uintptr_t)kop;
 	rw.local_region = req->local_region;
 	rw.local_off = req->local_off;

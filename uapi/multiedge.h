@@ -80,8 +80,10 @@
  * both may use; a send on it names its destination port
  * (me_post.port, the struct grows to 72 bytes) and ME_IOC_RECV says the
  * sending file's port (me_recv.port, 40 bytes); ME_CONN_I_SHARED.
+ * 19: remote atomic operations (ME_FEATURE_ATOMIC): ME_OP_ATOMIC,
+ * ME_ATOMIC_*, ME_CQ_ATOMIC.
  */
-#define ME_ABI_VERSION		18
+#define ME_ABI_VERSION		19
 
 /* Default ethertype: IEEE 802.1 Local Experimental 1. */
 #define ME_DEFAULT_ETHERTYPE	0x88B5
@@ -154,6 +156,8 @@ struct me_query {
 #define ME_FEATURE_POST_MORE	(1U << 4)
 /* ABI 18: ME_CONNECT_F_SHARED, me_post.port, me_recv.port. */
 #define ME_FEATURE_SHARED	(1U << 5)
+/* ABI 19: ME_OP_ATOMIC. */
+#define ME_FEATURE_ATOMIC	(1U << 6)
 
 #define ME_QUERY_SIZE_VER0	32	/* first published size */
 #define ME_QUERY_SIZE_VER1	48	/* + pinned_pages, regions */
@@ -573,6 +577,18 @@ struct me_disconnect {
  *   ME_OP_READ    remote region [remote_off, +len) -> local region
  *   ME_OP_SEND    local [local_off, +len), len <= ME_SEND_MAX, to the
  *                 peer's receive queue (ME_IOC_RECV); remote_* must be 0
+ *   ME_OP_ATOMIC  (ABI 19) atomic operation imm (ME_ATOMIC_*) on the len
+ *                 (4 or 8) bytes at remote_off of the remote region, which
+ *                 must be aligned to len there.  The operand is read from
+ *                 local [local_off, +len) when posting, and for
+ *                 ME_ATOMIC_CSWAP the value compared with from the len
+ *                 bytes after it (host order); the value found at the
+ *                 target lands in [local_off, +len) before the
+ *                 ME_CQ_ATOMIC completion.  Applied exactly once, as one
+ *                 step against every other atomic on that memory and the
+ *                 owner's own atomic instructions.  The target region
+ *                 must grant ME_ACCESS_REMOTE_READ and _WRITE
+ *                 (ME_ATOMIC_READ: _READ)
  *
  * Posting blocks while the connection's operation queue or this file's
  * completion queue is full, unless ME_POST_F_NONBLOCK (then -EAGAIN).
@@ -580,15 +596,17 @@ struct me_disconnect {
  * in: everything
  *
  * Errors at posting (nothing was sent):
- *   -EOPNOTSUPP   unknown opcode or flag
- *   -EINVAL       len 0, or remote_* set for ME_OP_SEND; port set on
+ *   -EOPNOTSUPP   unknown opcode, flag or atomic operation
+ *   -EINVAL       len 0, or remote_* set for ME_OP_SEND; ME_OP_ATOMIC
+ *                 with len other than 4 or 8; imm set for anything but
+ *                 ME_OP_NOTIFY and ME_OP_ATOMIC; port set on
  *                 anything but a send on a shared connection, or above
  *                 ME_PORT_MAX
  *   -EDESTADDRREQ ME_OP_SEND on a shared connection without a port
  *   -EMSGSIZE     len above ME_OP_MAX_LEN (ME_SEND_MAX for ME_OP_SEND)
  *   -ENOENT       conn or local_region is not this file's
- *   -ERANGE       [local_off, +len) outside the local region, or
- *                 remote_off + len wraps around
+ *   -ERANGE       [local_off, +len) outside the local region (+2 * len
+ *                 for ME_ATOMIC_CSWAP), or remote_off + len wraps around
  *   -ENOTCONN     the connection is closing, closed or dead
  *   -EAGAIN       queue full and ME_POST_F_NONBLOCK
  *   -EINTR        a signal arrived while blocked
@@ -598,6 +616,7 @@ struct me_disconnect {
  *   -EACCES       wrong key, access not granted, or no such region (not
  *                 told apart, so that ids cannot be probed)
  *   -ERANGE       outside the target region
+ *   -EINVAL       ME_OP_ATOMIC: the target memory is not aligned to len
  *   -ENOBUFS      ME_OP_SEND: the peer's receive queue is full
  *   -ECONNREFUSED ME_OP_SEND on a shared connection: no file of the peer
  *                 is bound to port
@@ -629,7 +648,7 @@ struct me_post {
 	__u32 remote_region;
 	__u32 remote_key;
 	__aligned_u64 remote_off;
-	__u32 imm;		/* ME_OP_NOTIFY */
+	__u32 imm;		/* ME_OP_NOTIFY; ME_OP_ATOMIC: ME_ATOMIC_* */
 	__u32 remote_key_hi;	/* ABI 8: the key's high 32 bits (0 before) */
 	__u32 port;		/* ABI 18: ME_OP_SEND on a shared connection:
 				 * the port of the peer's file that takes it */
@@ -640,6 +659,20 @@ struct me_post {
 #define ME_OP_READ		2
 #define ME_OP_NOTIFY		3
 #define ME_OP_SEND		4
+#define ME_OP_ATOMIC		5	/* ABI 19 */
+
+/* ME_OP_ATOMIC's operations (imm): the value each leaves where it found old. */
+#define ME_ATOMIC_ADD		1	/* old + operand (wraps) */
+#define ME_ATOMIC_AND		2	/* old & operand */
+#define ME_ATOMIC_OR		3	/* old | operand */
+#define ME_ATOMIC_XOR		4	/* old ^ operand */
+#define ME_ATOMIC_SWAP		5	/* operand */
+#define ME_ATOMIC_CSWAP		6	/* operand if old == compare, else old */
+#define ME_ATOMIC_SMIN		7	/* the smaller, as signed integers */
+#define ME_ATOMIC_SMAX		8	/* the larger, as signed integers */
+#define ME_ATOMIC_UMIN		9	/* the smaller, as unsigned integers */
+#define ME_ATOMIC_UMAX		10	/* the larger, as unsigned integers */
+#define ME_ATOMIC_READ		11	/* old: nothing changes */
 
 #define ME_POST_F_NONBLOCK	(1U << 0)
 /*
@@ -678,6 +711,7 @@ struct me_completion {
 #define ME_CQ_SEND		4	/* a send of this file done */
 #define ME_CQ_CONN_CLOSED	5	/* a connection of this file closed */
 #define ME_CQ_CONN_DEAD		6	/* a connection of this file died (status) */
+#define ME_CQ_ATOMIC		7	/* ABI 19: an atomic of this file done */
 
 #define ME_COMPLETION_SIZE_VER0	48
 

@@ -694,6 +694,19 @@ int me_conn_read(struct me_conn *c, const struct me_rw *rw)
 	return me_msg_submit(c, ME_PT_READ_REQ, rw);
 }
 
+int me_conn_atomic(struct me_conn *c, const struct me_rw *rw)
+{
+	if (rw->imm < ME_AOP_ADD || rw->imm >= ME_AOP_MAX_)
+		return -EOPNOTSUPP;
+	if (rw->len != 4 && rw->len != 8)
+		return -EINVAL;
+	if (rw->len == 4 && (rw->operand >> 32 || rw->compare >> 32))
+		return -EINVAL;
+	if ((rw->imm != ME_AOP_CSWAP && rw->compare) || (rw->imm == ME_AOP_READ && rw->operand))
+		return -EINVAL;
+	return me_msg_submit(c, ME_PT_ATOMIC, rw);
+}
+
 int me_conn_close(struct me_conn *c)
 {
 	return me_msg_submit(c, ME_PT_CLOSE, NULL);

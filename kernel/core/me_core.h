@@ -40,6 +40,7 @@
 
 #include "me_types.h"
 #include "me_plat.h"
+#include "aop.h"
 
 struct me_node;
 struct me_conn;
@@ -286,6 +287,8 @@ struct me_rw {
 	u32 len;		/* <= ME_MAX_MSG */
 	u32 imm;		/* notify: value delivered at the target */
 	u32 flags;		/* ME_RW_* */
+	u64 operand;		/* atomic: the operand, and the value */
+	u64 compare;		/* ME_AOP_CSWAP compares with (else 0) */
 };
 
 /*
@@ -308,6 +311,16 @@ int me_conn_connect_port(struct me_node *node, u32 peer, u32 mode, u32 port,
 int me_conn_write(struct me_conn *conn, const struct me_rw *rw);
 int me_conn_notify(struct me_conn *conn, const struct me_rw *rw);
 int me_conn_read(struct me_conn *conn, const struct me_rw *rw);
+/*
+ * Atomic operation rw->imm (ME_AOP_*, aop.h) on rw->len (4 or 8) bytes at
+ * remote_off of the remote region, with rw->operand and rw->compare; the
+ * value found there lands in [local_off, +len) of the local region, in
+ * host order, before ME_CQE_ATOMIC.  -EOPNOTSUPP: unknown operation;
+ * -EINVAL: another size, or an operand (or compare) the operation does
+ * not take or wider than the size.  The target refuses with -EINVAL a
+ * location not aligned to the size.
+ */
+int me_conn_atomic(struct me_conn *conn, const struct me_rw *rw);
 int me_conn_close(struct me_conn *conn);
 u32 me_conn_id(struct me_conn *conn);
 u32 me_conn_peer(struct me_conn *conn);

@@ -30,6 +30,8 @@ enum me_cqe_type {
 	ME_CQE_CONN_UP,		/* connection established (either side) */
 	ME_CQE_CONN_CLOSED,	/* orderly close finished */
 	ME_CQE_CONN_DEAD,	/* peer died/restarted or retries exhausted */
+	ME_CQE_ATOMIC,		/* initiator: an atomic finished, the value it
+				 * found in place */
 };
 
 /*
@@ -190,6 +192,19 @@ struct me_plat_ops {
 	 * outermost end.  A packet that then fails counts as a loss, as with tx.
 	 */
 	void (*tx_burst)(void *ctx, bool open);
+
+	/*
+	 * Apply atomic operation aop (ME_AOP_*, aop.h) to the `size` (4 or
+	 * 8) bytes at [off, off + size) of local region `region` (mr_check
+	 * passed for ME_AOP_ACCESS(aop)), atomically with respect to every
+	 * other mr_atomic, and store the value found there in *old (host
+	 * order, in the low bits for size 4).  -EINVAL if that memory is
+	 * not aligned to size; another negative errno if it could not be
+	 * reached.  Optional: without it the target refuses atomics with
+	 * -EOPNOTSUPP.  Called from receive contexts; must not sleep.
+	 */
+	int (*mr_atomic)(void *ctx, u32 region, u64 off, u32 size, u32 aop,
+			 u64 operand, u64 compare, u64 *old);
 };
 
 #endif /* ME_PLAT_H */

@@ -103,7 +103,17 @@ static void complete_op(struct me_conn *c, struct me_op *op, u32 id,
 	 * them before the cmpxchg, after which the submitter may reuse it.
 	 */
 	memset(&q, 0, sizeof(q));
-	q.type = me_atomic_read(&op->type) == ME_PT_READ_REQ ? ME_CQE_READ : ME_CQE_WRITE;
+	switch (me_atomic_read(&op->type)) {
+	case ME_PT_READ_REQ:
+		q.type = ME_CQE_READ;
+		break;
+	case ME_PT_ATOMIC:
+		q.type = ME_CQE_ATOMIC;
+		break;
+	default:
+		q.type = ME_CQE_WRITE;
+		break;
+	}
 	q.status = status;
 	q.cookie = op->cookie;
 	q.conn = c->id;
@@ -143,8 +153,9 @@ int me_msg_submit(struct me_conn *c, u32 type, const struct me_rw *rw)
 			return -EMSGSIZE;
 		if (rw->remote_off + rw->len < rw->remote_off)
 			return -ERANGE;
+		/* A read's or an atomic's answer lands in local memory. */
 		ret = n->ops->mr_local(n->ctx, rw->local_region, rw->local_off,
-				       rw->len, type == ME_PT_READ_REQ ?
+				       rw->len, type == ME_PT_READ_REQ || type == ME_PT_ATOMIC ?
 				       ME_ACC_WRITE : ME_ACC_READ);
 		if (ret)
 			return ret;
@@ -186,10 +197,14 @@ int me_msg_submit(struct me_conn *c, u32 type, const struct me_rw *rw)
 		op->roff = rw->remote_off;
 		op->len = rw->len;
 		op->imm = rw->imm;
+		op->operand = rw->operand;
+		op->compare = rw->compare;
 	} else {
 		op->cookie = 0;
 		op->len = 0;
 		op->imm = 0;
+		op->operand = 0;
+		op->compare = 0;
 	}
 	me_atomic_set(&op->done_bytes, 0);
 	me_atomic_set(&op->err, 0);
@@ -277,6 +292,8 @@ static void resp_push(struct me_conn *c, const struct me_resp *src)
 	e->lregion = src->lregion;
 	e->laddr = src->laddr;
 	e->len = src->len;
+	e->aop = src->aop;
+	e->val = src->val;
 	me_atomic_set(&e->ready, idx + 1);	/* publish */
 }
 
@@ -485,6 +502,79 @@ static int rx_read_req(struct me_conn *c, const struct me_hdr *h)
 	return 0;
 }
 
+/*
+ * An atomic operation: applied once (the window hands a sequenced packet
+ * over once), after its answer's slot is reserved, and answered with the
+ * value found, which a READ_RESP carries big-endian.
+ */
+static int rx_atomic(struct me_conn *c, const struct me_hdr *h)
+{
+	struct me_node *n = c->node;
+	struct me_atomic_req a;
+	struct me_resp r;
+	u64 old = 0;
+	int err;
+
+	if (!resp_reserve(c, 1))
+		return -EAGAIN;
+	me_wire_atomic_get(h->payload, &a);
+	err = n->ops->mr_check(n->ctx, h->d.region, h->d.key, h->d.addr,
+			       h->d.msg_len, ME_AOP_ACCESS(h->d.imm));
+	if (!key_checked(c, &err)) {
+		resp_unreserve(c);
+		return 0;
+	}
+	if (!err)
+		err = n->ops->mr_atomic ?
+		      n->ops->mr_atomic(n->ctx, h->d.region, h->d.addr, h->d.msg_len,
+					h->d.imm, a.operand, a.compare, &old) :
+		      -EOPNOTSUPP;
+	if (err) {
+		push_status(c, h->d.op_id, wire_status(err));
+	} else {
+		memset(&r, 0, sizeof(r));
+		r.type = ME_PT_READ_RESP;
+		r.op_id = h->d.op_id;
+		r.region = h->d.region;
+		r.addr = h->d.addr;
+		r.lregion = a.lregion;
+		r.laddr = a.laddr;
+		r.len = h->d.msg_len;
+		r.aop = h->d.imm;
+		r.val = old;
+		resp_push(c, &r);
+	}
+	me_msg_pump(c);
+	return 0;
+}
+
+/* The answer to an atomic: the value found, into the local destination. */
+static void rx_atomic_resp(struct me_conn *c, struct me_op *op, const struct me_hdr *h)
+{
+	struct me_node *n = c->node;
+	u32 len = op->len, lregion = op->lregion, v32;
+	u64 loff = op->loff, v64;
+	int err;
+
+	if (h->d.region != lregion || h->d.addr != loff || h->d.msg_len != len ||
+	    h->payload_len != len) {
+		me_stat_inc(n, ME_ST_RX_BADOP);
+		return;
+	}
+	me_atomic64_set(&c->progress_ns, h->now);
+	/* A READ_RESP's payload may be in its frame only (me_plat.h). */
+	if (h->rx && n->ops->rx_fill)
+		n->ops->rx_fill(n->ctx, h->rx);
+	if (len == 4) {
+		v32 = me_get_be32(h->payload);
+		err = n->ops->mr_write(n->ctx, c->id, lregion, 0, loff, &v32, 4, NULL);
+	} else {
+		v64 = me_get_be64(h->payload);
+		err = n->ops->mr_write(n->ctx, c->id, lregion, 0, loff, &v64, 8, NULL);
+	}
+	complete_op(c, op, h->d.op_id, err);
+}
+
 static void rx_read_resp(struct me_conn *c, const struct me_hdr *h)
 {
 	struct me_node *n = c->node;
@@ -493,6 +583,10 @@ static void rx_read_resp(struct me_conn *c, const struct me_hdr *h)
 	u64 loff;
 	int err;
 
+	if (op && me_atomic_read(&op->type) == ME_PT_ATOMIC) {
+		rx_atomic_resp(c, op, h);
+		return;
+	}
 	if (!op || me_atomic_read(&op->type) != ME_PT_READ_REQ) {
 		me_stat_inc(n, ME_ST_RX_BADOP);
 		return;
@@ -601,9 +695,12 @@ void me_msg_acked(struct me_conn *c)
 static void rx_status(struct me_conn *c, const struct me_hdr *h)
 {
 	struct me_op *op = op_find(c, h->d.op_id);
+	u32 type = op ? me_atomic_read(&op->type) : 0;
 
-	if (!op || me_atomic_read(&op->type) == ME_PT_CLOSE ||
-	    (me_atomic_read(&op->type) == ME_PT_READ_REQ && !h->d.imm && op->len)) {
+	/* Only a failure is told by STATUS, but for an empty read. */
+	if (!op || type == ME_PT_CLOSE ||
+	    (type == ME_PT_READ_REQ && !h->d.imm && op->len) ||
+	    (type == ME_PT_ATOMIC && !h->d.imm)) {
 		me_stat_inc(c->node, ME_ST_RX_BADOP);
 	} else {
 		me_atomic64_set(&c->progress_ns, h->now);
@@ -628,6 +725,8 @@ int me_msg_rx(struct me_conn *c, const struct me_hdr *h)
 		return rx_pack(c, h);
 	case ME_PT_READ_REQ:
 		return rx_read_req(c, h);
+	case ME_PT_ATOMIC:
+		return rx_atomic(c, h);
 	case ME_PT_READ_RESP:
 		rx_read_resp(c, h);
 		return 0;
@@ -665,8 +764,12 @@ struct job {
 	u32 imm;
 	u32 src_region;		/* where the payload comes from */
 	u64 src_off;
-	u32 lregion;		/* READ_REQ payload */
+	u32 lregion;		/* READ_REQ and ATOMIC payload */
 	u64 laddr;
+	u64 operand;		/* ATOMIC */
+	u64 compare;
+	u32 aop;		/* READ_RESP answering an ATOMIC, */
+	u64 val;		/* with the value found */
 };
 
 static void job_from_op(struct job *j, struct me_op *op, u32 id)
@@ -686,6 +789,8 @@ static void job_from_op(struct job *j, struct me_op *op, u32 id)
 	j->src_off = op->loff;
 	j->lregion = op->lregion;
 	j->laddr = op->loff;
+	j->operand = op->operand;
+	j->compare = op->compare;
 }
 
 static void job_from_resp(struct job *j, const struct me_resp *r)
@@ -702,6 +807,8 @@ static void job_from_resp(struct job *j, const struct me_resp *r)
 	j->addr = r->laddr;
 	j->src_region = r->region;
 	j->src_off = r->addr;
+	j->aop = r->aop;
+	j->val = r->val;
 }
 
 /* Drops the pack reference of op @id (me_plat.h), with pump_lock held. */
@@ -950,7 +1057,12 @@ static bool pump_one(struct me_conn *c)
 	if (data)
 		chunk = chunk_len(c, &j);
 	last = !data || c->cur_off + chunk == j.len;
-	plen = j.type == ME_PT_READ_REQ ? ME_READ_REQ_PAY : chunk;
+	if (j.type == ME_PT_READ_REQ)
+		plen = ME_READ_REQ_PAY;
+	else if (j.type == ME_PT_ATOMIC)
+		plen = ME_ATOMIC_PAY;
+	else
+		plen = chunk;
 	link = me_path_pick(n, c->pe, ME_HDR_SEQ + plen, false);
 	if (link < 0) {
 		me_share_wait(c);
@@ -993,6 +1105,21 @@ static bool pump_one(struct me_conn *c)
 		me_put_be32(p, j.lregion);
 		me_put_be32(p + 4, 0);
 		me_put_be64(p + 8, j.laddr);
+	} else if (j.type == ME_PT_ATOMIC) {
+		struct me_atomic_req a = {
+			.lregion = j.lregion,
+			.laddr = j.laddr,
+			.operand = j.operand,
+			.compare = j.compare,
+		};
+
+		me_wire_atomic_put(t->buf + ME_HDR_SEQ, &a);
+	} else if (j.aop) {
+		/* An atomic's answer (one packet): the value it found. */
+		if (chunk == 4)
+			me_put_be32(t->buf + ME_HDR_SEQ, (u32)j.val);
+		else
+			me_put_be64(t->buf + ME_HDR_SEQ, j.val);
 	} else if (chunk && c->cur_kind == 1 && me_zc_on(n) && me_zc_type(j.type) &&
 		   chunk >= n->cfg.zc_min) {
 		/* By reference: the entry holds the op's payload (me_plat.h). */

@@ -32,7 +32,7 @@ struct me_op {
 	me_atomic64_t due_ns;
 	me_atomic_t last_seq;	/* write/notify: its last packet's sequence
 				 * number, set before op_packed passes it */
-	me_atomic_t type;	/* ME_PT_WRITE/NOTIFY/READ_REQ/CLOSE; atomic:
+	me_atomic_t type;	/* ME_PT_WRITE/NOTIFY/READ_REQ/ATOMIC/CLOSE; atomic:
 				 * the ack pass reads it of ops a STATUS may
 				 * complete and a submit reuse meanwhile */
 	u64 cookie;
@@ -42,7 +42,9 @@ struct me_op {
 	u64 rkey;
 	u64 roff;
 	u32 len;
-	u32 imm;
+	u32 imm;		/* notify: its value; atomic: ME_AOP_* */
+	u64 operand;		/* atomic */
+	u64 compare;
 };
 
 /*
@@ -61,6 +63,8 @@ struct me_resp {
 	u32 lregion;		/* READ_RESP: initiator destination */
 	u64 laddr;
 	u32 len;
+	u32 aop;		/* READ_RESP answering an ATOMIC: its ME_AOP_*, */
+	u64 val;		/* and the value it found (else 0, 0) */
 };
 
 /* Inbound write-message accounting: msg_id:32 | err:1 | bytes:31. */

@@ -232,7 +232,7 @@ static void ack_or_defer(struct me_conn *c, u32 link, const struct me_hdr *h)
 
 /*
  * May the ack this packet asks for wait for a reply to carry it (wire 9)?
- * The last packet of a write, notify or PACK, fewer than ack_every since
+ * The last packet of a write, notify, PACK or ATOMIC, fewer than ack_every since
  * the last ack, from a peer whose requests we have answered quickly
  * (me_win_tx_commit): it is held until the next packet we send that peer,
  * on any connection, takes it along (slot_tx), or for cfg.ack_hold_ns
@@ -247,7 +247,8 @@ static bool ack_hold(struct me_conn *c, const struct me_hdr *h, u32 unacked)
 	u32 held;
 
 	if (!c->node->cfg.ack_hold_ns || !(h->flags & ME_F_LAST) ||
-	    (h->type != ME_PT_WRITE && h->type != ME_PT_NOTIFY && h->type != ME_PT_PACK))
+	    (h->type != ME_PT_WRITE && h->type != ME_PT_NOTIFY && h->type != ME_PT_PACK &&
+	     h->type != ME_PT_ATOMIC))
 		return false;
 	if (!me_atomic_read(&pe->reply_mode)) {
 		/* Whether it is answered quickly: me_win_tx_commit() sees. */

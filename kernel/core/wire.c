@@ -30,6 +30,7 @@ u16 me_wire_hdr_len(u32 type)
 	case ME_PT_STATUS:
 	case ME_PT_CLOSE:
 	case ME_PT_PACK:
+	case ME_PT_ATOMIC:
 		return ME_HDR_SEQ;
 	case ME_PT_ABORT:
 		return ME_HDR_ABORT;
@@ -108,6 +109,42 @@ static int check_pack(const struct me_hdr *h)
 	return rem ? ME_EWIRE_FIELD : 0;
 }
 
+void me_wire_atomic_get(const u8 *p, struct me_atomic_req *a)
+{
+	a->lregion = me_get_be32(p);
+	a->laddr = me_get_be64(p + 8);
+	a->operand = me_get_be64(p + 16);
+	a->compare = me_get_be64(p + 24);
+}
+
+void me_wire_atomic_put(u8 *p, const struct me_atomic_req *a)
+{
+	me_put_be32(p, a->lregion);
+	me_put_be32(p + 4, 0);
+	me_put_be64(p + 8, a->laddr);
+	me_put_be64(p + 16, a->operand);
+	me_put_be64(p + 24, a->compare);
+}
+
+/* The size, the operation and the operands that go with it. */
+static int check_atomic(const struct me_hdr *h)
+{
+	struct me_atomic_req a;
+
+	if (h->payload_len != ME_ATOMIC_PAY || h->d.msg_off || me_get_be32(h->payload + 4))
+		return ME_EWIRE_FIELD;
+	if (h->d.msg_len != 4 && h->d.msg_len != 8)
+		return ME_EWIRE_FIELD;
+	if (h->d.imm < ME_AOP_ADD || h->d.imm >= ME_AOP_MAX_)
+		return ME_EWIRE_FIELD;
+	me_wire_atomic_get(h->payload, &a);
+	if (h->d.msg_len == 4 && (a.operand >> 32 || a.compare >> 32))
+		return ME_EWIRE_FIELD;
+	if ((h->d.imm != ME_AOP_CSWAP && a.compare) || (h->d.imm == ME_AOP_READ && a.operand))
+		return ME_EWIRE_FIELD;
+	return 0;
+}
+
 static int check_seq(struct me_hdr *h, const u8 *p)
 {
 	u32 pay = h->payload_len;
@@ -158,6 +195,8 @@ static int check_seq(struct me_hdr *h, const u8 *p)
 		break;
 	case ME_PT_PACK:
 		return check_pack(h);
+	case ME_PT_ATOMIC:
+		return check_atomic(h);
 	}
 	return 0;
 }

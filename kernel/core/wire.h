@@ -11,6 +11,7 @@
 #define ME_WIRE_H
 
 #include "me_types.h"
+#include "aop.h"
 
 /*
  * 2: a 64-bit connection cookie in the common header, each side's cookie
@@ -35,8 +36,10 @@
  * 10: CONNECT mode 2, shared: the connection every endpoint of both nodes
  * uses; a send on it (a NOTIFY to the message region) carries its
  * destination port in bits 0-15 of its key and its sender's in 16-31.
+ * 11: ATOMIC, a remote atomic operation on 4 or 8 bytes; a READ_RESP
+ * answers it with the value found there.
  */
-#define ME_WIRE_VERSION		10
+#define ME_WIRE_VERSION		11
 
 enum me_pkt_type {
 	ME_PT_HELLO = 1,	/* discovery, every link, periodically */
@@ -53,6 +56,7 @@ enum me_pkt_type {
 	ME_PT_CLOSE,		/* sequenced: orderly close */
 	ME_PT_ABORT,		/* the sender gave the connection up */
 	ME_PT_PACK,		/* sequenced: several whole small writes */
+	ME_PT_ATOMIC,		/* sequenced: remote atomic operation */
 	ME_PT_MAX_
 };
 
@@ -81,6 +85,8 @@ enum me_pkt_type {
 #define ME_WIRE_LINKS	16	/* bits of a KEEPALIVE's down mask */
 #define ME_HELLO_NAME	32
 #define ME_READ_REQ_PAY	16	/* local region u32, reserved u32, local off u64 */
+/* READ_REQ's payload, then the operand and the compare value (u64 each). */
+#define ME_ATOMIC_PAY	32
 #define ME_MAX_MSG	0x7fffffffu
 #define ME_MAX_ERRNO	4095
 #define ME_NODE_BCAST	0xffffffffu
@@ -185,8 +191,30 @@ struct me_hdr {
 
 static inline bool me_pt_sequenced(u32 type)
 {
-	return (type >= ME_PT_WRITE && type <= ME_PT_CLOSE) || type == ME_PT_PACK;
+	return (type >= ME_PT_WRITE && type <= ME_PT_CLOSE) || type == ME_PT_PACK ||
+	       type == ME_PT_ATOMIC;
 }
+
+/*
+ * ATOMIC (wire 11): msg_len is the operand's size (4 or 8 bytes), imm the
+ * operation (ME_AOP_*, me_core.h), region/key/addr the target as for a
+ * read; the payload names the initiator's destination as a READ_REQ's
+ * does, then carries the operand and the compare value.  The target
+ * answers with a READ_RESP of msg_len bytes, the value it found, big-endian
+ * (or a STATUS).  An operand of a 4-byte operation fits in 32 bits; the
+ * compare value is 0 but for ME_AOP_CSWAP, the operand 0 for ME_AOP_READ.
+ */
+struct me_atomic_req {
+	u32 lregion;
+	u64 laddr;
+	u64 operand;
+	u64 compare;
+};
+
+/* The ATOMIC payload at p (me_wire_parse() checked it). */
+void me_wire_atomic_get(const u8 *p, struct me_atomic_req *a);
+/* Writes an ATOMIC payload (ME_ATOMIC_PAY bytes) at p. */
+void me_wire_atomic_put(u8 *p, const struct me_atomic_req *a);
 
 /*
  * PACK (wire 8): whole WRITE/NOTIFY messages of one packet each, several

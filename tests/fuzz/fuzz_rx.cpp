@@ -184,13 +184,34 @@ int mr_read(void *ctx, u32 reg, u64 off, void *dst, u32 len)
 	return 0;
 }
 
+// Only what mr_check allowed, aligned as a host demands.
+int mr_atomic(void *ctx, u32 reg, u64 off, u32 size, u32 aop, u64 operand, u64 compare,
+	      u64 *old)
+{
+	Region *r = region(static_cast<Plat *>(ctx), reg);
+
+	CHECK(r && in_range(r, off, size));
+	CHECK(size == 4 || size == 8);
+	CHECK(aop >= ME_AOP_ADD && aop < ME_AOP_MAX_);
+	CHECK((r->access & ME_AOP_ACCESS(aop)) == ME_AOP_ACCESS(aop));
+	if (off % size)
+		return -EINVAL;
+	u64 v = 0;
+	memcpy(&v, r->mem.data() + off, size);
+	*old = v;
+	v = me_aop_apply(aop, size, v, operand, compare);
+	memcpy(r->mem.data() + off, &v, size);
+	return 0;
+}
+
 void complete(void *ctx, const me_cqe *cqe)
 {
 	Plat *pl = static_cast<Plat *>(ctx);
 
-	CHECK(cqe->type >= ME_CQE_WRITE && cqe->type <= ME_CQE_CONN_DEAD);
+	CHECK(cqe->type >= ME_CQE_WRITE && cqe->type <= ME_CQE_ATOMIC);
 	CHECK(cqe->status <= 0 && cqe->status >= -ME_MAX_ERRNO);
-	if (cqe->type == ME_CQE_WRITE || cqe->type == ME_CQE_READ) {
+	if (cqe->type == ME_CQE_WRITE || cqe->type == ME_CQE_READ ||
+	    cqe->type == ME_CQE_ATOMIC) {
 		// Exactly once per submitted operation.
 		CHECK(pl->pending.erase(cqe->cookie) == 1);
 	}
@@ -220,6 +241,7 @@ const me_plat_ops kOps = {
 	.complete = complete,
 	.alloc = alloc,
 	.free = release,
+	.mr_atomic = mr_atomic,
 };
 
 // Reads the input; past its end every value is 0.
@@ -258,7 +280,7 @@ void settle(Harness &hs, int rounds)
 void submit(Harness &hs, int who, me_conn *c, Input &in)
 {
 	Plat &pl = hs.p[who];
-	u8 kind = in.u8v() % 3;
+	u8 kind = in.u8v() % 4;
 	me_rw rw{};
 	int ret;
 
@@ -277,8 +299,16 @@ void submit(Harness &hs, int who, me_conn *c, Input &in)
 		ret = me_conn_write(c, &rw);
 	else if (kind == 1)
 		ret = me_conn_notify(c, &rw);
-	else
+	else if (kind == 2)
 		ret = me_conn_read(c, &rw);
+	else {
+		// Mostly well-formed: sizes 4 and 8, operands that fit.
+		rw.len = in.u8v() & 1 ? 4 : 8;
+		rw.imm %= ME_AOP_MAX_ + 1;
+		rw.operand = rw.imm == ME_AOP_READ ? 0 : in.u32v();
+		rw.compare = rw.imm == ME_AOP_CSWAP ? in.u8v() : 0;
+		ret = me_conn_atomic(c, &rw);
+	}
 	// A failed submission produces no completion.
 	if (ret)
 		CHECK(pl.pending.erase(rw.cookie) == 1);
@@ -289,7 +319,7 @@ const u8 kTypes[] = {
 	ME_PT_READ_REQ, ME_PT_READ_RESP, ME_PT_STATUS,	 ME_PT_CLOSE,
 	ME_PT_ACK,	ME_PT_NACK,	ME_PT_CONNECT, ME_PT_ACCEPT,
 	ME_PT_HELLO,	ME_PT_KEEPALIVE, ME_PT_ABORT,	 ME_PT_WRITE,
-	ME_PT_PACK,	ME_PT_PACK,
+	ME_PT_PACK,	ME_PT_PACK,	ME_PT_ATOMIC,	 ME_PT_ATOMIC,
 };
 
 // The entries of a crafted PACK at p (header fields: h), well-formed when
@@ -411,6 +441,13 @@ u32 craft(Harness &hs, int from, Input &in, u8 *buf, u32 room, u8 type)
 			h.d.imm %= ME_MAX_ERRNO + 1;
 		} else if (h.type == ME_PT_PACK) {
 			pay = craft_pack(h, buf + ME_HDR_SEQ, in, shape & 2, room - ME_HDR_SEQ);
+		} else if (h.type == ME_PT_ATOMIC) {
+			pay = ME_ATOMIC_PAY;
+			h.d.msg_off = 0;
+			if (shape & 2) {
+				h.d.msg_len = in.u8v() & 1 ? 4 : 8;
+				h.d.imm = 1 + in.u8v() % (ME_AOP_MAX_ - 1);
+			}
 		} else if (shape & 2) {
 			// Make the message fields consistent with the payload.
 			if (h.flags & ME_F_LAST)
@@ -422,9 +459,20 @@ u32 craft(Harness &hs, int from, Input &in, u8 *buf, u32 room, u8 type)
 	}
 	h.payload_len = (u16)pay;
 	len = me_wire_build(buf, &h);
-	if (h.type != ME_PT_PACK)	// its entries are in place
+	if (h.type == ME_PT_ATOMIC && (shape & 2)) {
+		// Well-formed: the operands the operation takes, that fit.
+		me_atomic_req a{};
+		a.lregion = in.u8v() % 4;
+		a.laddr = in.u16v() % 4200;
+		if (h.d.imm != ME_AOP_READ)
+			a.operand = in.u16v();
+		if (h.d.imm == ME_AOP_CSWAP)
+			a.compare = in.u8v();
+		me_wire_atomic_put(buf + len, &a);
+	} else if (h.type != ME_PT_PACK) {	// its entries are in place
 		for (u32 i = 0; i < pay; i++)
 			buf[len + i] = in.u8v();
+	}
 	len += pay;
 	// Raw overwrites let any field take any value.
 	for (u8 k = (shape >> 2) & 3; k; k--) {
@@ -441,7 +489,7 @@ void inject_crafted(Harness &hs, int from, Input &in)
 {
 	static const u8 carried[] = {
 		ME_PT_WRITE, ME_PT_NOTIFY, ME_PT_READ_REQ, ME_PT_READ_RESP,
-		ME_PT_STATUS, ME_PT_PACK, ME_PT_CLOSE, 0,
+		ME_PT_STATUS, ME_PT_PACK, ME_PT_CLOSE, ME_PT_ATOMIC,
 	};
 	u8 buf[kMtu];
 	u8 how = in.u8v();

@@ -101,6 +101,15 @@ static void check_accepted(const u8 *buf, u32 len, const struct me_hdr *h)
 		} else if (h->type == ME_PT_READ_REQ) {
 			CHECK(h->payload_len == ME_READ_REQ_PAY);
 			CHECK(!h->d.msg_off);
+		} else if (h->type == ME_PT_ATOMIC) {
+			struct me_atomic_req a;
+
+			CHECK(h->payload_len == ME_ATOMIC_PAY && !h->d.msg_off);
+			CHECK(h->d.msg_len == 4 || h->d.msg_len == 8);
+			CHECK(h->d.imm >= ME_AOP_ADD && h->d.imm < ME_AOP_MAX_);
+			me_wire_atomic_get(h->payload, &a);
+			CHECK(h->d.msg_len == 8 || !(a.operand >> 32 || a.compare >> 32));
+			CHECK(h->d.imm == ME_AOP_CSWAP || !a.compare);
 		} else if (h->type == ME_PT_STATUS) {
 			CHECK(!h->payload_len && !h->d.msg_len);
 			CHECK(h->d.imm <= ME_MAX_ERRNO);

@@ -130,6 +130,30 @@ static void carry_pkt(const char *dir)
 	put(dir, "carry", buf, len);
 }
 
+/* A compare-and-swap of 8 bytes (wire 11): its payload is not all 0x41. */
+static void atomic_pkt(const char *dir, const struct me_hdr *base)
+{
+	struct me_atomic_req a = { .lregion = 1, .laddr = 64, .operand = 9, .compare = 7 };
+	u8 buf[ME_HDR_MAX + ME_ATOMIC_PAY];
+	struct me_hdr h = *base, chk;
+	u32 len;
+
+	h.type = ME_PT_ATOMIC;
+	h.flags = ME_F_LAST | ME_F_ACKREQ;
+	h.d.msg_len = 8;
+	h.d.imm = ME_AOP_CSWAP;
+	h.d.addr = 16;
+	h.payload_len = ME_ATOMIC_PAY;
+	len = me_wire_build(buf, &h);
+	me_wire_atomic_put(buf + len, &a);
+	len += ME_ATOMIC_PAY;
+	if (me_wire_parse(buf, len, &chk)) {
+		fprintf(stderr, "gen_corpus: atomic does not parse\n");
+		exit(1);
+	}
+	put(dir, "atomic", buf, len);
+}
+
 static void gen_wire(const char *dir)
 {
 	struct me_hdr h;
@@ -197,6 +221,7 @@ static void gen_wire(const char *dir)
 	h.type = ME_PT_READ_REQ;
 	h.flags = ME_F_LAST;
 	wire_pkt(dir, "read_req", &h, ME_READ_REQ_PAY);
+	atomic_pkt(dir, &h);
 	h.type = ME_PT_STATUS;
 	h.d.msg_len = 0;
 	h.d.imm = 13;

@@ -117,6 +117,29 @@ static int p_mr_read(void *ctx, uint32_t region, uint64_t off, void *dst,
 	return 0;
 }
 
+// Applies an atomic as a host does (one thread at a time here); the
+// simulated memory is little-endian whatever the machine running it.
+static int p_mr_atomic(void *ctx, uint32_t region, uint64_t off, uint32_t size, uint32_t aop,
+		       uint64_t operand, uint64_t compare, uint64_t *old)
+{
+	Node &n = N(ctx);
+	auto it = n.regions.find(region);
+	if (it == n.regions.end() || off + size > it->second.mem.size())
+		return -ERANGE;	// the core must never get here
+	if (off % size)
+		return -EINVAL;	// a region's memory starts aligned here
+	uint8_t *p = it->second.mem.data() + off;
+	uint64_t v = 0;
+	for (uint32_t i = 0; i < size; i++)
+		v |= (uint64_t)p[i] << (8 * i);
+	*old = v;
+	v = me_aop_apply(aop, size, v, operand, compare);
+	for (uint32_t i = 0; i < size; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+	n.atomics++;
+	return 0;
+}
+
 static void p_rx_fill(void *, void *rx)
 {
 	auto *f = static_cast<RxFrame *>(rx);
@@ -209,6 +232,7 @@ static const me_plat_ops plat = {
 	p_now, p_tx, p_mr_check, p_mr_write, p_mr_local, p_mr_read,
 	p_complete, p_alloc, p_free, p_zc_tx, p_zc_hold, p_zc_put,
 	p_rx_fill, p_mr_done, p_random_u32, p_retire, p_port_open, p_tx_burst,
+	p_mr_atomic,
 };
 
 int64_t Sim::zc_outstanding() const

@@ -76,6 +76,7 @@ struct Node {
 	// Placed ranges per region not yet covered by mr_done.
 	std::map<uint32_t, std::vector<std::pair<uint64_t, uint32_t>>> undone;
 	uint64_t mr_dones = 0;
+	uint64_t atomics = 0;	// atomics applied (mr_atomic)
 	uint64_t rx_bad = 0;	// payload read outside the frame, or early notify
 	std::vector<int> link_wire;	// local link index -> wire id, or -1
 	std::vector<int> link_port;	// local link index -> switch port, or -1

@@ -66,6 +66,10 @@ TEST(Wire, roundtrip__every_type)
 			h.flags = ME_F_DUP;
 		} else if (t == ME_PT_READ_REQ) {
 			h.payload_len = ME_READ_REQ_PAY;
+		} else if (t == ME_PT_ATOMIC) {
+			h.payload_len = ME_ATOMIC_PAY;
+			h.d.msg_len = 8;
+			h.d.imm = ME_AOP_ADD;
 		} else if (me_pt_sequenced(t)) {
 			h.d.msg_len = (t == ME_PT_STATUS || t == ME_PT_CLOSE) ? 0 : 10;
 			h.payload_len = (uint16_t)h.d.msg_len;
@@ -239,7 +243,8 @@ TEST(Wire, parse__bad_fields)
 	bad([](auto &c) { c[0] = 7; }, ME_EWIRE_VERSION);		// before PACK
 	bad([](auto &c) { c[0] = 8; }, ME_EWIRE_VERSION);		// before CARRY
 	bad([](auto &c) { c[0] = 9; }, ME_EWIRE_VERSION);		// before shared
-	bad([](auto &c) { c[0] = 11; }, ME_EWIRE_VERSION);
+	bad([](auto &c) { c[0] = 10; }, ME_EWIRE_VERSION);		// before atomics
+	bad([](auto &c) { c[0] = 12; }, ME_EWIRE_VERSION);
 	bad([](auto &c) { c[3] |= ME_F_CARRY; }, ME_EWIRE_FIELD);	// only an ack carries
 	bad([](auto &c) { c[1] = 0; }, ME_EWIRE_TYPE);
 	bad([](auto &c) { c[1] = ME_PT_MAX_; }, ME_EWIRE_TYPE);

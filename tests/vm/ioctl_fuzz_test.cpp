@@ -506,7 +506,7 @@ void Child::fill_post(me_post *r, int e)
 	const int me = e == 2 ? 0 : e;
 	std::memset(r, 0, sizeof(*r));
 	r->size = sizeof(*r);
-	r->opcode = static_cast<uint32_t>(pick(ME_OP_WRITE, ME_OP_SEND));
+	r->opcode = static_cast<uint32_t>(pick(ME_OP_WRITE, ME_OP_ATOMIC));
 	const uint64_t which = pick(0, 99);
 	const bool shared = which >= 75 && which < 95;
 	r->conn = which < 75 ? conn_[me] : shared ? shared_[me] : static_cast<uint32_t>(pick(0, 300));
@@ -528,6 +528,15 @@ void Child::fill_post(me_post *r, int e)
 	}
 	if (r->opcode == ME_OP_NOTIFY || chance(3))
 		r->imm = static_cast<uint32_t>(pick(0, ~0u));
+	// An atomic (ABI 19): mostly a known operation on 4 or 8 bytes, often
+	// aligned; its operand comes from the local buffer.
+	if (r->opcode == ME_OP_ATOMIC) {
+		r->imm = static_cast<uint32_t>(chance(90) ? pick(ME_ATOMIC_ADD, ME_ATOMIC_READ)
+							  : pick(0, ~0u));
+		r->len = static_cast<uint32_t>(chance(90) ? (chance(50) ? 4 : 8) : pick(0, 64));
+		if (chance(80))
+			r->remote_off &= ~7ull;
+	}
 	// A send's port on a shared connection (ABI 18): mostly that of a
 	// file bound on the other node, if one is; rarely on anything else.
 	if (chance(r->opcode == ME_OP_SEND ? (shared ? 90 : 30) : 3)) {

@@ -572,6 +572,9 @@ static void rx_atomic_resp(struct me_conn *c, struct me_op *op, const struct me_
 		v64 = me_get_be64(h->payload);
 		err = n->ops->mr_write(n->ctx, c->id, lregion, 0, loff, &v64, 8, NULL);
 	}
+	/* As for a read's data: the host's work on the range is done first. */
+	if (n->ops->mr_done && c->mode != ME_MODE_ORDERED)
+		n->ops->mr_done(n->ctx, lregion, loff, len);
 	complete_op(c, op, h->d.op_id, err);
 }
 

@@ -81,6 +81,7 @@ std::string feature_names(std::uint32_t features)
 		{ME_FEATURE_URING_CMD, "uring_cmd"}, {ME_FEATURE_RX_AREA, "rx_area"},
 		{ME_FEATURE_RECV_POLL, "recv_poll"}, {ME_FEATURE_PORTS, "ports"},
 		{ME_FEATURE_POST_MORE, "post_more"}, {ME_FEATURE_SHARED, "shared"},
+		{ME_FEATURE_ATOMIC, "atomic"},
 	};
 	std::string out;
 	for (const auto &[bit, name] : names)

@@ -1,10 +1,11 @@
 # libmultiedge (static for in-tree users, versioned shared for installs)
 # and the mectl tool.
 
-LIBME_VERSION := 0.2.0
+LIBME_VERSION := 0.3.0
 # Before 1.0 every minor version may change the C++ ABI (class layouts:
-# 0.2 grew Message, ConnectionInfo and Connection), so the soname carries
-# it: a program built against 0.1 does not load 0.2 by mistake.
+# 0.2 grew Message, ConnectionInfo and Connection; 0.3 added the remote
+# atomics and CompletionType::Atomic), so the soname carries it: a program
+# built against 0.2 does not load 0.3 by mistake.
 LIBME_SONAME  := libmultiedge.so.$(basename $(LIBME_VERSION))
 LIBME_SRCS := $(wildcard $(TOP)/userlib/src/*.cpp)
 LIBME_OBJS := $(patsubst $(TOP)/userlib/src/%.cpp,$(BUILD)/obj/userlib/%.o,$(LIBME_SRCS))

@@ -45,10 +45,27 @@ const char *completion_hint(int status)
 	return nullptr;
 }
 
-std::string status_text(int status)
+// What the target says about an atomic (ABI 19) beyond a write's refusals.
+const char *atomic_hint(int status)
+{
+	switch (status) {
+	case EINVAL:
+		return "the target memory is not aligned to the atomic's size (4 or 8 bytes)";
+	case EACCES:
+		return "wrong key, no such region at the target, or the region does not grant "
+		       "that access: an atomic needs Access::RemoteReadWrite, AtomicOp::Read "
+		       "RemoteRead";
+	}
+	return nullptr;
+}
+
+std::string status_text(int status, CompletionType type)
 {
 	std::string s = std::generic_category().message(status);
-	if (const char *hint = completion_hint(status))
+	const char *hint = type == CompletionType::Atomic ? atomic_hint(status) : nullptr;
+	if (!hint)
+		hint = completion_hint(status);
+	if (hint)
 		s += std::string(" (") + hint + ")";
 	return s;
 }
@@ -70,16 +87,19 @@ std::string Completion::describe() const
 	case CompletionType::Send:
 		op = "send";
 		break;
+	case CompletionType::Atomic:
+		op = "atomic";
+		break;
 	case CompletionType::Notify:
 		if (status)
 			return "notify from node " + n + " on connection " + c +
-			       " failed: " + status_text(status);
+			       " failed: " + status_text(status, type);
 		return "notify from node " + n + " on connection " + c + ": " +
 		       std::to_string(len) + " bytes written to region " + std::to_string(region) +
 		       " at offset " + std::to_string(off) + ", imm " + std::to_string(imm);
 	case CompletionType::ConnClosed:
 		return "connection " + c + " to node " + n + " closed" +
-		       (status ? ": " + status_text(status) : std::string());
+		       (status ? ": " + status_text(status, type) : std::string());
 	case CompletionType::ConnDead:
 		// ENOENT here is never the target's: it ended the connection.
 		if (status == ENOENT)
@@ -88,14 +108,14 @@ std::string Completion::describe() const
 			       " (a local region an operation of it was being sent from was "
 			       "deregistered, or its Device closed, while the operation was in flight)";
 		return "connection " + c + " to node " + n + " died" +
-		       (status ? ": " + status_text(status) : std::string());
+		       (status ? ": " + status_text(status, type) : std::string());
 	}
 	std::string head = op ? std::string(op)
 			      : "completion of unknown type " +
 					std::to_string(static_cast<std::uint32_t>(type));
 	head += " (cookie " + std::to_string(cookie) + ") on connection " + c;
 	if (status)
-		return head + " failed: " + status_text(status);
+		return head + " failed: " + status_text(status, type);
 	return head + " done: " + std::to_string(len) + " bytes";
 }
 

@@ -2,6 +2,7 @@
 #include "multiedge/connection.hpp"
 
 #include <cerrno>
+#include <cstring>
 #include <sys/ioctl.h>
 
 #include "internal.hpp"
@@ -12,9 +13,9 @@ namespace multiedge {
 
 namespace {
 
-const char *op_name(std::uint32_t opcode)
+const char *op_name(const me_post &p)
 {
-	switch (opcode) {
+	switch (p.opcode) {
 	case ME_OP_WRITE:
 		return "write";
 	case ME_OP_NOTIFY:
@@ -23,6 +24,8 @@ const char *op_name(std::uint32_t opcode)
 		return "read";
 	case ME_OP_SEND:
 		return "send";
+	case ME_OP_ATOMIC:
+		return p.imm == ME_ATOMIC_CSWAP ? "compare_swap" : "atomic";
 	}
 	return "operation";
 }
@@ -36,6 +39,8 @@ std::string post_hint(int err, const me_post &p)
 		if (p.port)
 			return "only a send on a shared connection (Device::connect_shared) names a "
 			       "port; connection " + conn + " is not shared";
+		if (p.opcode == ME_OP_ATOMIC)
+			return "an atomic acts on 4 or 8 bytes";
 		return "the length must be at least 1 byte";
 	case EDESTADDRREQ:
 		return "connection " + conn + " is shared: a send on it names the port of the "
@@ -48,10 +53,15 @@ std::string post_hint(int err, const me_post &p)
 	case ENOENT:
 		return "connection " + conn + " or local region " + region +
 		       " is not (or no longer) of this device";
-	case ERANGE:
-		return "[" + std::to_string(p.local_off) + ", +" + std::to_string(p.len) +
+	case ERANGE: {
+		// compare_swap's local range holds the value compared with too.
+		std::uint64_t len = p.len;
+		if (p.opcode == ME_OP_ATOMIC && p.imm == ME_ATOMIC_CSWAP)
+			len *= 2;
+		return "[" + std::to_string(p.local_off) + ", +" + std::to_string(len) +
 		       ") is outside local region " + region +
 		       ", or the remote offset plus the length wraps around";
+	}
 	case ENOTCONN:
 		return "connection " + conn + " is closing, closed or dead: open a new one";
 	case EAGAIN:
@@ -62,6 +72,9 @@ std::string post_hint(int err, const me_post &p)
 	case EOPNOTSUPP:
 		if (p.flags & ME_POST_F_MORE)
 			return "Post::More needs a module of ABI 15 or newer (mectl info)";
+		if (p.opcode == ME_OP_ATOMIC)
+			return "the module does not know this atomic operation: is it older than "
+			       "the library? (mectl info)";
 		return "the module does not know this operation or flag: is it older than the "
 		       "library? (mectl info)";
 	case ENOTTY:
@@ -152,19 +165,20 @@ Status Connection::close()
 
 namespace {
 
-// Posts `p` on `file`, after the checks only the library can make.
+// Posts `p` on `file`, after the checks only the library can make.  An
+// atomic's values (`atomic`) are written into `local` last, just before the
+// system call: nothing is written for a post refused here.
 Status post(const std::shared_ptr<detail::DeviceFile> &file, std::uint32_t conn, me_post &p,
-	    const std::shared_ptr<detail::DeviceFile> &local_file, std::uint32_t local_id,
-	    Post how)
+	    const MemoryRegion &local, const std::shared_ptr<detail::DeviceFile> &local_file,
+	    std::uint32_t local_id, Post how, const detail::AtomicArgs *atomic = nullptr)
 {
 	// Built only on failure: this runs once per operation.
 	auto what = [&p, conn] {
-		return std::string("cannot post ") + op_name(p.opcode) + " on connection " +
+		return std::string("cannot post ") + op_name(p) + " on connection " +
 		       std::to_string(conn);
 	};
 	if (!file || !conn)
-		return detail::empty_error(std::string("cannot post ") + op_name(p.opcode),
-					   "Connection");
+		return detail::empty_error(std::string("cannot post ") + op_name(p), "Connection");
 	const auto bits = static_cast<std::uint32_t>(how);
 	if (bits & ~static_cast<std::uint32_t>(Post::NonBlocking | Post::More))
 		return detail::errno_error(EINVAL, what(),
@@ -179,6 +193,13 @@ Status post(const std::shared_ptr<detail::DeviceFile> &file, std::uint32_t conn,
 					   "local region " + std::to_string(local_id) +
 						   " was registered on another Device; register it on "
 						   "the Device the connection was opened on");
+	if (atomic) {
+		if (auto st = detail::check_atomic(*file, op_name(p), conn, local, p.local_off,
+						   *atomic);
+		    !st)
+			return st;
+		detail::put_atomic_args(local, p.local_off, *atomic);
+	}
 	p.size = sizeof(p);
 	p.conn = conn;
 	p.local_region = local_id;
@@ -214,7 +235,7 @@ Status Connection::write(const MemoryRegion &local, std::uint64_t local_off,
 			 std::uint64_t cookie, Post how)
 {
 	me_post p = one_sided(ME_OP_WRITE, local_off, remote, remote_off, len, cookie);
-	return post(file_, id_, p, local.file_, local.id_, how);
+	return post(file_, id_, p, local, local.file_, local.id_, how);
 }
 
 Status Connection::write_notify(const MemoryRegion &local, std::uint64_t local_off,
@@ -224,7 +245,7 @@ Status Connection::write_notify(const MemoryRegion &local, std::uint64_t local_o
 {
 	me_post p = one_sided(ME_OP_NOTIFY, local_off, remote, remote_off, len, cookie);
 	p.imm = imm;
-	return post(file_, id_, p, local.file_, local.id_, how);
+	return post(file_, id_, p, local, local.file_, local.id_, how);
 }
 
 Status Connection::read(const MemoryRegion &local, std::uint64_t local_off,
@@ -232,7 +253,7 @@ Status Connection::read(const MemoryRegion &local, std::uint64_t local_off,
 			std::uint64_t cookie, Post how)
 {
 	me_post p = one_sided(ME_OP_READ, local_off, remote, remote_off, len, cookie);
-	return post(file_, id_, p, local.file_, local.id_, how);
+	return post(file_, id_, p, local, local.file_, local.id_, how);
 }
 
 Status Connection::send(const MemoryRegion &local, std::uint64_t local_off, std::uint32_t len,
@@ -243,7 +264,7 @@ Status Connection::send(const MemoryRegion &local, std::uint64_t local_off, std:
 	p.cookie = cookie;
 	p.len = len;
 	p.local_off = local_off;
-	return post(file_, id_, p, local.file_, local.id_, how);
+	return post(file_, id_, p, local, local.file_, local.id_, how);
 }
 
 Status Connection::send_to(std::uint16_t port, const MemoryRegion &local,
@@ -260,7 +281,96 @@ Status Connection::send_to(std::uint16_t port, const MemoryRegion &local,
 	p.len = len;
 	p.local_off = local_off;
 	p.port = port;
-	return post(file_, id_, p, local.file_, local.id_, how);
+	return post(file_, id_, p, local, local.file_, local.id_, how);
+}
+
+// AtomicOp is the ABI's operation number.
+static_assert(static_cast<std::uint32_t>(AtomicOp::Add) == ME_ATOMIC_ADD &&
+	      static_cast<std::uint32_t>(AtomicOp::And) == ME_ATOMIC_AND &&
+	      static_cast<std::uint32_t>(AtomicOp::Or) == ME_ATOMIC_OR &&
+	      static_cast<std::uint32_t>(AtomicOp::Xor) == ME_ATOMIC_XOR &&
+	      static_cast<std::uint32_t>(AtomicOp::Swap) == ME_ATOMIC_SWAP &&
+	      static_cast<std::uint32_t>(AtomicOp::CompareSwap) == ME_ATOMIC_CSWAP &&
+	      static_cast<std::uint32_t>(AtomicOp::SignedMin) == ME_ATOMIC_SMIN &&
+	      static_cast<std::uint32_t>(AtomicOp::SignedMax) == ME_ATOMIC_SMAX &&
+	      static_cast<std::uint32_t>(AtomicOp::UnsignedMin) == ME_ATOMIC_UMIN &&
+	      static_cast<std::uint32_t>(AtomicOp::UnsignedMax) == ME_ATOMIC_UMAX &&
+	      static_cast<std::uint32_t>(AtomicOp::Read) == ME_ATOMIC_READ);
+static_assert(static_cast<std::uint32_t>(CompletionType::Atomic) == ME_CQ_ATOMIC);
+
+Status Connection::atomic(AtomicOp op, const MemoryRegion &local, std::uint64_t local_off,
+			  const RemoteRegion &remote, std::uint64_t remote_off, std::uint32_t size,
+			  std::uint64_t operand, std::uint64_t cookie, Post how)
+{
+	if (op == AtomicOp::CompareSwap)
+		return detail::errno_error(EINVAL,
+					   "cannot post atomic on connection " + std::to_string(id_),
+					   "AtomicOp::CompareSwap compares with a second value: post "
+					   "it with compare_swap()");
+	me_post p = one_sided(ME_OP_ATOMIC, local_off, remote, remote_off, size, cookie);
+	p.imm = static_cast<std::uint32_t>(op);
+	const detail::AtomicArgs args{op, size, operand, 0};
+	return post(file_, id_, p, local, local.file_, local.id_, how, &args);
+}
+
+Status Connection::compare_swap(const MemoryRegion &local, std::uint64_t local_off,
+				const RemoteRegion &remote, std::uint64_t remote_off,
+				std::uint32_t size, std::uint64_t expected, std::uint64_t desired,
+				std::uint64_t cookie, Post how)
+{
+	me_post p = one_sided(ME_OP_ATOMIC, local_off, remote, remote_off, size, cookie);
+	p.imm = ME_ATOMIC_CSWAP;
+	const detail::AtomicArgs args{AtomicOp::CompareSwap, size, desired, expected};
+	return post(file_, id_, p, local, local.file_, local.id_, how, &args);
+}
+
+namespace detail {
+
+void put_atomic_args(const MemoryRegion &local, std::uint64_t local_off,
+		     const AtomicArgs &a) noexcept
+{
+	if (a.op == AtomicOp::Read)
+		return;		// the module reads nothing
+	auto *at = static_cast<unsigned char *>(local.addr()) + local_off;
+	if (a.size == 4) {
+		const std::uint32_t v[2] = {static_cast<std::uint32_t>(a.operand),
+					    static_cast<std::uint32_t>(a.compare)};
+		std::memcpy(at, v, a.op == AtomicOp::CompareSwap ? 8 : 4);
+	} else {
+		const std::uint64_t v[2] = {a.operand, a.compare};
+		std::memcpy(at, v, a.op == AtomicOp::CompareSwap ? 16 : 8);
+	}
+}
+
+} // namespace detail
+
+Result<std::uint64_t> atomic_value(const MemoryRegion &local, std::uint64_t local_off,
+				   std::uint32_t size)
+{
+	const std::string what = "cannot read the value an atomic found";
+	if (!local.addr() || !local.id())
+		return detail::errno_error(EINVAL, what,
+					   "the memory region is empty: it was moved from or "
+					   "deregistered");
+	if (size != 4 && size != 8)
+		return detail::errno_error(EINVAL, what,
+					   "an atomic acts on 4 or 8 bytes, not " +
+						   std::to_string(size));
+	if (local_off > local.length() || size > local.length() - local_off)
+		return detail::errno_error(ERANGE, what,
+					   "[" + std::to_string(local_off) + ", +" +
+						   std::to_string(size) + ") is outside region " +
+						   std::to_string(local.id()) + " of " +
+						   std::to_string(local.length()) + " bytes");
+	const auto *at = static_cast<const unsigned char *>(local.addr()) + local_off;
+	if (size == 4) {
+		std::uint32_t v;
+		std::memcpy(&v, at, sizeof(v));
+		return std::uint64_t{v};
+	}
+	std::uint64_t v;
+	std::memcpy(&v, at, sizeof(v));
+	return v;
 }
 
 RemoteRegion remote_of(const MemoryRegion &mr)

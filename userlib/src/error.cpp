@@ -50,6 +50,37 @@ Status check_send_port(const DeviceFile &file, std::uint32_t conn, std::uint16_t
 	return {};
 }
 
+Status check_atomic(const DeviceFile &file, const char *call, std::uint32_t conn,
+		    const MemoryRegion &local, std::uint64_t local_off, const AtomicArgs &a)
+{
+	auto what = [call, conn] {
+		return std::string("cannot post ") + call + " on connection " + std::to_string(conn);
+	};
+	if (!(file.features & ME_FEATURE_ATOMIC))
+		return errno_error(EOPNOTSUPP, what(),
+				   "the loaded module (ABI " + std::to_string(file.abi) +
+					   ") has no remote atomics: load multiedge.ko of ABI 19 "
+					   "or newer (mectl info)");
+	const auto op = static_cast<std::uint32_t>(a.op);
+	if (op < ME_ATOMIC_ADD || op > ME_ATOMIC_READ)
+		return errno_error(EINVAL, what(),
+				   "unknown AtomicOp " + std::to_string(op) + ": Add .. Read");
+	if (a.size != 4 && a.size != 8)
+		return errno_error(EINVAL, what(),
+				   "an atomic acts on 4 or 8 bytes, not " + std::to_string(a.size));
+	const std::uint64_t need = a.op == AtomicOp::CompareSwap ? 2 * a.size : a.size;
+	if (local_off > local.length() || need > local.length() - local_off)
+		return errno_error(ERANGE, what(),
+				   "[" + std::to_string(local_off) + ", +" + std::to_string(need) +
+					   ") is outside local region " + std::to_string(local.id()) +
+					   " of " + std::to_string(local.length()) +
+					   " bytes: the operand" +
+					   (a.op == AtomicOp::CompareSwap ? " and the value compared with"
+									  : "") +
+					   " and the value found go there");
+	return {};
+}
+
 Error empty_error(const std::string &what, const char *object)
 {
 	return errno_error(EBADF, what,

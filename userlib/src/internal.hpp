@@ -28,6 +28,28 @@ Error empty_error(const std::string &what, const char *object);
 // take the port for a nonzero unknown field (EOPNOTSUPP instead).
 Status check_send_port(const DeviceFile &file, std::uint32_t conn, std::uint16_t port);
 
+// An atomic's values (ABI 19) as the module reads them from the local
+// buffer at posting: `operand` at local_off, and for CompareSwap
+// `compare` in the `size` bytes after it.
+struct AtomicArgs {
+	AtomicOp op;
+	std::uint32_t size;
+	std::uint64_t operand;
+	std::uint64_t compare;
+};
+
+// The checks of an atomic only the library can make, before anything is
+// written into `local` (a region of `file`): the module has atomics
+// (EOPNOTSUPP), the op is one it knows and the size 4 or 8 (EINVAL), the
+// local range holds the values and the value found (ERANGE).  `call`
+// names the call for the message.
+Status check_atomic(const DeviceFile &file, const char *call, std::uint32_t conn,
+		    const MemoryRegion &local, std::uint64_t local_off, const AtomicArgs &a);
+
+// Writes a's values where the module reads them (after check_atomic()).
+void put_atomic_args(const MemoryRegion &local, std::uint64_t local_off,
+		     const AtomicArgs &a) noexcept;
+
 // A timeout as the ABI's __u32 milliseconds: rounded up, at least 1 (0 means
 // "forever" or "the default" to the kernel), at most what fits.
 std::uint32_t ms_arg(std::chrono::steady_clock::duration d);

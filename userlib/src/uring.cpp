@@ -131,6 +131,8 @@ CompletionType type_of(std::uint32_t opcode)
 		return CompletionType::Read;
 	case ME_OP_SEND:
 		return CompletionType::Send;
+	case ME_OP_ATOMIC:
+		return CompletionType::Atomic;
 	default:
 		return CompletionType::Write;
 	}
@@ -375,6 +377,57 @@ Status UringQueue::send_to(const Connection &conn, std::uint16_t port, const Mem
 			return st;
 	}
 	return prepare(ME_OP_SEND, conn, local, local_off, nullptr, 0, len, 0, port, user_data);
+}
+
+Status UringQueue::prepare_atomic(const Connection &conn, const MemoryRegion &local,
+				  std::uint64_t local_off, const RemoteRegion &remote,
+				  std::uint64_t remote_off, const detail::AtomicArgs &args,
+				  std::uint64_t user_data)
+{
+	const char *call = args.op == AtomicOp::CompareSwap ? "compare_swap" : "atomic";
+	// Where prepare() will refuse, it says why; else the atomic's own
+	// checks come before it takes a slot and an SQE.
+	if (s_ && conn.file_ && conn.id_ && conn.file_ == s_->file && local.file_ == s_->file &&
+	    local.id_) {
+		if (auto st = detail::check_atomic(*s_->file, call, conn.id_, local, local_off, args);
+		    !st)
+			return st;
+	}
+	if (auto st = prepare(ME_OP_ATOMIC, conn, local, local_off, &remote, remote_off, args.size,
+			      static_cast<std::uint32_t>(args.op), 0, user_data);
+	    !st)
+		return st;
+	// The SQE is not the kernel's before the next submission (liburing
+	// publishes the ring's tail only then), and the module reads the
+	// values when it issues it: writing them now is in time, and a
+	// refused preparation has written nothing.
+	detail::put_atomic_args(local, local_off, args);
+	return {};
+}
+
+Status UringQueue::atomic(const Connection &conn, AtomicOp op, const MemoryRegion &local,
+			  std::uint64_t local_off, const RemoteRegion &remote,
+			  std::uint64_t remote_off, std::uint32_t size, std::uint64_t operand,
+			  std::uint64_t user_data)
+{
+	if (op == AtomicOp::CompareSwap)
+		return detail::errno_error(EINVAL,
+					   "cannot prepare an io_uring atomic on connection " +
+						   std::to_string(conn.id_),
+					   "AtomicOp::CompareSwap compares with a second value: "
+					   "prepare it with compare_swap()");
+	return prepare_atomic(conn, local, local_off, remote, remote_off,
+			      detail::AtomicArgs{op, size, operand, 0}, user_data);
+}
+
+Status UringQueue::compare_swap(const Connection &conn, const MemoryRegion &local,
+				std::uint64_t local_off, const RemoteRegion &remote,
+				std::uint64_t remote_off, std::uint32_t size, std::uint64_t expected,
+				std::uint64_t desired, std::uint64_t user_data)
+{
+	return prepare_atomic(conn, local, local_off, remote, remote_off,
+			      detail::AtomicArgs{AtomicOp::CompareSwap, size, desired, expected},
+			      user_data);
 }
 
 Result<unsigned> UringQueue::submit()

@@ -1293,3 +1293,327 @@ TEST_F(Fake, ConnectionsSayShared)
 	EXPECT_FALSE(conns.value()[0].ordered);
 	EXPECT_FALSE(conns.value()[1].shared);
 }
+
+// ---- remote atomics (ABI 19) ------------------------------------------------
+
+namespace {
+
+using multiedge::AtomicOp;
+
+class FakeAtomic : public Fake {
+protected:
+	static constexpr unsigned char kUntouched = 0xa5;
+	std::vector<unsigned char> buf = std::vector<unsigned char>(256, kUntouched);
+	multiedge::RemoteRegion remote{21, 0x01234567'0000feedull, 1 << 20};
+
+	void SetUp() override { mod.query.features |= ME_FEATURE_ATOMIC; }
+
+	// The `size` bytes at buf[off] in host order.
+	std::uint64_t at(std::size_t off, std::uint32_t size) const
+	{
+		if (size == 4) {
+			std::uint32_t v;
+			std::memcpy(&v, &buf[off], 4);
+			return v;
+		}
+		std::uint64_t v;
+		std::memcpy(&v, &buf[off], 8);
+		return v;
+	}
+	// Whether buf[from, to) was left alone.
+	bool untouched(std::size_t from, std::size_t to) const
+	{
+		return std::all_of(buf.begin() + static_cast<std::ptrdiff_t>(from),
+				   buf.begin() + static_cast<std::ptrdiff_t>(to),
+				   [](unsigned char c) { return c == kUntouched; });
+	}
+};
+
+} // namespace
+
+// Every operation but compare-and-swap, at both sizes: the post names the
+// operation and the size, the target as a write's does, and the operand is
+// in the local buffer, in host order, when the module reads it (nothing
+// else is written; AtomicOp::Read writes nothing).
+TEST_F(FakeAtomic, AtomicPostsTheOpAndPutsTheOperandWhereTheModuleReadsIt)
+{
+	Device dev = open();
+	auto mr = dev.register_memory(buf.data(), buf.size(), multiedge::Access::None);
+	ASSERT_TRUE(mr);
+	auto conn = dev.connect(2);
+	ASSERT_TRUE(conn);
+	const std::pair<AtomicOp, std::uint32_t> ops[] = {
+		{AtomicOp::Add, ME_ATOMIC_ADD},		{AtomicOp::And, ME_ATOMIC_AND},
+		{AtomicOp::Or, ME_ATOMIC_OR},		{AtomicOp::Xor, ME_ATOMIC_XOR},
+		{AtomicOp::Swap, ME_ATOMIC_SWAP},	{AtomicOp::SignedMin, ME_ATOMIC_SMIN},
+		{AtomicOp::SignedMax, ME_ATOMIC_SMAX},	{AtomicOp::UnsignedMin, ME_ATOMIC_UMIN},
+		{AtomicOp::UnsignedMax, ME_ATOMIC_UMAX}, {AtomicOp::Read, ME_ATOMIC_READ},
+	};
+	std::uint64_t cookie = 100;
+	for (std::uint32_t size : {4u, 8u}) {
+		for (const auto &[op, imm] : ops) {
+			SCOPED_TRACE("op " + std::to_string(imm) + " size " + std::to_string(size));
+			std::fill(buf.begin(), buf.end(), kUntouched);
+			const std::uint64_t operand = 0xfedcba98'76543210ull + cookie;
+			const auto how = cookie % 2 ? multiedge::Post::NonBlocking
+						    : multiedge::Post::Blocking;
+			auto st = conn->atomic(op, mr.value(), 40, remote, 4096 + size, size, operand,
+					       cookie, how);
+			ASSERT_TRUE(st) << st.error().message();
+			const me_post &p = mod.posts.back();
+			EXPECT_EQ(p.size, sizeof(me_post));
+			EXPECT_EQ(p.opcode, static_cast<unsigned>(ME_OP_ATOMIC));
+			EXPECT_EQ(p.imm, imm);
+			EXPECT_EQ(p.len, size);
+			EXPECT_EQ(p.conn, conn->id());
+			EXPECT_EQ(p.cookie, cookie);
+			EXPECT_EQ(p.flags, cookie % 2 ? ME_POST_F_NONBLOCK : 0u);
+			EXPECT_EQ(p.local_region, mr->id());
+			EXPECT_EQ(p.local_off, 40u);
+			EXPECT_EQ(p.remote_region, 21u);
+			EXPECT_EQ(p.remote_key, 0xfeedu);
+			EXPECT_EQ(p.remote_key_hi, 0x1234567u);
+			EXPECT_EQ(p.remote_off, 4096u + size);
+			EXPECT_EQ(p.port, 0u);
+			EXPECT_EQ(p.__reserved, 0u);
+			ASSERT_FALSE(mod.atomics.empty());
+			if (op == AtomicOp::Read) {
+				EXPECT_TRUE(untouched(0, buf.size()));
+			} else {
+				const std::uint64_t want = size == 4 ? operand & 0xffffffffu : operand;
+				EXPECT_EQ(mod.atomics.back().operand, want);
+				EXPECT_EQ(at(40, size), want);
+				EXPECT_TRUE(untouched(0, 40));
+				EXPECT_TRUE(untouched(40 + size, buf.size()));
+			}
+			cookie++;
+		}
+	}
+	EXPECT_EQ(mod.posts.size(), 20u);
+}
+
+// compare_swap(): desired, then expected in the size bytes after it; the
+// post's len is the size, not the range.
+TEST_F(FakeAtomic, CompareSwapPutsDesiredThenExpected)
+{
+	Device dev = open();
+	auto mr = dev.register_memory(buf.data(), buf.size(), multiedge::Access::None);
+	ASSERT_TRUE(mr);
+	auto conn = dev.connect(2);
+	ASSERT_TRUE(conn);
+	for (std::uint32_t size : {4u, 8u}) {
+		SCOPED_TRACE(size);
+		std::fill(buf.begin(), buf.end(), kUntouched);
+		const std::uint64_t expected = 0x11111111'22222222ull, desired = 0x33333333'44444444ull;
+		auto st = conn->compare_swap(mr.value(), 16, remote, 64, size, expected, desired, 7);
+		ASSERT_TRUE(st) << st.error().message();
+		const me_post &p = mod.posts.back();
+		EXPECT_EQ(p.opcode, static_cast<unsigned>(ME_OP_ATOMIC));
+		EXPECT_EQ(p.imm, static_cast<unsigned>(ME_ATOMIC_CSWAP));
+		EXPECT_EQ(p.len, size);
+		EXPECT_EQ(p.local_off, 16u);
+		EXPECT_EQ(p.remote_off, 64u);
+		EXPECT_EQ(p.cookie, 7u);
+		const std::uint64_t mask = size == 4 ? 0xffffffffull : ~0ull;
+		ASSERT_FALSE(mod.atomics.empty());
+		EXPECT_EQ(mod.atomics.back().operand, desired & mask);
+		EXPECT_EQ(mod.atomics.back().compare, expected & mask);
+		EXPECT_EQ(at(16, size), desired & mask);
+		EXPECT_EQ(at(16 + size, size), expected & mask);
+		EXPECT_TRUE(untouched(0, 16));
+		EXPECT_TRUE(untouched(16 + 2 * size, buf.size()));
+	}
+}
+
+// What the library can see is refused before any post reaches the module,
+// and nothing is written into the local buffer.
+TEST_F(FakeAtomic, BadAtomicsAreRefusedBeforeAnyPostWithNothingWritten)
+{
+	Device dev = open();
+	auto mr = dev.register_memory(buf.data(), buf.size(), multiedge::Access::None);
+	ASSERT_TRUE(mr);
+	auto conn = dev.connect(2);
+	ASSERT_TRUE(conn);
+	const std::uint64_t len = buf.size();
+	auto refused = [&](multiedge::Status st, std::errc code, const std::string &says) {
+		ASSERT_FALSE(st) << says;
+		EXPECT_EQ(st.error().code(), code) << st.error().message();
+		EXPECT_TRUE(contains(st.error().message(), says)) << st.error().message();
+	};
+	for (std::uint32_t size : {0u, 1u, 2u, 3u, 5u, 7u, 16u}) {
+		SCOPED_TRACE(size);
+		refused(conn->atomic(AtomicOp::Add, mr.value(), 0, remote, 0, size, 1, 1),
+			std::errc::invalid_argument, "4 or 8 bytes, not " + std::to_string(size));
+		refused(conn->compare_swap(mr.value(), 0, remote, 0, size, 1, 2, 1),
+			std::errc::invalid_argument, "4 or 8 bytes");
+	}
+	for (std::uint32_t op : {0u, 12u, 0xffffffffu})
+		refused(conn->atomic(static_cast<AtomicOp>(op), mr.value(), 0, remote, 0, 8, 1, 1),
+			std::errc::invalid_argument, "unknown AtomicOp " + std::to_string(op));
+	refused(conn->atomic(AtomicOp::CompareSwap, mr.value(), 0, remote, 0, 8, 1, 1),
+		std::errc::invalid_argument, "compare_swap()");
+	// The local range: size bytes, 2 * size for compare_swap.
+	refused(conn->atomic(AtomicOp::Add, mr.value(), len - 4, remote, 0, 8, 1, 1),
+		std::errc::result_out_of_range, "is outside local region");
+	refused(conn->atomic(AtomicOp::Add, mr.value(), len - 7, remote, 0, 8, 1, 1),
+		std::errc::result_out_of_range, "[249, +8) is outside local region");
+	refused(conn->compare_swap(mr.value(), len - 15, remote, 0, 8, 1, 2, 1),
+		std::errc::result_out_of_range, "[241, +16) is outside local region");
+	refused(conn->atomic(AtomicOp::Read, mr.value(), len - 2, remote, 0, 4, 1, 1),
+		std::errc::result_out_of_range, "is outside local region");
+	refused(conn->atomic(AtomicOp::Add, mr.value(), len + 1, remote, 0, 4, 1, 1),
+		std::errc::result_out_of_range, "is outside local region");
+	refused(conn->atomic(AtomicOp::Add, mr.value(), ~0ull - 3, remote, 0, 8, 1, 1),
+		std::errc::result_out_of_range, "is outside local region");
+	refused(conn->compare_swap(mr.value(), len - 8, remote, 0, 8, 1, 2, 1),
+		std::errc::result_out_of_range, "+16) is outside local region");
+	refused(conn->compare_swap(mr.value(), len - 12, remote, 0, 8, 1, 2, 1),
+		std::errc::result_out_of_range, "the value compared with");
+	// What every post refuses.
+	refused(conn->atomic(AtomicOp::Add, mr.value(), 0, remote, 0, 8, 1, 1,
+			     static_cast<multiedge::Post>(4)),
+		std::errc::invalid_argument, "unknown Post bits");
+	Device other = open();
+	auto omr = other.register_memory(buf.data(), buf.size(), multiedge::Access::None);
+	ASSERT_TRUE(omr);
+	refused(conn->atomic(AtomicOp::Swap, omr.value(), 0, remote, 0, 8, 1, 1),
+		std::errc::invalid_argument, "registered on another Device");
+	refused(conn->compare_swap(omr.value(), 0, remote, 0, 8, 1, 2, 1),
+		std::errc::invalid_argument, "registered on another Device");
+	multiedge::MemoryRegion moved = std::move(omr.value());
+	refused(conn->atomic(AtomicOp::Swap, omr.value(), 0, remote, 0, 8, 1, 1),
+		std::errc::invalid_argument, "region is empty");
+	multiedge::Connection gone = std::move(conn.value());
+	refused(conn->atomic(AtomicOp::Swap, mr.value(), 0, remote, 0, 8, 1, 1),
+		std::errc::bad_file_descriptor, "cannot post atomic");
+	refused(conn->compare_swap(mr.value(), 0, remote, 0, 8, 1, 2, 1),
+		std::errc::bad_file_descriptor, "cannot post compare_swap");
+
+	EXPECT_TRUE(mod.posts.empty());
+	EXPECT_TRUE(untouched(0, buf.size()));
+	// The last byte is usable: nothing is off by one.
+	EXPECT_TRUE(gone.atomic(AtomicOp::Add, mr.value(), len - 8, remote, 0, 8, 1, 2));
+	EXPECT_TRUE(gone.compare_swap(mr.value(), len - 16, remote, 0, 8, 1, 2, 3));
+	EXPECT_EQ(mod.posts.size(), 2u);
+}
+
+// A module before ABI 19: the library says what to load and asks it
+// nothing (it would refuse the opcode as unknown).
+TEST_F(Fake, AtomicsOnAModuleWithoutThemSayWhy)
+{
+	mod.query.abi_version = 18;
+	Device dev = open();
+	std::vector<unsigned char> buf(64, 0xa5);
+	auto mr = dev.register_memory(buf.data(), buf.size(), multiedge::Access::None);
+	ASSERT_TRUE(mr);
+	auto conn = dev.connect(2);
+	ASSERT_TRUE(conn);
+	multiedge::Status st[] = {
+		conn->atomic(multiedge::AtomicOp::Add, mr.value(), 0, {1, 1, 64}, 0, 8, 1, 1),
+		conn->compare_swap(mr.value(), 0, {1, 1, 64}, 0, 8, 1, 2, 2),
+	};
+	for (const auto &s : st) {
+		ASSERT_FALSE(s);
+		EXPECT_EQ(s.error().code(), std::errc::operation_not_supported);
+		EXPECT_TRUE(contains(s.error().message(), "has no remote atomics")) << s.error().message();
+		EXPECT_TRUE(contains(s.error().message(), "(ABI 18)")) << s.error().message();
+		EXPECT_TRUE(contains(s.error().message(), "ABI 19 or newer")) << s.error().message();
+	}
+	EXPECT_TRUE(mod.posts.empty());
+	EXPECT_TRUE(std::all_of(buf.begin(), buf.end(), [](unsigned char c) { return c == 0xa5; }));
+}
+
+// The value found lands where the operand was; the completion is an
+// Atomic of the size; atomic_value() reads it back, zero-extended.
+TEST_F(FakeAtomic, TheValueFoundIsReadFromTheLocalBuffer)
+{
+	Device dev = open();
+	auto mr = dev.register_memory(buf.data(), buf.size(), multiedge::Access::None);
+	ASSERT_TRUE(mr);
+	auto conn = dev.connect(2);
+	ASSERT_TRUE(conn);
+	mod.atomic_found = 0x80000000'00000005ull;
+	ASSERT_TRUE(conn->atomic(AtomicOp::Add, mr.value(), 8, remote, 0, 8, 3, 41));
+	auto c = dev.wait_for(41, 1s);
+	ASSERT_TRUE(c) << c.error().message();
+	EXPECT_EQ(c->type, CompletionType::Atomic);
+	EXPECT_TRUE(c->ok());
+	EXPECT_EQ(c->len, 8u);
+	EXPECT_EQ(c->describe(), "atomic (cookie 41) on connection " + std::to_string(conn->id()) +
+					 " done: 8 bytes");
+	auto v = multiedge::atomic_value(mr.value(), 8, 8);
+	ASSERT_TRUE(v) << v.error().message();
+	EXPECT_EQ(v.value(), 0x80000000'00000005ull);
+
+	mod.atomic_found = 0xdeadbeef'fffffffeull;
+	ASSERT_TRUE(conn->compare_swap(mr.value(), 100, remote, 0, 4, /*expected=*/0x77,
+				       /*desired=*/1, 42));
+	c = dev.wait_for(42, 1s);
+	ASSERT_TRUE(c) << c.error().message();
+	EXPECT_EQ(c->type, CompletionType::Atomic);
+	EXPECT_EQ(c->len, 4u);
+	v = multiedge::atomic_value(mr.value(), 100, 4);
+	ASSERT_TRUE(v) << v.error().message();
+	EXPECT_EQ(v.value(), 0xfffffffeu);
+	EXPECT_EQ(static_cast<std::int32_t>(v.value()), -2);
+	EXPECT_EQ(at(104, 4), 0x77u) << "the value compared with, after it, was overwritten";
+	EXPECT_TRUE(untouched(108, buf.size()));
+
+	auto bad = multiedge::atomic_value(mr.value(), 0, 2);
+	ASSERT_FALSE(bad);
+	EXPECT_EQ(bad.error().code(), std::errc::invalid_argument);
+	bad = multiedge::atomic_value(mr.value(), buf.size() - 4, 8);
+	ASSERT_FALSE(bad);
+	EXPECT_EQ(bad.error().code(), std::errc::result_out_of_range);
+	EXPECT_TRUE(multiedge::atomic_value(mr.value(), buf.size() - 8, 8));
+	multiedge::MemoryRegion moved = std::move(mr.value());
+	bad = multiedge::atomic_value(mr.value(), 0, 8);
+	ASSERT_FALSE(bad);
+	EXPECT_TRUE(contains(bad.error().message(), "region is empty")) << bad.error().message();
+}
+
+// The module's refusals at posting carry hints that fit an atomic.
+TEST_F(FakeAtomic, RefusalsOfTheModuleSayWhatFits)
+{
+	Device dev = open();
+	auto mr = dev.register_memory(buf.data(), buf.size(), multiedge::Access::None);
+	ASSERT_TRUE(mr);
+	auto conn = dev.connect(2);
+	ASSERT_TRUE(conn);
+	mod.post_err = -ERANGE;
+	auto st = conn->compare_swap(mr.value(), 0, remote, ~0ull - 4, 8, 1, 2, 1);
+	ASSERT_FALSE(st);
+	EXPECT_EQ(st.error().code(), std::errc::result_out_of_range);
+	EXPECT_TRUE(contains(st.error().message(), "cannot post compare_swap")) << st.error().message();
+	EXPECT_TRUE(contains(st.error().message(), "[0, +16)")) << st.error().message();
+	EXPECT_TRUE(contains(st.error().message(), "wraps around")) << st.error().message();
+	mod.post_err = -EAGAIN;
+	st = conn->atomic(AtomicOp::Add, mr.value(), 0, remote, 0, 8, 1, 2,
+			  multiedge::Post::NonBlocking);
+	ASSERT_FALSE(st);
+	EXPECT_TRUE(contains(st.error().message(), "cannot post atomic")) << st.error().message();
+	EXPECT_TRUE(contains(st.error().message(), "harvest completions")) << st.error().message();
+}
+
+TEST(Describe, AtomicRefusalsOfTheTargetSayWhy)
+{
+	Completion c;
+	c.cookie = 5;
+	c.type = CompletionType::Atomic;
+	c.conn = 2;
+	c.status = EINVAL;
+	EXPECT_EQ(c.describe(), "atomic (cookie 5) on connection 2 failed: Invalid argument (the "
+				"target memory is not aligned to the atomic's size (4 or 8 bytes))");
+	c.status = EACCES;
+	EXPECT_TRUE(contains(c.describe(), "Access::RemoteReadWrite")) << c.describe();
+	c.status = ERANGE;
+	EXPECT_TRUE(contains(c.describe(), "outside the target region")) << c.describe();
+	c.status = ETIMEDOUT;
+	EXPECT_TRUE(contains(c.describe(), "may or may not have taken effect")) << c.describe();
+	// Not a write's: no alignment there.
+	c.type = CompletionType::Write;
+	c.status = EINVAL;
+	EXPECT_EQ(c.describe(), "write (cookie 5) on connection 2 failed: Invalid argument");
+	c.status = EACCES;
+	EXPECT_FALSE(contains(c.describe(), "RemoteReadWrite")) << c.describe();
+}

@@ -171,6 +171,59 @@ int FakeModule::recv(me_recv &req)
 	}
 }
 
+int FakeModule::atomic(const me_post &req)
+{
+	if (!(query.features & ME_FEATURE_ATOMIC) || req.imm < ME_ATOMIC_ADD ||
+	    req.imm > ME_ATOMIC_READ)
+		return -EOPNOTSUPP;
+	if (req.len != 4 && req.len != 8)
+		return -EINVAL;
+	auto mem = region_mem.find(req.local_region);
+	if (mem == region_mem.end())
+		return -ENOENT;
+	const auto [addr, length] = mem->second;
+	const std::uint64_t need = req.imm == ME_ATOMIC_CSWAP ? 2 * req.len : req.len;
+	if (req.local_off > length || need > length - req.local_off)
+		return -ERANGE;
+	auto *at = reinterpret_cast<unsigned char *>(addr + req.local_off);
+	// A value of len bytes in host order.
+	auto load = [len = req.len](const unsigned char *p) -> std::uint64_t {
+		if (len == 4) {
+			std::uint32_t v;
+			std::memcpy(&v, p, 4);
+			return v;
+		}
+		std::uint64_t v;
+		std::memcpy(&v, p, 8);
+		return v;
+	};
+	AtomicArgs a;
+	if (req.imm != ME_ATOMIC_READ) {
+		a.operand = load(at);
+		if (req.imm == ME_ATOMIC_CSWAP)
+			a.compare = load(at + req.len);
+	}
+	if (post_err)
+		return post_err;
+	atomics.push_back(a);
+	if (atomic_found) {
+		if (req.len == 4) {
+			const auto v = static_cast<std::uint32_t>(*atomic_found);
+			std::memcpy(at, &v, 4);
+		} else {
+			std::memcpy(at, &*atomic_found, 8);
+		}
+		me_completion c{};
+		c.cookie = req.cookie;
+		c.type = ME_CQ_ATOMIC;
+		c.conn = req.conn;
+		c.peer = 2;
+		c.len = req.len;
+		cq.push_back(c);
+	}
+	return 0;
+}
+
 int FakeModule::handle(unsigned long cmd, void *arg)
 {
 	if (cmd == ME_IOC_POLL_CQ)
@@ -281,6 +334,8 @@ int FakeModule::handle(unsigned long cmd, void *arg)
 		    ((req->flags & ME_POST_F_MORE) && !(query.features & ME_FEATURE_POST_MORE)))
 			return -EOPNOTSUPP;
 		posts.push_back(*req);
+		if (req->opcode == ME_OP_ATOMIC)
+			return atomic(*req);
 		return post_err;
 	}
 	case ME_IOC_MR_REG: {
@@ -291,6 +346,7 @@ int FakeModule::handle(unsigned long cmd, void *arg)
 		req->key = 0xabc00000u + req->region;
 		req->key_hi = 0x5eed0000u + req->region;
 		regions.push_back(req->region);
+		region_mem[req->region] = {static_cast<std::uintptr_t>(req->addr), req->length};
 		return 0;
 	}
 	case ME_IOC_MR_DEREG: {
@@ -299,6 +355,7 @@ int FakeModule::handle(unsigned long cmd, void *arg)
 		if (it == regions.end())
 			return -ENOENT;
 		regions.erase(it);
+		region_mem.erase(req->region);
 		return 0;
 	}
 	}

@@ -13,6 +13,7 @@
 #include <deque>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <sys/types.h>
 #include <utility>
@@ -69,6 +70,19 @@ public:
 	std::vector<std::uint32_t> disconnects;
 	int post_err = 0;
 	std::vector<me_post> posts;
+	// ME_OP_ATOMIC (needs ME_FEATURE_ATOMIC in query.features, else
+	// -EOPNOTSUPP as from an older module): the operand and the value
+	// compared with (ME_ATOMIC_CSWAP), read from the local region at
+	// posting as the module reads them, one entry per atomic taken.
+	struct AtomicArgs {
+		std::uint64_t operand = 0;
+		std::uint64_t compare = 0;
+	};
+	std::vector<AtomicArgs> atomics;
+	// When set, an atomic taken completes at once: this value (its low
+	// len bytes, host order) lands in the local buffer and an
+	// ME_CQ_ATOMIC completion with the cookie enters the queue.
+	std::optional<std::uint64_t> atomic_found;
 
 	std::deque<me_completion> cq;
 	std::vector<std::pair<std::chrono::steady_clock::time_point, me_completion>> later;
@@ -87,11 +101,14 @@ public:
 	std::uint32_t next_region = 1;
 	std::vector<std::uint32_t> regions;
 	std::vector<me_mr_reg> mr_regs;	// as received
+	// Each region's memory: id -> (addr, length).
+	std::map<std::uint32_t, std::pair<std::uintptr_t, std::uint64_t>> region_mem;
 	std::uint32_t mr_info = 0;		// info the module reports back
 
 private:
 	int poll_cq(me_poll_cq &req);
 	int recv(me_recv &req);
+	int atomic(const me_post &req);	// mu held
 	void release_due();	// moves due `later` entries into cq; mu held
 
 	std::string path_;

@@ -5,6 +5,7 @@
 // user_data, submit, reap, take() on a shared ring, the refusals — is real.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <liburing.h>
@@ -377,6 +378,136 @@ TEST_P(UringFakeSqe, SendToCarriesThePort)
 	EXPECT_TRUE(contains(old.error().message(), "ABI 18")) << old.error().message();
 	EXPECT_EQ(q->inflight(), 0u);
 	EXPECT_EQ(io_uring_sq_ready(&ring), 0u);
+	io_uring_queue_exit(&ring);
+}
+
+// Atomics (ABI 19): the post names the operation and the size, the values
+// are in the local buffer by submission, the CQE is an Atomic completion;
+// what the library can see is refused before an SQE is taken, with nothing
+// written; a module without atomics is refused likewise.
+TEST_P(UringFakeSqe, AtomicsPutTheirValuesAndCompleteAsAtomic)
+{
+	io_uring ring{};
+	int r = io_uring_queue_init(8, &ring, GetParam() ? IORING_SETUP_SQE128 : 0);
+	if (r < 0) {
+		EXPECT_TRUE(r == -ENOSYS || r == -EPERM) << r;
+		return;
+	}
+	auto sqe_at = [&](unsigned pos) {
+		return &ring.sq.sqes[(pos & ring.sq.ring_mask) << (GetParam() ? 1 : 0)];
+	};
+	auto post_of = [&](const io_uring_sqe *sqe) {
+		me_post p{};
+		if (GetParam()) {
+			std::memcpy(&p, sqe->cmd, sizeof(p));
+		} else {
+			me_uring_ptr ptr{};
+			std::memcpy(&ptr, sqe->cmd, sizeof(ptr));
+			std::memcpy(&p, reinterpret_cast<const void *>(ptr.arg), sizeof(p));
+		}
+		return p;
+	};
+	auto load = [&](std::size_t off, std::uint32_t size) -> std::uint64_t {
+		std::uint64_t v = 0;
+		if (size == 4) {
+			std::uint32_t w;
+			std::memcpy(&w, &buf[off], 4);
+			v = w;
+		} else {
+			std::memcpy(&v, &buf[off], 8);
+		}
+		return v;
+	};
+	auto untouched = [&] {
+		return std::all_of(buf.begin(), buf.end(), [](char c) { return c == 0x5a; });
+	};
+	using multiedge::AtomicOp;
+	std::fill(buf.begin(), buf.end(), 0x5a);
+	{
+		mod.query.features |= ME_FEATURE_ATOMIC;
+		auto d = Device::open(mod.path());
+		ASSERT_TRUE(d) << d.error().message();
+		auto m = d->register_memory(buf.data(), buf.size(), multiedge::Access::None);
+		ASSERT_TRUE(m) << m.error().message();
+		auto c = d->connect(2);
+		ASSERT_TRUE(c) << c.error().message();
+		auto q = UringQueue::attach(d.value(), &ring, 8);
+		ASSERT_TRUE(q) << q.error().message();
+
+		// Refused: nothing prepared, nothing written.
+		auto st = q->atomic(c.value(), AtomicOp::Add, m.value(), 0, remote, 0, 3, 1, 1);
+		ASSERT_FALSE(st);
+		EXPECT_EQ(st.error().code(), std::errc::invalid_argument);
+		EXPECT_TRUE(contains(st.error().message(), "4 or 8 bytes")) << st.error().message();
+		st = q->compare_swap(c.value(), m.value(), buf.size() - 8, remote, 0, 8, 1, 2, 1);
+		ASSERT_FALSE(st);
+		EXPECT_EQ(st.error().code(), std::errc::result_out_of_range);
+		EXPECT_TRUE(contains(st.error().message(), "cannot post compare_swap"))
+			<< st.error().message();
+		st = q->atomic(c.value(), AtomicOp::CompareSwap, m.value(), 0, remote, 0, 8, 1, 1);
+		ASSERT_FALSE(st);
+		EXPECT_TRUE(contains(st.error().message(), "compare_swap()")) << st.error().message();
+		st = q->atomic(c.value(), AtomicOp::Add, *mr, 0, remote, 0, 8, 1, 1);
+		ASSERT_FALSE(st);
+		EXPECT_TRUE(contains(st.error().message(), "another Device")) << st.error().message();
+		EXPECT_EQ(q->inflight(), 0u);
+		EXPECT_EQ(io_uring_sq_ready(&ring), 0u);
+		EXPECT_TRUE(untouched());
+
+		unsigned first = ring.sq.sqe_tail;
+		ASSERT_TRUE(q->atomic(c.value(), AtomicOp::UnsignedMax, m.value(), 64, remote, 4096, 8,
+				      0x01020304'05060708ull, 1));
+		ASSERT_TRUE(q->compare_swap(c.value(), m.value(), 128, remote, 8, 4,
+					    /*expected=*/7, /*desired=*/9, 2));
+		ASSERT_TRUE(q->atomic(c.value(), AtomicOp::Read, m.value(), 256, remote, 16, 4, 99, 3));
+		me_post p = post_of(sqe_at(first));
+		EXPECT_EQ(p.opcode, static_cast<unsigned>(ME_OP_ATOMIC));
+		EXPECT_EQ(p.imm, static_cast<unsigned>(ME_ATOMIC_UMAX));
+		EXPECT_EQ(p.len, 8u);
+		EXPECT_EQ(p.local_off, 64u);
+		EXPECT_EQ(p.remote_off, 4096u);
+		EXPECT_EQ(p.remote_region, remote.id);
+		EXPECT_EQ(p.conn, c->id());
+		EXPECT_EQ(load(64, 8), 0x01020304'05060708ull);
+		p = post_of(sqe_at(first + 1));
+		EXPECT_EQ(p.imm, static_cast<unsigned>(ME_ATOMIC_CSWAP));
+		EXPECT_EQ(p.len, 4u);
+		EXPECT_EQ(p.local_off, 128u);
+		EXPECT_EQ(load(128, 4), 9u);
+		EXPECT_EQ(load(132, 4), 7u);
+		p = post_of(sqe_at(first + 2));
+		EXPECT_EQ(p.imm, static_cast<unsigned>(ME_ATOMIC_READ));
+		EXPECT_EQ(load(256, 4), 0x5a5a5a5au) << "Read wrote its ignored operand";
+
+		ASSERT_EQ(io_uring_submit(&ring), 3);
+		std::set<std::uint64_t> cookies;
+		for (int i = 0; i < 3; i++) {
+			io_uring_cqe *cqe = nullptr;
+			ASSERT_EQ(io_uring_wait_cqe(&ring, &cqe), 0);
+			auto done = q->take(cqe);
+			io_uring_cqe_seen(&ring, cqe);
+			ASSERT_TRUE(done);
+			EXPECT_EQ(done->type, CompletionType::Atomic);
+			EXPECT_EQ(done->status, EOPNOTSUPP) << done->describe();
+			EXPECT_EQ(done->imm, 0u);
+			cookies.insert(done->cookie);
+		}
+		EXPECT_EQ(cookies, (std::set<std::uint64_t>{1, 2, 3}));
+	}
+	// The fixture's Device saw a module without atomics.
+	std::fill(buf.begin(), buf.end(), 0x5a);
+	auto q = UringQueue::attach(*dev, &ring, 8);
+	ASSERT_TRUE(q) << q.error().message();
+	auto old = q->atomic(*conn, AtomicOp::Add, *mr, 0, remote, 0, 8, 1, 4);
+	ASSERT_FALSE(old);
+	EXPECT_EQ(old.error().code(), std::errc::operation_not_supported);
+	EXPECT_TRUE(contains(old.error().message(), "ABI 19")) << old.error().message();
+	old = q->compare_swap(*conn, *mr, 0, remote, 0, 8, 1, 2, 5);
+	ASSERT_FALSE(old);
+	EXPECT_EQ(old.error().code(), std::errc::operation_not_supported);
+	EXPECT_EQ(q->inflight(), 0u);
+	EXPECT_EQ(io_uring_sq_ready(&ring), 0u);
+	EXPECT_TRUE(untouched());
 	io_uring_queue_exit(&ring);
 }
 

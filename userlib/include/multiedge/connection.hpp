@@ -10,6 +10,13 @@
 //   auto mr = dev.register_memory(buf, len, Access::None).value();
 //   conn.write(mr, 0, remote, 0, len, /*cookie=*/1);
 //   auto done = dev.wait_for(1).value();      // the write is at the target
+//
+// A remote atomic (module ABI 19) takes its operand as a value; the value
+// it found at the target lands in the local buffer:
+//
+//   conn.atomic(AtomicOp::Add, mr, 0, counter, 0, 8, /*operand=*/1, /*cookie=*/2);
+//   if (dev.wait_for(2).value().ok())
+//           old = atomic_value(mr, 0, 8).value();
 #pragma once
 
 #include <array>
@@ -47,6 +54,25 @@ enum class CompletionType : std::uint32_t {
 	Send = 4,	// a send posted here finished
 	ConnClosed = 5,	// a connection of this device closed
 	ConnDead = 6,	// a connection of this device died (status says why)
+	Atomic = 7,	// an atomic posted here finished: the value found is in place
+};
+
+// A remote atomic operation (module ABI 19): what it leaves in the 4 or 8
+// bytes at the target where it found `old`.  Each is applied exactly once,
+// as one step against every other atomic on that memory and the owner's own
+// atomic instructions, and gives back `old`.
+enum class AtomicOp : std::uint32_t {
+	Add = 1,		// old + operand (wraps)
+	And = 2,		// old & operand
+	Or = 3,			// old | operand
+	Xor = 4,		// old ^ operand
+	Swap = 5,		// operand
+	CompareSwap = 6,	// desired if old == expected, else old (compare_swap())
+	SignedMin = 7,		// the smaller, as signed integers
+	SignedMax = 8,		// the larger, as signed integers
+	UnsignedMin = 9,	// the smaller, as unsigned integers
+	UnsignedMax = 10,	// the larger, as unsigned integers
+	Read = 11,		// old: nothing changes
 };
 
 struct Completion {
@@ -55,7 +81,7 @@ struct Completion {
 	int status = 0;			// 0 or a positive errno value
 	std::uint32_t conn = 0;
 	std::uint32_t peer = 0;
-	std::uint32_t len = 0;		// bytes moved (0 on error)
+	std::uint32_t len = 0;		// bytes moved (0 on error); Atomic: its size
 	std::uint32_t imm = 0;		// Notify
 	std::uint32_t region = 0;	// Notify: the local region written
 	std::uint64_t off = 0;		// Notify: where the write began
@@ -187,6 +213,35 @@ public:
 	Status send_to(std::uint16_t port, const MemoryRegion &local, std::uint64_t local_off,
 		       std::uint32_t len, std::uint64_t cookie, Post how = Post::Blocking);
 
+	// A remote atomic (module ABI 19): `op` with `operand` on the `size`
+	// (4 or 8) bytes at remote[remote_off], which must be aligned to
+	// `size` in the target's memory.  The call writes `operand` into
+	// local[local_off, +size) in host order (AtomicOp::Read ignores it and
+	// writes nothing), where the module reads it at posting; the value
+	// found at the target lands there before the Atomic completion (read
+	// it with atomic_value()).  Leave that range alone until then.  The
+	// target region must grant Access::RemoteReadWrite (AtomicOp::Read:
+	// RemoteRead).  Refused before any system call, with nothing written:
+	// EOPNOTSUPP from a module without atomics (before ABI 19); EINVAL for
+	// a size other than 4 or 8, an op the library does not know, or
+	// AtomicOp::CompareSwap (compare_swap() carries its two values);
+	// ERANGE when local[local_off, +size) is outside the region; and what
+	// write() refuses.  The completion fails with EINVAL when the target
+	// memory is not aligned to `size`, EACCES and ERANGE as a write's.
+	Status atomic(AtomicOp op, const MemoryRegion &local, std::uint64_t local_off,
+		      const RemoteRegion &remote, std::uint64_t remote_off, std::uint32_t size,
+		      std::uint64_t operand, std::uint64_t cookie, Post how = Post::Blocking);
+	// Compare-and-swap (ABI 19), as atomic(): `desired` replaces the
+	// remote value if it equals `expected`.  The call writes `desired`
+	// into local[local_off, +size) and `expected` into the `size` bytes
+	// after it, so the local range is 2 * size (ERANGE otherwise); the
+	// value found lands in local[local_off, +size): the swap took place if
+	// it equals `expected`.
+	Status compare_swap(const MemoryRegion &local, std::uint64_t local_off,
+			    const RemoteRegion &remote, std::uint64_t remote_off,
+			    std::uint32_t size, std::uint64_t expected, std::uint64_t desired,
+			    std::uint64_t cookie, Post how = Post::Blocking);
+
 	// Orderly close now; the object is empty afterwards.  A shared
 	// connection joined by connect_shared() is left (the connection
 	// closes when the last Device of this node that joined it leaves, if
@@ -214,5 +269,13 @@ private:
 
 // Helper for bootstrap: a region's id and key as a peer should receive them.
 RemoteRegion remote_of(const MemoryRegion &mr);
+
+// The value an atomic (ABI 19) found at the target, once its Atomic
+// completion came without error: the `size` (4 or 8) bytes at
+// local[local_off] in host order, zero-extended (for SignedMin/SignedMax,
+// cast to std::int32_t or std::int64_t).  EINVAL for another size or an
+// empty region, ERANGE when the range is outside it.
+Result<std::uint64_t> atomic_value(const MemoryRegion &local, std::uint64_t local_off,
+				   std::uint32_t size);
 
 } // namespace multiedge

@@ -1,6 +1,6 @@
 // libmultiedge: remote operations through io_uring (module ABI 5).
 //
-// The same operations as Connection::write/read/write_notify/send, posted
+// The same operations as Connection::write/read/write_notify/send/atomic, posted
 // as IORING_OP_URING_CMD submissions: prepare many, submit them with one
 // system call, reap their completions.  Each CQE arrives when the
 // operation has completed (a write at the target, a read in local memory).
@@ -48,6 +48,7 @@ class MemoryRegion;
 namespace detail {
 class DeviceFile;
 struct UringSlot;
+struct AtomicArgs;
 }
 
 class UringQueue {
@@ -116,6 +117,19 @@ public:
 	// EOPNOTSUPP from a module before ABI 18, before anything is prepared.
 	Status send_to(const Connection &conn, std::uint16_t port, const MemoryRegion &local,
 		       std::uint64_t local_off, std::uint32_t len, std::uint64_t user_data);
+	// Remote atomics (ABI 19), as Connection::atomic and compare_swap:
+	// the same refusals (EOPNOTSUPP, EINVAL, ERANGE) before an SQE is
+	// taken.  The values are written into the local buffer when the
+	// operation is prepared (the module reads them when it is issued,
+	// after submit()); the value found is there when its Completion
+	// (type Atomic) is reaped or taken: atomic_value().
+	Status atomic(const Connection &conn, AtomicOp op, const MemoryRegion &local,
+		      std::uint64_t local_off, const RemoteRegion &remote, std::uint64_t remote_off,
+		      std::uint32_t size, std::uint64_t operand, std::uint64_t user_data);
+	Status compare_swap(const Connection &conn, const MemoryRegion &local,
+			    std::uint64_t local_off, const RemoteRegion &remote,
+			    std::uint64_t remote_off, std::uint32_t size, std::uint64_t expected,
+			    std::uint64_t desired, std::uint64_t user_data);
 
 	// Submits every SQE prepared on the ring (the application's too, on
 	// an attached ring): io_uring_submit().  Returns how many the kernel
@@ -145,6 +159,10 @@ private:
 		       std::uint64_t local_off, const RemoteRegion *remote,
 		       std::uint64_t remote_off, std::uint32_t len, std::uint32_t imm,
 		       std::uint16_t port, std::uint64_t user_data);
+	Status prepare_atomic(const Connection &conn, const MemoryRegion &local,
+			      std::uint64_t local_off, const RemoteRegion &remote,
+			      std::uint64_t remote_off, const detail::AtomicArgs &args,
+			      std::uint64_t user_data);
 	void drain_and_close() noexcept;
 
 	std::unique_ptr<State> s_;

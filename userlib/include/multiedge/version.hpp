@@ -2,7 +2,7 @@
 #pragma once
 
 #define MULTIEDGE_VERSION_MAJOR 0
-#define MULTIEDGE_VERSION_MINOR 2
+#define MULTIEDGE_VERSION_MINOR 3
 #define MULTIEDGE_VERSION_PATCH 0
 
 namespace multiedge {

@@ -2,8 +2,9 @@
 // raw ioctls: every operation at both sizes finds and leaves the right
 // value in the real module; fetch-adds from a peer and the region owner's
 // own CPU atomics on one counter all count, each exactly once; atomics on
-// a receive area's pages; and what is refused, at posting and by the
-// target, leaves the target unchanged.
+// a receive area's pages; what is refused, at posting and by the target,
+// leaves the target unchanged; and the library's calls, through the ioctl
+// and io_uring doors.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -17,13 +18,17 @@
 
 #include "cluster.hpp"
 #include "module_util.hpp"
+#include "multiedge/uring.hpp"
 #include "raw_ioctl.hpp"
 #include "uapi/multiedge.h"
 
 using namespace metest;
 using multiedge::Access;
+using multiedge::AtomicOp;
+using multiedge::CompletionType;
 using multiedge::MemoryRegion;
 using multiedge::Placement;
+using multiedge::UringQueue;
 using namespace std::chrono_literals;
 
 namespace {
@@ -254,6 +259,61 @@ TEST_F(AtomicTest, OnAReceiveArea)
 		EXPECT_EQ(wait(100 + i).status, 0);
 	EXPECT_EQ(load(area->data() + 4096 + 24, 8), 1050u);
 	mr_area_.reset();
+}
+
+// Connection::atomic/compare_swap and UringQueue::atomic against the
+// real module.
+TEST_F(AtomicTest, ThroughTheLibrary)
+{
+	auto &dev = c_->dev(0);
+	const multiedge::RemoteRegion remote = multiedge::remote_of(*mr_target_);
+	store(target_->data() + 64, 8, 10);
+	ME_ASSERT_OK(conn_obj_->atomic(AtomicOp::Add, *mr_local_, 0, remote, 64, 8, 5, 1));
+	auto d = dev.wait_for(1, 10s);
+	ME_ASSERT_OK(d);
+	EXPECT_EQ(d->type, CompletionType::Atomic);
+	EXPECT_TRUE(d->ok()) << d->describe();
+	EXPECT_EQ(multiedge::atomic_value(*mr_local_, 0, 8).value(), 10u);
+	EXPECT_EQ(load(target_->data() + 64, 8), 15u);
+	// Matching, then no longer.
+	for (uint64_t cookie : {2, 3}) {
+		ME_ASSERT_OK(conn_obj_->compare_swap(*mr_local_, 16, remote, 64, 8, 15, 99, cookie));
+		d = dev.wait_for(cookie, 10s);
+		ME_ASSERT_OK(d);
+		EXPECT_TRUE(d->ok()) << d->describe();
+		EXPECT_EQ(multiedge::atomic_value(*mr_local_, 16, 8).value(), cookie == 2 ? 15u : 99u);
+		EXPECT_EQ(load(target_->data() + 64, 8), 99u);
+	}
+	// A refusal the library explains.
+	ME_ASSERT_OK(conn_obj_->atomic(AtomicOp::Add, *mr_local_, 0, remote, 68, 8, 1, 4));
+	d = dev.wait_for(4, 10s);
+	ME_ASSERT_OK(d);
+	EXPECT_EQ(d->status, EINVAL) << d->describe();
+
+	// 32 fetch-adds in one submission of the io_uring door.
+	auto q = UringQueue::create(dev);
+	ME_ASSERT_OK(q);
+	constexpr int kN = 32;
+	for (int i = 0; i < kN; i++)
+		ME_ASSERT_OK(q->atomic(*conn_obj_, AtomicOp::Add, *mr_local_, 64 + 8 * i, remote, 64, 8,
+				       1, 100 + i));
+	ME_ASSERT_OK(q->submit());
+	std::set<uint64_t> found, cookies;
+	for (int got = 0, tries = 0; got < kN && tries < 100; tries++) {
+		auto r = q->reap(kN - got, 1, 1s);
+		ME_ASSERT_OK(r);
+		for (const auto &c : r.value()) {
+			EXPECT_EQ(c.type, CompletionType::Atomic);
+			EXPECT_TRUE(c.ok()) << c.describe();
+			EXPECT_TRUE(cookies.insert(c.cookie).second) << "twice: " << c.describe();
+			found.insert(multiedge::atomic_value(*mr_local_, 64 + 8 * (c.cookie - 100), 8).value());
+			got++;
+		}
+	}
+	EXPECT_EQ(cookies.size(), static_cast<size_t>(kN));
+	EXPECT_EQ(found.size(), static_cast<size_t>(kN));
+	EXPECT_EQ(*found.begin(), 99u);
+	EXPECT_EQ(load(target_->data() + 64, 8), 99u + kN);
 }
 
 TEST_F(AtomicTest, RefusedLeavesTheTargetUnchanged)

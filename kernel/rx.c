@@ -314,7 +314,8 @@ static int rx_thread(void *arg)
  * when nothing in it can sleep:
  *   - a frame in one linear buffer (small ones; no page to flip, which
  *     needs the thread's context; no bounce buffer);
- *   - of a connection already open, acks or sequenced traffic: never a
+ *   - of a connection already open, acks or sequenced traffic (an
+ *     atomic's compare-and-exchange does not sleep either): never a
  *     HELLO, CONNECT or ACCEPT, which may create a peer or allocate a
  *     connection, nor a CLOSE or ABORT, which end one;
  *   - while the link's ring is empty (a lockless look: a hint), so it
@@ -338,7 +339,7 @@ static bool rx_direct_ok(struct me_link *link, const struct sk_buff *skb)
 	    (skb->data[3] & ME_F_CARRY))
 		type = skb->data[ME_HDR_ACK + 1];
 	return type == ME_PT_ACK || type == ME_PT_NACK ||
-	       (type >= ME_PT_WRITE && type <= ME_PT_STATUS);
+	       (type >= ME_PT_WRITE && type <= ME_PT_STATUS) || type == ME_PT_ATOMIC;
 }
 
 static void rx_direct_one(struct me_link *link, struct sk_buff *skb)

@@ -232,7 +232,8 @@ static void ack_or_defer(struct me_conn *c, u32 link, const struct me_hdr *h)
 
 /*
  * May the ack this packet asks for wait for a reply to carry it (wire 9)?
- * The last packet of a write, notify, PACK or ATOMIC, fewer than ack_every since
+ * The last packet of a write, notify or PACK, or a READ_REQ or ATOMIC (always
+ * answered, so always carried), fewer than ack_every since
  * the last ack, from a peer whose requests we have answered quickly
  * (me_win_tx_commit): it is held until the next packet we send that peer,
  * on any connection, takes it along (slot_tx), or for cfg.ack_hold_ns
@@ -248,7 +249,7 @@ static bool ack_hold(struct me_conn *c, const struct me_hdr *h, u32 unacked)
 
 	if (!c->node->cfg.ack_hold_ns || !(h->flags & ME_F_LAST) ||
 	    (h->type != ME_PT_WRITE && h->type != ME_PT_NOTIFY && h->type != ME_PT_PACK &&
-	     h->type != ME_PT_ATOMIC))
+	     h->type != ME_PT_ATOMIC && h->type != ME_PT_READ_REQ))
 		return false;
 	if (!me_atomic_read(&pe->reply_mode)) {
 		/* Whether it is answered quickly: me_win_tx_commit() sees. */

@@ -7,7 +7,9 @@
 // and io_uring doors.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cerrno>
 #include <cstring>
 #include <iostream>
@@ -238,6 +240,38 @@ TEST_F(AtomicTest, PeerAndOwnerAddToOneCounterExactly)
 	EXPECT_EQ(found.size(), static_cast<size_t>(kRemote)) << "two adds found the same value";
 	EXPECT_LT(*found.rbegin(), kRemote + local);
 	std::cout << "[ info ] " << kRemote << " remote adds beside " << local << " of the owner's\n";
+}
+
+// A figure, not a check: an atomic is one round trip, as an 8-byte read
+// is.  Alternating, one at a time, post to completion; medians printed.
+TEST_F(AtomicTest, RoundTripBesideAnEightByteRead)
+{
+	constexpr int kRounds = 400;
+	std::vector<double> at, rd;
+	for (int i = 0; i < 2 * kRounds; i++) {
+		const bool atomic_turn = i % 2 == 0;
+		me_post p = atomic(ME_ATOMIC_ADD, 8, *mr_target_, 256, 0, 1000 + i);
+		if (!atomic_turn) {
+			p.opcode = ME_OP_READ;
+			p.imm = 0;
+		}
+		store(local_->data(), 8, 1);
+		auto t0 = std::chrono::steady_clock::now();
+		ASSERT_EQ(errno_name(io(fd0(), ME_IOC_POST, &p)), "0");
+		ASSERT_EQ(wait(1000 + i).status, 0);
+		double us = std::chrono::duration<double, std::micro>(
+				    std::chrono::steady_clock::now() - t0).count();
+		(atomic_turn ? at : rd).push_back(us);
+	}
+	EXPECT_EQ(load(target_->data() + 256, 8), static_cast<uint64_t>(kRounds));
+	auto median = [](std::vector<double> v) {
+		std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+		return v[v.size() / 2];
+	};
+	const double ma = median(at), mr = median(rd);
+	std::cout << "[ info ] round trip, post to completion, median of " << kRounds
+		  << ": fetch-add " << ma << " us, 8-byte read " << mr << " us (" << ma / mr
+		  << "x)\n";
 }
 
 // The module's own pages (a receive area, ABI 6) take atomics as well.

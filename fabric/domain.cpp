@@ -328,6 +328,16 @@ int domain_control(fid *f, int command, void *arg)
 
 fi_ops domain_fi_ops = fid_ops(domain_close, domain_control);
 
+// fi_query_atomic: what fi_atomicvalid and the like answer, for the
+// domain; nothing without a module that has atomics.
+int domain_query_atomic(fid_domain *f, fi_datatype datatype, fi_op op, fi_atomic_attr *attr,
+			std::uint64_t flags)
+{
+	if (!self_of<Domain>(f)->atomics)
+		return -FI_ENOSYS;
+	return query_atomic(datatype, op, attr, flags);
+}
+
 } // namespace
 
 int cq_open(fid_domain *domain, fi_cq_attr *attr, fid_cq **cq, void *context);
@@ -346,7 +356,7 @@ fi_ops_domain domain_ops = [] {
 	MEFI_NOSYS(o, poll_open);
 	MEFI_NOSYS(o, stx_ctx);
 	MEFI_NOSYS(o, srx_ctx);
-	MEFI_NOSYS(o, query_atomic);
+	o.query_atomic = domain_query_atomic;
 	MEFI_NOSYS(o, query_collective);
 	MEFI_NOSYS(o, endpoint2);
 	return o;
@@ -406,6 +416,14 @@ int domain_open(fid_fabric *fabric, fi_info *info, fid_domain **out, void *conte
 		delete d;
 		return -fi_error_of(err);
 	}
+	// Without atomics in the module (before ABI 19) FI_ATOMIC is not
+	// offered and the atomic calls answer -FI_ENOSYS.
+	d->atomics = q.features & ME_FEATURE_ATOMIC;
+	if (d->atomics && (err = d->init_atomics())) {
+		MEFI_WARN("registering the atomics' buffer: %s\n", std::strerror(err));
+		delete d;
+		return -fi_error_of(err);
+	}
 	err = d->init_local();
 	if (err) {
 		MEFI_WARN("the socket for this node's endpoints (%s): %s\n",
@@ -436,10 +454,11 @@ Domain::Domain(Fabric *fabric, int fd, std::uint32_t node, std::uint16_t port, v
 
 Domain::~Domain()
 {
-	// Closing the file deregisters the bounce region and gives up every
-	// connection of it.
+	// Closing the file deregisters the bounce and atomic regions and
+	// gives up every connection of it.
 	::close(fd);
 	std::free(bounce);
+	std::free(atomic_buf);
 }
 
 int Domain::init_bounce()
@@ -457,6 +476,24 @@ int Domain::init_bounce()
 	free_slots.reserve(kSlots);
 	for (int i = kSlots - 1; i >= 0; i--)
 		free_slots.push_back(i);
+	return 0;
+}
+
+int Domain::init_atomics()
+{
+	std::size_t len = std::size_t{kAtomicSlots} * kAtomicSlotSize;
+	void *p = nullptr;
+	if (posix_memalign(&p, 4096, len))
+		return ENOMEM;
+	std::memset(p, 0, len);
+	atomic_buf = static_cast<std::uint8_t *>(p);
+	std::uint64_t key = 0;
+	int err = reg(fd, atomic_buf, len, 0, &atomic_region, &key);
+	if (err)
+		return err;
+	free_atomic_slots.reserve(kAtomicSlots);
+	for (int i = kAtomicSlots - 1; i >= 0; i--)
+		free_atomic_slots.push_back(i);
 	return 0;
 }
 

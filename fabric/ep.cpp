@@ -44,6 +44,8 @@ Endpoint::~Endpoint()
 {
 	// Sends the module still holds keep their slots out of the free list:
 	// it may read them until it completes them, and nobody will see that.
+	// So do atomics in flight: the module writes the value found into
+	// theirs.
 	std::set<Op *> all;
 	for (auto &[cookie, op] : posted)
 		all.insert(op);
@@ -724,6 +726,10 @@ void Endpoint::on_completion(const me_completion &c)
 		complete_rma(op->context, (op->cq_flags & FI_READ) != 0, op->report,
 			     err ? fi_error_of(err) : 0);
 		delete op;
+		return;
+	}
+	if (op->type == Op::Type::Atomic) {
+		atomic_done(op, err);
 		return;
 	}
 

@@ -1,6 +1,6 @@
 // The endpoint as libfabric sees it: fi_endpoint, bind, enable, names, and
-// the message and tagged operation tables, each taking the domain's lock
-// and handing over to Endpoint (ep.cpp).
+// the message, tagged, RMA and atomic operation tables, each taking the
+// domain's lock and handing over to Endpoint (ep.cpp, rma.cpp, atomic.cpp).
 #include <cstring>
 #include <new>
 
@@ -457,7 +457,228 @@ fi_ops_rma rma_ops = [] {
 	return o;
 }();
 
+// ---- fi_ops_atomic (atomic.cpp) ----
+
+using Kind = AtomicRequest::Kind;
+
+// The elements an ioc vector holds (each ioc counts its own) and where the
+// first one is; count 0 and a null vector hold none.  Endpoint::atomic
+// takes one element per call.
+struct Elements {
+	std::size_t n = 0;
+	void *first = nullptr;
+	bool ok = true;			// not a count without a vector
+};
+Elements elements_of(const fi_ioc *iov, std::size_t count)
+{
+	Elements e;
+	if (count && !iov) {
+		e.ok = false;
+		return e;
+	}
+	for (std::size_t i = 0; i < count; i++) {
+		if (iov[i].count && !e.first)
+			e.first = iov[i].addr;
+		e.n += iov[i].count;
+	}
+	return e;
+}
+
+AtomicRequest request(Kind kind, const void *buf, std::size_t count, fi_addr_t dest,
+		      std::uint64_t addr, std::uint64_t key, fi_datatype datatype, fi_op op,
+		      std::uint64_t flags, void *context)
+{
+	AtomicRequest r;
+	r.kind = kind;
+	r.datatype = datatype;
+	r.op = op;
+	r.count = count;
+	r.buf = buf;
+	r.dest = dest;
+	r.addr = addr;
+	r.key = key;
+	r.flags = flags;
+	r.context = context;
+	return r;
+}
+
+// A message's operands and its one remote range, of as many elements.
+bool fill_from_msg(AtomicRequest &r, const fi_msg_atomic *m)
+{
+	if (!m)
+		return false;
+	Elements e = elements_of(m->msg_iov, m->iov_count);
+	if (!e.ok || m->rma_iov_count != 1 || !m->rma_iov || m->rma_iov->count != e.n)
+		return false;
+	r.datatype = m->datatype;
+	r.op = m->op;
+	r.count = e.n;
+	r.buf = e.first;
+	r.dest = m->addr;
+	r.addr = m->rma_iov->addr;
+	r.key = m->rma_iov->key;
+	r.context = m->context;
+	return true;
+}
+
+// The results (or compare values) of a vector call: as many elements as
+// its operands.
+bool fill_vector(const fi_ioc *iov, std::size_t count, std::size_t want, void **out)
+{
+	Elements e = elements_of(iov, count);
+	if (!e.ok || e.n != want)
+		return false;
+	*out = e.first;
+	return true;
+}
+
+ssize_t atomic_post(fid_ep *f, const AtomicRequest &r)
+{
+	Locked l(f);
+	return l.ep->atomic(r);
+}
+
+ssize_t atomic_write(fid_ep *f, const void *buf, std::size_t count, void *, fi_addr_t dest,
+		     std::uint64_t addr, std::uint64_t key, fi_datatype datatype, fi_op op,
+		     void *ctx)
+{
+	Locked l(f);
+	return l.ep->atomic(request(Kind::Base, buf, count, dest, addr, key, datatype, op,
+				    l.ep->tx_op_flags, ctx));
+}
+ssize_t atomic_writev(fid_ep *f, const fi_ioc *iov, void **, std::size_t count, fi_addr_t dest,
+		      std::uint64_t addr, std::uint64_t key, fi_datatype datatype, fi_op op,
+		      void *ctx)
+{
+	Elements e = elements_of(iov, count);
+	if (!e.ok)
+		return -FI_EINVAL;
+	return atomic_write(f, e.first, e.n, nullptr, dest, addr, key, datatype, op, ctx);
+}
+ssize_t atomic_writemsg(fid_ep *f, const fi_msg_atomic *m, std::uint64_t flags)
+{
+	AtomicRequest r;
+	r.kind = Kind::Base;
+	r.flags = flags;
+	if (!fill_from_msg(r, m))
+		return -FI_EINVAL;
+	return atomic_post(f, r);
+}
+ssize_t atomic_inject(fid_ep *f, const void *buf, std::size_t count, fi_addr_t dest,
+		      std::uint64_t addr, std::uint64_t key, fi_datatype datatype, fi_op op)
+{
+	return atomic_post(f, request(Kind::Base, buf, count, dest, addr, key, datatype, op,
+				      FI_INJECT, nullptr));
+}
+
+ssize_t atomic_readwrite(fid_ep *f, const void *buf, std::size_t count, void *, void *result,
+			 void *, fi_addr_t dest, std::uint64_t addr, std::uint64_t key,
+			 fi_datatype datatype, fi_op op, void *ctx)
+{
+	Locked l(f);
+	AtomicRequest r = request(Kind::Fetch, buf, count, dest, addr, key, datatype, op,
+				  l.ep->tx_op_flags, ctx);
+	r.result = result;
+	return l.ep->atomic(r);
+}
+ssize_t atomic_readwritev(fid_ep *f, const fi_ioc *iov, void **, std::size_t count,
+			  fi_ioc *resultv, void **, std::size_t result_count, fi_addr_t dest,
+			  std::uint64_t addr, std::uint64_t key, fi_datatype datatype, fi_op op,
+			  void *ctx)
+{
+	Elements e = elements_of(iov, count);
+	void *result = nullptr;
+	if (!e.ok || !fill_vector(resultv, result_count, e.n, &result))
+		return -FI_EINVAL;
+	return atomic_readwrite(f, e.first, e.n, nullptr, result, nullptr, dest, addr, key,
+				datatype, op, ctx);
+}
+ssize_t atomic_readwritemsg(fid_ep *f, const fi_msg_atomic *m, fi_ioc *resultv, void **,
+			    std::size_t result_count, std::uint64_t flags)
+{
+	AtomicRequest r;
+	r.kind = Kind::Fetch;
+	r.flags = flags;
+	if (!fill_from_msg(r, m) || !fill_vector(resultv, result_count, r.count, &r.result))
+		return -FI_EINVAL;
+	return atomic_post(f, r);
+}
+
+ssize_t atomic_compwrite(fid_ep *f, const void *buf, std::size_t count, void *,
+			 const void *compare, void *, void *result, void *, fi_addr_t dest,
+			 std::uint64_t addr, std::uint64_t key, fi_datatype datatype, fi_op op,
+			 void *ctx)
+{
+	Locked l(f);
+	AtomicRequest r = request(Kind::Compare, buf, count, dest, addr, key, datatype, op,
+				  l.ep->tx_op_flags, ctx);
+	r.compare = compare;
+	r.result = result;
+	return l.ep->atomic(r);
+}
+ssize_t atomic_compwritev(fid_ep *f, const fi_ioc *iov, void **, std::size_t count,
+			  const fi_ioc *comparev, void **, std::size_t compare_count,
+			  fi_ioc *resultv, void **, std::size_t result_count, fi_addr_t dest,
+			  std::uint64_t addr, std::uint64_t key, fi_datatype datatype, fi_op op,
+			  void *ctx)
+{
+	Elements e = elements_of(iov, count);
+	void *compare = nullptr, *result = nullptr;
+	if (!e.ok || !fill_vector(comparev, compare_count, e.n, &compare) ||
+	    !fill_vector(resultv, result_count, e.n, &result))
+		return -FI_EINVAL;
+	return atomic_compwrite(f, e.first, e.n, nullptr, compare, nullptr, result, nullptr, dest,
+				addr, key, datatype, op, ctx);
+}
+ssize_t atomic_compwritemsg(fid_ep *f, const fi_msg_atomic *m, const fi_ioc *comparev, void **,
+			    std::size_t compare_count, fi_ioc *resultv, void **,
+			    std::size_t result_count, std::uint64_t flags)
+{
+	AtomicRequest r;
+	r.kind = Kind::Compare;
+	r.flags = flags;
+	void *compare = nullptr;
+	if (!fill_from_msg(r, m) || !fill_vector(comparev, compare_count, r.count, &compare) ||
+	    !fill_vector(resultv, result_count, r.count, &r.result))
+		return -FI_EINVAL;
+	r.compare = compare;
+	return atomic_post(f, r);
+}
+
+// fi_atomicvalid and the like: 0 and one element per call, or
+// -FI_EOPNOTSUPP.
+template <Kind K> int atomic_valid(fid_ep *, fi_datatype datatype, fi_op op, std::size_t *count)
+{
+	std::uint32_t aop = 0, size = 0;
+	if (int err = atomic_op(K, datatype, op, &aop, &size))
+		return err;
+	if (count)
+		*count = 1;
+	return 0;
+}
+
+// With a module that has atomics (ME_FEATURE_ATOMIC).
 fi_ops_atomic atomic_ops = [] {
+	fi_ops_atomic o{};
+	o.size = sizeof(fi_ops_atomic);
+	o.write = atomic_write;
+	o.writev = atomic_writev;
+	o.writemsg = atomic_writemsg;
+	o.inject = atomic_inject;
+	o.readwrite = atomic_readwrite;
+	o.readwritev = atomic_readwritev;
+	o.readwritemsg = atomic_readwritemsg;
+	o.compwrite = atomic_compwrite;
+	o.compwritev = atomic_compwritev;
+	o.compwritemsg = atomic_compwritemsg;
+	o.writevalid = atomic_valid<Kind::Base>;
+	o.readwritevalid = atomic_valid<Kind::Fetch>;
+	o.compwritevalid = atomic_valid<Kind::Compare>;
+	return o;
+}();
+
+// Without: every call answers -FI_ENOSYS.
+fi_ops_atomic atomic_nosys_ops = [] {
 	fi_ops_atomic o{};
 	o.size = sizeof(fi_ops_atomic);
 	MEFI_NOSYS(o, write);
@@ -515,7 +736,7 @@ int endpoint_open(fid_domain *domain, fi_info *info, fid_ep **out, void *context
 	ep->h.fid.msg = &msg_ops;
 	ep->h.fid.tagged = &tagged_ops;
 	ep->h.fid.rma = &rma_ops;
-	ep->h.fid.atomic = &atomic_ops;
+	ep->h.fid.atomic = d->atomics ? &atomic_ops : &atomic_nosys_ops;
 	ep->h.fid.collective = &collective_ops;
 	d->ep = ep;
 	d->refs++;

@@ -1,6 +1,7 @@
 // libmultiedge-fi: multiedge as a libfabric provider (FI_EP_RDM, FI_MSG and
-// FI_TAGGED).  Documentation/libfabric.md says what it offers and how it
-// maps onto the module; this header is what its files share.
+// FI_TAGGED; FI_RMA and FI_ATOMIC with raw keys).  Documentation/libfabric.md
+// says what it offers and how it maps onto the module; this header is what
+// its files share.
 //
 // Objects: one open /dev/multiedge per domain (regions, connections and
 // completions belong to an open file, so everything a domain posts shares
@@ -317,8 +318,8 @@ struct Unexpected {
 // One operation posted to the module; its cookie is its address.
 struct Op {
 	// Send: a provider message; Read: a rendezvous read; Rma: the
-	// application's fi_read/fi_write.
-	enum class Type { Send, Read, Rma } type = Type::Send;
+	// application's fi_read/fi_write; Atomic: one of its fi_*atomic*.
+	enum class Type { Send, Read, Rma, Atomic } type = Type::Send;
 	std::uint64_t cookie = 0;	// the module's completion names it
 	Addr addr = 0;			// the peer endpoint
 	int slot = -1;			// bounce slot of a Send
@@ -350,7 +351,40 @@ struct Op {
 	// and, for Kind::Shm, the file holding the message.
 	std::vector<std::uint8_t> local_msg;
 	Fd local_file;
+	// Atomic: its slot of the domain's atomic buffer, the operand's size
+	// and where a fetching one puts the value found (null: discarded).
+	int atomic_slot = -1;
+	std::uint32_t atomic_size = 0;
+	void *result = nullptr;
 };
+
+// One atomic operation as the fi_*atomic* calls give it (atomic.cpp).
+struct AtomicRequest {
+	enum class Kind {
+		Base,		// fi_atomic: the value found is not wanted
+		Fetch,		// fi_fetch_atomic: it is, into `result`
+		Compare,	// fi_compare_atomic: FI_CSWAP, with `compare`
+	} kind = Kind::Base;
+	fi_datatype datatype = FI_INT32;
+	fi_op op = FI_SUM;
+	std::size_t count = 1;		// elements; only 1 is taken
+	const void *buf = nullptr;	// the operand (ignored by FI_ATOMIC_READ)
+	const void *compare = nullptr;
+	void *result = nullptr;
+	fi_addr_t dest = 0;
+	std::uint64_t addr = 0;		// offset into the remote region
+	std::uint64_t key = 0;		// a fi_mr_map_raw key
+	std::uint64_t flags = 0;
+	void *context = nullptr;
+};
+
+// Whether the provider does `op` on `datatype` in calls of `kind`: 0 and
+// the module's operation (ME_ATOMIC_*) and the operand's size, or
+// -FI_EOPNOTSUPP.  One element per call: the valid queries say count 1.
+int atomic_op(AtomicRequest::Kind kind, fi_datatype datatype, fi_op op, std::uint32_t *aop,
+	      std::uint32_t *size);
+// fi_query_atomic of a domain whose module has atomics.
+int query_atomic(fi_datatype datatype, fi_op op, fi_atomic_attr *attr, std::uint64_t flags);
 
 // What the provider knows of one peer endpoint, as a destination.
 struct Peer {
@@ -412,7 +446,23 @@ public:
 	// This domain's own regions by id (RMA to the endpoint itself).
 	std::unordered_map<std::uint32_t, MemoryRegion *> mrs;
 
+	// The module applies remote atomic operations (ABI 19,
+	// ME_FEATURE_ATOMIC): FI_ATOMIC is offered (atomic.cpp).  Each one
+	// in flight has a slot of kAtomicSlotSize bytes in one registered
+	// buffer: the operand (and FI_CSWAP's compare value after it) is
+	// copied in before posting, the module reads them from there and
+	// writes the value it found over the operand before it completes the
+	// atomic, which copies it out.  So the caller's buffers need no
+	// registration.  No free slot: the post answers -FI_EAGAIN.
+	bool atomics = false;
+	static constexpr unsigned kAtomicSlots = 256;
+	static constexpr std::size_t kAtomicSlotSize = 16;
+	std::uint8_t *atomic_buf = nullptr;
+	std::uint32_t atomic_region = 0;
+	std::vector<int> free_atomic_slots;
+
 	int init_bounce();
+	int init_atomics();
 	// Drains the module's completions and messages.  Domain lock held.
 	void progress();
 
@@ -497,6 +547,9 @@ public:
 	ssize_t rma(bool read, void *buf, std::size_t len, void *desc, fi_addr_t dest,
 		    std::uint64_t addr, std::uint64_t key, std::uint64_t data, std::uint64_t flags,
 		    void *context);
+	// fi_atomic, fi_fetch_atomic, fi_compare_atomic and their forms: one
+	// element onto the remote region `r.key` at offset `r.addr`.
+	ssize_t atomic(const AtomicRequest &r);
 
 	// Progress hooks.
 	// A message the module delivered from `node` on connection `conn`;
@@ -560,6 +613,13 @@ private:
 			  std::uint64_t key, std::uint64_t addr, std::uint64_t data,
 			  std::uint64_t flags, void *context);
 	void complete_rma(void *context, bool read, bool report, int err);
+	ssize_t atomic_local(const AtomicRequest &r, std::uint32_t aop, std::uint32_t size,
+			     std::uint32_t region, std::uint64_t key, bool report);
+	// An atomic is done: its counter, its CQ entry (FI_ATOMIC and
+	// FI_READ when it fetched, else FI_WRITE).
+	void complete_atomic(void *context, bool fetch, bool report, int err);
+	// The module's completion of an atomic (ME_CQ_ATOMIC).
+	void atomic_done(Op *op, int err);
 };
 
 } // namespace mefi

@@ -29,6 +29,12 @@ constexpr std::uint64_t kRxCaps = FI_MSG | FI_TAGGED | FI_RECV | FI_SOURCE | FI_
 constexpr std::uint64_t kRmaCaps = FI_RMA | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
 constexpr std::uint64_t kRmaTxCaps = FI_RMA | FI_READ | FI_WRITE;
 constexpr std::uint64_t kRmaRxCaps = FI_RMA | FI_REMOTE_READ | FI_REMOTE_WRITE;
+// Atomics, addressed as RMA is (raw keys), where the module has them
+// (ABI 19, ME_FEATURE_ATOMIC).
+constexpr std::uint64_t kAtomicCaps = FI_ATOMIC | FI_READ | FI_WRITE | FI_REMOTE_READ |
+				      FI_REMOTE_WRITE;
+constexpr std::uint64_t kAtomicTxCaps = FI_ATOMIC | FI_READ | FI_WRITE;
+constexpr std::uint64_t kAtomicRxCaps = FI_ATOMIC | FI_REMOTE_READ | FI_REMOTE_WRITE;
 
 // Whether RMA may be offered: the caller accepts FI_MR_RAW (no hints: it
 // accepts everything; before API 1.5 there are no MR mode bits).
@@ -45,8 +51,9 @@ constexpr std::size_t kQueueSize = 1024;
 // costs more than its memory.
 constexpr std::size_t kCounters = 64;
 
-// This namespace's node, or a positive errno (module not loaded: ENOENT).
-int query_node(std::uint32_t *node)
+// This namespace's node and the module's features (ME_FEATURE_*), or a
+// positive errno (module not loaded: ENOENT).
+int query_node(std::uint32_t *node, std::uint32_t *features)
 {
 	int fd = ::open(ME_DEVICE_PATH, O_RDWR | O_CLOEXEC);
 	if (fd < 0)
@@ -55,8 +62,10 @@ int query_node(std::uint32_t *node)
 	q.size = sizeof(q);
 	int err = ::ioctl(fd, ME_IOC_QUERY, &q) ? errno : 0;
 	::close(fd);
-	if (!err)
+	if (!err) {
 		*node = q.node_id;
+		*features = q.features;
+	}
 	return err;
 }
 
@@ -65,12 +74,21 @@ bool name_ok(const char *want)
 	return !want || !std::strcmp(want, kName);
 }
 
-// Whether `hints` can be met; logs the first reason it cannot.
-bool hints_ok(std::uint32_t version, const fi_info *hints)
+// The capabilities beyond messages offered to a caller: RMA and, with a
+// module that has them, atomics, both for callers that take raw keys.
+std::uint64_t remote_caps(std::uint32_t version, const fi_info *hints, std::uint32_t features)
+{
+	if (!rma_allowed(version, hints))
+		return 0;
+	return kRmaCaps | ((features & ME_FEATURE_ATOMIC) ? kAtomicCaps : 0);
+}
+
+// Whether `hints` can be met by a module with `features`.
+bool hints_ok(std::uint32_t version, const fi_info *hints, std::uint32_t features)
 {
 	if (!hints)
 		return true;
-	std::uint64_t rma = rma_allowed(version, hints) ? kRmaCaps : 0;
+	std::uint64_t rma = remote_caps(version, hints, features);
 	if (hints->caps & ~(kCaps | rma))
 		return false;
 	if (hints->addr_format != FI_FORMAT_UNSPEC && hints->addr_format != FI_ADDR_STR)
@@ -84,14 +102,16 @@ bool hints_ok(std::uint32_t version, const fi_info *hints)
 			return false;
 	}
 	if (hints->tx_attr) {
-		if (hints->tx_attr->caps & ~(kTxCaps | (rma ? kRmaTxCaps : 0)))
+		if (hints->tx_attr->caps &
+		    ~(kTxCaps | (rma & (kRmaTxCaps | kAtomicTxCaps))))
 			return false;
 		if (hints->tx_attr->inject_size > kEagerMax || hints->tx_attr->iov_limit > 1 ||
 		    hints->tx_attr->rma_iov_limit > 1)
 			return false;
 	}
 	if (hints->rx_attr) {
-		if (hints->rx_attr->caps & ~(kRxCaps | (rma ? kRmaRxCaps : 0)))
+		if (hints->rx_attr->caps &
+		    ~(kRxCaps | (rma & (kRmaRxCaps | kAtomicRxCaps))))
 			return false;
 		if (hints->rx_attr->iov_limit > 1)
 			return false;
@@ -123,21 +143,21 @@ char *dup_addr(Addr a, std::size_t *len)
 }
 
 fi_info *make_info(std::uint32_t version, Addr src, const fi_info *hints,
-		   std::optional<Addr> dest)
+		   std::optional<Addr> dest, std::uint32_t features)
 {
 	fi_info *fi = fi_allocinfo();
 	if (!fi)
 		return nullptr;
-	std::uint64_t rma = rma_allowed(version, hints) ? kRmaCaps : 0;
+	std::uint64_t rma = remote_caps(version, hints, features);
 	fi->caps = hints && hints->caps ? hints->caps : kCaps | rma;
-	bool raw = fi->caps & FI_RMA;
+	bool raw = fi->caps & (FI_RMA | FI_ATOMIC);
 	fi->mode = 0;
 	fi->addr_format = FI_ADDR_STR;
 	fi->src_addr = dup_addr(src, &fi->src_addrlen);
 	if (dest)
 		fi->dest_addr = dup_addr(*dest, &fi->dest_addrlen);
 
-	fi->tx_attr->caps = fi->caps & (kTxCaps | kRmaTxCaps);
+	fi->tx_attr->caps = fi->caps & (kTxCaps | kRmaTxCaps | kAtomicTxCaps);
 	fi->tx_attr->op_flags = hints && hints->tx_attr ? hints->tx_attr->op_flags : 0;
 	fi->tx_attr->msg_order = FI_ORDER_SAS;
 	fi->tx_attr->comp_order = FI_ORDER_NONE;
@@ -146,7 +166,7 @@ fi_info *make_info(std::uint32_t version, Addr src, const fi_info *hints,
 	fi->tx_attr->iov_limit = 1;
 	fi->tx_attr->rma_iov_limit = raw ? 1 : 0;
 
-	fi->rx_attr->caps = fi->caps & (kRxCaps | kRmaRxCaps);
+	fi->rx_attr->caps = fi->caps & (kRxCaps | kRmaRxCaps | kAtomicRxCaps);
 	fi->rx_attr->op_flags = hints && hints->rx_attr ? hints->rx_attr->op_flags : 0;
 	fi->rx_attr->msg_order = FI_ORDER_SAS;
 	fi->rx_attr->comp_order = FI_ORDER_NONE;
@@ -169,8 +189,9 @@ fi_info *make_info(std::uint32_t version, Addr src, const fi_info *hints,
 	d->data_progress = FI_PROGRESS_MANUAL;
 	d->resource_mgmt = FI_RM_ENABLED;
 	d->av_type = hints && hints->domain_attr ? hints->domain_attr->av_type : FI_AV_UNSPEC;
-	// Local buffers need no registration; remote keys are raw (region id
-	// and key) and provider-chosen, when RMA is offered at all.
+	// Local buffers need no registration (atomics' operands and results
+	// included); remote keys are raw (region id and key) and
+	// provider-chosen, when RMA or atomics are offered at all.
 	if (FI_VERSION_LT(version, FI_VERSION(1, 5)))
 		d->mr_mode = FI_MR_SCALABLE;
 	else
@@ -185,7 +206,8 @@ fi_info *make_info(std::uint32_t version, Addr src, const fi_info *hints,
 	d->max_ep_tx_ctx = 1;
 	d->max_ep_rx_ctx = 1;
 	d->mr_iov_limit = 1;
-	d->mr_cnt = ME_MR_MAX_PER_FILE - 1;	// one holds the send slots
+	// One holds the send slots, one the atomics' slots.
+	d->mr_cnt = ME_MR_MAX_PER_FILE - 2;
 
 	fi->fabric_attr->name = strdup(kName);
 	fi->fabric_attr->prov_version = provider.version;
@@ -200,10 +222,15 @@ int getinfo(std::uint32_t version, const char *node, const char *service, std::u
 	    const fi_info *hints, fi_info **info)
 {
 	*info = nullptr;
-	if (!hints_ok(version, hints))
+	// Hints nothing could meet are refused without opening the device;
+	// those that ask for atomics again once the module's features are
+	// known.
+	if (!hints_ok(version, hints, ME_FEATURE_ATOMIC))
 		return -FI_ENODATA;
-	std::uint32_t me = 0;
-	int err = query_node(&me);
+	std::uint32_t me = 0, features = 0;
+	int err = query_node(&me, &features);
+	if (!err && !hints_ok(version, hints, features))
+		return -FI_ENODATA;
 	if (err) {
 		if (err == ENOENT)
 			FI_INFO(&provider, FI_LOG_CORE,
@@ -256,7 +283,7 @@ int getinfo(std::uint32_t version, const char *node, const char *service, std::u
 	}
 	if (dest && !addr_port(*dest))
 		return -FI_ENODATA;	// a destination is an endpoint: it has a port
-	*info = make_info(version, src, hints, dest);
+	*info = make_info(version, src, hints, dest, features);
 	return *info ? 0 : -FI_ENOMEM;
 }
 

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <rdma/fabric.h>
+#include <rdma/fi_atomic.h>
 #include <rdma/fi_cm.h>
 #include <rdma/fi_domain.h>
 #include <rdma/fi_endpoint.h>
@@ -24,6 +25,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -83,9 +86,11 @@ public:
 	// With `rma`: FI_RMA asked for, raw keys accepted (FI_MR_RAW).  With
 	// `port`: the endpoint's port (as fi_getinfo's service, FI_SOURCE).
 	// `setup` runs before the CQ is bound and the endpoint enabled: it may
-	// bind counters (counter()) and change cq_flags.
+	// bind counters (counter()) and change cq_flags.  `more_caps` are asked
+	// for as well (FI_ATOMIC).
 	Fab(Cluster &c, int n, bool rma = false, fi_cq_format format = FI_CQ_FORMAT_TAGGED,
-	    const char *port = nullptr, const std::function<void(Fab &)> &setup = {})
+	    const char *port = nullptr, const std::function<void(Fab &)> &setup = {},
+	    std::uint64_t more_caps = 0)
 	{
 		Cluster::Enter in(c.ns(n));
 		EXPECT_TRUE(in.ok());
@@ -94,6 +99,7 @@ public:
 			h->caps |= FI_RMA | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
 			h->domain_attr->mr_mode = FI_MR_RAW | FI_MR_PROV_KEY;
 		}
+		h->caps |= more_caps;
 		int ret = fi_getinfo(FI_VERSION(1, 17), nullptr, port, port ? FI_SOURCE : 0, h, &info);
 		fi_freeinfo(h);
 		if (ret) {
@@ -338,7 +344,7 @@ TEST_F(FabricTest, GetinfoDescribesTheProvider)
 	// What it does not offer is not matched.
 	for (auto [type, caps] : {std::pair{FI_EP_MSG, FI_MSG}, std::pair{FI_EP_DGRAM, FI_MSG},
 				  std::pair{FI_EP_RDM, FI_MSG | FI_RMA},  // without FI_MR_RAW
-				  std::pair{FI_EP_RDM, FI_MSG | FI_ATOMIC}}) {
+				  std::pair{FI_EP_RDM, FI_MSG | FI_ATOMIC}}) {  // without FI_MR_RAW
 		fi_info *h2 = hints(type, caps), *none = nullptr;
 		EXPECT_EQ(fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, h2, &none), -FI_ENODATA)
 			<< "type " << type << " caps " << caps;
@@ -1506,7 +1512,14 @@ TEST_F(FabricTest, FiInfoAndFiPingpong)
 	std::string server = "ip netns exec " + c().ns(1) + " env " + env +
 			     "timeout 120 fi_pingpong -p multiedge -e rdm -I 100 -c > " + log + " 2>&1";
 	std::thread srv([&] { EXPECT_EQ(sh(server), 0) << "server; log: " << log; });
-	std::this_thread::sleep_for(500ms);
+	// The client gives up at once when the server's control port (47592)
+	// is not listening yet: wait for it (a fixed 500 ms was once too
+	// short on a loaded host).
+	auto listening = [&] {
+		return sh("ip netns exec " + c().ns(1) +
+			  " ss -Hltn 'sport = :47592' | grep -q LISTEN") == 0;
+	};
+	EXPECT_TRUE(drive({}, listening, 30s)) << "the server never listened; log: " << log;
 	int client = sh("ip netns exec " + c().ns(0) + " env " + env +
 			"timeout 120 fi_pingpong -p multiedge -e rdm -I 100 -c 10.77.0.2 > /tmp/fi_pingpong.log 2>&1");
 	srv.join();
@@ -1926,3 +1939,773 @@ TEST_F(FabricTest, EndpointsOfOneNodeTalk)
 	ASSERT_TRUE(dx);
 	EXPECT_EQ(dx->err, FI_ECONNREFUSED) << fi_strerror(dx->err);
 }
+
+// ---- atomics (FI_ATOMIC, a module of ABI 19) ----
+
+namespace {
+
+// The kinds of atomic call and their forms.
+enum class AKind { Base, Fetch, Compare };
+enum class AForm { Plain, Vector, Msg };
+
+const char *name_of(AKind k)
+{
+	return k == AKind::Base ? "fi_atomic" : k == AKind::Fetch ? "fi_fetch_atomic"
+								  : "fi_compare_atomic";
+}
+
+const char *name_of(AForm f)
+{
+	return f == AForm::Plain ? "" : f == AForm::Vector ? "v" : "msg";
+}
+
+// Posts one atomic of one element from `f` in the given kind and form
+// (`flags` for the msg form only); the call's return.
+ssize_t post_atomic(Fab &f, AKind kind, AForm form, const void *buf, const void *compare,
+		    void *result, fi_addr_t to, std::uint64_t addr, std::uint64_t key,
+		    fi_datatype dt, fi_op op, void *ctx, std::uint64_t flags = 0)
+{
+	fi_ioc iov{const_cast<void *>(buf), 1}, cmp{const_cast<void *>(compare), 1}, res{result, 1};
+	fi_rma_ioc rma{addr, 1, key};
+	fi_msg_atomic m{};
+	m.msg_iov = &iov;
+	m.iov_count = 1;
+	m.addr = to;
+	m.rma_iov = &rma;
+	m.rma_iov_count = 1;
+	m.datatype = dt;
+	m.op = op;
+	m.context = ctx;
+	switch (form) {
+	case AForm::Plain:
+		if (kind == AKind::Base)
+			return fi_atomic(f.ep, buf, 1, nullptr, to, addr, key, dt, op, ctx);
+		if (kind == AKind::Fetch)
+			return fi_fetch_atomic(f.ep, buf, 1, nullptr, result, nullptr, to, addr, key,
+					       dt, op, ctx);
+		return fi_compare_atomic(f.ep, buf, 1, nullptr, compare, nullptr, result, nullptr,
+					 to, addr, key, dt, op, ctx);
+	case AForm::Vector:
+		if (kind == AKind::Base)
+			return fi_atomicv(f.ep, &iov, nullptr, 1, to, addr, key, dt, op, ctx);
+		if (kind == AKind::Fetch)
+			return fi_fetch_atomicv(f.ep, &iov, nullptr, 1, &res, nullptr, 1, to, addr,
+						key, dt, op, ctx);
+		return fi_compare_atomicv(f.ep, &iov, nullptr, 1, &cmp, nullptr, 1, &res, nullptr, 1,
+					  to, addr, key, dt, op, ctx);
+	default:
+		if (kind == AKind::Base)
+			return fi_atomicmsg(f.ep, &m, flags);
+		if (kind == AKind::Fetch)
+			return fi_fetch_atomicmsg(f.ep, &m, &res, nullptr, 1, flags);
+		return fi_compare_atomicmsg(f.ep, &m, &cmp, nullptr, 1, &res, nullptr, 1, flags);
+	}
+}
+
+// Posts one atomic and waits for its completion (driving `fabs`).
+std::optional<Done> run_atomic(Fab &f, AKind kind, AForm form, const void *buf,
+			       const void *compare, void *result, fi_addr_t to, std::uint64_t addr,
+			       std::uint64_t key, fi_datatype dt, fi_op op,
+			       std::initializer_list<Fab *> fabs)
+{
+	int ctx;
+	ssize_t r = post_atomic(f, kind, form, buf, compare, result, to, addr, key, dt, op, &ctx);
+	EXPECT_EQ(r, 0) << fi_err(static_cast<int>(r));
+	if (r)
+		return std::nullopt;
+	auto d = wait_done(f, &ctx, fabs);
+	EXPECT_TRUE(d) << "no completion";
+	return d;
+}
+
+template <typename T> T value_at(const std::vector<std::uint8_t> &mem, std::size_t off)
+{
+	T v;
+	std::memcpy(&v, mem.data() + off, sizeof(v));
+	return v;
+}
+
+struct AtomicType {
+	fi_datatype dt;
+	std::uint32_t size;
+	bool is_signed;
+	const char *name;
+};
+const AtomicType kAtomicTypes[] = {{FI_INT32, 4, true, "FI_INT32"},
+				   {FI_UINT32, 4, false, "FI_UINT32"},
+				   {FI_INT64, 8, true, "FI_INT64"},
+				   {FI_UINT64, 8, false, "FI_UINT64"}};
+
+// Every operation on every datatype in every form, from `f` onto the value
+// at offset 8 of `t` (reached at `to`, mapped by f as `key`): the value
+// left there, the value found (fetching calls: into the result, whose
+// bytes beyond the datatype stay), the bytes around it untouched, the
+// completion's flags.  The value starts at -5 and the operand is positive,
+// so that signed and unsigned minimum and maximum differ.
+void atomic_sweep(Fab &f, fi_addr_t to, Target &t, std::uint64_t key,
+		  std::initializer_list<Fab *> fabs)
+{
+	constexpr std::size_t kOff = 8;
+	constexpr std::uint64_t kUntouched = 0x5555555555555555ull;
+	for (const AtomicType &ty : kAtomicTypes) {
+		const std::uint64_t mask = ty.size == 4 ? 0xffffffffull : ~0ull;
+		const std::uint64_t init = static_cast<std::uint64_t>(-5) & mask;
+		const std::uint64_t operand = ty.size == 4 ? 0x12345678ull : 0x123456789abcdef0ull;
+		struct Case {
+			AKind kind;
+			fi_op op;
+			const char *name;
+			std::uint64_t compare;
+			std::uint64_t left;	// what stays at the target
+		};
+		std::vector<Case> cases;
+		for (AKind kind : {AKind::Base, AKind::Fetch}) {
+			cases.push_back({kind, FI_SUM, "FI_SUM", 0, (init + operand) & mask});
+			cases.push_back({kind, FI_BOR, "FI_BOR", 0, init | operand});
+			cases.push_back({kind, FI_BAND, "FI_BAND", 0, init & operand});
+			cases.push_back({kind, FI_BXOR, "FI_BXOR", 0, init ^ operand});
+			// Signed, -5 is the smaller; unsigned, the larger.
+			cases.push_back({kind, FI_MIN, "FI_MIN", 0, ty.is_signed ? init : operand});
+			cases.push_back({kind, FI_MAX, "FI_MAX", 0, ty.is_signed ? operand : init});
+			cases.push_back({kind, FI_ATOMIC_WRITE, "FI_ATOMIC_WRITE", 0, operand});
+		}
+		cases.push_back({AKind::Fetch, FI_ATOMIC_READ, "FI_ATOMIC_READ", 0, init});
+		cases.push_back({AKind::Compare, FI_CSWAP, "FI_CSWAP (equal)", init, operand});
+		cases.push_back({AKind::Compare, FI_CSWAP, "FI_CSWAP (differs)", init ^ 1, init});
+		for (AForm form : {AForm::Plain, AForm::Vector, AForm::Msg})
+			for (const Case &k : cases) {
+				SCOPED_TRACE(std::string(name_of(k.kind)) + name_of(form) + " " +
+					     ty.name + " " + k.name);
+				std::memset(t.mem.data(), 0xaa, 32);
+				std::memcpy(t.mem.data() + kOff, &init, ty.size);
+				std::uint64_t buf = operand, compare = k.compare, result = kUntouched;
+				auto d = run_atomic(f, k.kind, form, &buf, &compare, &result, to, kOff, key,
+						    ty.dt, k.op, fabs);
+				ASSERT_TRUE(d);
+				ASSERT_EQ(d->err, 0) << fi_strerror(d->err);
+				std::uint64_t want_flags = FI_ATOMIC |
+							   (k.kind == AKind::Base ? FI_WRITE : FI_READ);
+				EXPECT_EQ(d->e.flags & (FI_ATOMIC | FI_READ | FI_WRITE | FI_RMA),
+					  want_flags);
+				std::uint64_t left = 0;
+				std::memcpy(&left, t.mem.data() + kOff, ty.size);
+				EXPECT_EQ(left, k.left) << std::hex << "left at the target";
+				for (std::size_t i = 0; i < 32; i++) {
+					if (i < kOff || i >= kOff + ty.size) {
+						ASSERT_EQ(t.mem[i], 0xaa) << "byte " << i << " touched";
+					}
+				}
+				if (k.kind == AKind::Base)
+					EXPECT_EQ(result, kUntouched) << "a base atomic wrote a result";
+				else
+					EXPECT_EQ(result, (kUntouched & ~mask) | init)
+						<< std::hex << "the value found";
+			}
+	}
+}
+
+// fi_getinfo offers FI_ATOMIC where the module has atomics, as RMA: to
+// callers that take raw keys, in the transmit and receive capabilities
+// too; Debian's fi_info lists it.
+TEST_F(FabricTest, AtomicsInGetinfo)
+{
+	me_query q{};
+	q.size = sizeof(q);
+	ASSERT_EQ(::ioctl(c().dev(0).fd(), ME_IOC_QUERY, &q), 0);
+	ASSERT_TRUE(q.features & ME_FEATURE_ATOMIC) << "the module has no atomics";
+	{
+		Cluster::Enter in(c().ns(0));
+		ASSERT_TRUE(in.ok());
+		fi_info *h = hints(FI_EP_RDM, FI_MSG | FI_ATOMIC), *info = nullptr;
+		h->domain_attr->mr_mode = FI_MR_RAW | FI_MR_PROV_KEY;
+		int ret = fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, h, &info);
+		ASSERT_EQ(ret, 0) << fi_err(ret);
+		EXPECT_TRUE(info->caps & FI_ATOMIC);
+		EXPECT_TRUE(info->tx_attr->caps & FI_ATOMIC);
+		EXPECT_TRUE(info->rx_attr->caps & FI_ATOMIC);
+		EXPECT_TRUE(info->domain_attr->mr_mode & FI_MR_RAW) << "atomics without FI_RMA";
+		EXPECT_EQ(info->domain_attr->mr_key_size, 16u);
+		EXPECT_EQ(info->tx_attr->rma_iov_limit, 1u);
+		fi_freeinfo(info);
+		// In the transmit capabilities alone.
+		fi_freeinfo(h);
+		h = hints(FI_EP_RDM, FI_MSG);
+		h->domain_attr->mr_mode = FI_MR_RAW | FI_MR_PROV_KEY;
+		h->tx_attr->caps = FI_MSG | FI_ATOMIC | FI_READ | FI_WRITE;
+		ASSERT_EQ(ret = fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, h, &info), 0)
+			<< fi_err(ret);
+		fi_freeinfo(info);
+		fi_freeinfo(h);
+		// Without raw keys, not.
+		h = hints(FI_EP_RDM, FI_MSG | FI_ATOMIC);
+		EXPECT_EQ(fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, h, &info), -FI_ENODATA);
+		fi_freeinfo(h);
+		// Without hints everything is offered, atomics included.
+		fi_info *all = nullptr;
+		ASSERT_EQ(ret = fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, nullptr, &all), 0)
+			<< fi_err(ret);
+		bool found = false;
+		for (fi_info *i = all; i; i = i->next)
+			if (!std::strcmp(i->fabric_attr->prov_name, "multiedge")) {
+				found = true;
+				EXPECT_TRUE(i->caps & FI_ATOMIC);
+				EXPECT_TRUE(i->caps & FI_RMA);
+			}
+		EXPECT_TRUE(found);
+		fi_freeinfo(all);
+	}
+	std::string env = "FI_PROVIDER_PATH=" + provider_dir() + " ";
+	EXPECT_EQ(sh("ip netns exec " + c().ns(0) + " env " + env +
+		     "fi_info -p multiedge -v > /tmp/fi_info_atomic.log 2>&1"),
+		  0) << "see /tmp/fi_info_atomic.log";
+	EXPECT_EQ(sh("grep -q 'FI_ATOMIC' /tmp/fi_info_atomic.log"), 0)
+		<< "fi_info does not list FI_ATOMIC; see /tmp/fi_info_atomic.log";
+}
+
+// What fi_atomicvalid, fi_fetch_atomicvalid, fi_compare_atomicvalid and the
+// domain's fi_query_atomic answer for every datatype and operation: valid
+// (one element per call) for 32- and 64-bit integers and the operations
+// the module has, -FI_EOPNOTSUPP for the rest.
+TEST_F(FabricTest, AtomicValidQueries)
+{
+	Fab a(c(), 0, true, FI_CQ_FORMAT_TAGGED, nullptr, {}, FI_ATOMIC);
+	ASSERT_TRUE(a.ok);
+	auto supported = [](AKind kind, int dt, int op) {
+		if (dt != FI_INT32 && dt != FI_UINT32 && dt != FI_INT64 && dt != FI_UINT64)
+			return false;
+		switch (op) {
+		case FI_MIN:
+		case FI_MAX:
+		case FI_SUM:
+		case FI_BOR:
+		case FI_BAND:
+		case FI_BXOR:
+		case FI_ATOMIC_WRITE:
+			return kind != AKind::Compare;
+		case FI_ATOMIC_READ:
+			return kind == AKind::Fetch;
+		case FI_CSWAP:
+			return kind == AKind::Compare;
+		default:
+			return false;
+		}
+	};
+	int valid = 0;
+	for (int dt = FI_INT8; dt <= FI_UINT128; dt++)
+		for (int op = FI_MIN; op < FI_ATOMIC_OP_LAST; op++)
+			for (AKind kind : {AKind::Base, AKind::Fetch, AKind::Compare}) {
+				SCOPED_TRACE(std::string(name_of(kind)) + " datatype " + std::to_string(dt) +
+					     " op " + std::to_string(op));
+				auto d = static_cast<fi_datatype>(dt);
+				auto o = static_cast<fi_op>(op);
+				std::size_t count = 99;
+				int ret = kind == AKind::Base	 ? fi_atomicvalid(a.ep, d, o, &count)
+					  : kind == AKind::Fetch ? fi_fetch_atomicvalid(a.ep, d, o, &count)
+								 : fi_compare_atomicvalid(a.ep, d, o, &count);
+				fi_atomic_attr attr{99, 99};
+				std::uint64_t flags = kind == AKind::Base    ? 0
+						      : kind == AKind::Fetch ? FI_FETCH_ATOMIC
+									     : FI_COMPARE_ATOMIC;
+				int qret = fi_query_atomic(a.domain, d, o, &attr, flags);
+				if (supported(kind, dt, op)) {
+					valid++;
+					EXPECT_EQ(ret, 0) << fi_err(ret);
+					EXPECT_EQ(count, 1u);
+					EXPECT_EQ(qret, 0) << fi_err(qret);
+					EXPECT_EQ(attr.count, 1u);
+					EXPECT_EQ(attr.size, dt == FI_INT32 || dt == FI_UINT32 ? 4u : 8u);
+				} else {
+					EXPECT_EQ(ret, -FI_EOPNOTSUPP) << fi_err(ret);
+					EXPECT_EQ(qret, -FI_EOPNOTSUPP) << fi_err(qret);
+				}
+			}
+	EXPECT_EQ(valid, 4 * (7 + 8 + 1));
+	fi_atomic_attr attr{};
+	EXPECT_EQ(fi_query_atomic(a.domain, FI_UINT64, FI_SUM, &attr,
+				  FI_FETCH_ATOMIC | FI_COMPARE_ATOMIC),
+		  -FI_EINVAL);
+	EXPECT_EQ(fi_query_atomic(a.domain, FI_UINT64, FI_SUM, &attr, FI_TAGGED), -FI_EOPNOTSUPP)
+		<< "atomics onto tagged receive buffers";
+}
+
+// Every operation and datatype once in each form onto a peer's region,
+// with the value found and the value left.
+TEST_F(FabricTest, AtomicEachOpAndDatatype)
+{
+	Fab a(c(), 0, true, FI_CQ_FORMAT_TAGGED, nullptr, {}, FI_ATOMIC);
+	Fab b(c(), 1, true, FI_CQ_FORMAT_TAGGED, nullptr, {}, FI_ATOMIC);
+	ASSERT_TRUE(a.ok && b.ok);
+	fi_addr_t to_b = a.insert(b);
+	Target t(b, 4096, FI_REMOTE_READ | FI_REMOTE_WRITE);
+	atomic_sweep(a, to_b, t, map_key(a, t.raw), {&a, &b});
+}
+
+// Fetch-adds onto one 64-bit counter from three sides at once: two peers
+// (threads of their own, up to every atomic slot in flight each) through
+// their modules, and the owner itself with the CPU's atomics.  Each value
+// is found once and the counter ends at their number.  The owner adds as
+// fast as it can while the peers' atomics land, so that they overlap: with
+// a plain load and store in place of its atomic add the counter lost 2 to
+// 4 updates a run (under TCG; 1000 atomics per peer lost none in one run
+// of two, hence 3000).
+TEST_F(FabricTest, AtomicFetchAddsFromThreeSidesAreExact)
+{
+	Fab a(c(), 0, true, FI_CQ_FORMAT_TAGGED, nullptr, {}, FI_ATOMIC);
+	Fab b(c(), 1, true, FI_CQ_FORMAT_TAGGED, nullptr, {}, FI_ATOMIC);
+	Fab d(c(), 2, true, FI_CQ_FORMAT_TAGGED, nullptr, {}, FI_ATOMIC);
+	ASSERT_TRUE(a.ok && b.ok && d.ok);
+	Target t(b, 4096, FI_REMOTE_READ | FI_REMOTE_WRITE);
+	fi_addr_t a_to_b = a.insert(b), d_to_b = d.insert(b), self = b.insert(b);
+	std::uint64_t a_key = map_key(a, t.raw), d_key = map_key(d, t.raw),
+		      b_key = map_key(b, t.raw);
+	constexpr int kEach = 3000;
+	constexpr std::uint64_t kAt = 64;
+	std::atomic<int> running{2};
+	struct Side {
+		std::vector<std::uint64_t> found;
+		int refused = 0;	// -FI_EAGAIN: every slot in flight
+	} sa, sd;
+	auto adder = [&](Fab &f, fi_addr_t to, std::uint64_t key, Side &s) {
+		s.found.assign(kEach, ~0ull);
+		std::vector<int> ctx(kEach);
+		const std::uint64_t one = 1;
+		int posted = 0, done = 0;
+		auto end = std::chrono::steady_clock::now() + 120s;
+		while (done < kEach && std::chrono::steady_clock::now() < end) {
+			while (posted < kEach) {
+				ssize_t r = fi_fetch_atomic(f.ep, &one, 1, nullptr, &s.found[posted],
+							    nullptr, to, kAt, key, FI_UINT64, FI_SUM,
+							    &ctx[posted]);
+				if (r == -FI_EAGAIN) {
+					s.refused++;
+					break;
+				}
+				if (r) {
+					ADD_FAILURE() << fi_err(static_cast<int>(r));
+					running--;
+					return;
+				}
+				posted++;
+			}
+			f.harvest();
+			for (const Done &g : f.got) {
+				EXPECT_EQ(g.err, 0) << fi_strerror(g.err);
+				EXPECT_EQ(g.e.flags & (FI_ATOMIC | FI_READ), FI_ATOMIC | FI_READ);
+			}
+			done += static_cast<int>(f.got.size());
+			f.got.clear();
+		}
+		EXPECT_EQ(done, kEach) << "completions";
+		running--;
+	};
+	std::thread ta(adder, std::ref(a), a_to_b, a_key, std::ref(sa));
+	std::thread td(adder, std::ref(d), d_to_b, d_key, std::ref(sd));
+	// The owner adds meanwhile, as fast as it can (its completions are
+	// taken now and then: each read of the CQ makes progress, which costs
+	// system calls), for as long as the peers' atomics are applied.
+	std::vector<std::uint64_t> mine;
+	std::size_t owner_done = 0;
+	auto take_owner = [&] {
+		b.harvest();
+		for (const Done &g : b.got) {
+			EXPECT_EQ(g.err, 0) << fi_strerror(g.err);
+			EXPECT_EQ(g.e.flags & (FI_ATOMIC | FI_READ), FI_ATOMIC | FI_READ);
+		}
+		owner_done += b.got.size();
+		b.got.clear();
+	};
+	const std::uint64_t one = 1;
+	while (running > 0 && mine.size() < 1000000) {
+		std::uint64_t v = ~0ull;
+		ssize_t r = fi_fetch_atomic(b.ep, &one, 1, nullptr, &v, nullptr, self, kAt, b_key,
+					    FI_UINT64, FI_SUM, nullptr);
+		EXPECT_EQ(r, 0) << fi_err(static_cast<int>(r));
+		if (r)
+			break;
+		mine.push_back(v);
+		if (mine.size() % 64 == 0)
+			take_owner();
+	}
+	take_owner();
+	EXPECT_EQ(owner_done, mine.size()) << "an atomic to itself completes at once";
+	ta.join();
+	td.join();
+	std::vector<std::uint64_t> all = sa.found;
+	all.insert(all.end(), sd.found.begin(), sd.found.end());
+	all.insert(all.end(), mine.begin(), mine.end());
+	std::sort(all.begin(), all.end());
+	for (std::size_t i = 0; i < all.size(); i++)
+		if (all[i] != i) {
+			ADD_FAILURE() << "the " << i << "th value found is " << all[i]
+				      << ": a value found twice, or lost";
+			break;
+		}
+	EXPECT_EQ(value_at<std::uint64_t>(t.mem, kAt), all.size());
+	EXPECT_GT(mine.size(), 0u);
+	std::printf("fetch-adds: %d + %d from peers (%d and %d refusals for want of a slot), "
+		    "%zu by the owner\n",
+		    kEach, kEach, sa.refused, sd.refused, mine.size());
+}
+
+// Each atomic in flight holds one of the domain's 256 atomic slots: while
+// the target answers nothing (its node transmits nothing), the 257th post
+// answers -FI_EAGAIN; once answers flow again every one completes, each
+// applied once, and slots are free again.
+TEST_F(FabricTest, AtomicSlotsAreBounded)
+{
+	constexpr int kSlots = 256;	// Domain::kAtomicSlots
+	Fab a(c(), 0, true, FI_CQ_FORMAT_TAGGED, nullptr, {}, FI_ATOMIC);
+	Fab b(c(), 1, true, FI_CQ_FORMAT_TAGGED, nullptr, {}, FI_ATOMIC);
+	ASSERT_TRUE(a.ok && b.ok);
+	fi_addr_t to_b = a.insert(b);
+	Target t(b, 4096, FI_REMOTE_READ | FI_REMOTE_WRITE);
+	std::uint64_t key = map_key(a, t.raw);
+	const std::uint64_t one = 1;
+	std::vector<std::uint64_t> found(kSlots + 1, ~0ull);
+	std::vector<int> ctx(kSlots + 1);
+	// Connected first, then node 1 (port 1) mute.
+	auto d = run_atomic(a, AKind::Fetch, AForm::Plain, &one, nullptr, &found[0], to_b, 0, key,
+			    FI_UINT64, FI_SUM, {&a, &b});
+	ASSERT_TRUE(d);
+	ASSERT_EQ(d->err, 0);
+	ASSERT_EQ(sh("modprobe sch_netem"), 0) << "the guest kernel has no netem";
+	ASSERT_TRUE(c().port_qdisc(1, Cluster::Side::Node, "netem loss 100%"));
+	int posted = 1;
+	ssize_t r = 0;
+	while (posted <= kSlots + 1) {
+		r = fi_fetch_atomic(a.ep, &one, 1, nullptr, &found[posted], nullptr, to_b, 0, key,
+				    FI_UINT64, FI_SUM, &ctx[posted]);
+		if (r)
+			break;
+		posted++;
+	}
+	EXPECT_EQ(r, -FI_EAGAIN) << fi_err(static_cast<int>(r));
+	EXPECT_EQ(posted - 1, kSlots) << "atomics in flight when refused";
+	a.harvest();
+	EXPECT_TRUE(a.got.empty()) << "completions while the target was mute";
+	ASSERT_TRUE(c().port_qdisc(1, Cluster::Side::Node, ""));
+	int done = 0;
+	EXPECT_TRUE(drive({&a, &b}, [&] {
+		for (const Done &g : a.got) {
+			EXPECT_EQ(g.err, 0) << fi_strerror(g.err);
+			done++;
+		}
+		a.got.clear();
+		return done == posted - 1;
+	}, 60s)) << done << " of " << posted - 1 << " completed";
+	std::vector<std::uint64_t> all(found.begin(), found.begin() + posted);
+	std::sort(all.begin(), all.end());
+	for (std::size_t i = 0; i < all.size(); i++)
+		ASSERT_EQ(all[i], i) << "a value found twice, or lost";
+	EXPECT_EQ(value_at<std::uint64_t>(t.mem, 0), static_cast<std::uint64_t>(posted));
+	// The slots are free again.
+	d = run_atomic(a, AKind::Fetch, AForm::Plain, &one, nullptr, &found[0], to_b, 0, key,
+		       FI_UINT64, FI_SUM, {&a, &b});
+	ASSERT_TRUE(d);
+	EXPECT_EQ(d->err, 0);
+	EXPECT_EQ(found[0], static_cast<std::uint64_t>(posted));
+}
+
+// fi_inject_atomic (the operand may change at once; no CQ entry), and
+// completions: FI_ATOMIC | FI_WRITE for base atomics, counted by the
+// FI_WRITE counter, FI_ATOMIC | FI_READ for fetching and compare ones,
+// counted by the FI_READ counter; a refused one in error, counted as an
+// error of its kind.  Under FI_SELECTIVE_COMPLETION only FI_COMPLETION
+// asks for an entry.
+TEST_F(FabricTest, AtomicInjectCompletionsAndCounters)
+{
+	fid_cntr *reads = nullptr, *writes = nullptr, *sends = nullptr;
+	Fab a(c(), 0, true, FI_CQ_FORMAT_TAGGED, nullptr, [&](Fab &f) {
+		reads = f.counter(FI_READ);
+		writes = f.counter(FI_WRITE);
+		sends = f.counter(FI_SEND);
+	}, FI_ATOMIC);
+	Fab b(c(), 1, true, FI_CQ_FORMAT_TAGGED, nullptr, {}, FI_ATOMIC);
+	ASSERT_TRUE(a.ok && b.ok && reads && writes && sends);
+	fi_addr_t to_b = a.insert(b), self = a.insert(a);
+	Target t(b, 4096, FI_REMOTE_READ | FI_REMOTE_WRITE);
+	Target mine(a, 4096, FI_REMOTE_READ | FI_REMOTE_WRITE);
+	std::uint64_t key = map_key(a, t.raw), my_key = map_key(a, mine.raw);
+	// Inject: to the peer and to itself, the operand overwritten at once.
+	std::uint64_t add = 7;
+	ASSERT_EQ(fi_inject_atomic(a.ep, &add, 1, to_b, 0, key, FI_UINT64, FI_SUM), 0);
+	add = 1000;
+	add = 9;
+	ASSERT_EQ(fi_inject_atomic(a.ep, &add, 1, self, 0, my_key, FI_UINT64, FI_SUM), 0);
+	add = 1000;
+	ASSERT_TRUE(counted(writes, 2, 0, {&a, &b}));
+	EXPECT_EQ(value_at<std::uint64_t>(t.mem, 0), 7u);
+	EXPECT_EQ(value_at<std::uint64_t>(mine.mem, 0), 9u);
+	a.harvest();
+	EXPECT_TRUE(a.got.empty()) << "a CQ entry for fi_inject_atomic";
+	// Base, fetching and compare atomics: their flags and counters.
+	std::uint32_t v = 5, cmp = 0, res = 0;
+	int w, f, k;
+	ASSERT_EQ(fi_atomic(a.ep, &v, 1, nullptr, to_b, 8, key, FI_UINT32, FI_BOR, &w), 0);
+	ASSERT_EQ(fi_fetch_atomic(a.ep, &v, 1, nullptr, &res, nullptr, to_b, 8, key, FI_UINT32,
+				  FI_SUM, &f),
+		  0);
+	auto dw = wait_done(a, &w, {&a, &b});
+	auto df = wait_done(a, &f, {&a, &b});
+	ASSERT_TRUE(dw && df);
+	EXPECT_EQ(dw->e.flags, FI_ATOMIC | FI_WRITE);
+	EXPECT_EQ(df->e.flags, FI_ATOMIC | FI_READ);
+	EXPECT_EQ(res, 5u) << "the fetch-add found the or's 5";
+	ASSERT_EQ(fi_compare_atomic(a.ep, &v, 1, nullptr, &cmp, nullptr, &res, nullptr, to_b, 8, key,
+				    FI_UINT32, FI_CSWAP, &k),
+		  0);
+	auto dk = wait_done(a, &k, {&a, &b});
+	ASSERT_TRUE(dk);
+	EXPECT_EQ(dk->e.flags, FI_ATOMIC | FI_READ);
+	EXPECT_EQ(res, 10u);
+	EXPECT_EQ(value_at<std::uint32_t>(t.mem, 8), 10u) << "compared with 0: not swapped";
+	EXPECT_EQ(fi_cntr_read(writes), 3u);
+	EXPECT_EQ(fi_cntr_read(reads), 2u);
+	// A refused base atomic and a refused fetch (wrong key): errors of
+	// their counters, each with its entry.
+	std::uint8_t wrong[16];
+	std::memcpy(wrong, t.raw, 16);
+	wrong[8] ^= 1;
+	std::uint64_t bad = map_key(a, wrong);
+	res = 77;
+	ASSERT_EQ(fi_atomic(a.ep, &v, 1, nullptr, to_b, 8, bad, FI_UINT32, FI_SUM, &w), 0);
+	ASSERT_EQ(fi_fetch_atomic(a.ep, &v, 1, nullptr, &res, nullptr, to_b, 8, bad, FI_UINT32,
+				  FI_SUM, &f),
+		  0);
+	dw = wait_done(a, &w, {&a, &b});
+	df = wait_done(a, &f, {&a, &b});
+	ASSERT_TRUE(dw && df);
+	EXPECT_EQ(dw->err, FI_EACCES);
+	EXPECT_EQ(df->err, FI_EACCES);
+	EXPECT_EQ(dw->e.flags, FI_ATOMIC | FI_WRITE);
+	EXPECT_EQ(df->e.flags, FI_ATOMIC | FI_READ);
+	EXPECT_EQ(res, 77u) << "a refused fetch wrote its result";
+	EXPECT_EQ(fi_cntr_read(writes), 3u);
+	EXPECT_EQ(fi_cntr_readerr(writes), 1u);
+	EXPECT_EQ(fi_cntr_read(reads), 2u);
+	EXPECT_EQ(fi_cntr_readerr(reads), 1u);
+	EXPECT_EQ(fi_cntr_read(sends) + fi_cntr_readerr(sends), 0u) << "atomics counted as sends";
+}
+
+// Under FI_SELECTIVE_COMPLETION an atomic gets an entry only when it asks
+// (fi_atomicmsg with FI_COMPLETION); a refused one always does.
+TEST_F(FabricTest, AtomicSelectiveCompletion)
+{
+	fid_cntr *writes = nullptr;
+	Fab a(c(), 0, true, FI_CQ_FORMAT_TAGGED, nullptr, [&](Fab &f) {
+		writes = f.counter(FI_WRITE);
+		f.cq_flags |= FI_SELECTIVE_COMPLETION;
+	}, FI_ATOMIC);
+	Fab b(c(), 1, true, FI_CQ_FORMAT_TAGGED, nullptr, {}, FI_ATOMIC);
+	ASSERT_TRUE(a.ok && b.ok && writes);
+	fi_addr_t to_b = a.insert(b);
+	Target t(b, 4096, FI_REMOTE_READ | FI_REMOTE_WRITE);
+	std::uint64_t key = map_key(a, t.raw);
+	std::uint64_t one = 1;
+	int quiet, asked, refused;
+	ASSERT_EQ(fi_atomic(a.ep, &one, 1, nullptr, to_b, 0, key, FI_UINT64, FI_SUM, &quiet), 0);
+	ASSERT_EQ(post_atomic(a, AKind::Base, AForm::Msg, &one, nullptr, nullptr, to_b, 0, key,
+			      FI_UINT64, FI_SUM, &asked, FI_COMPLETION),
+		  0);
+	ASSERT_EQ(post_atomic(a, AKind::Base, AForm::Msg, &one, nullptr, nullptr, to_b, 4, key,
+			      FI_UINT64, FI_SUM, &refused, 0),
+		  0);
+	ASSERT_TRUE(counted(writes, 2, 1, {&a, &b}));
+	a.harvest();
+	EXPECT_TRUE(a.take(&asked));
+	auto d = a.take(&refused);
+	ASSERT_TRUE(d) << "a refused atomic without its error entry";
+	EXPECT_EQ(d->err, FI_EINVAL) << "misaligned";
+	EXPECT_FALSE(a.take(&quiet)) << "an entry not asked for";
+	EXPECT_EQ(value_at<std::uint64_t>(t.mem, 0), 2u);
+}
+
+// What atomics refuse: at the call (datatypes and operations the module
+// has not, more than one element, malformed vectors and messages, missing
+// buffers, unknown keys and addresses, remote CQ data) and in the
+// completion, from the target's module: a wrong key, memory not aligned to
+// the datatype, a region without remote read and write (read alone will do
+// for FI_ATOMIC_READ), a range beyond the region.  Nothing changes there.
+TEST_F(FabricTest, AtomicBadInput)
+{
+	Fab a(c(), 0, true, FI_CQ_FORMAT_TAGGED, nullptr, {}, FI_ATOMIC);
+	Fab b(c(), 1, true, FI_CQ_FORMAT_TAGGED, nullptr, {}, FI_ATOMIC);
+	ASSERT_TRUE(a.ok && b.ok);
+	fi_addr_t to_b = a.insert(b);
+	Target t(b, 4096, FI_REMOTE_READ | FI_REMOTE_WRITE);
+	std::uint64_t key = map_key(a, t.raw);
+	std::uint64_t v[2] = {1, 1}, cmp[2] = {0, 0}, res[2] = {0, 0};
+	int ctx;
+	// Not offered.
+	EXPECT_EQ(fi_atomic(a.ep, v, 1, nullptr, to_b, 0, key, FI_FLOAT, FI_SUM, &ctx),
+		  -FI_EOPNOTSUPP);
+	EXPECT_EQ(fi_atomic(a.ep, v, 1, nullptr, to_b, 0, key, FI_UINT16, FI_SUM, &ctx),
+		  -FI_EOPNOTSUPP);
+	EXPECT_EQ(fi_atomic(a.ep, v, 1, nullptr, to_b, 0, key, FI_UINT64, FI_PROD, &ctx),
+		  -FI_EOPNOTSUPP);
+	EXPECT_EQ(fi_atomic(a.ep, v, 1, nullptr, to_b, 0, key, FI_UINT64, FI_LOR, &ctx),
+		  -FI_EOPNOTSUPP);
+	EXPECT_EQ(fi_atomic(a.ep, v, 1, nullptr, to_b, 0, key, FI_UINT64, FI_ATOMIC_READ, &ctx),
+		  -FI_EOPNOTSUPP) << "a read that returns nothing";
+	EXPECT_EQ(fi_fetch_atomic(a.ep, v, 1, nullptr, res, nullptr, to_b, 0, key, FI_UINT64,
+				  FI_CSWAP, &ctx),
+		  -FI_EOPNOTSUPP);
+	for (fi_op op : {FI_CSWAP_NE, FI_CSWAP_LE, FI_CSWAP_GT, FI_MSWAP, FI_SUM})
+		EXPECT_EQ(fi_compare_atomic(a.ep, v, 1, nullptr, cmp, nullptr, res, nullptr, to_b, 0,
+					    key, FI_UINT64, op, &ctx),
+			  -FI_EOPNOTSUPP) << "op " << op;
+	// One element per call.
+	EXPECT_EQ(fi_atomic(a.ep, v, 2, nullptr, to_b, 0, key, FI_UINT64, FI_SUM, &ctx), -FI_EINVAL);
+	EXPECT_EQ(fi_atomic(a.ep, v, 0, nullptr, to_b, 0, key, FI_UINT64, FI_SUM, &ctx), -FI_EINVAL);
+	EXPECT_EQ(fi_inject_atomic(a.ep, v, 2, to_b, 0, key, FI_UINT64, FI_SUM), -FI_EINVAL);
+	EXPECT_EQ(fi_fetch_atomic(a.ep, v, 2, nullptr, res, nullptr, to_b, 0, key, FI_UINT64, FI_SUM,
+				  &ctx),
+		  -FI_EINVAL);
+	EXPECT_EQ(fi_compare_atomic(a.ep, v, 2, nullptr, cmp, nullptr, res, nullptr, to_b, 0, key,
+				    FI_UINT64, FI_CSWAP, &ctx),
+		  -FI_EINVAL);
+	fi_ioc two[2] = {{&v[0], 1}, {&v[1], 1}}, rv{res, 1}, rv2{res, 2};
+	EXPECT_EQ(fi_atomicv(a.ep, two, nullptr, 2, to_b, 0, key, FI_UINT64, FI_SUM, &ctx),
+		  -FI_EINVAL);
+	EXPECT_EQ(fi_fetch_atomicv(a.ep, two, nullptr, 1, &rv2, nullptr, 1, to_b, 0, key, FI_UINT64,
+				   FI_SUM, &ctx),
+		  -FI_EINVAL) << "results of another count";
+	EXPECT_EQ(fi_fetch_atomicv(a.ep, two, nullptr, 1, nullptr, nullptr, 1, to_b, 0, key,
+				   FI_UINT64, FI_SUM, &ctx),
+		  -FI_EINVAL);
+	fi_rma_ioc rma2{0, 2, key};
+	fi_msg_atomic m{};
+	m.msg_iov = two;
+	m.iov_count = 1;
+	m.addr = to_b;
+	m.rma_iov = &rma2;
+	m.rma_iov_count = 1;
+	m.datatype = FI_UINT64;
+	m.op = FI_SUM;
+	m.context = &ctx;
+	EXPECT_EQ(fi_atomicmsg(a.ep, &m, 0), -FI_EINVAL) << "remote count differs";
+	EXPECT_EQ(fi_fetch_atomicmsg(a.ep, &m, &rv, nullptr, 1, 0), -FI_EINVAL);
+	fi_rma_ioc rma{0, 1, key};
+	m.rma_iov = &rma;
+	m.rma_iov_count = 2;
+	EXPECT_EQ(fi_atomicmsg(a.ep, &m, 0), -FI_EINVAL) << "two remote ranges";
+	m.rma_iov_count = 1;
+	m.data = 5;
+	EXPECT_EQ(fi_atomicmsg(a.ep, &m, FI_REMOTE_CQ_DATA), -FI_EOPNOTSUPP) << "remote CQ data";
+	// Missing buffers, unknown key and address.
+	EXPECT_EQ(fi_atomic(a.ep, nullptr, 1, nullptr, to_b, 0, key, FI_UINT64, FI_SUM, &ctx),
+		  -FI_EINVAL);
+	EXPECT_EQ(fi_fetch_atomic(a.ep, v, 1, nullptr, nullptr, nullptr, to_b, 0, key, FI_UINT64,
+				  FI_SUM, &ctx),
+		  -FI_EINVAL);
+	EXPECT_EQ(fi_compare_atomic(a.ep, v, 1, nullptr, nullptr, nullptr, res, nullptr, to_b, 0, key,
+				    FI_UINT64, FI_CSWAP, &ctx),
+		  -FI_EINVAL);
+	EXPECT_EQ(fi_atomic(a.ep, v, 1, nullptr, to_b, 0, key + 100, FI_UINT64, FI_SUM, &ctx),
+		  -FI_EINVAL);
+	EXPECT_EQ(fi_atomic(a.ep, v, 1, nullptr, 12345, 0, key, FI_UINT64, FI_SUM, &ctx), -FI_EINVAL);
+	// A read needs no operand.
+	std::memset(t.mem.data(), 0, 64);
+	t.mem[16] = 42;
+	auto d = run_atomic(a, AKind::Fetch, AForm::Plain, nullptr, nullptr, res, to_b, 16, key,
+			    FI_UINT64, FI_ATOMIC_READ, {&a, &b});
+	ASSERT_TRUE(d);
+	EXPECT_EQ(d->err, 0);
+	EXPECT_EQ(res[0], 42u);
+
+	// Refused by the target's module.
+	auto refused = [&](const char *what, AKind kind, std::uint64_t at, std::uint64_t k,
+			   fi_datatype dt, fi_op op, int want) {
+		SCOPED_TRACE(what);
+		auto before = t.mem;
+		res[0] = 0x77;
+		auto r = run_atomic(a, kind, AForm::Plain, v, cmp, res, to_b, at, k, dt, op, {&a, &b});
+		ASSERT_TRUE(r);
+		EXPECT_EQ(r->err, want) << fi_strerror(r->err);
+		EXPECT_TRUE(r->e.flags & FI_ATOMIC);
+		EXPECT_EQ(res[0], 0x77u) << "a refused atomic wrote its result";
+		EXPECT_TRUE(before == t.mem) << "the target changed";
+	};
+	std::uint8_t wrong[16];
+	std::memcpy(wrong, t.raw, 16);
+	wrong[8] ^= 1;
+	std::uint64_t bad = map_key(a, wrong);
+	refused("wrong key", AKind::Base, 0, bad, FI_UINT64, FI_SUM, FI_EACCES);
+	refused("wrong key, fetch", AKind::Fetch, 0, bad, FI_UINT64, FI_SUM, FI_EACCES);
+	refused("misaligned 8", AKind::Fetch, 4, key, FI_UINT64, FI_SUM, FI_EINVAL);
+	refused("misaligned 4", AKind::Base, 2, key, FI_INT32, FI_MAX, FI_EINVAL);
+	refused("misaligned compare", AKind::Compare, 12, key, FI_INT64, FI_CSWAP, FI_EINVAL);
+	refused("beyond the region", AKind::Base, 4096 - 4, key, FI_UINT64, FI_SUM, ERANGE);
+	refused("far beyond the region", AKind::Fetch, 1 << 20, key, FI_UINT32, FI_SUM, ERANGE);
+	Target ro(b, 4096, FI_REMOTE_READ), wo(b, 4096, FI_REMOTE_WRITE);
+	std::uint64_t ro_key = map_key(a, ro.raw), wo_key = map_key(a, wo.raw);
+	refused("read-only region, sum", AKind::Base, 0, ro_key, FI_UINT64, FI_SUM, FI_EACCES);
+	refused("read-only region, compare", AKind::Compare, 0, ro_key, FI_UINT64, FI_CSWAP,
+		FI_EACCES);
+	refused("write-only region, swap", AKind::Base, 0, wo_key, FI_UINT64, FI_ATOMIC_WRITE,
+		FI_EACCES);
+	refused("write-only region, read", AKind::Fetch, 0, wo_key, FI_UINT64, FI_ATOMIC_READ,
+		FI_EACCES);
+	ro.mem[0] = 9;
+	d = run_atomic(a, AKind::Fetch, AForm::Plain, nullptr, nullptr, res, to_b, 0, ro_key,
+		       FI_UINT64, FI_ATOMIC_READ, {&a, &b});
+	ASSERT_TRUE(d);
+	EXPECT_EQ(d->err, 0) << "FI_ATOMIC_READ of a read-only region";
+	EXPECT_EQ(res[0], 9u);
+}
+
+// Atomics to the endpoint itself are applied by the provider with the
+// CPU's atomic instructions, with the module's checks and answers; to
+// another endpoint of its node they answer -FI_EOPNOTSUPP, as RMA does.
+TEST_F(FabricTest, AtomicToItself)
+{
+	Fab a(c(), 0, true, FI_CQ_FORMAT_TAGGED, nullptr, {}, FI_ATOMIC);
+	Fab y(c(), 0, true, FI_CQ_FORMAT_TAGGED, nullptr, {}, FI_ATOMIC);
+	ASSERT_TRUE(a.ok && y.ok);
+	fi_addr_t self = a.insert(a), to_y = a.insert(y);
+	Target mine(a, 4096, FI_REMOTE_READ | FI_REMOTE_WRITE);
+	std::uint64_t key = map_key(a, mine.raw);
+	atomic_sweep(a, self, mine, key, {&a});
+	std::uint64_t v = 1, res = 0x77;
+	auto refused = [&](const char *what, AKind kind, std::uint64_t at, std::uint64_t k,
+			   fi_datatype dt, fi_op op, int want) {
+		SCOPED_TRACE(what);
+		std::memset(mine.mem.data(), 0, 64);
+		auto before = mine.mem;
+		res = 0x77;
+		auto r = run_atomic(a, kind, AForm::Plain, &v, &v, &res, self, at, k, dt, op, {&a});
+		ASSERT_TRUE(r);
+		EXPECT_EQ(r->err, want) << fi_strerror(r->err);
+		EXPECT_EQ(res, 0x77u) << "a refused atomic wrote its result";
+		EXPECT_TRUE(before == mine.mem) << "the target changed";
+	};
+	std::uint8_t wrong[16];
+	std::memcpy(wrong, mine.raw, 16);
+	wrong[8] ^= 1;
+	refused("wrong key", AKind::Fetch, 0, map_key(a, wrong), FI_UINT64, FI_SUM, FI_EACCES);
+	refused("misaligned 8", AKind::Fetch, 4, key, FI_UINT64, FI_SUM, FI_EINVAL);
+	refused("misaligned 4", AKind::Base, 1, key, FI_UINT32, FI_SUM, FI_EINVAL);
+	refused("beyond the region", AKind::Compare, 4096 - 4, key, FI_UINT64, FI_CSWAP, ERANGE);
+	Target ro(a, 4096, FI_REMOTE_READ), wo(a, 4096, FI_REMOTE_WRITE);
+	std::uint64_t ro_key = map_key(a, ro.raw);
+	refused("read-only region, sum", AKind::Base, 0, ro_key, FI_UINT64, FI_SUM, FI_EACCES);
+	refused("write-only region, sum", AKind::Fetch, 0, map_key(a, wo.raw), FI_UINT64, FI_SUM,
+		FI_EACCES);
+	ro.mem[0] = 3;
+	auto d = run_atomic(a, AKind::Fetch, AForm::Plain, nullptr, nullptr, &res, self, 0, ro_key,
+			    FI_UINT64, FI_ATOMIC_READ, {&a});
+	ASSERT_TRUE(d);
+	EXPECT_EQ(d->err, 0) << "FI_ATOMIC_READ of a read-only region";
+	EXPECT_EQ(res, 3u);
+	// Another endpoint of the node: no path.
+	Target theirs(y, 4096, FI_REMOTE_READ | FI_REMOTE_WRITE);
+	std::uint64_t their_key = map_key(a, theirs.raw);
+	int ctx;
+	EXPECT_EQ(fi_atomic(a.ep, &v, 1, nullptr, to_y, 0, their_key, FI_UINT64, FI_SUM, &ctx),
+		  -FI_EOPNOTSUPP);
+	EXPECT_EQ(fi_fetch_atomic(a.ep, &v, 1, nullptr, &res, nullptr, to_y, 0, their_key,
+				  FI_UINT64, FI_SUM, &ctx),
+		  -FI_EOPNOTSUPP);
+}
+
+} // namespace

@@ -249,7 +249,7 @@ ssize_t Endpoint::atomic(const AtomicRequest &r)
 	m.remote_key_hi = static_cast<std::uint32_t>(rkey >> 32);
 	m.remote_off = r.addr;
 	m.imm = aop;
-	op->cookie = next_cookie++;
+	op->cookie = domain->next_cookie++;
 	m.cookie = op->cookie;
 	// On the connection to the peer's node, as RMA (rma.cpp).
 	if (int err = post_to(*peer, m)) {

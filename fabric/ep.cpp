@@ -297,7 +297,7 @@ void Endpoint::flush(Addr addr)
 		}
 		Op *op = p.waiting.front();
 		if (!op->cookie)
-			op->cookie = next_cookie++;
+			op->cookie = domain->next_cookie++;
 		// Another follows at once in this pass: let the module hold this
 		// one and send them together (a failed or refused last post
 		// leaves them to the module's timer, within a tick).
@@ -613,7 +613,7 @@ void Endpoint::start_read(const RecvRequest &r, Addr addr, const Header &h)
 // Posts a rendezvous read; false when the module's queues are full.
 bool Endpoint::post_read(Op *op)
 {
-	op->cookie = next_cookie++;
+	op->cookie = domain->next_cookie++;
 	me_post m{};
 	m.size = sizeof(m);
 	m.opcode = ME_OP_READ;

@@ -434,6 +434,10 @@ public:
 	std::recursive_mutex mu;
 	Endpoint *ep = nullptr;
 	int refs = 0;			// AVs, CQs, counters, MRs, endpoints open on it
+	// The cookies of the module's operations, for every endpoint the
+	// domain has had: operations of a closed endpoint still complete into
+	// the file, and must never be taken for a later endpoint's.
+	std::uint64_t next_cookie = 1;
 
 	// Sends leave from bounce slots of one registered buffer.
 	static constexpr unsigned kSlots = 1024;
@@ -532,7 +536,7 @@ public:
 		int status;
 	};
 	std::deque<Fin> fins;		// Fins waiting for a send slot
-	std::uint64_t next_cookie = 1, next_id = 1;
+	std::uint64_t next_id = 1;
 	std::uint64_t dropped = 0;	// malformed or duplicate messages
 
 	// Posting (domain lock held by the callers in ep.cpp).

@@ -77,7 +77,7 @@ ssize_t Endpoint::rma(bool read, void *buf, std::size_t len, void *desc, fi_addr
 		m.local_region = op->temp->region;
 		m.local_off = 0;
 	}
-	op->cookie = next_cookie++;
+	op->cookie = domain->next_cookie++;
 	m.cookie = op->cookie;
 	// On the connection to the peer (with shared connections, its node's,
 	// which every endpoint of this node may post on); one that closed or

@@ -2708,4 +2708,66 @@ TEST_F(FabricTest, AtomicToItself)
 		  -FI_EOPNOTSUPP);
 }
 
+// Operations of an endpoint closed with them in flight still complete into
+// the domain's file; a later endpoint of the domain must never take those
+// completions for its own (their cookies once restarted with each
+// endpoint: the old writes' refusals failed the new writes).
+TEST_F(FabricTest, NewEndpointIsNotCompletedByAClosedOnesOperations)
+{
+	Fab a(c(), 0, true);
+	Fab b(c(), 1, true);
+	ASSERT_TRUE(a.ok && b.ok);
+	fi_addr_t to_b = a.insert(b);
+	Target t(b, 4096, FI_REMOTE_WRITE);
+	Target ro(b, 4096, FI_REMOTE_READ);
+	std::uint64_t key = map_key(a, t.raw), ro_key = map_key(a, ro.raw);
+	std::vector<std::uint8_t> out = pattern(4096, 3);
+	int first = 0;
+	// Connected first; then node 1 (port 1) answers 400 ms late, so the
+	// old writes' answers come after the new endpoint posted its own.
+	ASSERT_EQ(fi_write(a.ep, out.data(), 8, nullptr, to_b, 0, key, &first), 0);
+	auto d = wait_done(a, &first, {&a, &b});
+	ASSERT_TRUE(d);
+	ASSERT_EQ(d->err, 0);
+	ASSERT_EQ(sh("modprobe sch_netem"), 0) << "the guest kernel has no netem";
+	ASSERT_TRUE(c().port_qdisc(1, Cluster::Side::Node, "netem delay 400ms"));
+	constexpr int kOld = 4, kNew = 6;
+	int old_ctx[kOld], new_ctx[kNew];
+	for (int i = 0; i < kOld; i++)
+		ASSERT_EQ(fi_write(a.ep, out.data(), 8, nullptr, to_b, 8 * i, ro_key, &old_ctx[i]), 0);
+	// The endpoint goes with its writes in flight; another takes its place.
+	ASSERT_EQ(fi_close(&a.ep->fid), 0);
+	a.ep = nullptr;
+	int ret = fi_endpoint(a.domain, a.info, &a.ep, nullptr);
+	ASSERT_EQ(ret, 0) << fi_err(ret);
+	ASSERT_EQ(ret = fi_ep_bind(a.ep, &a.av->fid, 0), 0) << fi_err(ret);
+	ASSERT_EQ(ret = fi_ep_bind(a.ep, &a.cq->fid, a.cq_flags), 0) << fi_err(ret);
+	ASSERT_EQ(ret = fi_enable(a.ep), 0) << fi_err(ret);
+	for (int i = 0; i < kNew; i++)
+		ASSERT_EQ(ret = fi_write(a.ep, out.data() + 64 * i, 64, nullptr, to_b, 64 * (i + 1),
+					 key, &new_ctx[i]), 0) << fi_err(ret);
+	// The old writes are refused (a read-only region) and their
+	// completions dropped; each new write completes once, with success.
+	int done = 0;
+	EXPECT_TRUE(drive({&a, &b}, [&] {
+		for (const Done &g : a.got) {
+			bool mine = false;
+			for (int i = 0; i < kNew; i++)
+				mine |= g.e.op_context == &new_ctx[i];
+			EXPECT_TRUE(mine) << "a completion of the closed endpoint's";
+			EXPECT_EQ(g.err, 0) << fi_strerror(g.err);
+			done++;
+		}
+		a.got.clear();
+		return done >= kNew;
+	}, 60s)) << done << " of " << kNew << " completed";
+	EXPECT_EQ(done, kNew);
+	for (int i = 0; i < kNew; i++)
+		EXPECT_EQ(std::memcmp(t.mem.data() + 64 * (i + 1), out.data() + 64 * i, 64), 0) << i;
+	for (int i = 0; i < 200; i++)
+		a.harvest();
+	EXPECT_TRUE(a.got.empty()) << "a completion after the last";
+	EXPECT_TRUE(c().port_qdisc(1, Cluster::Side::Node, ""));
+}
+
 } // namespace

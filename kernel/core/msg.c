@@ -469,10 +469,31 @@ static int rx_pack(struct me_conn *c, const struct me_hdr *h)
 	return 0;
 }
 
+/*
+ * Answers request h (a READ_REQ, or an ATOMIC: aop, with the value found)
+ * with its data for the initiator's [lregion, laddr); its credit is reserved.
+ */
+static void push_read_resp(struct me_conn *c, const struct me_hdr *h, u32 lregion, u64 laddr,
+			   u32 aop, u64 val)
+{
+	struct me_resp r;
+
+	memset(&r, 0, sizeof(r));
+	r.type = ME_PT_READ_RESP;
+	r.op_id = h->d.op_id;
+	r.region = h->d.region;
+	r.addr = h->d.addr;
+	r.lregion = lregion;
+	r.laddr = laddr;
+	r.len = h->d.msg_len;
+	r.aop = aop;
+	r.val = val;
+	resp_push(c, &r);
+}
+
 static int rx_read_req(struct me_conn *c, const struct me_hdr *h)
 {
 	struct me_node *n = c->node;
-	struct me_resp r;
 	int err;
 
 	if (!resp_reserve(c, 1))
@@ -485,19 +506,10 @@ static int rx_read_req(struct me_conn *c, const struct me_hdr *h)
 		resp_unreserve(c);
 		return 0;
 	}
-	if (err || !h->d.msg_len) {
+	if (err || !h->d.msg_len)
 		push_status(c, h->d.op_id, err);
-	} else {
-		memset(&r, 0, sizeof(r));
-		r.type = ME_PT_READ_RESP;
-		r.op_id = h->d.op_id;
-		r.region = h->d.region;
-		r.addr = h->d.addr;
-		r.lregion = me_get_be32(h->payload);
-		r.laddr = me_get_be64(h->payload + 8);
-		r.len = h->d.msg_len;
-		resp_push(c, &r);
-	}
+	else
+		push_read_resp(c, h, me_get_be32(h->payload), me_get_be64(h->payload + 8), 0, 0);
 	me_msg_pump(c);
 	return 0;
 }
@@ -511,7 +523,6 @@ static int rx_atomic(struct me_conn *c, const struct me_hdr *h)
 {
 	struct me_node *n = c->node;
 	struct me_atomic_req a;
-	struct me_resp r;
 	u64 old = 0;
 	int err;
 
@@ -529,21 +540,10 @@ static int rx_atomic(struct me_conn *c, const struct me_hdr *h)
 		      n->ops->mr_atomic(n->ctx, h->d.region, h->d.addr, h->d.msg_len,
 					h->d.imm, a.operand, a.compare, &old) :
 		      -EOPNOTSUPP;
-	if (err) {
+	if (err)
 		push_status(c, h->d.op_id, wire_status(err));
-	} else {
-		memset(&r, 0, sizeof(r));
-		r.type = ME_PT_READ_RESP;
-		r.op_id = h->d.op_id;
-		r.region = h->d.region;
-		r.addr = h->d.addr;
-		r.lregion = a.lregion;
-		r.laddr = a.laddr;
-		r.len = h->d.msg_len;
-		r.aop = h->d.imm;
-		r.val = old;
-		resp_push(c, &r);
-	}
+	else
+		push_read_resp(c, h, a.lregion, a.laddr, h->d.imm, old);
 	me_msg_pump(c);
 	return 0;
 }

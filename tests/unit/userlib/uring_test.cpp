@@ -63,7 +63,27 @@ protected:
 	}
 };
 
-class UringFakeSqe : public UringFake, public ::testing::WithParamInterface<bool> {};
+class UringFakeSqe : public UringFake, public ::testing::WithParamInterface<bool> {
+protected:
+	// The SQE at ring position `pos` (128-byte SQEs take two slots).
+	io_uring_sqe *sqe_of(io_uring &ring, unsigned pos) const
+	{
+		return &ring.sq.sqes[(pos & ring.sq.ring_mask) << (GetParam() ? 1 : 0)];
+	}
+	// The struct me_post an SQE carries, inline or through its pointer.
+	me_post post_of(const io_uring_sqe *sqe) const
+	{
+		me_post p{};
+		if (GetParam()) {
+			std::memcpy(&p, sqe->cmd, sizeof(p));
+		} else {
+			me_uring_ptr ptr{};
+			std::memcpy(&ptr, sqe->cmd, sizeof(ptr));
+			std::memcpy(&p, reinterpret_cast<const void *>(ptr.arg), sizeof(p));
+		}
+		return p;
+	}
+};
 
 } // namespace
 
@@ -325,20 +345,7 @@ TEST_P(UringFakeSqe, SendToCarriesThePort)
 		EXPECT_TRUE(r == -ENOSYS || r == -EPERM) << r;
 		return;
 	}
-	auto sqe_at = [&](unsigned pos) {
-		return &ring.sq.sqes[(pos & ring.sq.ring_mask) << (GetParam() ? 1 : 0)];
-	};
-	auto post_of = [&](const io_uring_sqe *sqe) {
-		me_post p{};
-		if (GetParam()) {
-			std::memcpy(&p, sqe->cmd, sizeof(p));
-		} else {
-			me_uring_ptr ptr{};
-			std::memcpy(&ptr, sqe->cmd, sizeof(ptr));
-			std::memcpy(&p, reinterpret_cast<const void *>(ptr.arg), sizeof(p));
-		}
-		return p;
-	};
+	auto sqe_at = [&](unsigned pos) { return sqe_of(ring, pos); };
 	{
 		// The Device's view of the module is taken at open.
 		mod.query.features |= ME_FEATURE_SHARED;
@@ -393,20 +400,7 @@ TEST_P(UringFakeSqe, AtomicsPutTheirValuesAndCompleteAsAtomic)
 		EXPECT_TRUE(r == -ENOSYS || r == -EPERM) << r;
 		return;
 	}
-	auto sqe_at = [&](unsigned pos) {
-		return &ring.sq.sqes[(pos & ring.sq.ring_mask) << (GetParam() ? 1 : 0)];
-	};
-	auto post_of = [&](const io_uring_sqe *sqe) {
-		me_post p{};
-		if (GetParam()) {
-			std::memcpy(&p, sqe->cmd, sizeof(p));
-		} else {
-			me_uring_ptr ptr{};
-			std::memcpy(&ptr, sqe->cmd, sizeof(ptr));
-			std::memcpy(&p, reinterpret_cast<const void *>(ptr.arg), sizeof(p));
-		}
-		return p;
-	};
+	auto sqe_at = [&](unsigned pos) { return sqe_of(ring, pos); };
 	auto load = [&](std::size_t off, std::uint32_t size) -> std::uint64_t {
 		std::uint64_t v = 0;
 		if (size == 4) {

@@ -361,21 +361,35 @@ static bool mr_in_range(const struct me_mr *mr, u64 off, u64 len)
  * map region lengths); the engine tells the peer EACCES for no region, a
  * wrong key and no access alike (me_plat.h).
  */
-int me_mr_check_remote(struct me_net *mn, u32 id, u64 key, u64 off, u64 len, u32 access)
+struct me_mr *me_mr_get_remote(struct me_net *mn, u32 id, u64 key, u64 off, u64 len,
+			       u32 access, int *err)
 {
 	struct me_mr *mr = me_mr_get_any(mn, id);
-	int ret = 0;
 
+	*err = 0;
 	if (!mr)
-		return -ENOENT;
-	if (mr->key != key)
-		ret = -EKEYREJECTED;
+		*err = -ENOENT;
+	else if (mr->key != key)
+		*err = -EKEYREJECTED;
 	else if ((mr->access & access) != access)
-		ret = -EACCES;
+		*err = -EACCES;
 	else if (!mr_in_range(mr, off, len))
-		ret = -ERANGE;
-	me_mr_put(mr);
-	return ret;
+		*err = -ERANGE;
+	if (mr && *err) {
+		me_mr_put(mr);
+		mr = NULL;
+	}
+	return mr;
+}
+
+int me_mr_check_remote(struct me_net *mn, u32 id, u64 key, u64 off, u64 len, u32 access)
+{
+	int err;
+	struct me_mr *mr = me_mr_get_remote(mn, id, key, off, len, access, &err);
+
+	if (mr)
+		me_mr_put(mr);
+	return err;
 }
 
 /* Region @id with a reference if [off, off + len) lies in it; else NULL, *err. */
@@ -439,6 +453,57 @@ int me_mr_read(const struct me_mr *mr, u64 off, void *dst, u32 len)
 		dst += n;
 		pos += n;
 		len -= n;
+	}
+	return 0;
+}
+
+int me_mr_write(struct me_mr *mr, u64 off, const void *src, u32 len)
+{
+	u64 pos;
+
+	if (off > mr->length || len > mr->length - off)
+		return -ERANGE;
+	pos = (mr->addr & ~PAGE_MASK) + off;
+	while (len) {
+		u32 in_page = pos & ~PAGE_MASK;
+		u32 n = min_t(u32, len, PAGE_SIZE - in_page);
+
+		page_copy(mr, pos >> PAGE_SHIFT, in_page, (void *)src, n, true);
+		src += n;
+		pos += n;
+		len -= n;
+	}
+	return 0;
+}
+
+/*
+ * Each piece of a source page is mapped and copied once, straight into
+ * the destination page (a receive area's under its page lock, so never
+ * into a page being flipped away).  A source area page is read through
+ * the reference me_mr_page_get() took: a flip meanwhile leaves it whole.
+ */
+int me_mr_transfer(struct me_mr *dst, u64 doff, const struct me_mr *src, u64 soff, u32 len)
+{
+	u64 dpos, spos;
+
+	if (doff > dst->length || len > dst->length - doff ||
+	    soff > src->length || len > src->length - soff)
+		return -ERANGE;
+	dpos = (dst->addr & ~PAGE_MASK) + doff;
+	spos = (src->addr & ~PAGE_MASK) + soff;
+	while (len) {
+		u32 s_in = spos & ~PAGE_MASK, d_in = dpos & ~PAGE_MASK;
+		u32 n = min_t(u32, len, PAGE_SIZE - max(s_in, d_in));
+		struct page *page = me_mr_page_get(src, spos >> PAGE_SHIFT);
+		u8 *va = kmap_local_page(page);
+
+		page_copy(dst, dpos >> PAGE_SHIFT, d_in, va + s_in, n, true);
+		kunmap_local(va);
+		put_page(page);
+		spos += n;
+		dpos += n;
+		len -= n;
+		cond_resched();
 	}
 	return 0;
 }

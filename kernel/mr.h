@@ -66,6 +66,9 @@ struct me_file *me_mr_owner(struct me_mr *mr);
  * -ERANGE.  Local check: range only.  Copies: 0, -ENOENT or -ERANGE.
  */
 int me_mr_check_remote(struct me_net *mn, u32 id, u64 key, u64 off, u64 len, u32 access);
+/* The same check, keeping the region: referenced, or NULL and *err. */
+struct me_mr *me_mr_get_remote(struct me_net *mn, u32 id, u64 key, u64 off, u64 len,
+			       u32 access, int *err);
 int me_mr_check_local(struct me_net *mn, u32 id, u64 off, u64 len);
 int me_mr_copy_from(struct me_net *mn, u32 id, u64 off, void *dst, u32 len);
 /*
@@ -87,6 +90,13 @@ int me_mr_atomic(struct me_net *mn, u32 id, u64 off, u32 size, u32 aop, u64 oper
 void me_mr_done(struct me_net *mn, u32 id, u64 off, u64 len);
 /* Copies [off, off + len) of a region held by the caller; 0 or -ERANGE. */
 int me_mr_read(const struct me_mr *mr, u64 off, void *dst, u32 len);
+/* Copies into [off, off + len) of a region held by the caller; 0 or -ERANGE. */
+int me_mr_write(struct me_mr *mr, u64 off, const void *src, u32 len);
+/*
+ * Copies [soff, soff + len) of @src into [doff, doff + len) of @dst (both
+ * held by the caller): 0 or -ERANGE.  Process context (it reschedules).
+ */
+int me_mr_transfer(struct me_mr *dst, u64 doff, const struct me_mr *src, u64 soff, u32 len);
 /* Page @pg of the region (0: the page holding addr), with a reference. */
 struct page *me_mr_page_get(const struct me_mr *mr, unsigned long pg);
 

@@ -26,6 +26,7 @@
 #include "conns.h"
 #include "engine.h"
 #include "link.h"
+#include "loopback.h"
 #include "mr.h"
 #include "netns.h"
 #include "ops.h"
@@ -367,15 +368,14 @@ static int check_post(const struct me_post *req)
 	return 0;
 }
 
-/*
- * An atomic's operand, and the value ME_ATOMIC_CSWAP compares with, from
- * the local buffer (in host order), where the value found will land.
- */
-static int atomic_operands(const struct me_post *req, struct me_mr *mr, struct me_rw *rw)
+int me_ops_atomic_operands(const struct me_post *req, const struct me_mr *mr, u64 *operand,
+			   u64 *compare)
 {
 	u32 len = req->imm == ME_ATOMIC_CSWAP ? 2 * req->len : req->len;
 	int err;
 
+	*operand = 0;
+	*compare = 0;
 	if (req->local_off > mr->length || len > mr->length - req->local_off)
 		return -ERANGE;
 	if (req->imm == ME_ATOMIC_READ)
@@ -384,14 +384,14 @@ static int atomic_operands(const struct me_post *req, struct me_mr *mr, struct m
 		u32 v[2] = {};
 
 		err = me_mr_read(mr, req->local_off, v, len);
-		rw->operand = v[0];
-		rw->compare = v[1];
+		*operand = v[0];
+		*compare = v[1];
 	} else {
 		u64 v[2] = {};
 
 		err = me_mr_read(mr, req->local_off, v, len);
-		rw->operand = v[0];
-		rw->compare = v[1];
+		*operand = v[0];
+		*compare = v[1];
 	}
 	return err;
 }
@@ -412,6 +412,8 @@ static int post(struct me_file *f, const struct me_post *req,
 	ret = check_post(req);
 	if (ret)
 		return ret;
+	if (req->conn == ME_CONN_LOOPBACK)
+		return me_loop_post(f, req, ucmd, may_block);
 	c = me_engine_conn_to_post(f, req->conn);
 	if (!c)
 		return -ENOENT;
@@ -445,7 +447,7 @@ static int post(struct me_file *f, const struct me_post *req,
 	}
 	memset(&rw, 0, sizeof(rw));
 	if (req->opcode == ME_OP_ATOMIC) {
-		ret = atomic_operands(req, kop->mr, &rw);
+		ret = me_ops_atomic_operands(req, kop->mr, &rw.operand, &rw.compare);
 		if (ret)
 			goto err_mr;
 	}

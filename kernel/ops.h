@@ -8,6 +8,7 @@ struct io_uring_cmd;
 struct me_completion;
 struct me_cqe;
 struct me_file;
+struct me_mr;
 struct me_net;
 struct me_post;
 
@@ -33,6 +34,14 @@ void me_ops_complete(struct me_net *mn, const struct me_cqe *cqe);
 void me_ops_release_file(struct me_file *f);
 int me_ops_post(struct me_file *f, const struct me_post *req,
 		struct io_uring_cmd *ucmd, bool may_block);
+
+/*
+ * An atomic's operand, and the value ME_ATOMIC_CSWAP compares with, from
+ * the local buffer of @req (host order), where the value found will land:
+ * 0 or -ERANGE.
+ */
+int me_ops_atomic_operands(const struct me_post *req, const struct me_mr *mr, u64 *operand,
+			   u64 *compare);
 
 /*
  * Zero-copy transmit for the engine (core/me_plat.h): @cookie is an

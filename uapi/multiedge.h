@@ -82,8 +82,10 @@
  * sending file's port (me_recv.port, 40 bytes); ME_CONN_I_SHARED.
  * 19: remote atomic operations (ME_FEATURE_ATOMIC): ME_OP_ATOMIC,
  * ME_ATOMIC_*, ME_CQ_ATOMIC.
+ * 20: loopback (ME_FEATURE_LOOPBACK): writes, notifies, reads and atomics
+ * posted on ME_CONN_LOOPBACK reach the regions of the poster's own node.
  */
-#define ME_ABI_VERSION		19
+#define ME_ABI_VERSION		20
 
 /* Default ethertype: IEEE 802.1 Local Experimental 1. */
 #define ME_DEFAULT_ETHERTYPE	0x88B5
@@ -158,6 +160,8 @@ struct me_query {
 #define ME_FEATURE_SHARED	(1U << 5)
 /* ABI 19: ME_OP_ATOMIC. */
 #define ME_FEATURE_ATOMIC	(1U << 6)
+/* ABI 20: ME_CONN_LOOPBACK. */
+#define ME_FEATURE_LOOPBACK	(1U << 7)
 
 #define ME_QUERY_SIZE_VER0	32	/* first published size */
 #define ME_QUERY_SIZE_VER1	48	/* + pinned_pages, regions */
@@ -590,13 +594,24 @@ struct me_disconnect {
  *                 must grant ME_ACCESS_REMOTE_READ and _WRITE
  *                 (ME_ATOMIC_READ: _READ)
  *
+ * ABI 20 (ME_FEATURE_LOOPBACK): conn ME_CONN_LOOPBACK, which no connection
+ * has, is this node itself: a write, notify, read or atomic on it reaches
+ * the regions of the poster's own node (its network namespace: another
+ * file's, or this file's), by their ids and keys as a peer's would, with
+ * the same checks and the same errors in the completion.  It is done
+ * before the post returns, its completion queued (conn ME_CONN_LOOPBACK,
+ * peer this node); a notify's ME_CQ_NOTIFY goes to the target region's
+ * owner first, with the same conn and peer.  It needs no link and no
+ * connection.  ME_OP_SEND on it: -EOPNOTSUPP.
+ *
  * Posting blocks while the connection's operation queue or this file's
  * completion queue is full, unless ME_POST_F_NONBLOCK (then -EAGAIN).
  *
  * in: everything
  *
  * Errors at posting (nothing was sent):
- *   -EOPNOTSUPP   unknown opcode, flag or atomic operation
+ *   -EOPNOTSUPP   unknown opcode, flag or atomic operation; ME_OP_SEND
+ *                 on ME_CONN_LOOPBACK
  *   -EINVAL       len 0, or remote_* set for ME_OP_SEND; ME_OP_ATOMIC
  *                 with len other than 4 or 8; imm set for anything but
  *                 ME_OP_NOTIFY and ME_OP_ATOMIC; port set on
@@ -683,6 +698,9 @@ struct me_post {
  * none comes, the module's timer sends them within a tick.
  */
 #define ME_POST_F_MORE		(1U << 1)
+
+/* ABI 20: the connection id that is this node itself (no connection has it). */
+#define ME_CONN_LOOPBACK	0xffffffffU
 
 #define ME_OP_MAX_LEN		(1U << 30)
 #define ME_SEND_MAX		1024

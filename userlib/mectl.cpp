@@ -82,6 +82,7 @@ std::string feature_names(std::uint32_t features)
 		{ME_FEATURE_RECV_POLL, "recv_poll"}, {ME_FEATURE_PORTS, "ports"},
 		{ME_FEATURE_POST_MORE, "post_more"}, {ME_FEATURE_SHARED, "shared"},
 		{ME_FEATURE_ATOMIC, "atomic"},
+		{ME_FEATURE_LOOPBACK, "loopback"},
 	};
 	std::string out;
 	for (const auto &[bit, name] : names)

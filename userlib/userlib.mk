@@ -1,7 +1,7 @@
 # libmultiedge (static for in-tree users, versioned shared for installs)
 # and the mectl tool.
 
-LIBME_VERSION := 0.3.0
+LIBME_VERSION := 0.3.1
 # Before 1.0 every minor version may change the C++ ABI (class layouts:
 # 0.2 grew Message, ConnectionInfo and Connection; 0.3 added the remote
 # atomics and CompletionType::Atomic), so the soname carries it: a program

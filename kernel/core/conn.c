@@ -252,8 +252,11 @@ void me_conn_retire(struct me_conn *c)
 	struct me_node *n = c->node;
 	u32 slot = slot_of(n, c->id), next;
 
-	/* The slot's next id: one generation on, back to the first at the end. */
-	next = c->id > 0xffffffffu - (n->slot_mask + 1) ? slot + 1 :
+	/*
+	 * The slot's next id: one generation on, back to the first at the
+	 * end, never ME_CONN_ID_NONE.
+	 */
+	next = c->id >= ME_CONN_ID_NONE - (n->slot_mask + 1) ? slot + 1 :
 	       c->id + n->slot_mask + 1;
 	me_lock(&n->ctl_lock);
 	me_ptr_store((void **)&n->conns[slot], NULL);

@@ -49,6 +49,8 @@ struct me_conn;
 #define ME_MAX_CONNS	(1u << 20)	/* cfg.max_conns at most */
 #define ME_MAX_PEERS	65536		/* cfg.max_peers at most */
 #define ME_ADDR_BCAST	0xffffffffffffull	/* link-layer broadcast */
+/* No connection ever has this id (0 neither): a host may give it a meaning. */
+#define ME_CONN_ID_NONE	0xffffffffu
 
 /* Delivery mode of a connection (both directions). */
 #define ME_MODE_UNORDERED	0	/* place each packet on arrival (RDMA) */

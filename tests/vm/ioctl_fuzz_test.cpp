@@ -509,10 +509,14 @@ void Child::fill_post(me_post *r, int e)
 	r->opcode = static_cast<uint32_t>(pick(ME_OP_WRITE, ME_OP_ATOMIC));
 	const uint64_t which = pick(0, 99);
 	const bool shared = which >= 75 && which < 95;
-	r->conn = which < 75 ? conn_[me] : shared ? shared_[me] : static_cast<uint32_t>(pick(0, 300));
+	r->conn = which < 75   ? conn_[me]
+		  : shared     ? shared_[me]
+		  : which < 97 ? ME_CONN_LOOPBACK	// this node (ABI 20)
+			       : static_cast<uint32_t>(pick(0, 300));
 	r->cookie = pick(0, ~0ull);
 	const auto &mine = regions_[e];
-	const auto &theirs = regions_[1 - me];
+	// The loopback reaches this node's regions: the file's own.
+	const auto &theirs = r->conn == ME_CONN_LOOPBACK ? mine : regions_[1 - me];
 	const Region lr = mine.empty() ? Region{0, 0} : mine[pick(0, mine.size() - 1)];
 	r->local_region = chance(95) ? lr.id : static_cast<uint32_t>(pick(0, 5000));
 	r->len = static_cast<uint32_t>(chance(60) ? pick(1, 4096) : chance(90) ? pick(1, 1 << 20)

@@ -74,7 +74,7 @@ std::string status_text(int status, CompletionType type)
 
 std::string Completion::describe() const
 {
-	std::string c = std::to_string(conn);
+	std::string c = detail::conn_label(conn);
 	std::string n = std::to_string(peer);
 	const char *op = nullptr;
 	switch (type) {

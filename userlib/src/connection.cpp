@@ -32,7 +32,7 @@ const char *op_name(const me_post &p)
 
 std::string post_hint(int err, const me_post &p)
 {
-	std::string conn = std::to_string(p.conn);
+	std::string conn = detail::conn_label(p.conn);
 	std::string region = std::to_string(p.local_region);
 	switch (err) {
 	case EINVAL:
@@ -70,6 +70,9 @@ std::string post_hint(int err, const me_post &p)
 	case EINTR:
 		return "a signal arrived while waiting for room; nothing was posted";
 	case EOPNOTSUPP:
+		if (p.conn == ME_CONN_LOOPBACK && p.opcode == ME_OP_SEND)
+			return "this node's loopback carries no sends: send to another Device of "
+			       "the node through the means you share with it";
 		if (p.flags & ME_POST_F_MORE)
 			return "Post::More needs a module of ABI 15 or newer (mectl info)";
 		if (p.opcode == ME_OP_ATOMIC)
@@ -128,7 +131,7 @@ Status Connection::close()
 	id_ = 0;
 	peer_ = 0;
 	hold_ = Hold::Own;
-	if (hold == Hold::Borrowed)
+	if (hold == Hold::Borrowed || hold == Hold::Loopback)
 		return {};
 
 	me_disconnect req{};
@@ -175,7 +178,7 @@ Status post(const std::shared_ptr<detail::DeviceFile> &file, std::uint32_t conn,
 	// Built only on failure: this runs once per operation.
 	auto what = [&p, conn] {
 		return std::string("cannot post ") + op_name(p) + " on connection " +
-		       std::to_string(conn);
+		       detail::conn_label(conn);
 	};
 	if (!file || !conn)
 		return detail::empty_error(std::string("cannot post ") + op_name(p), "Connection");
@@ -304,7 +307,7 @@ Status Connection::atomic(AtomicOp op, const MemoryRegion &local, std::uint64_t 
 {
 	if (op == AtomicOp::CompareSwap)
 		return detail::errno_error(EINVAL,
-					   "cannot post atomic on connection " + std::to_string(id_),
+					   "cannot post atomic on connection " + detail::conn_label(id_),
 					   "AtomicOp::CompareSwap compares with a second value: post "
 					   "it with compare_swap()");
 	me_post p = one_sided(ME_OP_ATOMIC, local_off, remote, remote_off, size, cookie);

@@ -384,6 +384,21 @@ Result<Connection> Device::accept(const Message &m) const
 			  shared ? Connection::Hold::Borrowed : Connection::Hold::Own);
 }
 
+Result<Connection> Device::loopback() const
+{
+	if (!file_)
+		return detail::empty_error("cannot use this node's loopback", "Device");
+	if (!(file_->features & ME_FEATURE_LOOPBACK))
+		return detail::errno_error(EOPNOTSUPP, "cannot use this node's loopback",
+					   "the loaded module (ABI " + std::to_string(file_->abi) +
+						   ") has none: load multiedge.ko of ABI 20 or newer "
+						   "(mectl info)");
+	auto info = query();
+	if (!info)
+		return info.error();
+	return Connection(file_, ME_CONN_LOOPBACK, info->node_id, Connection::Hold::Loopback);
+}
+
 Result<Connection> Device::connect(std::uint32_t peer, Ordering ordering,
 				   std::chrono::milliseconds timeout) const
 {

@@ -35,9 +35,14 @@ std::string abi4_hint()
 	       "(see mectl info); load the multiedge.ko built with this library";
 }
 
+std::string conn_label(std::uint32_t conn)
+{
+	return conn == ME_CONN_LOOPBACK ? std::string("loopback") : std::to_string(conn);
+}
+
 Status check_send_port(const DeviceFile &file, std::uint32_t conn, std::uint16_t port)
 {
-	const std::string what = "cannot post send_to on connection " + std::to_string(conn);
+	const std::string what = "cannot post send_to on connection " + conn_label(conn);
 	if (!port)
 		return errno_error(EDESTADDRREQ, what,
 				   "port 0 names no Device: a Message with port 0 came from a "
@@ -54,7 +59,7 @@ Status check_atomic(const DeviceFile &file, const char *call, std::uint32_t conn
 		    const MemoryRegion &local, std::uint64_t local_off, const AtomicArgs &a)
 {
 	auto what = [call, conn] {
-		return std::string("cannot post ") + call + " on connection " + std::to_string(conn);
+		return std::string("cannot post ") + call + " on connection " + conn_label(conn);
 	};
 	if (!(file.features & ME_FEATURE_ATOMIC))
 		return errno_error(EOPNOTSUPP, what(),

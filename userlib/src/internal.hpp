@@ -20,6 +20,10 @@ Error errno_error(int err, const std::string &what, const std::string &hint = {}
 // The hint for ENOTTY from a command added in ABI 4: the module is older.
 std::string abi4_hint();
 
+// A connection id as messages name it: its number, or "loopback" for
+// ME_CONN_LOOPBACK (this node itself).
+std::string conn_label(std::uint32_t conn);
+
 // The error every call on an empty object (moved from, closed) returns.
 Error empty_error(const std::string &what, const char *object);
 

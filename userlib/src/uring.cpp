@@ -253,7 +253,7 @@ Status UringQueue::prepare(std::uint32_t opcode, const Connection &conn,
 {
 	// Built only on failure: this runs once per operation.
 	auto what = [&conn] {
-		return "cannot prepare an io_uring post on connection " + std::to_string(conn.id_);
+		return "cannot prepare an io_uring post on connection " + detail::conn_label(conn.id_);
 	};
 	if (!s_)
 		return detail::empty_error("cannot prepare an io_uring post", "UringQueue");
@@ -413,7 +413,7 @@ Status UringQueue::atomic(const Connection &conn, AtomicOp op, const MemoryRegio
 	if (op == AtomicOp::CompareSwap)
 		return detail::errno_error(EINVAL,
 					   "cannot prepare an io_uring atomic on connection " +
-						   std::to_string(conn.id_),
+						   detail::conn_label(conn.id_),
 					   "AtomicOp::CompareSwap compares with a second value: "
 					   "prepare it with compare_swap()");
 	return prepare_atomic(conn, local, local_off, remote, remote_off,

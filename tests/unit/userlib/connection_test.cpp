@@ -1617,3 +1617,51 @@ TEST(Describe, AtomicRefusalsOfTheTargetSayWhy)
 	c.status = EACCES;
 	EXPECT_FALSE(contains(c.describe(), "RemoteReadWrite")) << c.describe();
 }
+
+// ---- the loopback (ABI 20) ------------------------------------------------------
+
+// This node as a connection: posts carry ME_CONN_LOOPBACK, close() tells
+// the module nothing, and messages name it.
+TEST_F(Fake, LoopbackPostsOnThisNodeAndGivesNothingBack)
+{
+	mod.query.features |= ME_FEATURE_LOOPBACK;
+	mod.query.node_id = 0x1234;
+	Device dev = open();
+	std::vector<unsigned char> buf(64);
+	auto mr = dev.register_memory(buf.data(), buf.size(), multiedge::Access::None);
+	ASSERT_TRUE(mr);
+	auto lb = dev.loopback();
+	ASSERT_TRUE(lb) << lb.error().message();
+	EXPECT_TRUE(lb->loopback());
+	EXPECT_FALSE(lb->shared());
+	EXPECT_EQ(lb->id(), ME_CONN_LOOPBACK);
+	EXPECT_EQ(lb->peer(), 0x1234u);
+	ASSERT_TRUE(lb->write(mr.value(), 0, {5, 6, 64}, 8, 16, 1));
+	ASSERT_EQ(mod.posts.size(), 1u);
+	EXPECT_EQ(mod.posts[0].conn, ME_CONN_LOOPBACK);
+	mod.post_err = -EOPNOTSUPP;
+	auto st = lb->send(mr.value(), 0, 8, 2);
+	ASSERT_FALSE(st);
+	EXPECT_TRUE(contains(st.error().message(), "on connection loopback")) << st.error().message();
+	EXPECT_TRUE(contains(st.error().message(), "carries no sends")) << st.error().message();
+	EXPECT_TRUE(lb->close());
+	EXPECT_TRUE(mod.disconnects.empty());
+
+	Completion c;
+	c.cookie = 3;
+	c.type = CompletionType::Read;
+	c.status = EACCES;
+	c.conn = ME_CONN_LOOPBACK;
+	EXPECT_TRUE(contains(c.describe(), "on connection loopback failed")) << c.describe();
+}
+
+TEST_F(Fake, LoopbackOnAModuleWithoutItSaysWhy)
+{
+	mod.query.abi_version = 19;
+	Device dev = open();
+	auto lb = dev.loopback();
+	ASSERT_FALSE(lb);
+	EXPECT_EQ(lb.error().code(), std::errc::operation_not_supported);
+	EXPECT_TRUE(contains(lb.error().message(), "(ABI 19)")) << lb.error().message();
+	EXPECT_TRUE(contains(lb.error().message(), "ABI 20 or newer")) << lb.error().message();
+}

@@ -72,5 +72,5 @@ TEST(Device, RefusedOpenLeaksNoDescriptor)
 
 TEST(Version, MatchesTheMacros)
 {
-	EXPECT_STREQ(multiedge::version(), "0.3.0");
+	EXPECT_STREQ(multiedge::version(), "0.3.1");
 }

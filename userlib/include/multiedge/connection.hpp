@@ -184,7 +184,9 @@ public:
 	// The node pair's shared connection (ABI 18): joined through
 	// Device::connect_shared, or that of a message taken by
 	// Device::accept.  Its sends name a port: send_to().
-	bool shared() const noexcept { return hold_ != Hold::Own; }
+	bool shared() const noexcept { return hold_ == Hold::Joined || hold_ == Hold::Borrowed; }
+	// This node itself (Device::loopback(), ABI 20).
+	bool loopback() const noexcept { return hold_ == Hold::Loopback; }
 
 	// local[local_off, +len) -> remote[remote_off, +len).
 	Status write(const MemoryRegion &local, std::uint64_t local_off,
@@ -256,6 +258,7 @@ private:
 		Own,		// its own or accepted: ME_IOC_DISCONNECT closes it
 		Joined,		// shared, joined by this handle: ME_IOC_DISCONNECT leaves
 		Borrowed,	// shared, not joined by this handle: nothing to give back
+		Loopback,	// this node itself (ME_CONN_LOOPBACK): nothing to give back
 	};
 	Connection(std::shared_ptr<detail::DeviceFile> file, std::uint32_t id, std::uint32_t peer,
 		   Hold hold = Hold::Own)

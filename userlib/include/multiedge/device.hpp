@@ -272,6 +272,16 @@ public:
 	// nothing, so it never leaves for a connect_shared() Connection.
 	Result<Connection> accept(const Message &m) const;
 
+	// This node itself as a connection (ABI 20, ME_CONN_LOOPBACK):
+	// write, write_notify, read, atomic and compare_swap on it reach the
+	// regions of this node (another Device's of the same node, or this
+	// one's) by their RemoteRegion, with a peer's checks and errors; each
+	// is done before the call returns, its completion queued (conn
+	// ME_CONN_LOOPBACK, peer this node).  Needs no link.  Sends on it
+	// fail with EOPNOTSUPP; close() gives nothing back.  EOPNOTSUPP from
+	// a module before ABI 20.
+	Result<Connection> loopback() const;
+
 	int fd() const noexcept { return file_ ? file_->fd : -1; }
 	const std::string &path() const noexcept { return path_; }
 

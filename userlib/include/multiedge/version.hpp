@@ -3,7 +3,7 @@
 
 #define MULTIEDGE_VERSION_MAJOR 0
 #define MULTIEDGE_VERSION_MINOR 3
-#define MULTIEDGE_VERSION_PATCH 0
+#define MULTIEDGE_VERSION_PATCH 1
 
 namespace multiedge {
 // The library's version as "major.minor.patch".

@@ -210,7 +210,7 @@ ssize_t Endpoint::atomic(const AtomicRequest &r)
 	auto [region, rkey] = domain->mapped[r.key - 1];
 	if (*peer == domain->self)
 		return atomic_local(r, aop, size, region, rkey, report);
-	if (is_local(*peer))
+	if (is_local(*peer) && !domain->loopback)
 		return -FI_EOPNOTSUPP;	// another endpoint of this node: no path
 	if (domain->free_atomic_slots.empty()) {
 		domain->progress();

@@ -419,6 +419,7 @@ int domain_open(fid_fabric *fabric, fi_info *info, fid_domain **out, void *conte
 	// Without atomics in the module (before ABI 19) FI_ATOMIC is not
 	// offered and the atomic calls answer -FI_ENOSYS.
 	d->atomics = q.features & ME_FEATURE_ATOMIC;
+	d->loopback = q.features & ME_FEATURE_LOOPBACK;
 	if (d->atomics && (err = d->init_atomics())) {
 		MEFI_WARN("registering the atomics' buffer: %s\n", std::strerror(err));
 		delete d;

@@ -250,6 +250,11 @@ void Endpoint::forget_conn(Addr addr, std::uint32_t conn)
 
 int Endpoint::post_to(Addr addr, me_post &m)
 {
+	// Another endpoint of this node: the module's loopback, no connection.
+	if (is_local(addr)) {
+		m.conn = ME_CONN_LOOPBACK;
+		return ::ioctl(domain->fd, ME_IOC_POST, &m) ? errno : 0;
+	}
 	for (bool again = false;; again = true) {
 		m.conn = conn_to(addr);
 		if (!m.conn) {

@@ -464,6 +464,10 @@ public:
 	std::uint8_t *atomic_buf = nullptr;
 	std::uint32_t atomic_region = 0;
 	std::vector<int> free_atomic_slots;
+	// The module's loopback (ABI 20): RMA and atomics to another endpoint
+	// of this node go through it (ME_CONN_LOOPBACK); without it they
+	// answer -FI_EOPNOTSUPP.
+	bool loopback = false;
 
 	int init_bounce();
 	int init_atomics();

@@ -42,7 +42,7 @@ ssize_t Endpoint::rma(bool read, void *buf, std::size_t len, void *desc, fi_addr
 	auto [region, rkey] = domain->mapped[key - 1];
 	if (*peer == domain->self)
 		return rma_local(read, buf, len, region, rkey, addr, data, flags, context);
-	if (is_local(*peer))
+	if (is_local(*peer) && !domain->loopback)
 		return -FI_EOPNOTSUPP;	// another endpoint of this node: no path
 	if (!len) {
 		complete_rma(context, read, report, 0);

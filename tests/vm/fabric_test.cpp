@@ -1012,11 +1012,12 @@ std::uint64_t map_key(Fab &f, std::uint8_t *raw)
 	return key;
 }
 
-// fi_write, fi_read, fi_writedata and fi_inject_write onto a peer's
+namespace {
+
+// fi_write, fi_read, fi_writedata and fi_inject_write from a onto b's
 // region by its raw key; the module's checks come back as errors.
-TEST_F(FabricTest, RmaWithRawKeys)
+void rma_with_raw_keys(Fab &a, Fab &b)
 {
-	Fab a(c(), 0, true), b(c(), 1, true);
 	ASSERT_TRUE(a.ok && b.ok);
 	fi_addr_t to_b = a.insert(b);
 	Target t(b, 1 << 20, FI_REMOTE_READ | FI_REMOTE_WRITE);
@@ -1091,6 +1092,22 @@ TEST_F(FabricTest, RmaWithRawKeys)
 	EXPECT_EQ(fi_mr_unmap_key(a.domain, bad), 0);
 	EXPECT_EQ(fi_mr_unmap_key(a.domain, bad), -FI_EINVAL);
 	EXPECT_EQ(fi_write(a.ep, out.data(), 100, nullptr, to_b, 0, bad, &ctx), -FI_EINVAL);
+}
+
+} // namespace
+
+TEST_F(FabricTest, RmaWithRawKeys)
+{
+	Fab a(c(), 0, true), b(c(), 1, true);
+	rma_with_raw_keys(a, b);
+}
+
+// The same between two endpoints of one node: through the module's
+// loopback (ABI 20), with the same checks and answers.
+TEST_F(FabricTest, RmaBetweenEndpointsOfOneNode)
+{
+	Fab a(c(), 0, true), b(c(), 0, true);
+	rma_with_raw_keys(a, b);
 }
 
 // RMA to the endpoint's own node, checked as the module checks a peer.
@@ -1851,8 +1868,8 @@ TEST_F(FabricTest, ForgedSenderIsDropped)
 // the provider's same-node path, as the module connects nodes only: every
 // size both ways (inline up to 32 KiB, a passed memory file above), order
 // kept through a flood the socket's queue cannot take at once, the wait fd
-// wakes for them, RMA between them is refused, and a send to one that
-// closed fails.
+// wakes for them, RMA between them works (the module's loopback), and a
+// send to one that closed fails.
 TEST_F(FabricTest, EndpointsOfOneNodeTalk)
 {
 	Fab x(c(), 1, true);
@@ -1924,12 +1941,15 @@ TEST_F(FabricTest, EndpointsOfOneNodeTalk)
 	EXPECT_STREQ(got, "wake");
 	ASSERT_TRUE(wait_done(x, &sw, {&x, &y}));
 	{
-		// RMA has no same-node path.
+		// RMA goes through the module's loopback (RmaBetweenEndpointsOfOneNode).
 		Target t(y, 4096, FI_REMOTE_READ | FI_REMOTE_WRITE);
 		std::uint64_t key = map_key(x, t.raw);
 		int rc;
-		EXPECT_EQ(fi_write(x.ep, wake, sizeof(wake), nullptr, x_to_y, 0, key, &rc),
-			  -FI_EOPNOTSUPP);
+		ASSERT_EQ(fi_write(x.ep, wake, sizeof(wake), nullptr, x_to_y, 0, key, &rc), 0);
+		auto d = wait_done(x, &rc, {&x, &y});
+		ASSERT_TRUE(d);
+		EXPECT_EQ(d->err, 0);
+		EXPECT_EQ(std::memcmp(t.mem.data(), wake, sizeof(wake)), 0);
 	}
 	// y goes: a send to it fails.
 	yp.reset();
@@ -2656,8 +2676,8 @@ TEST_F(FabricTest, AtomicBadInput)
 
 // Atomics to the endpoint itself are applied by the provider with the
 // CPU's atomic instructions, with the module's checks and answers; to
-// another endpoint of its node they answer -FI_EOPNOTSUPP, as RMA does.
-TEST_F(FabricTest, AtomicToItself)
+// another endpoint of its node the module's loopback applies them.
+TEST_F(FabricTest, AtomicToItselfAndItsNode)
 {
 	Fab a(c(), 0, true, FI_CQ_FORMAT_TAGGED, nullptr, {}, FI_ATOMIC);
 	Fab y(c(), 0, true, FI_CQ_FORMAT_TAGGED, nullptr, {}, FI_ATOMIC);
@@ -2697,15 +2717,21 @@ TEST_F(FabricTest, AtomicToItself)
 	ASSERT_TRUE(d);
 	EXPECT_EQ(d->err, 0) << "FI_ATOMIC_READ of a read-only region";
 	EXPECT_EQ(res, 3u);
-	// Another endpoint of the node: no path.
+	// Another endpoint of the node: through the module's loopback (ABI
+	// 20), every operation, and its refusals as a peer's.
 	Target theirs(y, 4096, FI_REMOTE_READ | FI_REMOTE_WRITE);
 	std::uint64_t their_key = map_key(a, theirs.raw);
-	int ctx;
-	EXPECT_EQ(fi_atomic(a.ep, &v, 1, nullptr, to_y, 0, their_key, FI_UINT64, FI_SUM, &ctx),
-		  -FI_EOPNOTSUPP);
-	EXPECT_EQ(fi_fetch_atomic(a.ep, &v, 1, nullptr, &res, nullptr, to_y, 0, their_key,
-				  FI_UINT64, FI_SUM, &ctx),
-		  -FI_EOPNOTSUPP);
+	atomic_sweep(a, to_y, theirs, their_key, {&a, &y});
+	std::memcpy(wrong, theirs.raw, 16);
+	wrong[8] ^= 1;
+	auto r = run_atomic(a, AKind::Fetch, AForm::Plain, &v, &v, &res, to_y, 0,
+			    map_key(a, wrong), FI_UINT64, FI_SUM, {&a, &y});
+	ASSERT_TRUE(r);
+	EXPECT_EQ(r->err, FI_EACCES) << "wrong key, another endpoint";
+	r = run_atomic(a, AKind::Fetch, AForm::Plain, &v, &v, &res, to_y, 4, their_key, FI_UINT64,
+		       FI_SUM, {&a, &y});
+	ASSERT_TRUE(r);
+	EXPECT_EQ(r->err, FI_EINVAL) << "misaligned, another endpoint";
 }
 
 // Operations of an endpoint closed with them in flight still complete into

@@ -27,6 +27,12 @@ constexpr std::size_t kMaxHeld = 4096;	// early messages held per stream
 // What an unexpected message costs besides its payload (entry, list node).
 constexpr std::size_t kUnexpectedEntry = sizeof(Unexpected) + 2 * sizeof(void *);
 constexpr auto kRefusedLimit = std::chrono::seconds(60);
+// A rendezvous send whose Fin has not come this long after its Rts is
+// asked after: its receiver may have closed (a send to its port is then
+// refused) or given the port to a new endpoint (which answers that it
+// holds no such Rts); a receiver that is only late costs a small message
+// this often.
+constexpr auto kProbeEvery = std::chrono::seconds(1);
 constexpr std::chrono::microseconds kBackoffMin{100}, kBackoffMax{20000};
 
 std::uint32_t random_session()
@@ -179,8 +185,9 @@ ssize_t Endpoint::queue_send(Addr addr, Op *op, const std::uint8_t *payload,
 	op->slot = domain->free_slots.back();
 	domain->free_slots.pop_back();
 	Peer &p = peers[addr];
-	op->h.seq = p.tx_seq++;
-	op->h.session = session;
+	// A probe is answered at once, out of the stream (deliver()).
+	op->h.seq = op->h.kind == Kind::Probe ? 0 : p.tx_seq++;
+	op->h.session = stream_session(p);
 	op->h.port = addr_port(domain->self);
 	std::uint8_t *at = domain->bounce + std::size_t(op->slot) * ME_SEND_MAX;
 	encode(op->h, at);
@@ -353,13 +360,27 @@ void Endpoint::fail_peer(Addr addr, int err)
 	}
 }
 
-void Endpoint::refused(Addr addr)
+void Endpoint::restart_stream(Addr addr, std::uint32_t old)
+{
+	Peer &p = peers[addr];
+	if (old != stream_session(p))
+		return;		// restarted already
+	std::uint32_t next;
+	do
+		next = random_session();
+	while (next == old || next == session);
+	p.session = next;
+	p.tx_seq = 0;
+}
+
+void Endpoint::refused(Addr addr, std::uint32_t old)
 {
 	// No endpoint of its node holds that port now (it closed): as when a
 	// connection to it is refused, what waits for it fails, and so do its
 	// rendezvous sends waiting for a Fin, which nobody will send (with a
 	// connection of its own they would fail when it closed).
 	fail_peer(addr, FI_ECONNREFUSED);
+	restart_stream(addr, old);
 	std::vector<Op *> lost;
 	for (auto &[id, op] : rendezvous)
 		if (op->addr == addr && !op->cookie && op->slot < 0)
@@ -383,7 +404,9 @@ void Endpoint::release(Op *op)
 
 void Endpoint::send_fin(Addr addr, std::uint64_t id, int status)
 {
-	if (domain->free_slots.empty()) {
+	// Behind those already waiting: a probe's answer must not pass the
+	// Fin that finished the same Rts.
+	if (domain->free_slots.empty() || !fins.empty()) {
 		fins.push_back({addr, id, status});
 		return;
 	}
@@ -397,9 +420,58 @@ void Endpoint::send_fin(Addr addr, std::uint64_t id, int status)
 	queue_send(addr, op, nullptr, 0);
 }
 
+void Endpoint::probe_rendezvous()
+{
+	const auto now = std::chrono::steady_clock::now();
+	std::map<Addr, Op *> oldest;
+	for (auto &[id, op] : rendezvous) {
+		// Sent, and waiting for its Fin alone.
+		if (op->cookie || op->slot >= 0 || op->fin_seen || now - op->rts_sent < kProbeEvery)
+			continue;
+		Op *&o = oldest[op->addr];
+		if (!o || op->h.id < o->h.id)
+			o = op;
+	}
+	for (auto &[addr, op] : oldest) {
+		Peer &p = peers[addr];
+		if (now - p.probed < kProbeEvery || domain->free_slots.empty())
+			continue;	// asked lately, or no slot: the next progress
+		p.probed = now;
+		auto *probe = new Op;
+		probe->type = Op::Type::Send;
+		probe->addr = addr;
+		probe->report = false;
+		probe->h.kind = Kind::Probe;
+		probe->h.id = op->h.id;
+		queue_send(addr, probe, nullptr, 0);
+	}
+}
+
+bool Endpoint::holds_rts(Addr addr, std::uint64_t id) const
+{
+	for (const Unexpected &u : unexpected)
+		if (u.h.kind == Kind::Rts && u.addr == addr && u.h.id == id)
+			return true;
+	// Held early, behind a message of its stream still to come.
+	for (auto it = streams.lower_bound({addr, 0}); it != streams.end() && it->first.first == addr;
+	     ++it)
+		for (const auto &[seq, msg] : it->second.held) {
+			std::optional<Header> h = decode(msg.data(), msg.size());
+			if (h && h->kind == Kind::Rts && h->id == id)
+				return true;
+		}
+	for (const Op *op : reads)
+		if (op->addr == addr && op->h.id == id)
+			return true;
+	for (const auto &[cookie, op] : posted)
+		if (op->type == Op::Type::Read && op->addr == addr && op->h.id == id)
+			return true;
+	return false;
+}
+
 void Endpoint::complete_tx(Op *op, int err)
 {
-	if (op->h.kind == Kind::Fin)
+	if (op->h.kind == Kind::Fin || op->h.kind == Kind::Probe)
 		return;		// the provider's own message: nobody posted it
 	if (op->pieces) {	// the send completes with its last piece
 		Op::Pieces &p = *op->pieces;
@@ -666,6 +738,8 @@ void Endpoint::retry()
 	for (auto &[addr, p] : peers)
 		if (!p.waiting.empty())
 			flush(addr);
+	if (!rendezvous.empty())
+		probe_rendezvous();
 }
 
 void Endpoint::on_completion(const me_completion &c)
@@ -779,17 +853,19 @@ void Endpoint::on_completion(const me_completion &c)
 		// holds) says nothing of the connection, as EACCES and ERANGE.
 		if (err != EACCES && err != ERANGE && err != ECONNREFUSED)
 			forget_conn(addr, c.conn);
-		if (op->h.kind != Kind::Fin)
+		if (op->h.kind != Kind::Fin && op->h.kind != Kind::Probe)
 			complete_tx(op, fi_error_of(err));
+		const std::uint32_t stream = op->h.session;
 		release(op);
 		if (err == ECONNREFUSED)
-			refused(addr);
+			refused(addr, stream);
 	} else if (op->h.kind == Kind::Rts && !op->fin_seen) {
 		p.backoff = std::chrono::microseconds{0};
 		// Sent; the send completes with the receiver's Fin.
 		domain->free_slots.push_back(op->slot);
 		op->slot = -1;
 		op->cookie = 0;
+		op->rts_sent = now;
 	} else {
 		p.backoff = std::chrono::microseconds{0};
 		if (op->h.kind == Kind::Eager || op->h.kind == Kind::Frag)
@@ -842,6 +918,10 @@ void Endpoint::on_message(std::uint32_t node, std::uint32_t conn, std::uint32_t 
 void Endpoint::accept_in_order(Addr addr, const Header &h, const std::uint8_t *msg,
 			       std::size_t len)
 {
+	if (h.kind == Kind::Probe) {
+		deliver(addr, h, msg + kHeaderSize);	// outside the stream
+		return;
+	}
 	Stream &s = streams[{addr, h.session}];
 	if (h.seq != s.rx_seq) {
 		if (static_cast<std::int32_t>(h.seq - s.rx_seq) > 0 && s.held.size() < kMaxHeld)
@@ -897,6 +977,14 @@ void Endpoint::take(Stream &s, Addr addr, const Header &h, const std::uint8_t *p
 
 void Endpoint::deliver(Addr addr, const Header &h, const std::uint8_t *payload)
 {
+	if (h.kind == Kind::Probe) {
+		// Its sender's stream is in order: the Rts came before, unless
+		// this endpoint is not the one it was sent to (a new one on the
+		// port), or finished with it (its Fin is ahead of this answer).
+		if (!holds_rts(addr, h.id))
+			send_fin(addr, h.id, ECONNRESET);
+		return;
+	}
 	if (h.kind == Kind::Fin) {
 		auto it = rendezvous.find(h.id);
 		if (it == rendezvous.end() || it->second->addr != addr || it->second->fin_seen) {
@@ -911,8 +999,13 @@ void Endpoint::deliver(Addr addr, const Header &h, const std::uint8_t *payload)
 			op->fin_status = h.status;
 			return;
 		}
+		const std::uint32_t stream = op->h.session;
 		complete_tx(op, h.status ? fi_error_of(h.status) : 0);
 		release(op);
+		// A probe's answer, no such Rts there: another endpoint holds
+		// the port now, and holds this stream's next messages for ever.
+		if (h.status == ECONNRESET)
+			restart_stream(addr, stream);
 		return;
 	}
 	auto &list = (h.flags & kFlagTagged) ? posted_tagged : posted_msg;

@@ -271,7 +271,7 @@ ssize_t Endpoint::local_send(std::unique_ptr<Op> op, const void *buf, std::size_
 	Addr to = op->addr;
 	Peer &p = peers[to];
 	h.seq = p.tx_seq++;
-	h.session = session;
+	h.session = stream_session(p);
 	h.port = addr_port(domain->self);
 	encode(h, op->local_msg.data());
 	p.waiting.push_back(op.release());
@@ -306,10 +306,14 @@ void Endpoint::flush_local(Addr to, Peer &p)
 			int err = errno;
 			if (err == EAGAIN || err == EINTR || err == ENOBUFS)
 				return;		// its queue is full: retry() comes back
-			// ECONNREFUSED: nobody has that name, the endpoint is gone.
+			// ECONNREFUSED: nobody has that name, the endpoint is gone
+			// (a new one there gets a new stream).
 			p.waiting.pop_front();
 			complete_tx(op, err == ENOENT ? FI_ECONNREFUSED : fi_error_of(err));
+			const std::uint32_t stream = op->h.session;
 			release(op);
+			if (err == ENOENT || err == ECONNREFUSED)
+				restart_stream(to, stream);
 			continue;
 		}
 		p.waiting.pop_front();

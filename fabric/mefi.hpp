@@ -102,6 +102,8 @@ enum class Kind : std::uint8_t {
 	Shm = 4,	// same node only: the message is the file passed with it
 	Frag = 5,	// a piece of an eager message of up to kFragMax bytes
 			// (key: its offset), in consecutive sequence numbers
+	Probe = 6,	// does the receiver still hold Rts `id`?  If not, its Fin
+			// answers with ECONNRESET
 };
 
 constexpr std::uint8_t kFlagTagged = 1u << 0;
@@ -346,6 +348,7 @@ struct Op {
 	RecvRequest req;
 	std::chrono::steady_clock::time_point refused{};	// first ENOBUFS
 	bool fin_seen = false;		// an Rts's Fin came before its completion
+	std::chrono::steady_clock::time_point rts_sent{};	// its Rts's completion
 	int fin_status = 0;
 	// To an endpoint of this node: the datagram (header, inline payload)
 	// and, for Kind::Shm, the file holding the message.
@@ -399,6 +402,13 @@ struct Peer {
 	// is not flooded with resends) and ends at the first success.
 	std::chrono::steady_clock::time_point hold_until{};
 	std::chrono::microseconds backoff{0};
+	// When its rendezvous were last asked after (a Probe).
+	std::chrono::steady_clock::time_point probed{};
+	// The session of this endpoint's stream to it (0: the endpoint's
+	// own).  A new one, from sequence number 0, once the endpoint that
+	// held its port was found gone: a new endpoint there starts with no
+	// stream and would hold the old one's next message for ever.
+	std::uint32_t session = 0;
 };
 
 // Messages of one sending endpoint (address, session), delivered in order.
@@ -570,7 +580,8 @@ public:
 	void on_local_message(Addr from, const std::uint8_t *msg, std::size_t len,
 			      const std::vector<Fd> &files);
 	void on_completion(const me_completion &c);
-	// Posts what waited for room (window, slots, the module's queues).
+	// Posts what waited for room (window, slots, the module's queues),
+	// and asks after overdue rendezvous.
 	void retry();
 
 private:
@@ -587,7 +598,13 @@ private:
 	bool post_read(Op *op);
 	void fail_peer(Addr addr, int err);
 	// A send's completion said no endpoint holds that port at its node.
-	void refused(Addr addr);
+	void refused(Addr addr, std::uint32_t session);
+	// The stream to `addr` a message of `session` was in, and its next
+	// sequence number.
+	std::uint32_t stream_session(const Peer &p) const { return p.session ? p.session : session; }
+	// The endpoint that held `addr` is gone: if `session` is still the
+	// stream's, the next message starts a new one.
+	void restart_stream(Addr addr, std::uint32_t session);
 	bool matches(const RecvRequest &r, Addr addr, const Header &h) const;
 	void flush(Addr addr);
 	// Same node (local.cpp).
@@ -612,6 +629,11 @@ private:
 	ssize_t queue_send(Addr addr, Op *op, const std::uint8_t *payload,
 			   std::size_t n);
 	void send_fin(Addr addr, std::uint64_t id, int status);
+	// Rendezvous sends whose Fin is overdue: ask each receiver after the
+	// oldest (a Probe), at most every kProbeEvery per receiver.
+	void probe_rendezvous();
+	// Whether an Rts `id` from `addr` is still this endpoint's to finish.
+	bool holds_rts(Addr addr, std::uint64_t id) const;
 	void complete_tx(Op *op, int err);
 	void complete_rx(const RecvRequest &r, Addr addr, const Header &h,
 			 std::size_t got, int err, std::size_t olen);

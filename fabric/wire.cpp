@@ -161,6 +161,11 @@ std::optional<Header> decode(const std::uint8_t *in, std::size_t len)
 		    h.id || h.status || h.key >= h.len || len - kHeaderSize > h.len - h.key)
 			return std::nullopt;
 		break;
+	case Kind::Probe:
+		if (len != kHeaderSize || !h.id || h.flags || h.tag || h.data || h.len ||
+		    h.region || h.key || h.status)
+			return std::nullopt;
+		break;
 	case Kind::Shm:
 		if (len != kHeaderSize || !h.len || h.len > ME_OP_MAX_LEN || h.region || h.key ||
 		    h.id || h.status)

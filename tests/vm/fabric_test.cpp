@@ -1960,6 +1960,68 @@ TEST_F(FabricTest, EndpointsOfOneNodeTalk)
 	EXPECT_EQ(dx->err, FI_ECONNREFUSED) << fi_strerror(dx->err);
 }
 
+// A rendezvous send whose receiver closed before taking it completes by
+// itself: the sender asks after it (a Probe, kProbeEvery) and the module
+// refuses that for the port nobody holds.  A new endpoint on the port
+// then gets the sender's next messages (its stream starts again).  One
+// sent to an endpoint that closed while another took its port completes
+// too: the new one answers that it holds no such Rts.
+TEST_F(FabricTest, RendezvousToAnEndpointThatClosedCompletes)
+{
+	Fab x(c(), 0);
+	auto y = std::make_unique<Fab>(c(), 1, false, FI_CQ_FORMAT_TAGGED, "5003");
+	ASSERT_TRUE(x.ok && y->ok);
+	fi_addr_t to_y = x.insert(*y);
+	auto big = pattern(64 << 10, 3);
+	auto pump = [](std::initializer_list<Fab *> fabs, std::chrono::milliseconds t) {
+		drive(fabs, [] { return false; }, t);
+	};
+	int s1;
+	ASSERT_EQ(fi_tsend(x.ep, big.data(), big.size(), nullptr, to_y, 1, &s1), 0);
+	pump({&x, y.get()}, 300ms);	// the Rts is y's, unexpected
+	EXPECT_FALSE(x.take(&s1)) << "completed before its receiver did anything";
+	y.reset();
+	auto t0 = std::chrono::steady_clock::now();
+	auto d = wait_done(x, &s1, {&x});
+	ASSERT_TRUE(d) << "a rendezvous to a closed endpoint never completed";
+	EXPECT_EQ(d->err, FI_ECONNREFUSED) << fi_strerror(d->err);
+	EXPECT_LT(std::chrono::steady_clock::now() - t0, 10s);
+
+	// A new endpoint on the port gets the next message (a new stream).
+	y = std::make_unique<Fab>(c(), 1, false, FI_CQ_FORMAT_TAGGED, "5003");
+	ASSERT_TRUE(y->ok);
+	std::vector<std::uint8_t> in(big.size());
+	int s2, r2;
+	ASSERT_EQ(fi_trecv(y->ep, in.data(), in.size(), nullptr, FI_ADDR_UNSPEC, 2, 0, &r2), 0);
+	ASSERT_EQ(fi_tsend(x.ep, big.data(), big.size(), nullptr, to_y, 2, &s2), 0);
+	auto rd = wait_done(*y, &r2, {&x, y.get()});
+	ASSERT_TRUE(rd) << "the new endpoint on the port never got the message";
+	EXPECT_EQ(rd->err, 0);
+	EXPECT_EQ(in, big);
+	d = wait_done(x, &s2, {&x, y.get()});
+	ASSERT_TRUE(d);
+	EXPECT_EQ(d->err, 0);
+
+	// Its Rts unread, the endpoint closes and another takes the port at once.
+	int s3;
+	ASSERT_EQ(fi_tsend(x.ep, big.data(), big.size(), nullptr, to_y, 3, &s3), 0);
+	pump({&x, y.get()}, 300ms);
+	y.reset();
+	y = std::make_unique<Fab>(c(), 1, false, FI_CQ_FORMAT_TAGGED, "5003");
+	ASSERT_TRUE(y->ok);
+	d = wait_done(x, &s3, {&x, y.get()});
+	ASSERT_TRUE(d) << "a rendezvous to an endpoint replaced on its port never completed";
+	EXPECT_EQ(d->err, FI_ECONNRESET) << fi_strerror(d->err);
+	// And the newest endpoint gets what comes next.
+	int s4, r4;
+	char small[] = "after", got[8] = {};
+	ASSERT_EQ(fi_trecv(y->ep, got, sizeof(got), nullptr, FI_ADDR_UNSPEC, 4, 0, &r4), 0);
+	ASSERT_EQ(fi_tsend(x.ep, small, sizeof(small), nullptr, to_y, 4, &s4), 0);
+	rd = wait_done(*y, &r4, {&x, y.get()});
+	ASSERT_TRUE(rd) << "the newest endpoint never got the next message";
+	EXPECT_STREQ(got, "after");
+}
+
 // ---- atomics (FI_ATOMIC, a module of ABI 19) ----
 
 namespace {

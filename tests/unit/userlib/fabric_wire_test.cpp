@@ -69,6 +69,13 @@ Header fin(int status = 0)
 	return h;
 }
 
+Header probe()
+{
+	Header h = fin();
+	h.kind = Kind::Probe;
+	return h;
+}
+
 bool same(const Header &a, const Header &b)
 {
 	return a.kind == b.kind && a.flags == b.flags && a.seq == b.seq && a.tag == b.tag &&
@@ -78,7 +85,8 @@ bool same(const Header &a, const Header &b)
 
 TEST(FabricWire, EveryKindRoundTrips)
 {
-	for (const Header &h : {eager(0), eager(100), eager(mefi::kEagerMax), rts(), fin(), fin(5)}) {
+	for (const Header &h : {eager(0), eager(100), eager(mefi::kEagerMax), rts(), fin(), fin(5),
+				 probe()}) {
 		auto v = frame(h, h.kind == Kind::Eager ? h.len : 0);
 		auto back = mefi::decode(v.data(), v.size());
 		ASSERT_TRUE(back) << "kind " << int(h.kind) << " len " << h.len;
@@ -114,7 +122,7 @@ TEST(FabricWire, MalformedMessagesAreRefused)
 	v[3] = 1;
 	refused(v, "reserved byte 3");
 	v = good;
-	v[1] = 9;
+	v[1] = 7;
 	refused(v, "unknown kind");
 	v = good;
 	v[1] = 0;
@@ -173,6 +181,19 @@ TEST(FabricWire, MalformedMessagesAreRefused)
 	h.flags = mefi::kFlagTagged;
 	refused(frame(h), "fin with flags");
 	refused(frame(fin(), 8), "fin with payload");
+	h = probe();
+	h.id = 0;
+	refused(frame(h), "probe without an id");
+	h = probe();
+	h.status = 1;
+	refused(frame(h), "probe with a status");
+	h = probe();
+	h.len = 1;
+	refused(frame(h), "probe with a length");
+	h = probe();
+	h.flags = mefi::kFlagData;
+	refused(frame(h), "probe with flags");
+	refused(frame(probe(), 1), "probe with payload");
 }
 
 // Whatever bytes come, decode either refuses them or returns a header that

@@ -27,6 +27,7 @@
 #include "netns.h"
 #include "shared.h"
 #include "cq.h"
+#include "wait.h"
 
 struct me_share {
 	struct list_head file_node;	/* in f->shares (owner_lock) */
@@ -235,27 +236,26 @@ void me_shared_release_file(struct me_file *f)
 	srcu_read_unlock(&mn->conn_srcu, idx);
 }
 
-long me_shared_connect(struct me_file *f, struct me_connect *req, void __user *uarg,
-		       size_t usize)
+/*
+ * Joins the shared connection to @peer, opening it if there is none: 0
+ * and *out, or -errno (nothing joined).  conn_srcu held.
+ */
+static int join_or_open(struct me_net *mn, struct me_file *f, u32 peer, struct me_conn **out)
 {
-	struct me_net *mn = me_net(f->net);
 	struct me_node *core = me_net_core(mn);
 	bool opened = false;
 	struct me_share *s;
 	struct me_conn *c;
-	int ret, idx, st, why;
-	long t;
-	u32 id;
+	int ret;
 
 	s = kzalloc(sizeof(*s), GFP_KERNEL_ACCOUNT);
 	if (!s)
 		return -ENOMEM;
-	idx = srcu_read_lock(&mn->conn_srcu);
 	mutex_lock(&mn->share_mutex);
-	c = find(mn, core, req->peer);
+	c = find(mn, core, peer);
 	ret = 0;
 	if (!c) {
-		ret = me_conn_connect_port(core, req->peer, ME_MODE_SHARED, 0, &c);
+		ret = me_conn_connect_port(core, peer, ME_MODE_SHARED, 0, &c);
 		opened = !ret;
 	}
 	if (!ret)
@@ -272,27 +272,59 @@ long me_shared_connect(struct me_file *f, struct me_connect *req, void __user *u
 	}
 	mutex_unlock(&mn->share_mutex);
 	kfree(s);		/* joined already, or failed */
-	if (ret) {
-		srcu_read_unlock(&mn->conn_srcu, idx);
-		return ret;
-	}
-	id = me_conn_id(c);
+	if (!ret)
+		*out = c;
+	return ret;
+}
 
-	t = me_conns_wait_settled(mn, c, req->timeout_ms);
-	st = me_conn_state(c);
-	if (st == ME_CS_ESTABLISHED) {
-		req->conn = id;
-		ret = copy_to_user(uarg, req, min_t(size_t, usize, sizeof(*req))) ? -EFAULT : 0;
+long me_shared_connect(struct me_file *f, struct me_connect *req, void __user *uarg,
+		       size_t usize)
+{
+	struct me_net *mn = me_net(f->net);
+	u32 ms = req->timeout_ms ? req->timeout_ms : ME_CONNECT_TIMEOUT_MS;
+	unsigned long end = jiffies + msecs_to_jiffies(ms);
+	int ret, idx, st, why;
+	struct me_conn *c;
+	long t;
+	u32 id;
+
+	idx = srcu_read_lock(&mn->conn_srcu);
+	for (;;) {
+		ret = join_or_open(mn, f, req->peer, &c);
 		if (ret)
-			leave(mn, f, id);
-		srcu_read_unlock(&mn->conn_srcu, idx);
-		return ret;
+			break;
+		id = me_conn_id(c);
+		t = me_conns_wait_settled(mn, c, ms);
+		st = me_conn_state(c);
+		if (st == ME_CS_ESTABLISHED) {
+			req->conn = id;
+			ret = copy_to_user(uarg, req, min_t(size_t, usize, sizeof(*req))) ?
+				      -EFAULT : 0;
+			if (ret)
+				leave(mn, f, id);
+			break;
+		}
+		/* Not up: this file gives it up (the last one closes it when it is). */
+		why = me_conn_end_status(c);
+		leave(mn, f, id);
+		ret = me_conns_connect_error(t, st, why);
+		if (t <= 0 || why != -EEXIST)
+			break;
+		/*
+		 * The peer opened one to this node at the same time and keeps
+		 * it (core/conn.c, shared_opened_here()): join that one when
+		 * its CONNECT is here, in the time left.
+		 */
+		t = time_before(jiffies, end) ? (long)(end - jiffies) : 0;
+		t = me_wait_event_timeout(mn->waitq, find(mn, me_net_core(mn), req->peer), t);
+		if (t <= 0) {
+			ret = t < 0 ? -EINTR : -ETIMEDOUT;
+			break;
+		}
+		ms = max_t(u32, jiffies_to_msecs(t), 1);
 	}
-	/* Not up: this file gives it up (the last one closes it when it is). */
-	why = me_conn_end_status(c);
-	leave(mn, f, id);
 	srcu_read_unlock(&mn->conn_srcu, idx);
-	return me_conns_connect_error(t, st, why);
+	return ret;
 }
 
 void me_shared_push_event(struct me_conn_done *cd, const struct me_completion *c)
@@ -300,6 +332,12 @@ void me_shared_push_event(struct me_conn_done *cd, const struct me_completion *c
 	struct me_share *s;
 
 	lockdep_assert_held(&cd->lock);
+	/*
+	 * One the peer refused for its own (EEXIST) never came up: the files
+	 * that joined it, still in their connect, join the peer's instead.
+	 */
+	if (c->type == ME_CQ_CONN_DEAD && c->status == -EEXIST)
+		return;
 	list_for_each_entry(s, &cd->sharers, conn_node)
 		me_cq_push_event(&s->f->cq, c);
 }

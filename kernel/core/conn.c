@@ -343,6 +343,34 @@ static struct me_conn *find_passive(struct me_node *n, const struct me_hdr *h, u
 }
 
 /*
+ * Two nodes that open their shared connection to each other at once would
+ * keep two: the one the lower node id opened is kept.  True (with ctl_lock
+ * held) for a SHARED CONNECT from a higher id while this side's own is
+ * being opened or up: the CONNECT is refused (EEXIST), and the peer's
+ * files join ours when it arrives there.
+ */
+static bool shared_opened_here(struct me_node *n, const struct me_hdr *h)
+{
+	u32 i, cnt = me_atomic_read(&n->nconns);
+
+	if (h->c.mode != ME_MODE_SHARED || n->cfg.node_id > h->src_node)
+		return false;
+	for (i = 0; i < cnt; i++) {
+		struct me_conn *c = n->conns[i];
+		u32 st;
+
+		if (!c || !c->active || c->mode != ME_MODE_SHARED || c->peer != h->src_node)
+			continue;
+		st = me_atomic_read(&c->state);
+		/* Up with this incarnation of the peer, not one that restarted. */
+		if (st == ME_CS_CONNECTING ||
+		    (st == ME_CS_ESTABLISHED && c->peer_inc == h->src_inc))
+			return true;
+	}
+	return false;
+}
+
+/*
  * No state for a sender we do not know: a CONNECT is taken only from a
  * peer and incarnation HELLO made known, from its address on the link it
  * came on, while that path is alive both ways.  (Anyone on the segment
@@ -371,7 +399,8 @@ void me_conn_key_rejected(struct me_conn *c)
 /*
  * Tells a known peer that its CONNECT is refused (@why: ECONNREFUSED, no
  * endpoint here takes its port; ENOSPC, it holds max_passive connections
- * here already, or the table is full): an ABORT with no source connection,
+ * here already, or the table is full; EEXIST, a shared connection this
+ * side opened to it is kept instead): an ABORT with no source connection,
  * carrying the cookie the CONNECT offered (so only who saw the CONNECT can
  * forge one).  No state is kept; a resent CONNECT is refused again.
  */
@@ -399,6 +428,7 @@ static u32 pack_max(u32 peer_window)
 static void rx_connect(struct me_node *n, u32 link, u64 src, const struct me_hdr *h)
 {
 	struct me_conn *c, *fresh;
+	bool mine;
 	u32 live;
 
 	if (h->dst_inc && h->dst_inc != n->cfg.incarnation) {
@@ -417,7 +447,13 @@ static void rx_connect(struct me_node *n, u32 link, u64 src, const struct me_hdr
 	if (!me_trylock(&n->ctl_lock))
 		return;		/* the peer resends CONNECT */
 	c = find_passive(n, h, &live);
+	mine = !c && shared_opened_here(n, h);
 	me_unlock(&n->ctl_lock);
+	if (mine) {
+		me_stat_inc(n, ME_ST_CONN_REFUSED);
+		send_refusal(n, link, src, h, EEXIST);
+		return;
+	}
 	if (!c && live >= n->cfg.max_passive) {
 		me_stat_inc(n, ME_ST_CONN_REFUSED);
 		send_refusal(n, link, src, h, ENOSPC);
@@ -436,12 +472,13 @@ static void rx_connect(struct me_node *n, u32 link, u64 src, const struct me_hdr
 			return;
 		}
 		c = find_passive(n, h, &live);
-		if (c || live >= n->cfg.max_passive) {
+		mine = !c && shared_opened_here(n, h);
+		if (c || mine || live >= n->cfg.max_passive) {
 			me_unlock(&n->ctl_lock);
 			me_conn_free(fresh);
 			if (!c) {
 				me_stat_inc(n, ME_ST_CONN_REFUSED);
-				send_refusal(n, link, src, h, ENOSPC);
+				send_refusal(n, link, src, h, mine ? EEXIST : ENOSPC);
 				return;
 			}
 		}
@@ -589,7 +626,7 @@ void me_conn_rx_abort(struct me_conn *c)
 	conn_end(c, ME_CS_DEAD, -ECONNRESET, false);
 }
 
-/* ECONNREFUSED or ENOSPC (the parser lets no other status through). */
+/* ECONNREFUSED, ENOSPC or EEXIST (the parser lets no other status through). */
 void me_conn_rx_refusal(struct me_node *n, const struct me_hdr *h)
 {
 	struct me_conn *c = me_conn_get(n, h->dst_conn);

@@ -320,7 +320,8 @@ int me_wire_parse(const void *buf, u32 len, struct me_hdr *h)
 			return ME_EWIRE_FIELD;
 		/* A refusal: of a connection that never was on this side. */
 		if (!h->src_conn)
-			return (h->x.status != ECONNREFUSED && h->x.status != ENOSPC) ||
+			return (h->x.status != ECONNREFUSED && h->x.status != ENOSPC &&
+				h->x.status != EEXIST) ||
 			       !h->dst_conn || !h->dst_inc || !h->cookie ||
 			       h->dst_node == ME_NODE_BCAST ? ME_EWIRE_FIELD : 0;
 		break;

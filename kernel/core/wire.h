@@ -39,7 +39,7 @@
  * 11: ATOMIC, a remote atomic operation on 4 or 8 bytes; a READ_RESP
  * answers it with the value found there.
  */
-#define ME_WIRE_VERSION		11
+#define ME_WIRE_VERSION		12
 
 enum me_pkt_type {
 	ME_PT_HELLO = 1,	/* discovery, every link, periodically */

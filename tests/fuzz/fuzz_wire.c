@@ -76,9 +76,10 @@ static void check_accepted(const u8 *buf, u32 len, const struct me_hdr *h)
 	case ME_PT_ABORT:
 		CHECK(!h->payload_len);
 		CHECK(h->x.status && h->x.status <= ME_MAX_ERRNO);
-		/* A refusal (no source connection) of a CONNECT: two reasons. */
+		/* A refusal (no source connection) of a CONNECT: three reasons. */
 		if (!h->src_conn)
-			CHECK(h->x.status == ECONNREFUSED || h->x.status == ENOSPC);
+			CHECK(h->x.status == ECONNREFUSED || h->x.status == ENOSPC ||
+			      h->x.status == EEXIST);
 		break;
 	case ME_PT_ACK:
 	case ME_PT_NACK:

@@ -152,7 +152,7 @@ TEST(Ports, forged_refusal__ignored)
 }
 
 // Parsing: a port beyond 16 bits, a refusal with a status other than
-// ECONNREFUSED or ENOSPC, or one without a cookie are malformed.
+// ECONNREFUSED, ENOSPC or EEXIST, or one without a cookie are malformed.
 TEST(Ports, wire__port_and_refusal_fields_checked)
 {
 	me_hdr h{};
@@ -184,6 +184,9 @@ TEST(Ports, wire__port_and_refusal_fields_checked)
 	me_wire_build(b.data(), &r);
 	EXPECT_EQ(me_wire_parse(b.data(), ME_HDR_ABORT, &out), 0);
 	r.x.status = ENOSPC;
+	me_wire_build(b.data(), &r);
+	EXPECT_EQ(me_wire_parse(b.data(), ME_HDR_ABORT, &out), 0);
+	r.x.status = EEXIST;	// wire 12: a shared connection of the peer's is kept
 	me_wire_build(b.data(), &r);
 	EXPECT_EQ(me_wire_parse(b.data(), ME_HDR_ABORT, &out), 0);
 	r.x.status = ECONNRESET;
@@ -230,4 +233,76 @@ TEST(Ports, shared_connection__to_no_port_both_sides_know_it)
 	// Writes into kDst carried its key to the host; reads' data carry none.
 	EXPECT_EQ(sim.nodes[1]->write_keys.count(kKey), 1u);
 	EXPECT_EQ(sim.nodes[0]->write_keys.count(0), 1u);
+}
+
+// Wire 12: two nodes that open their shared connection to each other at
+// once keep one, the one the lower node id opened: the higher's CONNECT is
+// refused (EEXIST) at once, and the higher node has the lower's as its
+// passive connection, which carries both ways.  Also when the lower's was
+// up already when the higher's CONNECT came.
+TEST(Ports, shared_connection__opened_from_both_sides__the_lower_ids_kept)
+{
+	for (bool later : {false, true}) {
+		SCOPED_TRACE(later ? "the lower's up first" : "at once");
+		Sim sim(86);
+		setup_pair(sim, 1, LinkParams{}, default_cfg(1, 70), default_cfg(2, 80));
+		sim.run_for(5000000);
+		me_conn *lo = nullptr, *hi = nullptr;
+		ASSERT_EQ(me_conn_connect_port(sim.nodes[0]->node, 2, ME_MODE_SHARED, 0, &lo), 0);
+		if (later) {
+			ASSERT_TRUE(sim.run([&] { return me_conn_state(lo) == ME_CS_ESTABLISHED; },
+					    sim.now + 1000000000ull));
+		}
+		ASSERT_EQ(me_conn_connect_port(sim.nodes[1]->node, 1, ME_MODE_SHARED, 0, &hi), 0);
+		uint32_t hi_id = me_conn_id(hi);
+		uint64_t t0 = sim.now;
+		ASSERT_TRUE(sim.run([&] {
+			return me_conn_state(lo) != ME_CS_CONNECTING &&
+			       me_conn_state(hi) != ME_CS_CONNECTING;
+		}, sim.now + 1000000000ull));
+		EXPECT_EQ(me_conn_state(lo), ME_CS_ESTABLISHED);
+		EXPECT_EQ(me_conn_state(hi), ME_CS_DEAD);
+		EXPECT_EQ(me_conn_end_status(hi), -EEXIST);
+		EXPECT_EQ(dead_status(*sim.nodes[1], hi_id), -EEXIST);
+		EXPECT_LT(sim.now - t0, sim.nodes[1]->cfg.connect_rto_ns) << "refused at once";
+		EXPECT_EQ(passive_of(*sim.nodes[0]), nullptr) << "the lower took the higher's too";
+		me_conn *p = passive_of(*sim.nodes[1]);
+		ASSERT_NE(p, nullptr);
+		EXPECT_EQ(me_conn_state(p), ME_CS_ESTABLISHED);
+		EXPECT_EQ(me_conn_mode(p), (uint32_t)ME_MODE_SHARED);
+		EXPECT_EQ(me_node_stat(sim.nodes[0]->node, ME_ST_CONN_REFUSED), 1u);
+
+		Workload w(sim, 86);
+		for (int i = 0; i < 4; i++) {
+			ASSERT_EQ(w.submit(lo, 0, Op::WRITE, 3000), 0);
+			ASSERT_EQ(w.submit(p, 1, Op::WRITE, 2000), 0);
+			ASSERT_EQ(w.submit(p, 1, Op::READ, 4000), 0);
+		}
+		ASSERT_TRUE(sim.run([&] { return w.all_done(); }, sim.now + 1000000000ull));
+		w.check();
+	}
+}
+
+// An ordered or unordered CONNECT is never refused for a shared connection
+// of this side, and the higher id's shared one is not refused by the lower
+// that has none.
+TEST(Ports, shared_connection__only_a_shared_connect_to_the_lower_that_has_one_is_refused)
+{
+	Sim sim(87);
+	setup_pair(sim, 1, LinkParams{}, default_cfg(1, 70), default_cfg(2, 80));
+	sim.run_for(5000000);
+	me_conn *lo = sim.connect(0, 1, ME_MODE_SHARED);
+	ASSERT_NE(lo, nullptr);
+	me_conn *plain = nullptr;
+	ASSERT_EQ(me_conn_connect(sim.nodes[1]->node, 1, ME_MODE_UNORDERED, &plain), 0);
+	ASSERT_TRUE(sim.run([&] { return me_conn_state(plain) != ME_CS_CONNECTING; },
+			    sim.now + 1000000000ull));
+	EXPECT_EQ(me_conn_state(plain), ME_CS_ESTABLISHED);
+
+	Sim sim2(88);
+	setup_pair(sim2, 1, LinkParams{}, default_cfg(1, 70), default_cfg(2, 80));
+	sim2.run_for(5000000);
+	me_conn *hi = sim2.connect(1, 0, ME_MODE_SHARED);
+	ASSERT_NE(hi, nullptr) << "node 1 has no shared connection of its own: it accepts";
+	EXPECT_EQ(me_conn_state(hi), ME_CS_ESTABLISHED);
 }

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <array>
 #include <cerrno>
 #include <cstring>
@@ -721,6 +722,67 @@ TEST_F(SharedTest, TheLastJoinerOfTheOpenerClosesIt)
 // Node A's files joined to the shared connection: raw descriptors (so
 // that one can be closed with its region still registered), and a region
 // of node B written through them.
+// Two nodes whose files open the shared connection to each other at the
+// same moment end with one (wire 12: the lower node id's is kept, the
+// other side's files join it): each node lists one live shared connection
+// to the other, both files hold its id on their side, and it carries a
+// message each way.  Five rounds, each on a new pair of files after the
+// last round's connection closed.
+TEST_F(SharedTest, OpenedFromBothSidesAtOnceIsOne)
+{
+	auto live_shared = [&](int n, uint32_t peer) {
+		auto conns = c_->dev(n).connections();
+		EXPECT_TRUE(conns.ok());
+		std::vector<uint32_t> ids;
+		if (conns.ok())
+			for (const auto &ci : conns.value())
+				if (ci.shared && ci.peer == peer &&
+				    (ci.state == "established" || ci.state == "connecting"))
+					ids.push_back(ci.conn);
+		return ids;
+	};
+	for (int round = 0; round < 5; round++) {
+		SCOPED_TRACE("round " + std::to_string(round));
+		File a, b;
+		ASSERT_TRUE(a.open(*c_, 0, static_cast<uint16_t>(7100 + round)));
+		ASSERT_TRUE(b.open(*c_, 1, static_cast<uint16_t>(5100 + round)));
+		std::optional<multiedge::Result<Connection>> ja, jb;
+		std::atomic<int> ready{0};
+		auto go = [&](File &f, uint32_t peer, std::optional<multiedge::Result<Connection>> &out) {
+			ready++;
+			while (ready.load() < 2) {
+			}
+			out.emplace(f.dev->connect_shared(peer, 10s));
+		};
+		std::thread ta([&] { go(a, b_id(), ja); });
+		std::thread tb([&] { go(b, a_id(), jb); });
+		ta.join();
+		tb.join();
+		ME_ASSERT_OK(*ja);
+		ME_ASSERT_OK(*jb);
+		auto on_a = live_shared(0, b_id()), on_b = live_shared(1, a_id());
+		ASSERT_EQ(on_a.size(), 1u) << "node A keeps more than one shared connection to B";
+		ASSERT_EQ(on_b.size(), 1u) << "node B keeps more than one shared connection to A";
+		EXPECT_EQ((*ja)->id(), on_a[0]);
+		EXPECT_EQ((*jb)->id(), on_b[0]);
+		ASSERT_EQ(a.send((*ja).value(), b.port, "to b"), 0);
+		auto m = b.dev->recv(0, 10s);
+		ME_ASSERT_OK(m);
+		EXPECT_EQ(text_of(m.value()), "to b");
+		ASSERT_EQ(b.send((*jb).value(), a.port, "to a"), 0);
+		m = a.dev->recv(0, 10s);
+		ME_ASSERT_OK(m);
+		EXPECT_EQ(text_of(m.value()), "to a");
+		// Both leave: the opener's side closes it.
+		ja.reset();
+		jb.reset();
+		for (int i = 0; i < 100 && (!live_shared(0, b_id()).empty() ||
+					    !live_shared(1, a_id()).empty()); i++)
+			std::this_thread::sleep_for(50ms);
+		ASSERT_TRUE(live_shared(0, b_id()).empty()) << "still up after both left";
+	}
+}
+
 class InFlightTest : public SharedTest {
 protected:
 	static constexpr size_t kLen = 4 << 20, kChunk = 64 << 10;

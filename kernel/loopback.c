@@ -88,17 +88,19 @@ static int loop_read(struct me_net *mn, const struct me_post *req, struct me_mr 
 static int loop_atomic(struct me_net *mn, const struct me_post *req, struct me_mr *local,
 		       u64 key, u64 operand, u64 compare)
 {
+	struct me_mr *target;
 	u64 old;
 	int err;
 
-	err = me_mr_check_remote(mn, req->remote_region, key, req->remote_off, req->len,
-				 region_access(ME_AOP_ACCESS(req->imm)));
-	if (err)
+	target = me_mr_get_remote(mn, req->remote_region, key, req->remote_off, req->len,
+				  region_access(ME_AOP_ACCESS(req->imm)), &err);
+	if (!target)
 		return refusal(err);
-	err = me_mr_atomic(mn, req->remote_region, req->remote_off, req->len, req->imm,
-			   operand, compare, &old);
+	err = me_mr_atomic_on(target, req->remote_off, req->len, req->imm, operand, compare,
+			      &old);
+	me_mr_put(target);
 	if (err)
-		return refusal(err);	/* -EINVAL: not aligned */
+		return err;	/* -EINVAL: not aligned */
 	if (req->len == 4) {
 		u32 v = old;
 

@@ -605,29 +605,37 @@ int me_mr_place(struct me_net *mn, u32 id, u64 off, const void *src, u32 len,
 	return 0;
 }
 
-int me_mr_atomic(struct me_net *mn, u32 id, u64 off, u32 size, u32 aop, u64 operand,
-		 u64 compare, u64 *old)
+int me_mr_atomic_on(struct me_mr *mr, u64 off, u32 size, u32 aop, u64 operand, u64 compare,
+		    u64 *old)
 {
-	int err;
-	struct me_mr *mr = get_range(mn, id, off, size, &err);
 	u64 pos;
 
-	if (!mr)
-		return err;
+	if (!mr_in_range(mr, off, size))
+		return -ERANGE;
 	/* The memory, not the offset, must be aligned (so within a page). */
 	pos = (mr->addr & ~PAGE_MASK) + off;
-	if (pos & (size - 1)) {
-		me_mr_put(mr);
+	if (pos & (size - 1))
 		return -EINVAL;
-	}
 	if (mr->area)
 		*old = me_area_atomic(mr->area, mr->area_first + (pos >> PAGE_SHIFT),
 				      pos & ~PAGE_MASK, size, aop, operand, compare);
 	else
 		*old = me_page_atomic(mr->pages[pos >> PAGE_SHIFT], pos & ~PAGE_MASK, size,
 				      aop, operand, compare);
-	me_mr_put(mr);
 	return 0;
+}
+
+int me_mr_atomic(struct me_net *mn, u32 id, u64 off, u32 size, u32 aop, u64 operand,
+		 u64 compare, u64 *old)
+{
+	int err;
+	struct me_mr *mr = get_range(mn, id, off, size, &err);
+
+	if (!mr)
+		return err;
+	err = me_mr_atomic_on(mr, off, size, aop, operand, compare, old);
+	me_mr_put(mr);
+	return err;
 }
 
 void me_mr_done(struct me_net *mn, u32 id, u64 off, u64 len)

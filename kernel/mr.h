@@ -86,6 +86,9 @@ int me_mr_place(struct me_net *mn, u32 id, u64 off, const void *src, u32 len,
  */
 int me_mr_atomic(struct me_net *mn, u32 id, u64 off, u32 size, u32 aop, u64 operand,
 		 u64 compare, u64 *old);
+/* The same on a region held by the caller. */
+int me_mr_atomic_on(struct me_mr *mr, u64 off, u32 size, u32 aop, u64 operand, u64 compare,
+		    u64 *old);
 /* A message for [off, off + len) is placed (lazy flips finish). */
 void me_mr_done(struct me_net *mn, u32 id, u64 off, u64 len);
 /* Copies [off, off + len) of a region held by the caller; 0 or -ERANGE. */

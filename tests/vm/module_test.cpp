@@ -188,7 +188,7 @@ TEST_F(ModuleTest, QueryReportsAbiAndEthertype)
 	EXPECT_EQ(info->features, static_cast<unsigned>(ME_FEATURE_URING_CMD | ME_FEATURE_RX_AREA |
 							ME_FEATURE_RECV_POLL | ME_FEATURE_PORTS |
 							ME_FEATURE_POST_MORE | ME_FEATURE_SHARED |
-							ME_FEATURE_ATOMIC));
+							ME_FEATURE_ATOMIC | ME_FEATURE_LOOPBACK));
 }
 
 TEST_F(ModuleTest, QueryValidatesItsArgument)

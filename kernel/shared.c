@@ -277,6 +277,30 @@ static int join_or_open(struct me_net *mn, struct me_file *f, u32 peer, struct m
 	return ret;
 }
 
+/*
+ * Until there is a shared connection to @peer to join or @end: the time
+ * left (> 0), 0, or < 0 for a signal.  Connection events wake the
+ * namespace's waiters (ops.c); find() takes locks, so it runs between
+ * the waits, not as their condition.  conn_srcu held.
+ */
+static long wait_for_shared(struct me_net *mn, u32 peer, unsigned long end)
+{
+	long t;
+	int seen;
+
+	for (;;) {
+		seen = atomic_read(&mn->events);
+		t = time_before(jiffies, end) ? (long)(end - jiffies) : 0;
+		if (find(mn, me_net_core(mn), peer))
+			return max_t(long, t, 1);
+		if (!t)
+			return 0;
+		t = me_wait_event_timeout(mn->waitq, atomic_read(&mn->events) != seen, t);
+		if (t < 0)
+			return t;
+	}
+}
+
 long me_shared_connect(struct me_file *f, struct me_connect *req, void __user *uarg,
 		       size_t usize)
 {
@@ -315,8 +339,7 @@ long me_shared_connect(struct me_file *f, struct me_connect *req, void __user *u
 		 * it (core/conn.c, shared_opened_here()): join that one when
 		 * its CONNECT is here, in the time left.
 		 */
-		t = time_before(jiffies, end) ? (long)(end - jiffies) : 0;
-		t = me_wait_event_timeout(mn->waitq, find(mn, me_net_core(mn), req->peer), t);
+		t = wait_for_shared(mn, req->peer, end);
 		if (t <= 0) {
 			ret = t < 0 ? -EINTR : -ETIMEDOUT;
 			break;

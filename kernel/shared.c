@@ -257,6 +257,11 @@ static int join_or_open(struct me_net *mn, struct me_file *f, u32 peer, struct m
 	if (!c) {
 		ret = me_conn_connect_port(core, peer, ME_MODE_SHARED, 0, &c);
 		opened = !ret;
+		/* The peer's CONNECT came meanwhile (rx_connect takes no mutex). */
+		if (ret == -EEXIST) {
+			c = find(mn, core, peer);
+			ret = c ? 0 : -EEXIST;
+		}
 	}
 	if (!ret)
 		ret = join(mn, f, c, &s);
@@ -315,6 +320,16 @@ long me_shared_connect(struct me_file *f, struct me_connect *req, void __user *u
 	idx = srcu_read_lock(&mn->conn_srcu);
 	for (;;) {
 		ret = join_or_open(mn, f, req->peer, &c);
+		if (ret == -EEXIST) {
+			/* One that nobody here may join yet: wait for one. */
+			t = wait_for_shared(mn, req->peer, end);
+			if (t <= 0) {
+				ret = t < 0 ? -EINTR : -ETIMEDOUT;
+				break;
+			}
+			ms = max_t(u32, jiffies_to_msecs(t), 1);
+			continue;
+		}
 		if (ret)
 			break;
 		id = me_conn_id(c);

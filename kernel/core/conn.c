@@ -147,6 +147,27 @@ static void conn_publish(struct me_node *n, struct me_conn *c)
 	me_atomic_add_return(&n->live, 1);
 }
 
+/*
+ * A shared connection to @peer that is up, or being opened from here
+ * (ctl_lock held): a node keeps one (rx_connect()).
+ */
+static bool shared_live(struct me_node *n, u32 peer)
+{
+	u32 i, cnt = me_atomic_read(&n->nconns);
+
+	for (i = 0; i < cnt; i++) {
+		struct me_conn *c = n->conns[i];
+		u32 st;
+
+		if (!c || c->mode != ME_MODE_SHARED || c->peer != peer)
+			continue;
+		st = me_atomic_read(&c->state);
+		if (st == ME_CS_ESTABLISHED || (st == ME_CS_CONNECTING && c->active))
+			return true;
+	}
+	return false;
+}
+
 static void send_conn_pkt(struct me_conn *c, u32 type, int link)
 {
 	struct me_node *n = c->node;
@@ -188,6 +209,12 @@ int me_conn_connect_port(struct me_node *n, u32 peer, u32 mode, u32 port,
 	c->active = true;
 	c->port = port;
 	me_lock(&n->ctl_lock);
+	/* The peer's CONNECT may have made one since the host looked. */
+	if (mode == ME_MODE_SHARED && shared_live(n, peer)) {
+		me_unlock(&n->ctl_lock);
+		me_conn_free(c);
+		return -EEXIST;
+	}
 	if (!conn_number(n, c)) {
 		me_unlock(&n->ctl_lock);
 		me_conn_free(c);

@@ -306,7 +306,10 @@ int me_conn_connect(struct me_node *node, u32 peer, u32 mode,
  * The same, to the endpoint on @port of the peer (1..ME_WIRE_PORT_MAX; 0 is
  * me_conn_connect()'s "any"): the peer accepts only if its host says the
  * port is open (me_plat_ops.port_open), else the connection dies with
- * -ECONNREFUSED.
+ * -ECONNREFUSED.  ME_MODE_SHARED (port 0): -EEXIST when a shared
+ * connection to the peer is up, from either side, or being opened from
+ * here (join that one); a shared one that the peer refuses for its own
+ * (a lower node id's, opened at the same time) dies with -EEXIST.
  */
 int me_conn_connect_port(struct me_node *node, u32 peer, u32 mode, u32 port,
 			 struct me_conn **out);

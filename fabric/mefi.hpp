@@ -599,8 +599,7 @@ private:
 	void fail_peer(Addr addr, int err);
 	// A send's completion said no endpoint holds that port at its node.
 	void refused(Addr addr, std::uint32_t session);
-	// The stream to `addr` a message of `session` was in, and its next
-	// sequence number.
+	// The session of this endpoint's stream to peer `p`.
 	std::uint32_t stream_session(const Peer &p) const { return p.session ? p.session : session; }
 	// The endpoint that held `addr` is gone: if `session` is still the
 	// stream's, the next message starts a new one.

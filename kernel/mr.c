@@ -434,7 +434,8 @@ static void page_copy(const struct me_mr *mr, unsigned long pg, u32 in_page, voi
 		me_page_copy(mr->pages[pg], in_page, buf, n, to_region);
 }
 
-int me_mr_read(const struct me_mr *mr, u64 off, void *dst, u32 len)
+/* Copies between @buf and [off, off + len) of a region held by the caller. */
+static int mr_copy(const struct me_mr *mr, u64 off, void *buf, u32 len, bool to_region)
 {
 	u64 pos;
 
@@ -449,31 +450,22 @@ int me_mr_read(const struct me_mr *mr, u64 off, void *dst, u32 len)
 		u32 in_page = pos & ~PAGE_MASK;
 		u32 n = min_t(u32, len, PAGE_SIZE - in_page);
 
-		page_copy(mr, pos >> PAGE_SHIFT, in_page, dst, n, false);
-		dst += n;
+		page_copy(mr, pos >> PAGE_SHIFT, in_page, buf, n, to_region);
+		buf += n;
 		pos += n;
 		len -= n;
 	}
 	return 0;
 }
 
+int me_mr_read(const struct me_mr *mr, u64 off, void *dst, u32 len)
+{
+	return mr_copy(mr, off, dst, len, false);
+}
+
 int me_mr_write(struct me_mr *mr, u64 off, const void *src, u32 len)
 {
-	u64 pos;
-
-	if (off > mr->length || len > mr->length - off)
-		return -ERANGE;
-	pos = (mr->addr & ~PAGE_MASK) + off;
-	while (len) {
-		u32 in_page = pos & ~PAGE_MASK;
-		u32 n = min_t(u32, len, PAGE_SIZE - in_page);
-
-		page_copy(mr, pos >> PAGE_SHIFT, in_page, (void *)src, n, true);
-		src += n;
-		pos += n;
-		len -= n;
-	}
-	return 0;
+	return mr_copy(mr, off, (void *)src, len, true);
 }
 
 /*

@@ -498,12 +498,15 @@ void Endpoint::complete_rx(const RecvRequest &r, Addr addr, const Header &h,
 {
 	if (recv_cntr)
 		recv_cntr->count(err);
+	// The last message of a released FI_MULTI_RECV buffer to complete
+	// hands the buffer back.
+	bool last = r.multi && !--r.multi->pending && r.multi->released;
 	if (!rx_cq || (!err && rx_selective && !(r.flags & FI_COMPLETION)))
 		return;
 	Entry e;
 	e.e.op_context = r.context;
 	e.e.flags = FI_RECV | ((h.flags & kFlagTagged) ? FI_TAGGED : FI_MSG) |
-		    ((h.flags & kFlagData) ? FI_REMOTE_CQ_DATA : 0);
+		    ((h.flags & kFlagData) ? FI_REMOTE_CQ_DATA : 0) | (last ? FI_MULTI_RECV : 0);
 	e.e.len = got;
 	e.e.buf = r.buf;
 	e.e.data = h.data;
@@ -521,6 +524,20 @@ bool Endpoint::matches(const RecvRequest &r, Addr addr, const Header &h) const
 	if (r.src && r.src != addr)
 		return false;
 	return !r.tagged || ((h.tag ^ r.tag) & ~r.ignore) == 0;
+}
+
+RecvRequest Endpoint::multi_slice(RecvRequest &r, std::size_t len) const
+{
+	MultiRecv &m = *r.multi;
+	RecvRequest slice = r;
+	slice.buf = r.buf + m.used;
+	slice.len = r.len - m.used;
+	// Aligned so that whoever reads a header out of it can (MPICH does).
+	std::size_t end = m.used + std::min(len, slice.len);
+	m.used = std::min(r.len, (end + 7) & ~std::size_t{7});
+	m.released = r.len - m.used < min_multi_recv;
+	m.pending++;
+	return slice;
 }
 
 ssize_t Endpoint::recv(void *buf, std::size_t len, void *desc, fi_addr_t src, std::uint64_t tag,
@@ -549,6 +566,12 @@ ssize_t Endpoint::recv(void *buf, std::size_t len, void *desc, fi_addr_t src, st
 	r.ignore = ignore;
 	r.context = context;
 	r.flags = flags;
+	if (flags & FI_MULTI_RECV) {
+		// Untagged only (libfabric 1.17), and never a peek or claim.
+		if (tagged || (flags & (FI_PEEK | FI_CLAIM)) || !len)
+			return -FI_EINVAL;
+		r.multi = std::make_shared<MultiRecv>();
+	}
 	domain->progress();
 	if (flags & FI_PEEK) {
 		if (!tagged)
@@ -574,12 +597,24 @@ ssize_t Endpoint::recv(void *buf, std::size_t len, void *desc, fi_addr_t src, st
 		}
 		return -FI_EINVAL;	// nothing claimed with this context
 	}
-	for (auto it = unexpected.begin(); it != unexpected.end(); ++it) {
-		if (it->claimed_by || !matches(r, it->addr, it->h))
+	for (auto it = unexpected.begin(); it != unexpected.end();) {
+		if (it->claimed_by || !matches(r, it->addr, it->h)) {
+			++it;
 			continue;
-		fulfil(r, it->addr, it->h, it->payload.data());
+		}
+		if (!r.multi) {
+			fulfil(r, it->addr, it->h, it->payload.data());
+			drop_unexpected(it);
+			return 0;
+		}
+		// A multi-receive buffer takes every waiting message it can.
+		RecvRequest slice = multi_slice(r, it->h.len);
+		fulfil(slice, it->addr, it->h, it->payload.data());
+		auto next = std::next(it);
 		drop_unexpected(it);
-		return 0;
+		it = next;
+		if (r.multi->released)
+			return 0;
 	}
 	(tagged ? posted_tagged : posted_msg).push_back(r);
 	return 0;
@@ -630,10 +665,18 @@ ssize_t Endpoint::cancel(void *context)
 				continue;
 			if (recv_cntr)
 				recv_cntr->count(FI_ECANCELED);	// completes in error
+			// A multi-receive buffer with reads into it still running
+			// is handed back by the last of them.
+			bool handed_back = false;
+			if (it->multi) {
+				it->multi->released = true;
+				handed_back = !it->multi->pending;
+			}
 			if (rx_cq) {
 				Entry e;
 				e.e.op_context = context;
-				e.e.flags = FI_RECV | (it->tagged ? FI_TAGGED : FI_MSG);
+				e.e.flags = FI_RECV | (it->tagged ? FI_TAGGED : FI_MSG) |
+					    (handed_back ? FI_MULTI_RECV : 0);
 				e.e.buf = it->buf;
 				e.e.tag = it->tag;
 				e.err = FI_ECANCELED;
@@ -1012,8 +1055,11 @@ void Endpoint::deliver(Addr addr, const Header &h, const std::uint8_t *payload)
 	for (auto it = list.begin(); it != list.end(); ++it) {
 		if (!matches(*it, addr, h))
 			continue;
-		RecvRequest r = *it;
-		list.erase(it);
+		// Taken off the list before fulfil(), which may post (and so
+		// progress); a multi-receive buffer stays until released.
+		RecvRequest r = it->multi ? multi_slice(*it, h.len) : *it;
+		if (!it->multi || it->multi->released)
+			list.erase(it);
 		fulfil(r, addr, h, payload);
 		return;
 	}

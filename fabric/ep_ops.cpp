@@ -147,14 +147,28 @@ ssize_t ep_cancel(fid_t f, void *context)
 	return l.ep->cancel(context);
 }
 
-int ep_getopt(fid_t, int, int, void *, std::size_t *)
+// FI_OPT_MIN_MULTI_RECV is the one option (a size_t).
+int ep_getopt(fid_t f, int level, int name, void *val, std::size_t *len)
 {
-	return -FI_ENOPROTOOPT;
+	if (level != FI_OPT_ENDPOINT || name != FI_OPT_MIN_MULTI_RECV)
+		return -FI_ENOPROTOOPT;
+	if (!val || !len || *len < sizeof(std::size_t))
+		return -FI_EINVAL;
+	Locked l(reinterpret_cast<fid_ep *>(f));
+	std::memcpy(val, &l.ep->min_multi_recv, sizeof(std::size_t));
+	*len = sizeof(std::size_t);
+	return 0;
 }
 
-int ep_setopt(fid_t, int, int, const void *, std::size_t)
+int ep_setopt(fid_t f, int level, int name, const void *val, std::size_t len)
 {
-	return -FI_ENOPROTOOPT;
+	if (level != FI_OPT_ENDPOINT || name != FI_OPT_MIN_MULTI_RECV)
+		return -FI_ENOPROTOOPT;
+	if (!val || len != sizeof(std::size_t))
+		return -FI_EINVAL;
+	Locked l(reinterpret_cast<fid_ep *>(f));
+	std::memcpy(&l.ep->min_multi_recv, val, sizeof(std::size_t));
+	return 0;
 }
 
 fi_ops_ep ep_ops = [] {

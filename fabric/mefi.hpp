@@ -296,6 +296,17 @@ public:
 	std::unique_ptr<std::uint8_t[], void (*)(void *)> copy{nullptr, nullptr};
 };
 
+// A receive buffer posted with FI_MULTI_RECV (fi_recvmsg): messages are
+// placed in it one after another, each at an 8-byte boundary, until less
+// than the endpoint's min_multi_recv is left.  Then it is released: the
+// completion of the last message placed in it says so (FI_MULTI_RECV),
+// the last to finish when rendezvous reads into it were still running.
+struct MultiRecv {
+	std::size_t used = 0;		// bytes taken from the buffer's start
+	unsigned pending = 0;		// messages placed and not yet completed
+	bool released = false;		// takes no more messages
+};
+
 // A posted receive (or a peek or claim) waiting for its message.
 struct RecvRequest {
 	bool tagged = false;
@@ -306,6 +317,9 @@ struct RecvRequest {
 	std::uint64_t tag = 0, ignore = 0;
 	void *context = nullptr;
 	std::uint64_t flags = 0;	// FI_COMPLETION and the like
+	// FI_MULTI_RECV: the buffer's state, shared by the request and the
+	// slices of it that messages were placed in.
+	std::shared_ptr<MultiRecv> multi;
 };
 
 // A message that came before its receive: an Eager one's bytes, or an
@@ -528,6 +542,9 @@ public:
 	}
 	bool enabled = false;
 	bool directed = false;		// FI_DIRECTED_RECV: receives name a source
+	// FI_OPT_MIN_MULTI_RECV: an FI_MULTI_RECV buffer with less than this
+	// left is released.  By default an eager message's size.
+	std::size_t min_multi_recv = kEagerMax;
 	std::uint64_t tx_op_flags = 0, rx_op_flags = 0;
 
 	const std::uint32_t session;	// names this endpoint's streams
@@ -605,6 +622,9 @@ private:
 	// stream's, the next message starts a new one.
 	void restart_stream(Addr addr, std::uint32_t session);
 	bool matches(const RecvRequest &r, Addr addr, const Header &h) const;
+	// The part of FI_MULTI_RECV buffer `r` that a message of `len` bytes
+	// goes to, taken from it (r.multi->released says whether `r` is done).
+	RecvRequest multi_slice(RecvRequest &r, std::size_t len) const;
 	void flush(Addr addr);
 	// Same node (local.cpp).
 	bool is_local(Addr a) const;

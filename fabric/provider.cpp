@@ -19,11 +19,13 @@ namespace {
 constexpr const char *kName = "multiedge";
 // FI_LOCAL_COMM: an endpoint can send to itself (the one endpoint of its
 // node, Documentation/libfabric.md); FI_REMOTE_COMM: to other nodes.
+// FI_MULTI_RECV: untagged receive buffers that take many messages (MPICH's
+// active messages need them).
 constexpr std::uint64_t kCaps = FI_MSG | FI_TAGGED | FI_SEND | FI_RECV | FI_SOURCE |
-				FI_DIRECTED_RECV | FI_LOCAL_COMM | FI_REMOTE_COMM;
+				FI_DIRECTED_RECV | FI_MULTI_RECV | FI_LOCAL_COMM | FI_REMOTE_COMM;
 constexpr std::uint64_t kTxCaps = FI_MSG | FI_TAGGED | FI_SEND | FI_LOCAL_COMM | FI_REMOTE_COMM;
 constexpr std::uint64_t kRxCaps = FI_MSG | FI_TAGGED | FI_RECV | FI_SOURCE | FI_DIRECTED_RECV |
-				  FI_LOCAL_COMM | FI_REMOTE_COMM;
+				  FI_MULTI_RECV | FI_LOCAL_COMM | FI_REMOTE_COMM;
 // RMA, offered only to callers that take raw keys (FI_MR_RAW): a region is
 // named by its id and a 64-bit key, more than fi_mr_key's 64 bits.
 constexpr std::uint64_t kRmaCaps = FI_RMA | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
@@ -184,7 +186,12 @@ fi_info *make_info(std::uint32_t version, Addr src, const fi_info *hints,
 
 	fi_domain_attr *d = fi->domain_attr;
 	d->name = strdup(kName);
-	d->threading = FI_THREAD_SAFE;
+	// Every level is met (the domain's lock serializes everything): the
+	// one asked for is named, as callers that check for theirs expect
+	// (MPICH wants FI_THREAD_DOMAIN back).
+	d->threading = hints && hints->domain_attr && hints->domain_attr->threading != FI_THREAD_UNSPEC
+			       ? hints->domain_attr->threading
+			       : FI_THREAD_SAFE;
 	d->control_progress = FI_PROGRESS_MANUAL;
 	d->data_progress = FI_PROGRESS_MANUAL;
 	d->resource_mgmt = FI_RM_ENABLED;

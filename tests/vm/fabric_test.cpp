@@ -924,6 +924,136 @@ TEST_F(FabricTest, PeekAndClaim)
 	ASSERT_TRUE(wait_done(a, &sctx, {&a, &b}));
 }
 
+// FI_MULTI_RECV (MPICH's active messages post their buffers so): one
+// buffer takes message after message, each at an 8-byte boundary, the
+// waiting ones when it is posted and the later ones as they come, eager,
+// in pieces and by rendezvous, until less than FI_OPT_MIN_MULTI_RECV is
+// left; the completion of the last says the buffer is handed back, and
+// the next message goes to the next receive.
+TEST_F(FabricTest, MultiReceiveBufferTakesManyMessages)
+{
+	Fab a(c(), 0), b(c(), 1, false, FI_CQ_FORMAT_TAGGED, nullptr, {}, FI_MULTI_RECV);
+	ASSERT_TRUE(a.ok && b.ok);
+	fi_addr_t to_b = a.insert(b), to_a = b.insert(a);
+	EXPECT_TRUE(b.info->caps & FI_MULTI_RECV);
+	EXPECT_TRUE(b.info->rx_attr->caps & FI_MULTI_RECV);
+	std::size_t min = 0, len = sizeof(min);
+	ASSERT_EQ(fi_getopt(&b.ep->fid, FI_OPT_ENDPOINT, FI_OPT_MIN_MULTI_RECV, &min, &len), 0);
+	EXPECT_GT(min, 0u);
+	min = 4096;
+	ASSERT_EQ(fi_setopt(&b.ep->fid, FI_OPT_ENDPOINT, FI_OPT_MIN_MULTI_RECV, &min, sizeof(min)), 0);
+	min = 0;
+	ASSERT_EQ(fi_getopt(&b.ep->fid, FI_OPT_ENDPOINT, FI_OPT_MIN_MULTI_RECV, &min, &len), 0);
+	EXPECT_EQ(min, 4096u);
+	// Bad input.
+	EXPECT_EQ(fi_setopt(&b.ep->fid, FI_OPT_ENDPOINT, FI_OPT_MIN_MULTI_RECV, &min, 4), -FI_EINVAL);
+	EXPECT_EQ(fi_setopt(&b.ep->fid, FI_OPT_ENDPOINT, FI_OPT_CM_DATA_SIZE, &min, sizeof(min)),
+		  -FI_ENOPROTOOPT);
+	std::vector<std::uint8_t> tbuf(8192);
+	iovec tiov{tbuf.data(), tbuf.size()};
+	fi_msg_tagged tm{};
+	tm.msg_iov = &tiov;
+	tm.iov_count = 1;
+	tm.addr = FI_ADDR_UNSPEC;
+	EXPECT_EQ(fi_trecvmsg(b.ep, &tm, FI_MULTI_RECV), -FI_EINVAL) << "tagged multi-receive";
+
+	// Each message carries its index as its data and `pattern(size, index)`.
+	struct Sent {
+		std::vector<std::uint8_t> bytes;
+		int ctx = 0;
+	};
+	std::vector<Sent> sent;
+	sent.reserve(16);	// their contexts' addresses are posted
+	auto send = [&](std::size_t size) {
+		sent.push_back({pattern(size, static_cast<unsigned>(sent.size()) + 1), 0});
+	};
+	auto post = [&](std::size_t i) {
+		ssize_t r;
+		while ((r = fi_senddata(a.ep, sent[i].bytes.data(), sent[i].bytes.size(), nullptr, i,
+					to_b, &sent[i].ctx)) == -FI_EAGAIN)
+			a.harvest();
+		ASSERT_EQ(r, 0) << fi_err(static_cast<int>(r));
+	};
+	// A buffer's completions: each message where it should be, whole;
+	// only the last says FI_MULTI_RECV.
+	auto check = [&](std::vector<std::uint8_t> &buf, void *ctx, std::size_t first,
+			 std::size_t last) {
+		std::size_t off = 0;
+		for (std::size_t i = first; i <= last; i++) {
+			SCOPED_TRACE("message " + std::to_string(i));
+			std::optional<Done> d;
+			ASSERT_TRUE(drive({&a, &b}, [&] {
+				for (auto it = b.got.begin(); it != b.got.end(); ++it)
+					if (it->e.op_context == ctx && it->e.data == i) {
+						d = *it;
+						b.got.erase(it);
+						return true;
+					}
+				return false;
+			}));
+			EXPECT_EQ(d->err, 0);
+			EXPECT_EQ(d->e.flags & (FI_RECV | FI_MSG), FI_RECV | FI_MSG);
+			EXPECT_EQ(d->e.buf, buf.data() + off);
+			ASSERT_EQ(d->e.len, sent[i].bytes.size());
+			EXPECT_EQ(std::memcmp(buf.data() + off, sent[i].bytes.data(), d->e.len), 0);
+			EXPECT_EQ((d->e.flags & FI_MULTI_RECV) != 0, i == last);
+			off = (off + d->e.len + 7) & ~std::size_t{7};
+		}
+	};
+
+	// Three wait unexpected: eager, middle, rendezvous.  A 24 KiB buffer
+	// takes all three, after which 1472 bytes are left: handed back.
+	for (std::size_t size : {100, 2000, 20000})
+		send(size);
+	for (std::size_t i = 0; i < 3; i++)
+		post(i);
+	drive({&a, &b}, [&] { return false; }, 300ms);
+	std::vector<std::uint8_t> m1(24576);
+	iovec iov1{m1.data(), m1.size()};
+	fi_msg msg{};
+	msg.msg_iov = &iov1;
+	msg.iov_count = 1;
+	msg.addr = FI_ADDR_UNSPEC;
+	int c1, c2, c3, c4;
+	msg.context = &c1;
+	ASSERT_EQ(fi_recvmsg(b.ep, &msg, FI_MULTI_RECV | FI_COMPLETION), 0);
+	check(m1, &c1, 0, 2);
+
+	// One posted first takes them as they come: 8 + 500 + 1000 + 2000 +
+	// 5000 + 300 bytes leave 7568 of 16 KiB; the next 5000 leave 2568.
+	std::vector<std::uint8_t> m2(16384);
+	iovec iov2{m2.data(), m2.size()};
+	msg.msg_iov = &iov2;
+	msg.context = &c2;
+	ASSERT_EQ(fi_recvmsg(b.ep, &msg, FI_MULTI_RECV | FI_COMPLETION), 0);
+	for (std::size_t size : {8, 500, 1000, 2000, 5000, 300, 5000, 77})
+		send(size);
+	for (std::size_t i = 3; i < sent.size(); i++)
+		post(i);
+	check(m2, &c2, 3, 9);
+	// The one after went to the next receive.
+	std::vector<std::uint8_t> in(100);
+	ASSERT_EQ(fi_recv(b.ep, in.data(), in.size(), nullptr, to_a, &c3), 0);
+	auto d = wait_done(b, &c3, {&a, &b});
+	ASSERT_TRUE(d);
+	EXPECT_EQ(d->e.data, 10u);
+	EXPECT_EQ(d->e.len, 77u);
+	EXPECT_EQ(std::memcmp(in.data(), sent[10].bytes.data(), 77), 0);
+	for (auto &s : sent) {
+		auto sd = wait_done(a, &s.ctx, {&a, &b});
+		ASSERT_TRUE(sd);
+		EXPECT_EQ(sd->err, 0);
+	}
+	// Cancelled, an unused one is handed back at once.
+	msg.context = &c4;
+	ASSERT_EQ(fi_recvmsg(b.ep, &msg, FI_MULTI_RECV | FI_COMPLETION), 0);
+	ASSERT_EQ(fi_cancel(&b.ep->fid, &c4), 0);
+	d = wait_done(b, &c4, {&a, &b});
+	ASSERT_TRUE(d);
+	EXPECT_EQ(d->err, FI_ECANCELED);
+	EXPECT_TRUE(d->e.flags & FI_MULTI_RECV);
+}
+
 // A rendezvous from read-only memory (it cannot be registered): the
 // provider sends a copy.
 TEST_F(FabricTest, SendFromReadOnlyMemory)

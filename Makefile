@@ -50,6 +50,7 @@ GUEST_TESTS  :=   # GoogleTest binaries run inside the guest
 GUEST_SCRIPTS :=  # executables run inside the guest after them, 1 test each
 GUEST_PAIR_SCRIPTS := # run in both of two guests after the pair test, 1 test each
 PROGRAMS     :=   # tools and examples built by `make`
+TEST_PROGRAMS :=  # built only by `make test` (long builds the tests alone need)
 LIBRARIES    :=   # libraries built by `make`
 
 include $(wildcard $(TOP)/kernel/core/core.mk)
@@ -105,7 +106,7 @@ bench:
 	@$(MAKE) --no-print-directory -j$$(nproc) run-bench
 
 # The module is built again for each of KERNELS, in build/kmod/<release>/.
-run-tests: all
+run-tests: all $(TEST_PROGRAMS)
 	@$(TOP)/scripts/test-modules $(BUILD)/kmod/kernels $(KERNELS)
 	@$(TOP)/scripts/run-tests --kernels $(BUILD)/kmod/kernels \
 		--host "$(HOST_TESTS)" --host-scripts "$(HOST_SCRIPTS)" \

@@ -50,6 +50,19 @@ PROGRAMS += $(GUEST_MPI_CHECK)
 GUEST_SCRIPTS += $(TOP)/tests/vm/mpi/mpi-openmpi
 # The same program between two guests, one rank each.
 GUEST_PAIR_SCRIPTS += $(TOP)/tests/vm/mpi/mpi-pair
+# And run by MPICH: Debian 12's, built from its source package for
+# libfabric (scripts/mpich: its binary package is built for UCX), which
+# only `make test` builds (about 7 minutes, once).
+MPICH_INST := $(BUILD)/mpich/inst
+$(MPICH_INST)/.built: $(TOP)/scripts/mpich
+	$(TOP)/scripts/mpich $(BUILD)/mpich
+GUEST_MPICH_CHECK := $(GUEST_BIN)/mpi_check_mpich
+$(GUEST_MPICH_CHECK): $(TOP)/tests/vm/mpi/mpi_check.cpp $(MPICH_INST)/.built | $(MEFI_SO)
+	@mkdir -p $(@D)
+	$(CXX) $(CXXFLAGS_COMMON) -I$(MPICH_INST)/include -o $@ $< -L$(MPICH_INST)/lib \
+		-Wl,-rpath,$(MPICH_INST)/lib -lmpi
+TEST_PROGRAMS += $(GUEST_MPICH_CHECK)
+GUEST_SCRIPTS += $(TOP)/tests/vm/mpi/mpi-mpich
 
 # The provider's tests call libfabric, which loads the provider built here.
 $(GUEST_BIN)/fabric_test: LIBME_LIBS += -lfabric

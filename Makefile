@@ -50,7 +50,7 @@ GUEST_TESTS  :=   # GoogleTest binaries run inside the guest
 GUEST_SCRIPTS :=  # executables run inside the guest after them, 1 test each
 GUEST_PAIR_SCRIPTS := # run in both of two guests after the pair test, 1 test each
 PROGRAMS     :=   # tools and examples built by `make`
-TEST_PROGRAMS :=  # built only by `make test` (long builds the tests alone need)
+TEST_PROGRAMS :=  # built only by `make test` and `make bench` (long builds only they need)
 LIBRARIES    :=   # libraries built by `make`
 
 include $(wildcard $(TOP)/kernel/core/core.mk)
@@ -117,7 +117,7 @@ run-demo: all
 	@$(TOP)/scripts/guest-kernel $(KVER) >/dev/null
 	@$(TOP)/scripts/vm --kver $(KVER) --nodes 3 --links 2 -- $(TOP)/scripts/demo
 
-run-bench: all
+run-bench: all $(TEST_PROGRAMS)
 	@$(TOP)/scripts/guest-kernel $(KVER) >/dev/null
 	@$(TOP)/scripts/bench $(BENCH_ARGS)
 

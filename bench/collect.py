@@ -737,9 +737,18 @@ def read_mpi(d):
 
 def mpi_section(d, p):
     fig = read_mpi(d)
-    if not fig:
-        return
-    p("### MPI ping-pong: Open MPI over multiedge (libfabric provider) and over TCP, phase M")
+    # Open MPI's transports are "multiedge" and "tcp" (its own TCP), MPICH's
+    # "mpich:multiedge" and "mpich:tcp" (libfabric's tcp provider).
+    for mpi, prefix, tcp_name in (("Open MPI", "", "Open MPI's TCP"),
+                                  ("MPICH", "mpich:", "libfabric's tcp provider")):
+        sizes = sorted({s_ for t, s_ in fig if t in (prefix + "multiedge", prefix + "tcp")})
+        if sizes:
+            mpi_table(fig, sizes, mpi, prefix, tcp_name, p)
+
+
+def mpi_table(fig, sizes, mpi, prefix, tcp_name, p):
+    p(f"### MPI ping-pong: {mpi} over multiedge (libfabric provider) and over {tcp_name}, "
+      "phase M")
     p("")
     p("Two nodes (namespaces on one bridge, 2 vCPUs shared), one rank each; medians of "
       "the rounds, run interleaved. The same MPI program, every byte checked.")
@@ -747,9 +756,9 @@ def mpi_section(d, p):
     p("| size | multiedge, us one way | TCP, us one way | ratio (multiedge / TCP) | "
       "multiedge MB/s | TCP MB/s |")
     p("|---:|---:|---:|---:|---:|---:|")
-    for size in sorted({s_ for _, s_ in fig}):
-        me = fig.get(("multiedge", size), [])
-        tcp = fig.get(("tcp", size), [])
+    for size in sizes:
+        me = fig.get((prefix + "multiedge", size), [])
+        tcp = fig.get((prefix + "tcp", size), [])
         me_us, tcp_us = med([u for u, _ in me]), med([u for u, _ in tcp])
         me_bw, tcp_bw = med([b for _, b in me]), med([b for _, b in tcp])
         p(f"| {size_name(size)} | {fmt(me_us)} | {fmt(tcp_us)} | {fr(ratio(me_us, tcp_us))} | "

@@ -353,11 +353,15 @@ def mpi(rows, d):
                 runs.setdefault(f[1], {}).setdefault(int(f[3]), []).append(float(f[4]))
     need("phase M (MPI)", runs)
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    for name, style in (("multiedge", "o-"), ("tcp", "s--")):
+    for name, style, label in (("multiedge", "o-", "Open MPI over multiedge (libfabric provider)"),
+                               ("tcp", "s--", "Open MPI over TCP"),
+                               ("mpich:multiedge", "^-", "MPICH over multiedge (libfabric provider)"),
+                               ("mpich:tcp", "v--", "MPICH over libfabric's tcp provider")):
         by_size = runs.get(name, {})
+        if not by_size:
+            continue
         xs = sorted(by_size)
-        ax.plot(xs, [med(by_size[x]) for x in xs], style, markersize=4,
-                label=f"Open MPI over {'multiedge (libfabric provider)' if name == 'multiedge' else 'TCP'}")
+        ax.plot(xs, [med(by_size[x]) for x in xs], style, markersize=4, label=label)
     size_axis(ax)
     ax.set_yscale("log")
     ax.set_ylabel("one-way time (us, median of rounds)")

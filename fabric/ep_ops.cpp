@@ -225,8 +225,10 @@ template <bool Tagged> struct Ops {
 				   void *context)
 	{
 		Locked l(f);
-		return l.ep->recv(buf, len, desc, src, tag, ignore, l.ep->rx_op_flags, Tagged,
-				  context);
+		// A default FI_MULTI_RECV (rx_attr op_flags) is for untagged
+		// receives: tagged ones have none in libfabric 1.17.
+		std::uint64_t flags = l.ep->rx_op_flags & (Tagged ? ~std::uint64_t{FI_MULTI_RECV} : ~0ULL);
+		return l.ep->recv(buf, len, desc, src, tag, ignore, flags, Tagged, context);
 	}
 	static ssize_t recvv_tagged(fid_ep *f, const iovec *iov, void **desc, std::size_t count,
 				    fi_addr_t src, std::uint64_t tag, std::uint64_t ignore,

@@ -52,7 +52,7 @@ GUEST_SCRIPTS += $(TOP)/tests/vm/mpi/mpi-openmpi
 GUEST_PAIR_SCRIPTS += $(TOP)/tests/vm/mpi/mpi-pair
 # And run by MPICH: Debian 12's, built from its source package for
 # libfabric (scripts/mpich: its binary package is built for UCX), which
-# only `make test` and `make bench` build (TEST_PROGRAMS; about 7 minutes,
+# only `make test` and `make bench` build (TEST_PROGRAMS; about 8 minutes,
 # once).
 MPICH_INST := $(BUILD)/mpich/inst
 $(MPICH_INST)/.built: $(TOP)/scripts/mpich

@@ -535,7 +535,8 @@ RecvRequest Endpoint::multi_slice(RecvRequest &r, std::size_t len) const
 	// Aligned so that whoever reads a header out of it can (MPICH does).
 	std::size_t end = m.used + std::min(len, slice.len);
 	m.used = std::min(r.len, (end + 7) & ~std::size_t{7});
-	m.released = r.len - m.used < min_multi_recv;
+	// Full, or with less left than the minimum (which may be 0).
+	m.released = m.used == r.len || r.len - m.used < min_multi_recv;
 	m.pending++;
 	return slice;
 }

@@ -1052,6 +1052,24 @@ TEST_F(FabricTest, MultiReceiveBufferTakesManyMessages)
 	ASSERT_TRUE(d);
 	EXPECT_EQ(d->err, FI_ECANCELED);
 	EXPECT_TRUE(d->e.flags & FI_MULTI_RECV);
+
+	// With a minimum of 0 a buffer is handed back when full: two 8-byte
+	// messages fill 16 bytes, the second says so.
+	min = 0;
+	ASSERT_EQ(fi_setopt(&b.ep->fid, FI_OPT_ENDPOINT, FI_OPT_MIN_MULTI_RECV, &min, sizeof(min)), 0);
+	std::vector<std::uint8_t> m3(16);
+	iovec iov3{m3.data(), m3.size()};
+	msg.msg_iov = &iov3;
+	int c5;
+	msg.context = &c5;
+	ASSERT_EQ(fi_recvmsg(b.ep, &msg, FI_MULTI_RECV | FI_COMPLETION), 0);
+	send(8);
+	send(8);
+	post(11);
+	post(12);
+	check(m3, &c5, 11, 12);
+	for (std::size_t i = 11; i < 13; i++)
+		ASSERT_TRUE(wait_done(a, &sent[i].ctx, {&a, &b}));
 }
 
 // A rendezvous from read-only memory (it cannot be registered): the

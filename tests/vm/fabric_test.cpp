@@ -1008,24 +1008,25 @@ TEST_F(FabricTest, MultiReceiveBufferTakesManyMessages)
 	for (std::size_t i = 0; i < 3; i++)
 		post(i);
 	drive({&a, &b}, [&] { return false; }, 300ms);
+	// Posts `buf` as a multi-receive buffer with context `ctx`.
+	auto post_multi = [&](std::vector<std::uint8_t> &buf, void *ctx) {
+		iovec iov{buf.data(), buf.size()};
+		fi_msg msg{};
+		msg.msg_iov = &iov;
+		msg.iov_count = 1;
+		msg.addr = FI_ADDR_UNSPEC;
+		msg.context = ctx;
+		return fi_recvmsg(b.ep, &msg, FI_MULTI_RECV | FI_COMPLETION);
+	};
 	std::vector<std::uint8_t> m1(24576);
-	iovec iov1{m1.data(), m1.size()};
-	fi_msg msg{};
-	msg.msg_iov = &iov1;
-	msg.iov_count = 1;
-	msg.addr = FI_ADDR_UNSPEC;
 	int c1, c2, c3, c4;
-	msg.context = &c1;
-	ASSERT_EQ(fi_recvmsg(b.ep, &msg, FI_MULTI_RECV | FI_COMPLETION), 0);
+	ASSERT_EQ(post_multi(m1, &c1), 0);
 	check(m1, &c1, 0, 2);
 
 	// One posted first takes them as they come: 8 + 500 + 1000 + 2000 +
 	// 5000 + 300 bytes leave 7568 of 16 KiB; the next 5000 leave 2568.
 	std::vector<std::uint8_t> m2(16384);
-	iovec iov2{m2.data(), m2.size()};
-	msg.msg_iov = &iov2;
-	msg.context = &c2;
-	ASSERT_EQ(fi_recvmsg(b.ep, &msg, FI_MULTI_RECV | FI_COMPLETION), 0);
+	ASSERT_EQ(post_multi(m2, &c2), 0);
 	for (std::size_t size : {8, 500, 1000, 2000, 5000, 300, 5000, 77})
 		send(size);
 	for (std::size_t i = 3; i < sent.size(); i++)
@@ -1045,8 +1046,7 @@ TEST_F(FabricTest, MultiReceiveBufferTakesManyMessages)
 		EXPECT_EQ(sd->err, 0);
 	}
 	// Cancelled, an unused one is handed back at once.
-	msg.context = &c4;
-	ASSERT_EQ(fi_recvmsg(b.ep, &msg, FI_MULTI_RECV | FI_COMPLETION), 0);
+	ASSERT_EQ(post_multi(m2, &c4), 0);
 	ASSERT_EQ(fi_cancel(&b.ep->fid, &c4), 0);
 	d = wait_done(b, &c4, {&a, &b});
 	ASSERT_TRUE(d);
@@ -1058,11 +1058,8 @@ TEST_F(FabricTest, MultiReceiveBufferTakesManyMessages)
 	min = 0;
 	ASSERT_EQ(fi_setopt(&b.ep->fid, FI_OPT_ENDPOINT, FI_OPT_MIN_MULTI_RECV, &min, sizeof(min)), 0);
 	std::vector<std::uint8_t> m3(16);
-	iovec iov3{m3.data(), m3.size()};
-	msg.msg_iov = &iov3;
 	int c5;
-	msg.context = &c5;
-	ASSERT_EQ(fi_recvmsg(b.ep, &msg, FI_MULTI_RECV | FI_COMPLETION), 0);
+	ASSERT_EQ(post_multi(m3, &c5), 0);
 	send(8);
 	send(8);
 	post(11);

@@ -1,0 +1,105 @@
+#!/bin/bash
+# Where the receiver's CPU goes between two guests: node 0 writes one-way
+# to node 1 over eth0 with multiedge and then with TCP (iperf3), each for
+# the same time, while node 1 records `perf record -a` and its busy CPU
+# over the middle of each run.  Prints node 1's busy CPU per MB for both
+# and both profiles' top symbols.
+#   scripts/vm --nodes 2 --links 1 --timeout 600 -- bench/profile-pair.sh [SIZE [SECONDS]]
+# Defaults: 1 MiB writes, 6 s (node 1 records the middle SECONDS-2 s).
+# ME_KO: another module to load.  The two nodes meet in build/profile-pair/.
+set -euo pipefail
+top=$(cd "$(dirname "$0")/.." && pwd)
+B=$top/build/bin
+size=${1:-1048576} secs=${2:-6}
+rec=$((secs - 2))
+[ "$rec" -ge 1 ] || { echo "profile-pair: SECONDS must be at least 3" >&2; exit 2; }
+node=${ME_NODE:?run under scripts/vm --nodes 2}
+sh=$top/build/profile-pair
+out=/tmp/profile
+mkdir -p "$out"
+command -v perf >/dev/null || { echo "profile-pair: perf not found (Debian package linux-perf)" >&2; exit 2; }
+[ "$node" -ne 0 ] || { rm -rf "$sh"; mkdir -p "$sh"; }
+for ((i = 0; i < 100; i++)); do [ -d "$sh" ] && break; sleep 0.1; done
+echo 0 >/proc/sys/kernel/kptr_restrict
+echo -1 >/proc/sys/kernel/perf_event_paranoid
+dmesg -C
+insmod "${ME_KO:-$top/kernel/multiedge.ko}" ${ME_MODULE_PARAMS:-}
+ip link set eth0 up
+ip addr add "10.9.0.$((node + 1))/24" dev eth0
+"$B/mectl" attach eth0 >/dev/null
+for ((i = 0; i < 300; i++)); do
+	"$B/mectl" peers 2>/dev/null | grep -q alive && break
+	sleep 0.1
+done
+
+wait_for() { local i; for ((i = 0; i < 2400; i++)); do [ -e "$sh/$1" ] && return 0; sleep 0.05; done; echo "profile-pair: no $1" >&2; return 1; }
+
+if [ "$node" -eq 1 ]; then
+	"$B/me_bench" server --idle 120 >"$out/server.log" 2>&1 &
+	iperf3 -s -1 >"$out/iperf-server.log" 2>&1 &
+	for sys in me tcp; do
+		# Recording before node 0 starts: perf takes seconds to start here.
+		# Busy CPU from 1 s after the start for SECONDS-2 s.
+		perf record -a -o "$out/$sys.data" -- bash -c "
+			touch $sh/recording-$sys
+			while [ ! -e $sh/start-$sys ]; do sleep 0.05; done
+			sleep 1; snap=\$(head -1 /proc/stat)
+			sleep $rec; echo \"\$snap\" >$sh/$sys.stat; head -1 /proc/stat >>$sh/$sys.stat
+			while [ ! -e $sh/stop-$sys ]; do sleep 0.05; done" 2>/dev/null
+		awk '{b = $2+$3+$4+$7+$8+$9; t = b+$5+$6} NR == 1 {b0 = b; t0 = t}
+			NR == 2 {print b - b0, t - t0}' "$sh/$sys.stat" >"$sh/$sys.busy"
+		perf report -i "$out/$sys.data" --no-children --sort sym --stdio 2>/dev/null |
+			grep -v '^#' | grep -v '^$' | head -45 >"$sh/$sys.profile" || true
+		perf report -i "$out/$sys.data" --no-children --sort comm --stdio 2>/dev/null |
+			grep -v '^#' | grep -v '^$' | head -8 >"$sh/$sys.threads" || true
+		touch "$sh/recorded-$sys"
+	done
+	wait_for finished
+	"$B/mectl" counters >"$sh/rx-counters.txt" 2>&1 || true
+	touch "$sh/node1-done"
+	rmmod multiedge
+	dmesg | grep -E "WARNING|BUG|Oops" && exit 1
+	exit 0
+fi
+
+wait_for recording-me
+touch "$sh/start-me"
+"$B/me_bench" client --test oneway --sizes "$size" --seconds "$secs" --min-iters 8 \
+	--csv "$sh/me.csv" --label pair >"$out/me.log" 2>&1
+touch "$sh/stop-me"
+wait_for recording-tcp
+touch "$sh/start-tcp"
+for ((i = 0; i < 50; i++)); do
+	iperf3 -c 10.9.0.2 -l "$size" -t "$secs" -J >"$sh/tcp.json" 2>&1 && break
+	sleep 0.2
+done
+touch "$sh/stop-tcp"
+wait_for recorded-tcp
+touch "$sh/finished"
+wait_for node1-done
+
+mb_s() { # SYS: MB/s of the run
+	case $1 in
+	me) awk -F, 'NR > 1 {print $9; exit}' "$sh/me.csv" ;;
+	tcp) python3 -c 'import json,sys; print("%.1f" % (json.load(open(sys.argv[1]))["end"]["sum_received"]["bits_per_second"] / 8e6))' "$sh/tcp.json" ;;
+	esac
+}
+for sys in me tcp; do
+	read -r busy all <"$sh/$sys.busy"
+	mbps=$(mb_s "$sys")
+	# jiffies are 1/100 s here (CONFIG_HZ_USER); us per MB = busy s * 1e6 / (MB/s * recorded s)
+	awk -v b="$busy" -v a="$all" -v m="$mbps" -v s="$rec" -v n="$sys" 'BEGIN {
+		printf "=== %s: %.1f MB/s, receiver busy %.0f%%, receiver CPU %.0f us/MB\n",
+			n, m, 100 * b / a, (m > 0 ? b / 100 * 1e6 / (m * s) : 0) }'
+done
+for sys in me tcp; do
+	echo "=== $sys: receiver's profile"
+	cat "$sh/$sys.profile"
+	echo "=== $sys: receiver's threads"
+	cat "$sh/$sys.threads"
+done
+echo "=== receiver's counters"
+cat "$sh/rx-counters.txt"
+rmmod multiedge
+dmesg | grep -E "WARNING|BUG|Oops" && exit 1
+exit 0

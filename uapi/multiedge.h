@@ -84,8 +84,10 @@
  * ME_ATOMIC_*, ME_CQ_ATOMIC.
  * 20: loopback (ME_FEATURE_LOOPBACK): writes, notifies, reads and atomics
  * posted on ME_CONN_LOOPBACK reach the regions of the poster's own node.
+ * 21: ME_STAT_SHARED_LOST (shared connections ended because the peer
+ * opened a new one: it had lost its side, wire 13).
  */
-#define ME_ABI_VERSION		20
+#define ME_ABI_VERSION		21
 
 /* Default ethertype: IEEE 802.1 Local Experimental 1. */
 #define ME_DEFAULT_ETHERTYPE	0x88B5
@@ -924,6 +926,8 @@ enum me_stat_index {
 	/* ABI 17 */
 	ME_STAT_CC_LOSS_QUEUE,	/* packets found lost, taken for a queue's: the window halves */
 	ME_STAT_CC_LOSS_RANDOM,	/* ... for a lossy link's: a fifth off */
+	/* ABI 21 */
+	ME_STAT_SHARED_LOST,	/* shared connections the peer had lost, ended for its new one */
 	ME_STAT_COUNT
 };
 

@@ -179,6 +179,8 @@ static void send_conn_pkt(struct me_conn *c, u32 type, int link)
 	if (link < 0)
 		return;
 	me_node_hdr(n, &h, type, c->peer);
+	if (type == ME_PT_CONNECT && me_atomic_read(&c->refused))
+		h.flags = ME_F_FRESH;
 	h.src_conn = c->id;
 	h.dst_conn = type == ME_PT_ACCEPT ? c->peer_conn : 0;
 	h.dst_inc = type == ME_PT_ACCEPT ? c->peer_inc : me_atomic_read(&c->pe->inc);
@@ -397,6 +399,76 @@ static bool shared_opened_here(struct me_node *n, const struct me_hdr *h)
 	return false;
 }
 
+/* Up and shared with @peer, other than @except: the one to join. */
+static bool shared_up_with(struct me_node *n, u32 peer, const struct me_conn *except)
+{
+	u32 i, cnt = me_atomic_read(&n->nconns);
+
+	for (i = 0; i < cnt; i++) {
+		struct me_conn *c = me_ptr_load((void **)&n->conns[i]);
+
+		if (c && c != except && c->mode == ME_MODE_SHARED && c->peer == peer &&
+		    me_atomic_read(&c->state) == ME_CS_ESTABLISHED)
+			return true;
+	}
+	return false;
+}
+
+/*
+ * A node opens a shared connection only while it holds none with the
+ * peer (me_conn_connect_port), so a new shared CONNECT says the sender
+ * lost any this side still has up with it (an ABORT lost three times).
+ * Those end here, before the CONNECT is taken, so this side's endpoints
+ * join the new one instead of one that reaches nobody (and nothing is
+ * sent on an idle one that would find out).  Except this side's own
+ * when the sender is the higher id: that CONNECT may have crossed ours
+ * (shared_opened_here), unless it is flagged FRESH (its sender was
+ * refused and holds none of ours, wire 13).  Only a connection quiet
+ * for connect_rto_ns goes: one the peer still has would have been heard
+ * from (its ACCEPT at least), and a busy one cannot be ended by a forged
+ * CONNECT.
+ */
+static void end_lost_shared(struct me_node *n, const struct me_hdr *h)
+{
+	u32 i, cnt;
+
+	if (h->c.mode != ME_MODE_SHARED)
+		return;
+	cnt = me_atomic_read(&n->nconns);
+	for (i = 0; i < cnt; i++) {
+		struct me_conn *c = me_ptr_load((void **)&n->conns[i]);
+
+		if (!c || c->mode != ME_MODE_SHARED || c->peer != h->src_node ||
+		    me_atomic_read(&c->state) != ME_CS_ESTABLISHED ||
+		    c->peer_inc != h->src_inc || c->peer_conn == h->src_conn)
+			continue;
+		if (c->active && n->cfg.node_id < h->src_node && !(h->flags & ME_F_FRESH))
+			continue;
+		if (me_elapsed(h->now, me_atomic64_read(&c->heard_ns)) < n->cfg.connect_rto_ns)
+			continue;
+		me_stat_inc(n, ME_ST_SHARED_LOST);
+		me_conn_terminate(c, ME_CS_DEAD, -ECONNRESET);
+	}
+}
+
+/*
+ * This side's shared CONNECTs the peer refused (EEXIST) give way once
+ * the peer's own shared connection is up here: its endpoints join that.
+ */
+static void end_refused_shared(struct me_node *n, u32 peer)
+{
+	u32 i, cnt = me_atomic_read(&n->nconns);
+
+	for (i = 0; i < cnt; i++) {
+		struct me_conn *c = me_ptr_load((void **)&n->conns[i]);
+
+		/* Connecting: no ABORT goes (conn_end). */
+		if (c && c->peer == peer && me_atomic_read(&c->refused) &&
+		    me_atomic_read(&c->state) == ME_CS_CONNECTING)
+			me_conn_terminate(c, ME_CS_DEAD, -EEXIST);
+	}
+}
+
 /*
  * No state for a sender we do not know: a CONNECT is taken only from a
  * peer and incarnation HELLO made known, from its address on the link it
@@ -471,6 +543,7 @@ static void rx_connect(struct me_node *n, u32 link, u64 src, const struct me_hdr
 		send_refusal(n, link, src, h, ECONNREFUSED);
 		return;
 	}
+	end_lost_shared(n, h);
 	if (!me_trylock(&n->ctl_lock))
 		return;		/* the peer resends CONNECT */
 	c = find_passive(n, h, &live);
@@ -514,8 +587,10 @@ static void rx_connect(struct me_node *n, u32 link, u64 src, const struct me_hdr
 	}
 	if (c) {
 		/* A resent CONNECT (our ACCEPT was lost), not a forged one. */
-		if (me_conn_live(c) && c->peer_cookie == h->c.cookie)
+		if (me_conn_live(c) && c->peer_cookie == h->c.cookie) {
+			me_atomic64_set(&c->heard_ns, h->now);
 			send_conn_pkt(c, ME_PT_ACCEPT, (int)link);
+		}
 		return;
 	}
 	c = fresh;
@@ -533,11 +608,14 @@ static void rx_connect(struct me_node *n, u32 link, u64 src, const struct me_hdr
 	me_win_start_rx(c, h->c.isn);
 	me_win_start_tx(c, c->isn, c->isn + h->c.credit);
 	me_atomic64_set(&c->last_rx_ns, me_now(n));
+	me_atomic64_set(&c->heard_ns, me_atomic64_read(&c->last_rx_ns));
 	me_atomic_set(&c->state, ME_CS_ESTABLISHED);
 	conn_publish(n, c);
 	me_unlock(&n->ctl_lock);
 	send_conn_pkt(c, ME_PT_ACCEPT, (int)link);
 	event(c, ME_CQE_CONN_UP, 0);
+	if (c->mode == ME_MODE_SHARED)
+		end_refused_shared(n, c->peer);
 }
 
 static void rx_accept(struct me_node *n, const struct me_hdr *h)
@@ -568,6 +646,7 @@ static void rx_accept(struct me_node *n, const struct me_hdr *h)
 	me_win_start_rx(c, h->c.isn);
 	me_atomic_set(&c->snd_right, c->isn + h->c.credit);
 	me_atomic64_set(&c->last_rx_ns, me_now(n));
+	me_atomic64_set(&c->heard_ns, me_atomic64_read(&c->last_rx_ns));
 	me_atomic_set(&c->state, ME_CS_ESTABLISHED);
 	me_unlock(&n->ctl_lock);
 	event(c, ME_CQE_CONN_UP, 0);
@@ -665,6 +744,18 @@ void me_conn_rx_refusal(struct me_node *n, const struct me_hdr *h)
 		me_stat_inc(n, ME_ST_RX_STALE);
 		return;
 	}
+	/*
+	 * Refused for the peer's own shared connection, which is not up
+	 * here: it is still on its way (its CONNECT crossed ours), or the
+	 * peer has one this side lost.  Keep asking, flagged FRESH (wire
+	 * 13): the peer ends a lost one, and once the peer's is up here
+	 * this one gives way (end_refused_shared, the timer).
+	 */
+	if (h->x.status == EEXIST && c->mode == ME_MODE_SHARED &&
+	    !shared_up_with(n, c->peer, c)) {
+		me_atomic_set(&c->refused, 1);
+		return;
+	}
 	conn_end(c, ME_CS_DEAD, -(s32)h->x.status, false);
 }
 
@@ -709,6 +800,10 @@ void me_conn_timer(struct me_conn *c, u64 now)
 		send_abort(c);
 	}
 	if (st == ME_CS_CONNECTING) {
+		if (me_atomic_read(&c->refused) && shared_up_with(n, c->peer, c)) {
+			conn_end(c, ME_CS_DEAD, -EEXIST, false);
+			return;
+		}
 		if (now - c->connect_sent_ns < n->cfg.connect_rto_ns)
 			return;
 		/*

@@ -47,6 +47,14 @@ struct me_conn {
 	u64 connect_start_ns;	/* first CONNECT */
 	u32 connect_tries;	/* (timer) */
 	me_atomic64_t last_rx_ns;	/* any valid packet from the peer */
+	me_atomic64_t heard_ns;	/* the peer's last frame of this connection
+				 * (ACCEPT, a resent CONNECT, any frame
+				 * with its cookie): a quiet shared one may
+				 * be one the peer no longer has */
+	me_atomic_t refused;	/* shared, connecting: refused (EEXIST)
+				 * while this side held no shared connection
+				 * of the peer's; CONNECT again flagged
+				 * ME_F_FRESH (wire 13) */
 	me_atomic64_t end_ns;	/* when it became CLOSED or DEAD, 0 before */
 	s32 end_status;		/* why it died (negative errno), set before
 				 * the state (conn_end) */

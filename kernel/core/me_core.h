@@ -168,6 +168,8 @@ enum me_stat {
 	ME_ST_ACK_HOLD_EXPIRED,	/* held acks the timer sent: no reply came */
 	ME_ST_CC_LOSS_QUEUE,	/* packets found lost, taken for a queue's */
 	ME_ST_CC_LOSS_RANDOM,	/* ... for a lossy link's (cc.c) */
+	ME_ST_SHARED_LOST,	/* shared connections the peer had lost,
+				 * ended for its new CONNECT (conn.c) */
 	ME_ST_MAX_
 };
 

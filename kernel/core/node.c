@@ -175,6 +175,7 @@ static struct me_conn *rx_conn(struct me_node *n, u32 link, u64 src, const struc
 		return NULL;
 	}
 	me_path_rx(n, link, src, h, c->pe);
+	me_atomic64_set(&c->heard_ns, h->now);
 	return c;
 }
 

@@ -229,6 +229,8 @@ int me_wire_parse(const void *buf, u32 len, struct me_hdr *h)
 	if ((h->flags & ME_F_CARRY) &&
 	    (h->type != ME_PT_ACK || len - want < ME_HDR_COMMON))
 		return ME_EWIRE_FIELD;
+	if ((h->flags & ME_F_FRESH) && h->type != ME_PT_CONNECT)
+		return ME_EWIRE_FIELD;
 	h->src_node = me_get_be32(p + 8);
 	h->dst_node = me_get_be32(p + 12);
 	h->src_inc = me_get_be32(p + 16);
@@ -278,6 +280,9 @@ int me_wire_parse(const void *buf, u32 len, struct me_hdr *h)
 		h->c.port = me_get_be32(p + 64);
 		if (p[51] || me_get_be32(p + 68) || h->payload_len || !h->src_conn ||
 		    !h->c.cookie || h->c.port > ME_WIRE_PORT_MAX)
+			return ME_EWIRE_FIELD;
+		/* FRESH is a shared CONNECT's only flag; an ACCEPT has none. */
+		if (h->flags & ~(h->type == ME_PT_CONNECT && h->c.mode == 2 ? ME_F_FRESH : 0))
 			return ME_EWIRE_FIELD;
 		/* A CONNECT cannot know the cookie yet; an ACCEPT must. */
 		if ((h->type == ME_PT_CONNECT) != !h->cookie)

@@ -38,8 +38,12 @@
  * destination port in bits 0-15 of its key and its sender's in 16-31.
  * 11: ATOMIC, a remote atomic operation on 4 or 8 bytes; a READ_RESP
  * answers it with the value found there.
+ * 12: the lower node id's shared connection is kept when both open one.
+ * 13: CONNECT flag FRESH (shared mode only): its sender holds no shared
+ * connection of the receiver's, so the receiver's own, if quiet, is one
+ * the sender lost and gives way.
  */
-#define ME_WIRE_VERSION		12
+#define ME_WIRE_VERSION		13
 
 enum me_pkt_type {
 	ME_PT_HELLO = 1,	/* discovery, every link, periodically */
@@ -70,7 +74,9 @@ enum me_pkt_type {
 				 * was not needed) */
 #define ME_F_CARRY	0x0020	/* ACK: a sequenced packet between the
 				 * same nodes follows it in the frame */
-#define ME_F_KNOWN	0x003f
+#define ME_F_FRESH	0x0040	/* CONNECT, shared: the sender holds no
+				 * shared connection of the receiver's */
+#define ME_F_KNOWN	0x007f
 
 #define ME_HDR_COMMON	40
 #define ME_HDR_SEQ	88	/* common + sequenced extension */

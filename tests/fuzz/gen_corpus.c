@@ -189,6 +189,9 @@ static void gen_wire(const char *dir)
 	h.c.mode = 2;
 	h.c.port = 0;
 	wire_pkt(dir, "connect_shared", &h, 0);
+	h.flags = ME_F_FRESH;	/* wire 13: its sender holds none of ours */
+	wire_pkt(dir, "connect_fresh", &h, 0);
+	h.flags = 0;
 
 	memset(&h, 0, sizeof(h));
 	h.type = ME_PT_ACK;

@@ -245,8 +245,10 @@ TEST(Wire, parse__bad_fields)
 	bad([](auto &c) { c[0] = 9; }, ME_EWIRE_VERSION);		// before shared
 	bad([](auto &c) { c[0] = 10; }, ME_EWIRE_VERSION);		// before atomics
 	bad([](auto &c) { c[0] = 11; }, ME_EWIRE_VERSION);		// before EEXIST refusals
-	bad([](auto &c) { c[0] = 13; }, ME_EWIRE_VERSION);
+	bad([](auto &c) { c[0] = 12; }, ME_EWIRE_VERSION);		// before FRESH
+	bad([](auto &c) { c[0] = 14; }, ME_EWIRE_VERSION);
 	bad([](auto &c) { c[3] |= ME_F_CARRY; }, ME_EWIRE_FIELD);	// only an ack carries
+	bad([](auto &c) { c[3] |= ME_F_FRESH; }, ME_EWIRE_FIELD);	// only a shared CONNECT
 	bad([](auto &c) { c[1] = 0; }, ME_EWIRE_TYPE);
 	bad([](auto &c) { c[1] = ME_PT_MAX_; }, ME_EWIRE_TYPE);
 	bad([](auto &c) { c[3] = 0x80; }, ME_EWIRE_FIELD);		// flags

@@ -533,34 +533,26 @@ def host_drops(d):
 
 def issue16_targets(rows, targets, d):
     """Issue 16's targets that the sections above do not judge already."""
-    # Sender CPU per MB, whole guest (/proc/stat) for both, phase A sweep.
-    cpu = []
-    for s in sorted({r["size"] for r in rows if r["phase"] == "A" and r["size"] >= 65536}):
-        me = val(pick(rows, system="multiedge", test="oneway", phase="A", size=s), "cpu_us_per_mb")
-        tcp = val(pick(rows, system="tcp", test="oneway", phase="A", size=s), "cpu_us_per_mb")
-        if ratio(me, tcp) is not None:
-            cpu.append((s, ratio(me, tcp)))
-    if cpu:
-        hi = max(cpu, key=lambda x: x[1])
-        targets.append(("sender CPU per MB >= 64 KiB <= 0.7x TCP's (sweep, phase A)",
-                        f"highest {hi[1]:.2f}x (at {size_name(hi[0])}); "
-                        + ", ".join(f"{size_name(s)} {r:.2f}x" for s, r in cpu), hi[1] <= 0.7))
-    # The receiver's (node 1, one vCPU in boot 1), whole guest for both.
+    # CPU per MB of the sender and of the receiver (node 1, one vCPU in
+    # boot 1), whole guest (/proc/stat) for both systems, phase A sweep.
     def rx_us_per_mb(r):
         if not r or r.get("peer_cpu_util") is None or not r.get("mbps"):
             return None
         return r["peer_cpu_util"] / 100 * 1e6 / r["mbps"]
-    rx = []
-    for s in sorted({r["size"] for r in rows if r["phase"] == "A" and r["size"] >= 65536}):
-        me = rx_us_per_mb(pick(rows, system="multiedge", test="oneway", phase="A", size=s))
-        tcp = rx_us_per_mb(pick(rows, system="tcp", test="oneway", phase="A", size=s))
-        if ratio(me, tcp) is not None:
-            rx.append((s, ratio(me, tcp)))
-    if rx:
-        hi = max(rx, key=lambda x: x[1])
-        targets.append(("receiver CPU per MB >= 64 KiB <= 0.7x TCP's (sweep, phase A)",
-                        f"highest {hi[1]:.2f}x (at {size_name(hi[0])}); "
-                        + ", ".join(f"{size_name(s)} {r:.2f}x" for s, r in rx), hi[1] <= 0.7))
+    for side, per_mb in (("sender", lambda r: val(r, "cpu_us_per_mb")),
+                         ("receiver", rx_us_per_mb)):
+        cpu = []
+        for s in sorted({r["size"] for r in rows if r["phase"] == "A" and r["size"] >= 65536}):
+            me = per_mb(pick(rows, system="multiedge", test="oneway", phase="A", size=s))
+            tcp = per_mb(pick(rows, system="tcp", test="oneway", phase="A", size=s))
+            if ratio(me, tcp) is not None:
+                cpu.append((s, ratio(me, tcp)))
+        if cpu:
+            hi = max(cpu, key=lambda x: x[1])
+            targets.append((f"{side} CPU per MB >= 64 KiB <= 0.7x TCP's (sweep, phase A)",
+                            f"highest {hi[1]:.2f}x (at {size_name(hi[0])}); "
+                            + ", ".join(f"{size_name(s)} {r:.2f}x" for s, r in cpu),
+                            hi[1] <= 0.7))
     # Data packets resent on links that lose nothing: every one-way size of
     # the two guests (A, P) and of the namespace pair (D).
     drops = host_drops(d)

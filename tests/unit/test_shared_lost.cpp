@@ -81,6 +81,27 @@ void carries_both_ways(Sim &sim, me_conn *x, me_conn *y)
 	w.check();
 }
 
+// A shared CONNECT flagged FRESH from node id 2 (incarnation 80) to 1 (70).
+me_hdr fresh_connect()
+{
+	me_hdr h{};
+	h.version = ME_WIRE_VERSION;
+	h.type = ME_PT_CONNECT;
+	h.flags = ME_F_FRESH;
+	h.src_node = 2;
+	h.src_inc = 80;
+	h.dst_node = 1;
+	h.dst_inc = 70;
+	h.src_conn = 77;
+	h.c.isn = 1;
+	h.c.credit = 64;
+	h.c.window = 256;
+	h.c.mode = ME_MODE_SHARED;
+	h.c.ops = 64;
+	h.c.cookie = 12345;
+	return h;
+}
+
 }  // namespace
 
 // The lower opened it; the higher lost its side.  The higher's new CONNECT
@@ -173,21 +194,7 @@ TEST(SharedLost, busy_connection__a_fresh_connect_is_refused)
 		ASSERT_EQ(w.submit(hi_side, 1, Op::WRITE, 3000), 0);
 	sim.run_for(sim.nodes[0]->cfg.connect_rto_ns / 4);
 
-	me_hdr h{};
-	h.version = ME_WIRE_VERSION;
-	h.type = ME_PT_CONNECT;
-	h.flags = ME_F_FRESH;
-	h.src_node = 2;
-	h.src_inc = 80;
-	h.dst_node = 1;
-	h.dst_inc = 70;
-	h.src_conn = 77;
-	h.c.isn = 1;
-	h.c.credit = 64;
-	h.c.window = 256;
-	h.c.mode = ME_MODE_SHARED;
-	h.c.ops = 64;
-	h.c.cookie = 12345;
+	me_hdr h = fresh_connect();
 	std::vector<uint8_t> b(ME_HDR_CONN);
 	me_wire_build(b.data(), &h);
 	sim.deliver(*sim.nodes[0], 0, Sim::addr(1, 0), b);
@@ -202,20 +209,7 @@ TEST(SharedLost, busy_connection__a_fresh_connect_is_refused)
 // other packet it is malformed.
 TEST(SharedLost, wire__fresh_only_on_a_shared_connect)
 {
-	me_hdr h{};
-	h.version = ME_WIRE_VERSION;
-	h.type = ME_PT_CONNECT;
-	h.flags = ME_F_FRESH;
-	h.src_node = 1;
-	h.src_inc = 70;
-	h.dst_node = 2;
-	h.src_conn = 5;
-	h.c.isn = 1;
-	h.c.credit = 64;
-	h.c.window = 256;
-	h.c.ops = 64;
-	h.c.cookie = 9;
-	h.c.mode = ME_MODE_SHARED;
+	me_hdr h = fresh_connect();
 	std::vector<uint8_t> b(ME_HDR_MAX);
 	me_hdr out{};
 	me_wire_build(b.data(), &h);

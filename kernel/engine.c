@@ -327,6 +327,18 @@ static bool plat_port_open(void *ctx, u32 port)
 	return me_ports_open(ctx, port);
 }
 
+/*
+ * The core's work needs the timer (me_core.h): wake it from its idle
+ * sleep.  The engine holds a reference on the thread until the core is
+ * gone, so this never meets a freed task.
+ */
+static void plat_timer_kick(void *ctx)
+{
+	struct me_net *mn = ctx;
+
+	wake_up_process(mn->timer);
+}
+
 static const struct me_plat_ops me_plat = {
 	.now_ns = plat_now_ns,
 	.tx = plat_tx,
@@ -347,22 +359,45 @@ static const struct me_plat_ops me_plat = {
 	.port_open = plat_port_open,
 	.retire = plat_retire,
 	.mr_atomic = plat_mr_atomic,
+	.timer_kick = plat_timer_kick,
 };
 
 /* ---- lifecycle ---- */
 
+/*
+ * Sleeps @ns, or until a kick (plat_timer_kick) when @idle: then false
+ * if the idle period no longer holds (a kick came, or was due before
+ * the sleep began and found us awake).
+ */
+static bool timer_sleep(struct me_net *mn, u64 ns, bool idle)
+{
+	ktime_t period = ns_to_ktime(ns);
+
+	set_current_state(TASK_INTERRUPTIBLE);
+	if (!kthread_should_stop() && (!idle || me_core_timer_idle(mn->core)))
+		schedule_hrtimeout_range(&period, period / 4, HRTIMER_MODE_REL);
+	__set_current_state(TASK_RUNNING);
+	return !idle || me_core_timer_idle(mn->core);
+}
+
+/*
+ * Every tick_us while anything times out; the core's longer period
+ * while nothing does (an idle node wakes a few hundred times a second,
+ * not thousands).  A kick ends the idle sleep, and the next pass comes
+ * a tick later, as if the timer had ticked all along.
+ */
 static int timer_thread(void *arg)
 {
 	struct me_net *mn = arg;
-	ktime_t period = ns_to_ktime((u64)tick_us * NSEC_PER_USEC);
+	u64 tick = (u64)tick_us * NSEC_PER_USEC;
 
 	while (!kthread_should_stop()) {
-		me_core_timer(mn->core);
-		me_shared_timer(mn);
-		set_current_state(TASK_INTERRUPTIBLE);
-		if (!kthread_should_stop())
-			schedule_hrtimeout_range(&period, period / 4, HRTIMER_MODE_REL);
-		__set_current_state(TASK_RUNNING);
+		u64 next = me_core_timer(mn->core);
+
+		if (me_shared_timer(mn))
+			next = tick;
+		if (!timer_sleep(mn, next, next > tick) && !kthread_should_stop())
+			timer_sleep(mn, tick, false);
 	}
 	return 0;
 }
@@ -458,9 +493,11 @@ int me_engine_start(struct me_net *mn, unsigned int packet_size)
 		return PTR_ERR(t);
 	}
 	mn->packet_size = packet_size;
+	/* Until the core is gone: plat_timer_kick() may wake it. */
+	get_task_struct(t);
+	mn->timer = t;
 	/* ioctls find the engine without RTNL: publish it complete. */
 	smp_store_release(&mn->core, core);
-	mn->timer = t;
 	mutex_lock(&me_engines_lock);
 	list_add(&mn->node, &me_engines);
 	mutex_unlock(&me_engines_lock);
@@ -491,6 +528,8 @@ void me_engine_stop(struct me_net *mn)
 	list_del(&mn->node);
 	mutex_unlock(&me_engines_lock);
 	me_node_destroy(core);
+	put_task_struct(mn->timer);
+	mn->timer = NULL;
 	WRITE_ONCE(mn->core, NULL);
 	me_ops_net_stop(mn);
 	kvfree(mn->owners);

@@ -132,6 +132,7 @@ static void close_given_up(struct me_net *mn, struct me_conn *c)
 		atomic_inc(&mn->share_retries);
 	}
 	spin_unlock_bh(&cd->lock);
+	me_core_kick(me_net_core(mn));	/* me_shared_timer() retries it */
 }
 
 /* Nobody here uses @c any more: closed now, or by me_shared_up(). */
@@ -141,14 +142,14 @@ static void give_up(struct me_net *mn, struct me_conn *c)
 	me_conns_drop(mn, me_conn_id(c));
 }
 
-void me_shared_timer(struct me_net *mn)
+bool me_shared_timer(struct me_net *mn)
 {
 	struct me_node *core = me_net_core(mn);
 	u32 slot, n;
 	int idx;
 
 	if (!atomic_read(&mn->share_retries) || !core)
-		return;
+		return false;
 	idx = srcu_read_lock(&mn->conn_srcu);
 	n = me_node_nconns(core);
 	for (slot = 0; slot < n; slot++) {
@@ -168,6 +169,7 @@ void me_shared_timer(struct me_net *mn)
 		spin_unlock_bh(&cd->lock);
 	}
 	srcu_read_unlock(&mn->conn_srcu, idx);
+	return atomic_read(&mn->share_retries);
 }
 
 /* @f leaves connection @id (conn_srcu held).  -ENOENT: it had not joined. */

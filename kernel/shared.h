@@ -28,8 +28,11 @@ void me_shared_release_file(struct me_file *f);
  * its operations completed: ops.c).
  */
 void me_shared_push_event(struct me_conn_done *cd, const struct me_completion *c);
-/* The timer: closes given-up connections whose queue was full. */
-void me_shared_timer(struct me_net *mn);
+/*
+ * The timer: closes given-up connections whose queue was full.  True
+ * while some are left to retry (the timer keeps its tick).
+ */
+bool me_shared_timer(struct me_net *mn);
 /* ME_CQE_CONN_UP of a shared connection this side opened. */
 void me_shared_up(struct me_net *mn, u32 id);
 /* With owner_lock: the connection was retired; its joins are forgotten. */

@@ -711,6 +711,7 @@ static void conn_end(struct me_conn *c, u32 state, s32 status, bool tell)
 		c->abort_status = (u32)(status < 0 ? -status : ECONNABORTED);
 		me_atomic_set(&c->abort_left, ME_ABORT_TRIES);
 	}
+	me_node_busy(c->node);	/* the sweep of what it had in flight */
 	me_msg_fail_all(c, status);
 	/* Zero-copy references: entries' now, unsent ops' in the pump. */
 	me_win_zc_release_all(c);
@@ -839,6 +840,15 @@ void me_conn_timer(struct me_conn *c, u64 now)
 	}
 	me_win_timer(c, now);
 	me_msg_pump(c);
+}
+
+bool me_conn_quiet(struct me_conn *c)
+{
+	u32 st = me_atomic_read(&c->state);
+
+	if (st == ME_CS_CLOSED || st == ME_CS_DEAD)
+		return c->inflight_swept || me_win_tx_idle(c);
+	return st != ME_CS_CLOSING && me_win_quiet(c) && me_msg_quiet(c);
 }
 
 int me_conn_write(struct me_conn *c, const struct me_rw *rw)

@@ -164,6 +164,11 @@ void me_conn_rx_abort(struct me_conn *c);
 /* A peer restarted with a new incarnation: its old connections are dead. */
 void me_conn_peer_restarted(struct me_node *n, u32 peer, u32 new_inc);
 void me_conn_timer(struct me_conn *c, u64 now);
+/*
+ * Nothing of it needs the timer before the path scan's next pass: its
+ * remaining timeouts (connect, abort, answer, linger) are that coarse.
+ */
+bool me_conn_quiet(struct me_conn *c);
 /* Released, ended and lingered: may leave the table (timer only). */
 bool me_conn_reclaimable(struct me_conn *c, u64 now);
 /* Take it out of the table, free its slot, hand it to ops->retire. */

@@ -12,8 +12,11 @@
  *                                                header, src its source
  *                                                address), from any number
  *                                                of threads concurrently
- *   me_core_timer(node);                         periodically (cfg.tick_ns),
- *                                                may overlap me_core_rx
+ *   next = me_core_timer(node);                  again within `next` ns
+ *                                                (cfg.tick_ns, longer while
+ *                                                idle; ops->timer_kick asks
+ *                                                sooner), may overlap
+ *                                                me_core_rx
  *   me_conn_connect(node, peer, mode, &conn);    active open; the passive
  *                                                side learns of new
  *                                                connections through
@@ -278,7 +281,22 @@ int me_core_rx_batch(struct me_node *node, struct me_rx_batch *b, u32 link, u64 
 		     const void *buf, u32 len, void *rx);
 void me_core_rx_batch_end(struct me_rx_batch *b);
 
-void me_core_timer(struct me_node *node);
+/*
+ * The protocol's timers.  Returns the ns within which the host calls it
+ * again: cfg.tick_ns while a connection has anything that times out
+ * (packets in flight, an ack owed, an op or answer not yet sent, a close
+ * under way); longer (a quarter of the shortest of ka_ns, link_dead_ns,
+ * hello_ns and connect_rto_ns) while none has, which leaves an idle
+ * node's host asleep.  Activity after such a pass calls
+ * ops->timer_kick once; a host sleeping on the long period must then
+ * call again within cfg.tick_ns.  me_core_timer_idle() says, after the
+ * host prepared to sleep, whether the long period still holds (no kick
+ * has come since the pass).
+ */
+u64 me_core_timer(struct me_node *node);
+bool me_core_timer_idle(struct me_node *node);
+/* Something outside the core needs the tick (the host's own timed work). */
+void me_core_kick(struct me_node *node);
 
 /* A one-sided operation. */
 struct me_rw {

@@ -205,6 +205,14 @@ struct me_plat_ops {
 	 */
 	int (*mr_atomic)(void *ctx, u32 region, u64 off, u32 size, u32 aop,
 			 u64 operand, u64 compare, u64 *old);
+
+	/*
+	 * The timer is needed sooner than the period me_core_timer() last
+	 * returned (optional: a host that calls it every cfg.tick_ns anyway
+	 * needs none).  Called at most once per idle pass, from any context
+	 * (receive, submission, the timer itself); must not sleep.
+	 */
+	void (*timer_kick)(void *ctx);
 };
 
 #endif /* ME_PLAT_H */

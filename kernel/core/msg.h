@@ -80,6 +80,11 @@ int me_msg_submit(struct me_conn *c, u32 type, const struct me_rw *rw);
 /* Packetize as much as window and links allow; never waits (trylock). */
 void me_msg_pump(struct me_conn *c);
 /*
+ * Nothing for the pump to send, now or once the window opens.  Timer
+ * only: it pumps what a submission racing with the check left.
+ */
+bool me_msg_quiet(struct me_conn *c);
+/*
  * Process one in-sequence-or-unordered packet's payload.  0 when done,
  * -EAGAIN when no response slot was free (nothing changed, retry later).
  */

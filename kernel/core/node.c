@@ -314,13 +314,68 @@ int me_core_rx_batch(struct me_node *n, struct me_rx_batch *b, u32 link, u64 src
 	return 0;
 }
 
-void me_core_timer(struct me_node *n)
+/*
+ * The idle timer.  A pass that finds no connection needing the tick
+ * returns a longer period (idle_period()), and the first work created
+ * after it (me_node_busy(): packets sent, an ack owed, an op queued, a
+ * connection ending) kicks the host's timer awake.  A handshake of two
+ * flags, each side storing its own before reading the other's (full
+ * barriers), so that either the pass sees the work or the work sees the
+ * idle timer and kicks it:
+ *   work:  busy = 1;  if (xchg(idle, 0)) kick
+ *   timer: busy = 0;  scan;  idle = 1;  if (busy) idle = 0 (tick)
+ */
+void me_node_kick_slow(struct me_node *n)
 {
+	me_atomic_xchg(&n->timer_busy, 1);
+	if (me_atomic_xchg(&n->timer_idle, 0) && n->ops->timer_kick)
+		n->ops->timer_kick(n->ctx);
+}
+
+void me_core_kick(struct me_node *n)
+{
+	me_node_busy(n);
+}
+
+bool me_core_timer_idle(struct me_node *n)
+{
+	return me_atomic_read(&n->timer_idle);
+}
+
+/*
+ * How long an idle node's timer sleeps: a quarter of the shortest of
+ * what it still times then (keepalives and deaths of paths, HELLOs,
+ * CONNECT retries), never below the tick.
+ */
+static u64 idle_period(struct me_node *n)
+{
+	u64 p = me_min_u64(me_min_u64(n->cfg.ka_ns, n->cfg.link_dead_ns),
+			   me_min_u64(n->cfg.hello_ns, n->cfg.connect_rto_ns));
+
+	return me_max_u64(p / 4, n->cfg.tick_ns);
+}
+
+/* After a quiet pass: may the host sleep the idle period? */
+static bool timer_go_idle(struct me_node *n)
+{
+	me_atomic_xchg(&n->timer_idle, 1);
+	if (!me_atomic_read(&n->timer_busy))
+		return true;
+	me_atomic_set(&n->timer_idle, 0);	/* work came during the pass */
+	return false;
+}
+
+u64 me_core_timer(struct me_node *n)
+{
+	bool quiet = true;
 	u32 i, cnt;
 	u64 now;
 
 	if (!me_trylock(&n->timer_lock))
-		return;
+		return n->cfg.tick_ns;
+	/* Kicks are for a sleeping timer; work from now on marks this pass. */
+	me_atomic_set(&n->timer_idle, 0);
+	me_atomic_xchg(&n->timer_busy, 0);
 	now = me_now(n);
 	me_path_timer(n, now);
 	cnt = me_atomic_read(&n->nconns);
@@ -330,8 +385,13 @@ void me_core_timer(struct me_node *n)
 		if (!c)
 			continue;
 		me_conn_timer(c, now);
-		if (n->ops->retire && me_conn_reclaimable(c, now))
+		if (n->ops->retire && me_conn_reclaimable(c, now)) {
 			me_conn_retire(c);	/* c is gone */
+			continue;
+		}
+		if (quiet)
+			quiet = me_conn_quiet(c);
 	}
 	me_unlock(&n->timer_lock);
+	return quiet && timer_go_idle(n) ? idle_period(n) : n->cfg.tick_ns;
 }

@@ -39,6 +39,13 @@ struct me_node {
 	u32 free_head, free_len;
 	me_lock_t ctl_lock;	/* control path: connect/accept/death */
 	me_lock_t timer_lock;	/* me_core_timer is never re-entered */
+	/*
+	 * The idle timer's handshake (node.c): timer_busy, work for the
+	 * timer created since its pass began; timer_idle, the pass found
+	 * none and the host may sleep the long period.
+	 */
+	me_atomic_t timer_busy;
+	me_atomic_t timer_idle;
 	me_atomic64_t stats[ME_ST_MAX_];
 };
 
@@ -67,6 +74,19 @@ static inline bool me_zc_on(const struct me_node *n)
 static inline bool me_zc_type(u32 type)
 {
 	return type == ME_PT_WRITE || type == ME_PT_NOTIFY;
+}
+
+/*
+ * Work for the timer was just created (packets in flight, an ack owed, an
+ * op queued): after the state that needs it is stored.  Cheap while the
+ * timer ticks anyway: one read.
+ */
+void me_node_kick_slow(struct me_node *n);
+
+static inline void me_node_busy(struct me_node *n)
+{
+	if (!me_atomic_read(&n->timer_busy))
+		me_node_kick_slow(n);
 }
 
 /*

@@ -360,6 +360,7 @@ void me_win_rx_data(struct me_conn *c, u32 link, const struct me_hdr *h,
 
 	/* Ack coalescing (EMP's "collection of frames"), nack on a gap. */
 	unacked = me_atomic_add_return(&c->unacked, 1);
+	me_node_busy(n);	/* an ack owed: held or deferred, the timer sends it */
 	cum = me_atomic_read(&c->rcv_cum);
 	if (me_seq_lt(cum, s) && me_atomic_read(&c->nack_cum) != cum)
 		nack = true;
@@ -949,6 +950,7 @@ void me_win_tx_commit(struct me_conn *c, struct me_txslot *t, u32 seq,
 	me_atomic_add_return(&me_pth(c->pe, link)->inflight, len);
 	me_atomic64_set(&t->linfo, LI(seq, txno, 0, link));
 	me_atomic_set(&c->snd_max, seq + 1);
+	me_node_busy(n);	/* its retransmission timer */
 	slot_tx(c, t, link, len, now);
 	me_stat_inc(n, ME_ST_TX_DATA);
 	me_cstat_add(c, ME_CST_TX_PKTS, 1);
@@ -959,6 +961,12 @@ void me_win_tx_commit(struct me_conn *c, struct me_txslot *t, u32 seq,
 bool me_win_tx_idle(struct me_conn *c)
 {
 	return me_atomic_read(&c->snd_una) == me_atomic_read(&c->snd_max);
+}
+
+bool me_win_quiet(struct me_conn *c)
+{
+	return me_win_tx_idle(c) && !me_atomic_read(&c->ack_held) &&
+	       !me_atomic_read(&c->unacked);
 }
 
 void me_win_failover(struct me_conn *c, u32 link)

@@ -89,6 +89,8 @@ void me_win_tx_commit(struct me_conn *c, struct me_txslot *t, u32 seq,
 		      u32 len, u32 link, u64 now);
 void me_win_tx_abort(struct me_conn *c, struct me_txslot *t);
 bool me_win_tx_idle(struct me_conn *c);
+/* Nothing in flight and no ack owed: nothing of the window times out. */
+bool me_win_quiet(struct me_conn *c);
 
 void me_win_timer(struct me_conn *c, u64 now);
 /* Resend everything in flight on a dead link over the others. */

@@ -135,6 +135,15 @@ struct Workload {
 		return r;
 	}
 
+	// Ops not completed yet.
+	size_t pending() const
+	{
+		size_t n = 0;
+		for (const auto &[k, op] : ops)
+			n += op.completions == 0;
+		return n;
+	}
+
 	bool all_done() const
 	{
 		for (auto &[k, op] : ops)

@@ -228,11 +228,13 @@ static void p_retire(void *ctx, me_conn *c)
 
 static bool p_port_open(void *ctx, uint32_t port) { return N(ctx).open_ports.count(port); }
 
+static void p_timer_kick(void *ctx) { N(ctx).sim->timer_kick(N(ctx)); }
+
 static const me_plat_ops plat = {
 	p_now, p_tx, p_mr_check, p_mr_write, p_mr_local, p_mr_read,
 	p_complete, p_alloc, p_free, p_zc_tx, p_zc_hold, p_zc_put,
 	p_rx_fill, p_mr_done, p_random_u32, p_retire, p_port_open, p_tx_burst,
-	p_mr_atomic,
+	p_mr_atomic, p_timer_kick,
 };
 
 int64_t Sim::zc_outstanding() const
@@ -342,8 +344,7 @@ Node &Sim::add_node(const me_node_cfg &cfg)
 	nodes.push_back(std::move(n));
 	Node &r = *nodes.back();
 	start_node(r);
-	int idx = r.idx;
-	at(now + cfg.tick_ns, [this, idx] { tick(idx); });
+	schedule_tick(r, now + cfg.tick_ns);
 	return r;
 }
 
@@ -392,12 +393,32 @@ void Sim::at(uint64_t t, std::function<void()> fn)
 	q.push(Ev{t, evseq++, std::move(fn)});
 }
 
-void Sim::tick(int idx)
+void Sim::schedule_tick(Node &n, uint64_t t)
+{
+	const uint64_t gen = ++n.tick_gen;
+	const int idx = n.idx;
+	n.next_tick = t;
+	at(t, [this, idx, gen] { tick(idx, gen); });
+}
+
+void Sim::tick(int idx, uint64_t gen)
 {
 	Node &n = *nodes[idx];
-	if (n.ticking)
-		me_core_timer(n.node);
-	at(now + n.cfg.tick_ns, [this, idx] { tick(idx); });
+	if (gen != n.tick_gen)
+		return;		// a kick moved it
+	uint64_t next = n.cfg.tick_ns;
+	if (n.ticking) {
+		next = me_core_timer(n.node);
+		n.timer_passes++;
+	}
+	schedule_tick(n, now + next);
+}
+
+void Sim::timer_kick(Node &n)
+{
+	n.timer_kicks++;
+	if (n.next_tick > now + n.cfg.tick_ns)
+		schedule_tick(n, now + n.cfg.tick_ns);
 }
 
 bool Sim::run(const std::function<bool()> &pred, uint64_t limit)

@@ -81,6 +81,12 @@ struct Node {
 	std::vector<int> link_wire;	// local link index -> wire id, or -1
 	std::vector<int> link_port;	// local link index -> switch port, or -1
 	bool ticking = true;
+	// The timer as the module runs it: every tick_ns, or the longer
+	// period me_core_timer() returned until a kick (ops.timer_kick).
+	uint64_t tick_gen = 0;		// the tick event that is current
+	uint64_t next_tick = 0;		// when it runs
+	uint64_t timer_passes = 0;
+	uint64_t timer_kicks = 0;
 	// Frames waiting for the link's receive thread (Sim::rx_batch_ns).
 	std::map<uint32_t, std::vector<std::pair<uint64_t, std::vector<uint8_t>>>> rxq;
 
@@ -213,6 +219,10 @@ public:
 	int64_t zc_outstanding() const;
 	uint64_t zc_bad() const;
 
+	// ops.timer_kick: the node's timer runs within a tick, as if it had
+	// never stopped ticking, not at its idle period's end.
+	void timer_kick(Node &n);
+
 private:
 	struct Ev {
 		uint64_t t, seq;
@@ -224,7 +234,8 @@ private:
 	};
 	std::priority_queue<Ev> q;
 	uint64_t evseq = 0;
-	void tick(int idx);
+	void tick(int idx, uint64_t gen);
+	void schedule_tick(Node &n, uint64_t t);
 	void rx_drain(Node &n, uint32_t link);
 	void deliver_one(Node &n, uint32_t link, uint64_t src, std::vector<uint8_t> pkt,
 			 me_rx_batch *b);

@@ -1,0 +1,107 @@
+// SPDX-License-Identifier: GPL-2.0
+// The idle timer: a node whose connections have nothing that times out
+// runs its timer at the path scan's period (ka_ns / 4), not every tick,
+// and the first work after that (a write, an ack owed) kicks it back to
+// the tick, so nothing waits for the long period.  The simulator runs
+// each node's timer as the module does (Sim::tick, Sim::timer_kick).
+#include "harness.hpp"
+
+using namespace mesim;
+
+namespace {
+
+// Two nodes with the module's timing (1 ms tick, 20 ms keepalives: an
+// idle period of 5 ms), one link of 50 us, a connection up and settled.
+struct IdlePair {
+	Sim sim;
+	me_conn *c = nullptr;
+	Workload w;
+
+	explicit IdlePair(uint64_t seed, double gbps = 10.0, size_t mem = 4 << 20)
+		: sim(seed), w(sim, seed)
+	{
+		LinkParams lp;
+		lp.gbps = gbps;
+		lp.delay_ns = 50000;
+		setup_pair(sim, 1, lp, module_cfg(1), module_cfg(2), mem);
+		c = sim.connect(0, 1, ME_MODE_UNORDERED);
+		sim.run_for(200000000);
+	}
+
+	// Timer passes of node i over the next `ns`.
+	uint64_t passes_over(int i, uint64_t ns)
+	{
+		const uint64_t p0 = sim.nodes[i]->timer_passes;
+		sim.run_for(ns);
+		return sim.nodes[i]->timer_passes - p0;
+	}
+};
+
+}  // namespace
+
+// Idle for a second, both nodes' timers ran every 5 ms (about 200
+// passes, not the 1000 of a 1 ms tick), and the path stayed alive on
+// the keepalives those passes send.
+TEST(IdleTimer, idle_node_runs_its_timer_at_the_scan_period)
+{
+	IdlePair P(91);
+	ASSERT_NE(P.c, nullptr);
+	for (int i = 0; i < 2; i++) {
+		const uint64_t passes = P.passes_over(i, 1000000000);
+		printf("node %d idle for 1 s: %llu timer passes\n", i, (unsigned long long)passes);
+		EXPECT_GE(passes, 150u);
+		EXPECT_LE(passes, 260u);
+	}
+	EXPECT_NE(me_peer_alive_links(P.sim.nodes[0]->node, 2), 0u);
+	EXPECT_NE(me_peer_alive_links(P.sim.nodes[1]->node, 1), 0u);
+	EXPECT_EQ(me_conn_state(P.c), (uint32_t)ME_CS_ESTABLISHED);
+}
+
+// Work after idle intervals of every phase against the 5 ms period
+// wakes the timers: the sender's when it submits, the receiver's when
+// the data arrive and it owes an ack (which the timer sends if no ack
+// request or reply takes it first), each passing within a tick (1 ms),
+// as if it had never stopped ticking; and the ops complete in a round
+// trip.
+TEST(IdleTimer, work_after_idle_wakes_the_timers_within_a_tick)
+{
+	IdlePair P(92);
+	ASSERT_NE(P.c, nullptr);
+	Node &a = *P.sim.nodes[0], &b = *P.sim.nodes[1];
+	uint64_t worst = 0;
+	for (int i = 0; i < 40; i++) {
+		P.sim.run_for(20000000 + P.sim.rng.below(5000000));
+		const uint64_t ka = a.timer_kicks, pa = a.timer_passes, kb = b.timer_kicks;
+		const uint64_t t0 = P.sim.now;
+		ASSERT_EQ(P.w.submit(P.c, 0, i % 2 ? Op::READ : Op::WRITE, 8), 0);
+		ASSERT_TRUE(P.sim.run([&] { return P.w.all_done(); }, P.sim.now + 1000000000));
+		worst = std::max(worst, P.sim.now - t0);
+		P.sim.run_for(t0 + 1000000 - std::min(P.sim.now, t0 + 1000000));
+		EXPECT_EQ(a.timer_kicks, ka + 1) << i;
+		EXPECT_EQ(a.timer_passes, pa + 1) << i;
+		EXPECT_GE(b.timer_kicks, kb + 1) << i;
+	}
+	printf("40 ops after idle: slowest %llu us\n", (unsigned long long)worst / 1000);
+	EXPECT_LT(worst, 500000u);
+	P.w.check();
+}
+
+// While packets are in flight the timer keeps its tick: a stream of
+// 64 KiB writes (8 posted) over a 1 Gbit/s link for 100 ms sees a pass
+// every millisecond on the sender.
+TEST(IdleTimer, stream_keeps_the_tick)
+{
+	IdlePair P(93, 1.0, 32 << 20);
+	ASSERT_NE(P.c, nullptr);
+	const uint64_t p0 = P.sim.nodes[0]->timer_passes, end = P.sim.now + 100000000;
+	while (P.sim.now < end) {
+		while (P.w.pending() < 8)
+			ASSERT_EQ(P.w.submit(P.c, 0, Op::WRITE, 65536), 0);
+		P.sim.run_for(200000);
+	}
+	const uint64_t passes = P.sim.nodes[0]->timer_passes - p0;
+	printf("100 ms of writes: %llu timer passes on the sender\n", (unsigned long long)passes);
+	EXPECT_GE(passes, 95u);
+	ASSERT_TRUE(P.sim.run([&] { return P.w.all_done(); }, P.sim.now + 2000000000));
+	P.w.check();
+}

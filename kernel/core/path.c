@@ -19,8 +19,10 @@
  * first; the second is proven by the peer: every KEEPALIVE carries how
  * long ago its sender last heard the receiver on that link, and an ack
  * of a packet we sent on the path proves it arrived.  A path quiet in
- * either direction for ka_ns is probed (KEEPALIVE, answered at once, its
- * echoed timestamp gives the RTT).  So a NIC that still receives but no
+ * either direction for ka_ns is probed (KEEPALIVE, answered at once), by
+ * its two ends in turn (probe_due()); every keepalive echoes the peer's
+ * newest one, so each end measures a round trip from the keepalive that
+ * answers its own.  So a NIC that still receives but no
  * longer transmits goes dead on both sides: its peers stop hearing it,
  * and it stops being told that it is heard.  A dead path keeps being
  * probed, and its connections' packets in flight on it go again on the
@@ -45,7 +47,7 @@
  * measured while the path is saturated and seeded from the NIC's speed.
  *
  * Scale: HELLOs cost one frame per link per hello_ns; keepalives one
- * exchange per path per ka_ns when the path carries nothing; the timer
+ * exchange (two frames) per path per ka_ns when the path carries nothing; the timer
  * scans paths every few ms (scan_period()), not every tick.
  */
 #include "path.h"
@@ -235,32 +237,75 @@ static u32 failed_links(struct me_peer *p)
 }
 
 /*
- * A keepalive: a probe (probe NULL), or the reply to the probe `probe`,
- * which echoes its clock and says how long the probe waited here.
+ * The peer's last keepalive on the path: its stamp and when it reached
+ * us, a pair written by receive threads and read by whoever sends our
+ * next keepalive.  The stamp is cleared while the pair changes and read
+ * on both sides of the arrival, so a reader never pairs one keepalive's
+ * stamp with another's arrival (two written at once may mix arrivals
+ * microseconds apart).
  */
-static void send_ka(struct me_node *n, struct me_peer *p, u32 link,
-		    const struct me_hdr *probe, u64 now)
+static void peer_stamp_set(struct me_path *pa, u64 stamp, u64 at)
+{
+	me_atomic64_set(&pa->peer_stamp, 0);
+	me_atomic64_set(&pa->peer_stamp_ns, at);
+	me_atomic64_set(&pa->peer_stamp, stamp);
+}
+
+static u64 peer_stamp_get(struct me_path *pa, u64 *at)
+{
+	u64 s = me_atomic64_read(&pa->peer_stamp);
+
+	*at = me_atomic64_read(&pa->peer_stamp_ns);
+	return s == me_atomic64_read(&pa->peer_stamp) ? s : 0;
+}
+
+/*
+ * Our keepalive stamped `now` leaves on the path: it takes the older of
+ * the two slots (the tx count first, so a match never reads a stale one).
+ */
+static void ka_sent(struct me_path *pa, u64 now)
+{
+	u32 i = me_atomic_add_return(&pa->ka_seq, 1) & 1;
+
+	me_atomic64_set(&pa->ka_stamp[i], 0);
+	me_atomic64_set(&pa->ka_tx[i], me_atomic_read(&pa->inflight) ? ~0ull :
+			me_atomic64_read(&pa->tx_pkts));
+	me_atomic64_set(&pa->ka_stamp[i], now);
+}
+
+/* Keepalives (wire.h flags): none; unanswered; answered at once; an answer. */
+enum { KA_NONE, KA_BEACON, KA_PROBE, KA_REPLY };
+
+/*
+ * A keepalive of `kind`.  Each carries our clock, and echoes the peer's
+ * newest keepalive with how long it waited here, so that the peer
+ * measures a round trip from it: a reply answers the probe the peer just
+ * sent, and each end's beacon the other's last.
+ */
+static void send_ka(struct me_node *n, struct me_peer *p, u32 link, u32 kind,
+		    u64 now)
 {
 	struct me_path *pa = &p->path[link];
 	u8 buf[ME_HDR_KA];
 	struct me_hdr h;
+	u64 echo, at;
 
 	me_node_hdr(n, &h, ME_PT_KEEPALIVE, me_peer_id(n, p));
 	h.dst_inc = me_atomic_read(&p->inc);
 	h.h.link = link;
 	h.h.heard_us = heard_age_us(pa, now);
-	h.h.echo = now;
 	h.h.down = failed_links(p);
-	if (probe) {
-		h.flags = ME_F_REPLY;
-		h.h.echo = probe->h.echo;
-		h.h.hold = (u32)me_min_u64(me_elapsed(now, me_hdr_arrival(probe)),
-					   0xffffffffu);
-	} else {
-		me_atomic64_set(&pa->probe_tx, me_atomic_read(&pa->inflight) ? ~0ull :
-				me_atomic64_read(&pa->tx_pkts));
-		me_atomic64_set(&pa->probe_ns, now);
+	h.h.stamp = now;
+	echo = peer_stamp_get(pa, &at);
+	if (echo && me_elapsed(now, at) <= 0xffffffffu) {
+		h.h.echo = echo;
+		h.h.hold = (u32)me_elapsed(now, at);
 	}
+	if (kind == KA_PROBE)
+		h.flags = ME_F_ASK;
+	else if (kind == KA_REPLY && h.h.echo)
+		h.flags = ME_F_REPLY;
+	ka_sent(pa, now);
 	me_node_tx(n, link, me_atomic64_read(&pa->addr), buf, me_wire_build(buf, &h));
 }
 
@@ -285,8 +330,10 @@ static void peer_reset_paths(struct me_peer *p)
 		me_atomic64_set(&pa->last_rx_ns, 0);
 		me_atomic64_set(&pa->heard_ns, 0);
 		me_atomic64_set(&pa->data_rx_ns, 0);
-		me_atomic64_set(&pa->probe_ns, 0);
-		me_atomic64_set(&pa->probe_tx, ~0ull);
+		me_atomic64_set(&pa->ka_stamp[0], 0);
+		me_atomic64_set(&pa->ka_stamp[1], 0);
+		me_atomic64_set(&pa->peer_stamp, 0);
+		me_atomic64_set(&pa->peer_stamp_ns, 0);
 		me_atomic_set(&pa->rtt_us, 0);
 		me_atomic_set(&pa->peer_link, ME_LINK_NONE);
 		me_atomic_set(&pa->failed, 0);
@@ -446,26 +493,30 @@ static void path_down(struct me_node *n, struct me_peer *p, u32 link, bool tell)
 	now = me_max_u64(me_now(n), 1);
 	for (l = 0; l < ME_MAX_LINKS; l++)
 		if (me_path_usable(n, p, l))
-			send_ka(n, p, l, NULL, now);
+			send_ka(n, p, l, KA_BEACON, now);
 }
 
 /*
- * The reply h to a probe of ours on path pa: its delay, like a data
- * packet's, is the round trip without the time the probe waited in the
- * peer (its hold) and the reply in our receive queue.  The exchange was
- * quiet when none of our data was in flight on the path when the probe
- * left and none was sent until the reply came, and none of the peer's
- * arrived meanwhile: no queue of this traffic was in it, only the path's
- * own noise (cc.c).
+ * The keepalive h answers ours on path pa (its echo is our stamp): its
+ * delay, like a data packet's, is the round trip without the time ours
+ * waited in the peer (its hold: a reply's is short, a probe's up to a
+ * keepalive period or two) and h in our receive queue.  The exchange was
+ * quiet when none of our data was in flight on the path when ours left
+ * and none was sent until h came, and none of the peer's arrived
+ * meanwhile: no queue of this traffic was in it, only the path's own
+ * noise (cc.c).
  */
-static void probe_rx(struct me_node *n, struct me_path *pa, const struct me_hdr *h)
+static void probe_rx(struct me_node *n, struct me_path *pa, const struct me_hdr *h,
+		     u32 slot)
 {
 	u64 d = me_elapsed(me_hdr_arrival(h), h->h.echo);
-	bool quiet = me_atomic64_read(&pa->probe_tx) == me_atomic64_read(&pa->tx_pkts) &&
+	bool quiet = me_atomic64_read(&pa->ka_tx[slot]) == me_atomic64_read(&pa->tx_pkts) &&
 		     me_atomic64_read(&pa->data_rx_ns) < h->h.echo;
 
-	if (d > h->h.hold)	/* else a hold it cannot have had: no sample */
-		me_cc_probe_rtt(n, pa, d - h->h.hold, quiet, h->now);
+	if (d <= h->h.hold)	/* a hold it cannot have had: no sample */
+		return;
+	me_atomic_set(&pa->rtt_us, (u32)me_max_u64(me_div_u64(d - h->h.hold, 1000), 1));
+	me_cc_probe_rtt(n, pa, d - h->h.hold, quiet, h->now);
 }
 
 /*
@@ -538,24 +589,27 @@ void me_path_rx(struct me_node *n, u32 link, u64 addr, const struct me_hdr *h,
 				me_atomic64_set(&pa->heard_ns, t);
 		}
 		/*
-		 * The echo is our own clock: only the answer to our last
-		 * probe, once (a forged or repeated reply would feed the
-		 * round trip and the noise, cc.c).
+		 * The echo is our own clock: only an answer to one of our
+		 * last two keepalives, once each (a forged or repeated one
+		 * would feed the round trip and the noise, cc.c).  A reply
+		 * answers our probe, a beacon or probe our last keepalive.
 		 */
-		if ((h->flags & ME_F_REPLY) && h->h.echo && h->h.echo <= now &&
-		    now - h->h.echo < 10000000000ull &&
-		    me_atomic64_cmpxchg(&pa->probe_ns, h->h.echo, 0) == h->h.echo) {
-			me_atomic_set(&pa->rtt_us,
-				      (u32)me_max_u64(me_div_u64(now - h->h.echo, 1000), 1));
-			probe_rx(n, pa, h);
+		if (h->h.echo && h->h.echo <= now && now - h->h.echo < 10000000000ull) {
+			u32 i;
+
+			for (i = 0; i < 2; i++)
+				if (me_atomic64_cmpxchg(&pa->ka_stamp[i], h->h.echo, 0) ==
+				    h->h.echo)
+					probe_rx(n, pa, h, i);
 		}
+		peer_stamp_set(pa, h->h.stamp, me_hdr_arrival(h));
 	}
 	path_check_up(n, p, link, now);
-	if (h->type == ME_PT_KEEPALIVE && !(h->flags & ME_F_REPLY))
-		send_ka(n, p, link, h, now);
+	if (h->type == ME_PT_KEEPALIVE && (h->flags & ME_F_ASK))
+		send_ka(n, p, link, KA_REPLY, now);
 	if (fresh_path) {
 		send_hello(n, link, addr, h->src_node);
-		send_ka(n, p, link, NULL, now);
+		send_ka(n, p, link, KA_PROBE, now);
 	}
 }
 
@@ -819,10 +873,31 @@ static u64 scan_period(struct me_node *n)
 	return me_min_u64(me_min_u64(n->cfg.ka_ns, n->cfg.link_dead_ns) / 4, 1000000);
 }
 
+/*
+ * Which keepalive the path needs now, if any (KA_NONE).  A path quiet in
+ * either direction for ka_ns gets one every ka_ns from each end: a beacon
+ * while it is alive and both directions were proven within 2 ka_ns (the
+ * peer's beacons do that), else a probe the peer answers at once (a path
+ * down, or a peer that sends none because our traffic keeps its side
+ * fresh).
+ */
+static u32 ka_due(struct me_node *n, struct me_path *pa, u64 now)
+{
+	u64 rx = me_elapsed(now, me_atomic64_read(&pa->last_rx_ns));
+	u64 heard = me_elapsed(now, me_atomic64_read(&pa->heard_ns));
+	u64 ka = n->cfg.ka_ns;
+
+	if ((rx < ka && heard < ka) || me_elapsed(now, pa->last_ka_ns) < ka)
+		return KA_NONE;
+	return me_atomic_read(&pa->alive) && rx < 2 * ka && heard < 2 * ka ?
+	       KA_BEACON : KA_PROBE;
+}
+
 static void path_timer(struct me_node *n, struct me_peer *p, u32 link, u64 now,
 		       u64 maxrate)
 {
 	struct me_path *pa = &p->path[link];
+	u32 kind;
 
 	if (!me_atomic_read(&pa->known))
 		return;
@@ -833,11 +908,10 @@ static void path_timer(struct me_node *n, struct me_peer *p, u32 link, u64 now,
 	if (me_atomic_read(&pa->alive) &&
 	    (!fresh(n, &pa->last_rx_ns, now) || !fresh(n, &pa->heard_ns, now)))
 		path_down(n, p, link, true);
-	if ((me_elapsed(now, me_atomic64_read(&pa->last_rx_ns)) >= n->cfg.ka_ns ||
-	     me_elapsed(now, me_atomic64_read(&pa->heard_ns)) >= n->cfg.ka_ns) &&
-	    me_elapsed(now, pa->last_ka_ns) >= n->cfg.ka_ns) {
+	kind = ka_due(n, pa, now);
+	if (kind != KA_NONE) {
 		pa->last_ka_ns = now;
-		send_ka(n, p, link, NULL, now);
+		send_ka(n, p, link, kind, now);
 	}
 	rate_update(n, pa, now, maxrate);
 }

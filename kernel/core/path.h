@@ -68,10 +68,19 @@ struct me_path {
 	me_atomic64_t noise_ns;	/* mean excess of quiet probes' delay over
 				 * base (cc.c: the target's floor) */
 	me_atomic64_t data_rx_ns; /* last sequenced packet from the peer here */
-	me_atomic64_t probe_ns;	/* our last probe's clock here: the only
-				 * echo a reply is taken with; 0: none */
-	me_atomic64_t probe_tx;	/* tx_pkts when it left with nothing in
-				 * flight, ~0: it left behind data */
+	/*
+	 * Our last two keepalives here (path.c ka_sent()): their stamps,
+	 * the only echoes a round trip is taken with, each once (0: none
+	 * or taken), and tx_pkts when each left with nothing in flight (~0:
+	 * it left behind data).  Two: the peer's beacon may answer our
+	 * previous one when it crossed our last.
+	 */
+	me_atomic_t ka_seq;
+	me_atomic64_t ka_stamp[2];
+	me_atomic64_t ka_tx[2];
+	me_atomic64_t peer_stamp; /* the peer's last keepalive's stamp, 0:
+				   * none: what ours echo */
+	me_atomic64_t peer_stamp_ns; /* ... when it reached our host */
 	me_atomic64_t cc_dec_ns; /* last decrease of cwnd */
 	me_atomic64_t cc_rtt_ns; /* last round-trip sample of data */
 	me_atomic64_t cc_delay_ns; /* ... without the hosts' queues */

@@ -231,6 +231,8 @@ int me_wire_parse(const void *buf, u32 len, struct me_hdr *h)
 		return ME_EWIRE_FIELD;
 	if ((h->flags & ME_F_FRESH) && h->type != ME_PT_CONNECT)
 		return ME_EWIRE_FIELD;
+	if ((h->flags & ME_F_ASK) && h->type != ME_PT_KEEPALIVE)
+		return ME_EWIRE_FIELD;
 	h->src_node = me_get_be32(p + 8);
 	h->dst_node = me_get_be32(p + 12);
 	h->src_inc = me_get_be32(p + 16);
@@ -254,6 +256,7 @@ int me_wire_parse(const void *buf, u32 len, struct me_hdr *h)
 		h->h.echo = 0;
 		h->h.down = 0;
 		h->h.hold = 0;
+		h->h.stamp = 0;
 		if (h->cookie || h->src_conn || h->dst_conn)
 			return ME_EWIRE_FIELD;
 		if (h->type == ME_PT_HELLO)
@@ -263,9 +266,12 @@ int me_wire_parse(const void *buf, u32 len, struct me_hdr *h)
 		h->h.echo = me_get_be64(p + 48);
 		h->h.down = me_get_be32(p + 56);
 		h->h.hold = me_get_be32(p + 60);
+		h->h.stamp = me_get_be64(p + 64);
+		/* A reply echoes its probe; a hold is an echo's. */
 		if (h->payload_len || h->dst_node == ME_NODE_BCAST ||
-		    (h->flags & ~ME_F_REPLY) ||
-		    (h->h.hold && !(h->flags & ME_F_REPLY)) ||
+		    (h->flags & ~(ME_F_REPLY | ME_F_ASK)) || !h->h.stamp ||
+		    (h->flags & ME_F_REPLY && h->flags & ME_F_ASK) ||
+		    (!h->h.echo && (h->h.hold || (h->flags & ME_F_REPLY))) ||
 		    (h->h.down >> ME_WIRE_LINKS))
 			return ME_EWIRE_FIELD;
 		return 0;
@@ -374,6 +380,7 @@ u32 me_wire_build(u8 *p, const struct me_hdr *h)
 			me_put_be64(p + 48, h->h.echo);
 			me_put_be32(p + 56, h->h.down);
 			me_put_be32(p + 60, h->h.hold);
+			me_put_be64(p + 64, h->h.stamp);
 		}
 		break;
 	case ME_PT_CONNECT:

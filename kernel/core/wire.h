@@ -42,8 +42,15 @@
  * 13: CONNECT flag FRESH (shared mode only): its sender holds no shared
  * connection of the receiver's, so the receiver's own, if quiet, is one
  * the sender lost and gives way.
+ * 14: KEEPALIVE carries its sender's clock (stamp) and echoes the newest
+ * stamp its sender has from the receiver with how long it held it, so
+ * any keepalive answering one of ours gives a round trip; only one
+ * flagged ASK (a probe) is answered at once.  The two ends of a quiet,
+ * alive path send each other unanswered beacons, each echoing the
+ * other's last: one frame each way per keepalive period, not a probe and
+ * a reply each way (72-byte keepalives).
  */
-#define ME_WIRE_VERSION		13
+#define ME_WIRE_VERSION		14
 
 enum me_pkt_type {
 	ME_PT_HELLO = 1,	/* discovery, every link, periodically */
@@ -76,14 +83,16 @@ enum me_pkt_type {
 				 * same nodes follows it in the frame */
 #define ME_F_FRESH	0x0040	/* CONNECT, shared: the sender holds no
 				 * shared connection of the receiver's */
-#define ME_F_KNOWN	0x007f
+#define ME_F_ASK	0x0080	/* keepalive: answer at once (a probe;
+				 * without it a beacon, not answered) */
+#define ME_F_KNOWN	0x00ff
 
 #define ME_HDR_COMMON	40
 #define ME_HDR_SEQ	88	/* common + sequenced extension */
 #define ME_HDR_ACK	80
 #define ME_HDR_CONN	72
 #define ME_HDR_HELLO	48
-#define ME_HDR_KA	64
+#define ME_HDR_KA	72
 #define ME_HDR_ABORT	48
 #define ME_HDR_MAX	88
 
@@ -162,14 +171,18 @@ struct me_hdr {
 			u32 heard_us;	/* KEEPALIVE: the sender last heard
 					 * the receiver on this link this
 					 * long ago (0xffffffff: never) */
-			u64 echo;	/* KEEPALIVE: the sender's clock in a
-					 * probe, the probe's in a reply */
+			u64 echo;	/* KEEPALIVE: the stamp of the newest
+					 * keepalive the sender has from the
+					 * receiver (a reply: its probe's);
+					 * 0: none */
 			u32 down;	/* KEEPALIVE: bit i: the sender took its
 					 * path to the receiver on its link i
 					 * down (it was alive) */
-			u32 hold;	/* KEEPALIVE reply: ns from the probe
-					 * reaching the replier's host to the
-					 * reply leaving; 0 in a probe */
+			u32 hold;	/* KEEPALIVE: ns from that keepalive
+					 * reaching the sender's host to this
+					 * one leaving; 0 without echo */
+			u64 stamp;	/* KEEPALIVE: the sender's clock,
+					 * nonzero */
 		} h;
 		struct {		/* ABORT */
 			/*

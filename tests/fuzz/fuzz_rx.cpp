@@ -418,6 +418,11 @@ u32 craft(Harness &hs, int from, Input &in, u8 *buf, u32 room, u8 type)
 	case ME_PT_KEEPALIVE:
 		h.h.link = in.u8v() % 2;
 		h.cookie = 0;
+		if (h.type == ME_PT_KEEPALIVE) {	/* wire 14: stamped, maybe echoing */
+			h.h.stamp = 1 + in.u8v();
+			h.h.echo = in.u8v() & 1 ? in.u32v() : 0;
+			h.h.hold = h.h.echo ? in.u16v() : 0;
+		}
 		pay = h.type == ME_PT_HELLO ? in.u8v() % (ME_HELLO_NAME + 1)
 					    : 0;
 		break;

@@ -41,6 +41,8 @@ static void check_accepted(const u8 *buf, u32 len, const struct me_hdr *h)
 	/* Only an ack carries a packet, with room for its header at least. */
 	if (h->flags & ME_F_CARRY)
 		CHECK(h->type == ME_PT_ACK && len >= ME_HDR_ACK + ME_HDR_COMMON);
+	if (h->flags & ME_F_ASK)
+		CHECK(h->type == ME_PT_KEEPALIVE);
 	CHECK(h->src_node && h->src_node != ME_NODE_BCAST);
 	CHECK(h->src_inc && h->dst_node);
 
@@ -57,6 +59,10 @@ static void check_accepted(const u8 *buf, u32 len, const struct me_hdr *h)
 		break;
 	case ME_PT_KEEPALIVE:
 		CHECK(!h->payload_len && h->dst_node != ME_NODE_BCAST);
+		/* Stamped; a hold or a reply needs an echo; ASK or REPLY. */
+		CHECK(h->h.stamp);
+		CHECK(h->h.echo || (!h->h.hold && !(h->flags & ME_F_REPLY)));
+		CHECK(!(h->flags & ME_F_REPLY) || !(h->flags & ME_F_ASK));
 		break;
 	case ME_PT_CONNECT:
 	case ME_PT_ACCEPT:

@@ -166,7 +166,16 @@ static void gen_wire(const char *dir)
 	memset(&h, 0, sizeof(h));
 	h.type = ME_PT_KEEPALIVE;
 	h.flags = ME_F_REPLY;
+	h.h.stamp = 0x1000;
+	h.h.echo = 0x0800;
+	h.h.hold = 20;
 	wire_pkt(dir, "keepalive", &h, 0);
+	h.flags = 0;	/* wire 14: a beacon, answered by nobody */
+	wire_pkt(dir, "keepalive_beacon", &h, 0);
+	h.flags = ME_F_ASK;	/* a probe, answered at once */
+	h.h.echo = 0;
+	h.h.hold = 0;
+	wire_pkt(dir, "keepalive_probe", &h, 0);
 
 	memset(&h, 0, sizeof(h));
 	h.type = ME_PT_CONNECT;

@@ -58,6 +58,7 @@ TEST(Wire, roundtrip__every_type)
 				h.h.echo = 0x1122334455667788ull;
 				h.h.down = 0x8001;
 				h.h.hold = 77;
+				h.h.stamp = 0x99aabbccddeeff01ull;
 				h.flags = ME_F_REPLY;
 			}
 		} else if (t == ME_PT_ACK || t == ME_PT_NACK) {
@@ -94,6 +95,7 @@ TEST(Wire, roundtrip__every_type)
 			EXPECT_EQ(o.h.echo, 0x1122334455667788ull);
 			EXPECT_EQ(o.h.down, 0x8001u);
 			EXPECT_EQ(o.h.hold, 77u);
+			EXPECT_EQ(o.h.stamp, 0x99aabbccddeeff01ull);
 			EXPECT_EQ(o.flags, ME_F_REPLY);
 		}
 		if (me_pt_sequenced(t)) {
@@ -246,12 +248,14 @@ TEST(Wire, parse__bad_fields)
 	bad([](auto &c) { c[0] = 10; }, ME_EWIRE_VERSION);		// before atomics
 	bad([](auto &c) { c[0] = 11; }, ME_EWIRE_VERSION);		// before EEXIST refusals
 	bad([](auto &c) { c[0] = 12; }, ME_EWIRE_VERSION);		// before FRESH
-	bad([](auto &c) { c[0] = 14; }, ME_EWIRE_VERSION);
+	bad([](auto &c) { c[0] = 13; }, ME_EWIRE_VERSION);		// before beacons
+	bad([](auto &c) { c[0] = 15; }, ME_EWIRE_VERSION);
 	bad([](auto &c) { c[3] |= ME_F_CARRY; }, ME_EWIRE_FIELD);	// only an ack carries
 	bad([](auto &c) { c[3] |= ME_F_FRESH; }, ME_EWIRE_FIELD);	// only a shared CONNECT
+	bad([](auto &c) { c[3] |= ME_F_ASK; }, ME_EWIRE_FIELD);	// only a keepalive
 	bad([](auto &c) { c[1] = 0; }, ME_EWIRE_TYPE);
 	bad([](auto &c) { c[1] = ME_PT_MAX_; }, ME_EWIRE_TYPE);
-	bad([](auto &c) { c[3] = 0x80; }, ME_EWIRE_FIELD);		// flags
+	bad([](auto &c) { c[2] = 0x01; }, ME_EWIRE_FIELD);		// flags
 	bad([](auto &c) { c[5] = 76; }, ME_EWIRE_FIELD);		// hdr_len
 	bad([](auto &c) { c[7] = 11; }, ME_EWIRE_SHORT);		// payload len
 	bad([](auto &c) { me_put_be32(&c[8], 0); }, ME_EWIRE_FIELD);	// src node
@@ -346,6 +350,7 @@ TEST(Wire, parse__bad_fields)
 	// A KEEPALIVE's down mask names links 0..15 only; its tail is zero.
 	hl.type = ME_PT_KEEPALIVE;
 	hl.dst_node = 2;
+	hl.h.stamp = 1;
 	hl.h.down = 0xffff;
 	hb = build(hl);
 	EXPECT_EQ(me_wire_parse(hb.data(), (uint32_t)hb.size(), &o), 0);
@@ -353,16 +358,43 @@ TEST(Wire, parse__bad_fields)
 	hl.h.down = 0x10000;
 	hb = build(hl);
 	EXPECT_EQ(me_wire_parse(hb.data(), (uint32_t)hb.size(), &o), ME_EWIRE_FIELD);
-	// Its hold is a reply's: a probe has none.
+	// Wire 14: every keepalive is stamped; a hold is an echo's, and a
+	// reply echoes its probe; a keepalive is a probe (ASK), a reply or
+	// a beacon (neither), never both.
 	hl.h.down = 1;
+	hl.h.stamp = 0;
 	hb = build(hl);
-	hb[ME_HDR_KA - 1] = 1;
 	EXPECT_EQ(me_wire_parse(hb.data(), (uint32_t)hb.size(), &o), ME_EWIRE_FIELD);
+	hl.h.stamp = 0x0102030405060708ull;
+	hl.h.echo = 0;
+	hl.h.hold = 0x01020304;
+	hb = build(hl);
+	EXPECT_EQ(me_wire_parse(hb.data(), (uint32_t)hb.size(), &o), ME_EWIRE_FIELD);
+	hl.h.hold = 0;
 	hl.flags = ME_F_REPLY;
+	hb = build(hl);
+	EXPECT_EQ(me_wire_parse(hb.data(), (uint32_t)hb.size(), &o), ME_EWIRE_FIELD);
+	hl.h.echo = 9;
 	hl.h.hold = 0x01020304;
 	hb = build(hl);
 	EXPECT_EQ(me_wire_parse(hb.data(), (uint32_t)hb.size(), &o), 0);
 	EXPECT_EQ(o.h.hold, 0x01020304u);
+	EXPECT_EQ(o.h.echo, 9u);
+	EXPECT_EQ(o.h.stamp, 0x0102030405060708ull);
+	hl.flags = ME_F_REPLY | ME_F_ASK;
+	hb = build(hl);
+	EXPECT_EQ(me_wire_parse(hb.data(), (uint32_t)hb.size(), &o), ME_EWIRE_FIELD);
+	for (uint16_t f : {0, (int)ME_F_ASK}) {	// a beacon, a probe: echo or not
+		hl.flags = f;
+		hb = build(hl);
+		EXPECT_EQ(me_wire_parse(hb.data(), (uint32_t)hb.size(), &o), 0) << f;
+		EXPECT_EQ(o.flags, f);
+		hl.h.echo = hl.h.hold = 0;
+		hb = build(hl);
+		EXPECT_EQ(me_wire_parse(hb.data(), (uint32_t)hb.size(), &o), 0) << f;
+		hl.h.echo = 9;
+		hl.h.hold = 5;
+	}
 }
 
 // Receive threads store timestamps after the timer read its clock: ages

@@ -204,6 +204,7 @@ TEST(Security, address_learned_only_from_hello)
 	k.src_inc = 80;
 	k.dst_node = 1;
 	k.h.heard_us = 10;
+	k.h.stamp = 1;
 	std::vector<uint8_t> kb(ME_HDR_MAX);
 	kb.resize(me_wire_build(kb.data(), &k));
 	EXPECT_EQ(rx(0x0211, kb), 0);

@@ -141,6 +141,10 @@ std::vector<uint8_t> small_pkt(uint8_t type, uint16_t flags, uint32_t src, uint3
 	h.src_node = src;
 	h.src_inc = src_inc;
 	h.dst_node = dst;
+	if (type == ME_PT_KEEPALIVE) {	// wire 14: stamped; a reply echoes
+		h.h.stamp = 1;
+		h.h.echo = flags & ME_F_REPLY ? 1 : 0;
+	}
 	std::vector<uint8_t> p(ME_HDR_MAX);
 	p.resize(me_wire_build(p.data(), &h));
 	return p;

@@ -19,12 +19,13 @@
  * first; the second is proven by the peer: every KEEPALIVE carries how
  * long ago its sender last heard the receiver on that link, and an ack
  * of a packet we sent on the path proves it arrived.  A path quiet in
- * either direction for ka_ns is probed (KEEPALIVE, answered at once), by
- * its two ends in turn (probe_due()); every keepalive echoes the peer's
- * newest one, so each end measures a round trip from the keepalive that
- * answers its own.  So a NIC that still receives but no
- * longer transmits goes dead on both sides: its peers stop hearing it,
- * and it stops being told that it is heard.  A dead path keeps being
+ * either direction for ka_ns gets a KEEPALIVE from each end every ka_ns
+ * (ka_due()): an unanswered beacon while it is alive, else a probe,
+ * answered at once.  Every keepalive echoes the peer's newest one, so
+ * each end measures a round trip from the keepalive that answers its
+ * own.  So a NIC that still receives but no longer transmits goes dead
+ * on both sides: its peers stop hearing it, and it stops being told that
+ * it is heard.  A dead path keeps being
  * probed, and its connections' packets in flight on it go again on the
  * others (me_win_failover).
  *
@@ -47,8 +48,8 @@
  * measured while the path is saturated and seeded from the NIC's speed.
  *
  * Scale: HELLOs cost one frame per link per hello_ns; keepalives one
- * exchange (two frames) per path per ka_ns when the path carries nothing; the timer
- * scans paths every few ms (scan_period()), not every tick.
+ * beacon each way per path per ka_ns when the path carries nothing; the
+ * timer scans paths every few ms (scan_period()), not every tick.
  */
 #include "path.h"
 #include "node.h"
@@ -597,10 +598,13 @@ void me_path_rx(struct me_node *n, u32 link, u64 addr, const struct me_hdr *h,
 		if (h->h.echo && h->h.echo <= now && now - h->h.echo < 10000000000ull) {
 			u32 i;
 
-			for (i = 0; i < 2; i++)
+			for (i = 0; i < 2; i++) {
 				if (me_atomic64_cmpxchg(&pa->ka_stamp[i], h->h.echo, 0) ==
-				    h->h.echo)
+				    h->h.echo) {
 					probe_rx(n, pa, h, i);
+					break;
+				}
+			}
 		}
 		peer_stamp_set(pa, h->h.stamp, me_hdr_arrival(h));
 	}

@@ -1193,25 +1193,6 @@ static void drain_packs(struct me_conn *c)
  * pump_again first; the holder loops while it is set and re-checks after
  * unlocking, so a request racing with the unlock is never lost.
  */
-bool me_msg_quiet(struct me_conn *c)
-{
-	bool quiet;
-
-	/* A pump under way is not quiet; the lock makes its fields ours. */
-	if (!me_trylock(&c->pump_lock))
-		return false;
-	quiet = c->cur_kind == 0 && c->op_pack == me_atomic_read(&c->op_head) &&
-		me_atomic_read(&c->resp[c->resp_tail & (c->nresp - 1)].ready) !=
-		c->resp_tail + 1;
-	me_unlock(&c->pump_lock);
-	if (me_atomic_read(&c->pump_again)) {
-		/* A pump lost the lock to us and left its work: do it now. */
-		me_msg_pump(c);
-		return false;
-	}
-	return quiet;
-}
-
 void me_msg_pump(struct me_conn *c)
 {
 	struct me_node *n = c->node;
@@ -1233,4 +1214,23 @@ again:
 	me_unlock(&c->pump_lock);
 	if (me_atomic_read(&c->pump_again))
 		goto again;
+}
+
+bool me_msg_quiet(struct me_conn *c)
+{
+	bool quiet;
+
+	/* A pump under way is not quiet; the lock makes its fields ours. */
+	if (!me_trylock(&c->pump_lock))
+		return false;
+	quiet = c->cur_kind == 0 && c->op_pack == me_atomic_read(&c->op_head) &&
+		me_atomic_read(&c->resp[c->resp_tail & (c->nresp - 1)].ready) !=
+		c->resp_tail + 1;
+	me_unlock(&c->pump_lock);
+	if (me_atomic_read(&c->pump_again)) {
+		/* A pump lost the lock to us and left its work: do it now. */
+		me_msg_pump(c);
+		return false;
+	}
+	return quiet;
 }

@@ -165,8 +165,9 @@ void me_conn_rx_abort(struct me_conn *c);
 void me_conn_peer_restarted(struct me_node *n, u32 peer, u32 new_inc);
 void me_conn_timer(struct me_conn *c, u64 now);
 /*
- * Nothing of it needs the timer before the path scan's next pass: its
- * remaining timeouts (connect, abort, answer, linger) are that coarse.
+ * Nothing of it needs the timer before an idle timer's next pass
+ * (node.c idle_period()): its remaining timeouts (connect, abort,
+ * answer, linger) are that coarse.
  */
 bool me_conn_quiet(struct me_conn *c);
 /* Released, ended and lingered: may leave the table (timer only). */

@@ -13,6 +13,19 @@ struct KaCount {
 	uint64_t beacons = 0, probes = 0, replies = 0;
 };
 
+// Two nodes with the module's timing over one link of 50 us each way,
+// idle for a second: the path is alive.
+void settled_pair(Sim &sim)
+{
+	LinkParams lp;
+	lp.delay_ns = 50000;
+	sim.add_node(module_cfg(1));
+	sim.add_node(module_cfg(2));
+	sim.add_link(0, 1, lp);
+	sim.run_for(1000000000);
+	ASSERT_NE(me_peer_alive_links(sim.nodes[0]->node, 2), 0u);
+}
+
 }  // namespace
 
 // Idle for two seconds with the module's timing (keepalives every 20 ms,
@@ -23,13 +36,7 @@ struct KaCount {
 TEST(Keepalive, idle_path__one_beacon_each_way_per_period)
 {
 	Sim sim(95);
-	LinkParams lp;
-	lp.delay_ns = 50000;
-	sim.add_node(module_cfg(1));
-	sim.add_node(module_cfg(2));
-	sim.add_link(0, 1, lp);
-	sim.run_for(1000000000);
-	ASSERT_NE(me_peer_alive_links(sim.nodes[0]->node, 2), 0u);
+	ASSERT_NO_FATAL_FAILURE(settled_pair(sim));
 	KaCount k[2];
 	sim.tx_hook = [&k](const TxEvent &e) {
 		if (!e.parsed || e.h.type != ME_PT_KEEPALIVE)
@@ -66,13 +73,7 @@ TEST(Keepalive, idle_path__one_beacon_each_way_per_period)
 TEST(Keepalive, path_down_is_probed_and_comes_back)
 {
 	Sim sim(96);
-	LinkParams lp;
-	lp.delay_ns = 50000;
-	sim.add_node(module_cfg(1));
-	sim.add_node(module_cfg(2));
-	sim.add_link(0, 1, lp);
-	sim.run_for(1000000000);
-	ASSERT_NE(me_peer_alive_links(sim.nodes[0]->node, 2), 0u);
+	ASSERT_NO_FATAL_FAILURE(settled_pair(sim));
 	uint64_t probes = 0;
 	bool cut = true;
 	sim.drop_hook = [&cut](const TxEvent &e) { return cut && e.node == 1; };

@@ -29,6 +29,7 @@
 #include "ports.h"
 #include "recvq.h"
 #include "shared.h"
+#include "stage.h"
 #include "uring.h"
 #include "uapi/multiedge.h"
 
@@ -101,6 +102,7 @@ static long me_ioc_query(struct me_file *f, void __user *uarg)
 	q.conns = me_engine_conns();
 	q.ops_inflight = me_engine_ops_inflight();
 	q.zc_skbs = me_link_zc_skbs();
+	q.staged_pages = me_stage_pages();
 	me_area_stats(&as);
 	q.area_pages = as.area_pages;
 	q.pool_pages = as.pool_pages;

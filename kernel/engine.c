@@ -70,6 +70,11 @@ module_param(tx_zc_min, uint, 0444);
 MODULE_PARM_DESC(tx_zc_min,
 		 "Payload bytes per packet from which writes are sent straight from the pinned pages (zero-copy transmit; default 1024, 0: always copy)");
 
+unsigned int me_engine_zc_min(void)
+{
+	return tx_zc_min;
+}
+
 static unsigned int link_window_kb = 512;
 module_param(link_window_kb, uint, 0444);
 MODULE_PARM_DESC(link_window_kb,

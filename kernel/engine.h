@@ -16,6 +16,8 @@ struct me_conn;
 #define ME_MIN_PACKET	1280
 
 int me_engine_init(void);		/* module parameters */
+/* Payload bytes per packet from which writes go by reference (0: never). */
+unsigned int me_engine_zc_min(void);
 int me_engine_net_init(struct me_net *mn);
 void me_engine_net_uninit(struct me_net *mn);
 /* Starts the namespace's engine for packets of @packet_size; under RTNL. */

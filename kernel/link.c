@@ -26,6 +26,7 @@
 #include <linux/skbuff.h>
 #include <linux/slab.h>
 #include <linux/string.h>
+#include <net/rtnetlink.h>
 
 #include "area.h"
 #include "compat.h"
@@ -35,6 +36,7 @@
 #include "link.h"
 #include "mr.h"
 #include "netns.h"
+#include "stage.h"
 #include "txbatch.h"
 #include "uapi/multiedge.h"
 
@@ -109,10 +111,35 @@ static struct packet_type me_packet_type __read_mostly = {
 static atomic64_t zc_skbs = ATOMIC64_INIT(0);
 
 /*
- * Adds [off, off + len) of @mr's pinned pages to @skb as fragments, each
- * page with a reference of its own (dropped when the skb's data go).
+ * A copy of @n bytes of @mr at @off into a new page at @poff: the piece of
+ * a staged write whose staged page went with an earlier frame (this is
+ * its retransmission).
  */
-static int add_page_frags(struct sk_buff *skb, const struct me_mr *mr, u64 off, u32 len)
+static struct page *copy_piece(const struct me_mr *mr, u64 off, u32 poff, u32 n)
+{
+	struct page *page = me_pool_get(GFP_ATOMIC);
+	void *va;
+	int err;
+
+	if (!page)
+		return NULL;
+	va = kmap_local_page(page);
+	err = me_mr_read(mr, off, va + poff, n);
+	kunmap_local(va);
+	if (err) {
+		put_page(page);
+		return NULL;
+	}
+	return page;
+}
+
+/*
+ * Adds [off, off + len) of @mr's pinned pages (or, with @st, their copies:
+ * staged, or made now) to @skb as fragments, each page with a reference
+ * of its own (dropped when the skb's data go).
+ */
+static int add_page_frags(struct sk_buff *skb, const struct me_mr *mr, struct me_stage *st,
+			  u64 off, u32 len)
 {
 	u64 pos = (mr->addr & ~PAGE_MASK) + off;
 	int i = skb_shinfo(skb)->nr_frags;
@@ -123,14 +150,23 @@ static int add_page_frags(struct sk_buff *skb, const struct me_mr *mr, u64 off, 
 		unsigned long pg = pos >> PAGE_SHIFT;
 		u32 poff = pos & ~PAGE_MASK;
 		u32 n = min_t(u32, len, PAGE_SIZE - poff);
+		struct page *page;
 
 		if (pg >= mr->npages || i >= MAX_SKB_FRAGS)
 			return -ERANGE;
-		skb_fill_page_desc(skb, i++, me_mr_page_get(mr, pg), poff, n);
+		if (st) {
+			page = me_stage_take(st, pos, n) ?: copy_piece(mr, off, poff, n);
+			if (!page)
+				return -ENOMEM;
+		} else {
+			page = me_mr_page_get(mr, pg);
+		}
+		skb_fill_page_desc(skb, i++, page, poff, n);
 		skb->len += n;
 		skb->data_len += n;
 		skb->truesize += n;
 		pos += n;
+		off += n;
 		len -= n;
 	}
 	return 0;
@@ -182,13 +218,15 @@ static int add_copied_frags(struct sk_buff *skb, const u8 *src, u32 len)
 /*
  * Sends @hdr (and, with @mr, [off, off + plen) of its pages by reference,
  * tracked by @uarg: its callback runs once the skb's data are released;
- * copied instead for a device without scatter-gather) on link @idx.
+ * or of their copies in @st, which nothing tracks; copied instead for a
+ * device without scatter-gather) on link @idx.
  * Without @mr, @hdr is the whole packet; a page or more of payload goes
  * into page fragments behind the header (linear_len).  Inside a transmit
  * burst the frame is held and sent when the burst ends (txbatch.c).
  */
 static int link_xmit(struct me_net *mn, u32 idx, u64 to, const void *hdr, u32 hlen,
-		     const struct me_mr *mr, u64 off, u32 plen, struct ubuf_info *uarg)
+		     const struct me_mr *mr, struct me_stage *st, u64 off, u32 plen,
+		     struct ubuf_info *uarg)
 {
 	u8 dst[ETH_ALEN];
 	struct net_device *dev;
@@ -237,16 +275,18 @@ static int link_xmit(struct me_net *mn, u32 idx, u64 to, const void *hdr, u32 hl
 			goto err;
 		}
 	} else if (mr) {
-		ret = add_page_frags(skb, mr, off, plen);
+		ret = add_page_frags(skb, mr, st, off, plen);
 		if (ret) {
 			kfree_skb(skb);
 			goto err;
 		}
-		/* From here the skb's release drops the reference it takes. */
-		refcount_inc(&uarg->refcnt);
-		atomic64_inc(&zc_skbs);
-		skb_zcopy_init(skb, uarg);
-		this_cpu_inc(link->stats->tx_zc_frames);
+		if (!st) {
+			/* From here the skb's release drops the reference it takes. */
+			refcount_inc(&uarg->refcnt);
+			atomic64_inc(&zc_skbs);
+			skb_zcopy_init(skb, uarg);
+			this_cpu_inc(link->stats->tx_zc_frames);
+		}
 	}
 	skb->dev = dev;
 	skb->protocol = htons(ethertype);
@@ -295,13 +335,29 @@ void me_link_zc_released(void)
 
 int me_link_xmit(struct me_net *mn, u32 idx, u64 dst, const void *buf, u32 len)
 {
-	return link_xmit(mn, idx, dst, buf, len, NULL, 0, 0, NULL);
+	return link_xmit(mn, idx, dst, buf, len, NULL, NULL, 0, 0, NULL);
 }
 
 int me_link_xmit_zc(struct me_net *mn, u32 idx, u64 dst, const void *hdr, u32 hlen,
 		    const struct me_mr *mr, u64 off, u32 plen, struct ubuf_info *uarg)
 {
-	return link_xmit(mn, idx, dst, hdr, hlen, mr, off, plen, uarg);
+	return link_xmit(mn, idx, dst, hdr, hlen, mr, NULL, off, plen, uarg);
+}
+
+int me_link_xmit_staged(struct me_net *mn, u32 idx, u64 dst, const void *hdr, u32 hlen,
+			const struct me_mr *mr, struct me_stage *st, u64 off, u32 plen)
+{
+	return link_xmit(mn, idx, dst, hdr, hlen, mr, st, off, plen, NULL);
+}
+
+/*
+ * Does @dev copy the pages of a frame sent by reference before anyone
+ * sees it?  A veth hands its frames to the peer's stack, which copies
+ * them (skb_orphan_frags_rx) in the transmitting context (stage.c).
+ */
+static bool dev_copies_refs(const struct net_device *dev)
+{
+	return dev->rtnl_link_ops && !strcmp(dev->rtnl_link_ops->kind, "veth");
 }
 
 static unsigned int link_speed(struct net_device *dev)
@@ -374,6 +430,7 @@ int me_link_attach(struct net *net, const char *ifname)
 	link->idx = idx;
 	link->mtu = dev->mtu;
 	link->up = link_is_up(dev);
+	link->copies_refs = dev_copies_refs(dev);
 	ret = me_engine_link_add(mn, idx, dev->mtu, link_speed(dev));
 	if (ret)
 		goto err_stats;
@@ -385,6 +442,8 @@ int me_link_attach(struct net *net, const char *ifname)
 	rcu_assign_pointer(mn->slots[idx], link);
 	list_add_tail_rcu(&link->node, &mn->links);
 	WRITE_ONCE(mn->nr_links, mn->nr_links + 1);
+	if (link->copies_refs)
+		WRITE_ONCE(mn->nr_links_copy, mn->nr_links_copy + 1);
 	pr_debug("link %s attached as %d (mtu %u, %s)\n", dev->name, idx, link->mtu,
 		 link->up ? "up" : "down");
 	return 0;
@@ -406,6 +465,8 @@ static void detach(struct me_net *mn, struct me_link *link)
 	RCU_INIT_POINTER(mn->slots[link->idx], NULL);
 	list_del_rcu(&link->node);
 	WRITE_ONCE(mn->nr_links, mn->nr_links - 1);
+	if (link->copies_refs)
+		WRITE_ONCE(mn->nr_links_copy, mn->nr_links_copy - 1);
 	/* No handler or transmitter can see it after this. */
 	synchronize_net();
 	me_rx_stop(link);

@@ -10,6 +10,7 @@
 #include "rxframe.h"
 
 struct me_net;
+struct me_stage;
 struct me_link_info;
 
 #define ME_RX_THREADS_MAX	8
@@ -54,6 +55,8 @@ struct me_link {
 	unsigned int idx;		/* engine slot */
 	unsigned int mtu;		/* written under RTNL */
 	bool up;			/* running with carrier; under RTNL */
+	bool copies_refs;		/* the device copies frames sent by
+					 * reference (stage.c) */
 	struct me_link_pcpu __percpu *stats;
 	/* Frames from the handler to the receive threads (Table 1 state 6). */
 	struct ptr_ring ring;
@@ -94,6 +97,13 @@ int me_link_xmit(struct me_net *mn, u32 idx, u64 dst, const void *buf, u32 len);
  */
 int me_link_xmit_zc(struct me_net *mn, u32 idx, u64 dst, const void *hdr, u32 hlen,
 		    const struct me_mr *mr, u64 off, u32 plen, struct ubuf_info *uarg);
+/*
+ * The same from the copies staged at post in @st (stage.c), or copied now
+ * where a staged page went with an earlier frame: nothing tracks the skb.
+ * Softirq or process context.
+ */
+int me_link_xmit_staged(struct me_net *mn, u32 idx, u64 dst, const void *hdr, u32 hlen,
+			const struct me_mr *mr, struct me_stage *st, u64 off, u32 plen);
 /* A frame counted as sent was refused by the stack after all. */
 void me_link_tx_failed(struct me_link *link, u32 bytes);
 /* Frames sent by reference not released yet; the release's bookkeeping. */

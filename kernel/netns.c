@@ -39,6 +39,8 @@ static int __net_init me_net_init(struct net *net)
 	mn->net = net;
 	INIT_LIST_HEAD(&mn->links);
 	mn->nr_links = 0;
+	mn->nr_links_copy = 0;
+	atomic64_set(&mn->staged, 0);
 	me_mr_net_init(mn);
 	me_ports_net_init(mn);
 	mutex_init(&mn->share_mutex);

@@ -28,6 +28,9 @@ struct me_net {
 	/* Attached links: RCU for the receive path, RTNL for writers. */
 	struct list_head links;
 	unsigned int nr_links;
+	unsigned int nr_links_copy;	/* those that copy frames sent by
+					 * reference (link.c, stage.c) */
+	atomic64_t staged;		/* payload bytes staged (stage.c) */
 	/* The same links by engine slot, for transmit (RCU; RTNL writers). */
 	struct me_link __rcu *slots[ME_MAX_LINKS];
 	/* Registered memory regions by id (struct me_mr, see mr.h). */

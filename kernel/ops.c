@@ -32,6 +32,7 @@
 #include "ops.h"
 #include "recvq.h"
 #include "shared.h"
+#include "stage.h"
 #include "uring.h"
 #include "wait.h"
 
@@ -54,6 +55,7 @@ struct me_kop {
 	bool finished;			/* last reference gone (under cd->lock) */
 	struct me_file *file;
 	struct me_mr *mr;		/* local region, referenced */
+	struct me_stage stage;		/* its payload copied at post, or empty */
 	struct io_uring_cmd *ucmd;	/* posted through io_uring, or NULL */
 	u64 cookie;			/* the user's (ioctl door) */
 	u32 opcode;			/* ME_OP_* */
@@ -179,6 +181,7 @@ static void release_delivered(struct list_head *done)
 		struct me_file *f = k->shared ? k->file : NULL;
 		struct me_mr *mr = k->mr;
 
+		me_stage_release(me_net(k->file->net), &k->stage);
 		kmem_cache_free(kop_cache, k);
 		atomic64_dec(&ops_inflight);
 		/* Before its region's reference: that keeps the file alive. */
@@ -243,6 +246,9 @@ int me_ops_zc_tx(struct me_net *mn, u32 link, u64 dst, const void *hdr, u32 hlen
 	struct me_kop *kop = (struct me_kop *)(uintptr_t)cookie;
 
 	/* The engine holds a reference: kop and its region are alive. */
+	if (kop->stage.pages)
+		return me_link_xmit_staged(mn, link, dst, hdr, hlen, kop->mr, &kop->stage, off,
+					   len);
 	return me_link_xmit_zc(mn, link, dst, hdr, hlen, kop->mr, off, len, &kop->ubuf);
 }
 
@@ -436,6 +442,8 @@ static int post(struct me_file *f, const struct me_post *req,
 	kop->ucmd = ucmd;
 	kop->cookie = req->cookie;
 	kop->opcode = req->opcode;
+	kop->stage.pages = NULL;
+	kop->stage.npages = 0;
 	kop->mr = me_mr_get_owned(f, req->local_region);
 	if (!kop->mr) {
 		ret = -ENOENT;
@@ -470,6 +478,9 @@ static int post(struct me_file *f, const struct me_post *req,
 	rw.len = req->len;
 	rw.imm = req->imm;
 	rw.flags = req->flags & ME_POST_F_MORE ? ME_RW_MORE : 0;
+	if (req->opcode == ME_OP_WRITE || req->opcode == ME_OP_NOTIFY ||
+	    req->opcode == ME_OP_SEND)
+		me_stage_fill(mn, &kop->stage, kop->mr, req->local_off, req->len);
 
 	/* In its connection's delivery order before the engine may complete it. */
 	cd = me_conns_done(mn, req->conn);
@@ -529,6 +540,7 @@ static int post(struct me_file *f, const struct me_post *req,
 	return 0;
 
 err_mr:
+	me_stage_release(mn, &kop->stage);
 	me_mr_put(kop->mr);
 err_kop:
 	kmem_cache_free(kop_cache, kop);

@@ -86,8 +86,10 @@
  * posted on ME_CONN_LOOPBACK reach the regions of the poster's own node.
  * 21: ME_STAT_SHARED_LOST (shared connections ended because the peer
  * opened a new one: it had lost its side, wire 13).
+ * 22: me_query.staged_pages (was __reserved3): write payload copied at
+ * post for links that copy frames sent by reference anyway (veth).
  */
-#define ME_ABI_VERSION		21
+#define ME_ABI_VERSION		22
 
 /* Default ethertype: IEEE 802.1 Local Experimental 1. */
 #define ME_DEFAULT_ETHERTYPE	0x88B5
@@ -115,6 +117,9 @@
  * ABI 5 adds zc_skbs: frames whose payload was sent straight from pinned
  * pages (zero-copy transmit) and that the network stack still holds; an
  * operation completes only after every such frame of it is released.
+ * ABI 22 adds staged_pages: payload of writes posted while every link
+ * copies frames sent by reference anyway (veth), copied at post instead;
+ * zero once those writes completed.
  */
 struct me_query {
 	__u32 size;
@@ -137,7 +142,10 @@ struct me_query {
 	/* ABI 5 */
 	__aligned_u64 zc_skbs;		/* frames sent by reference, not yet
 					 * released by the network stack */
-	__aligned_u64 __reserved3;	/* out: zero */
+	/* ABI 22 (zero before) */
+	__aligned_u64 staged_pages;	/* pages of write payload copied at
+					 * post and not yet freed, all
+					 * namespaces */
 	/* ABI 6 */
 	__aligned_u64 area_pages;	/* pages backing receive areas */
 	__aligned_u64 pool_pages;	/* free pages kept for frames */

@@ -127,6 +127,8 @@ int cmd_info(multiedge::Device &dev)
 	std::printf("ops_inflight  %llu\n", static_cast<ull>(info->ops_inflight));
 	if (info->abi_version >= 5)
 		std::printf("zc_skbs       %llu\n", static_cast<ull>(info->zc_skbs));
+	if (info->abi_version >= 22)
+		std::printf("staged_pages  %llu\n", static_cast<ull>(info->staged_pages));
 	if (info->abi_version >= 6) {
 		std::printf("area_pages    %llu\n", static_cast<ull>(info->area_pages));
 		std::printf("pool_pages    %llu\n", static_cast<ull>(info->pool_pages));

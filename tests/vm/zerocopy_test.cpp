@@ -1,8 +1,11 @@
-// Guest tests of zero-copy transmit (module parameter tx_zc_min, 1024 by
-// default and here): payload
-// goes from the pinned pages as skb fragments, and an operation completes
-// only once every frame carrying its pages has been released (Table 1
-// state 1), shown with frames held for seconds in a netem queue.
+// Guest tests of how a write's payload leaves: by reference (zero-copy
+// transmit, module parameter tx_zc_min, 1024 by default and here), where
+// payload goes from the pinned pages as skb fragments and an operation
+// completes only once every frame carrying its pages has been released
+// (Table 1 state 1), shown with frames held for seconds in a netem queue;
+// and staged (tx_stage_kb): these links are veths, which copy frames sent
+// by reference anyway, so by default a write is copied at post and its
+// frames carry the copies, which nothing waits for.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -110,7 +113,21 @@ protected:
 // check once its first frames go unanswered (another path delivers).
 class ZeroCopyTest : public ZcBase {
 protected:
-	std::string module_params() const override { return "tx_zc_min=1024 link_dead_ms=10000"; }
+	std::string module_params() const override
+	{
+		return "tx_zc_min=1024 tx_stage_kb=0 link_dead_ms=10000";
+	}
+};
+
+class StagedTest : public ZcBase {
+protected:
+	std::string module_params() const override { return "link_dead_ms=10000"; }
+};
+
+// Room for 16 pages staged at a time.
+class StageBudgetTest : public ZcBase {
+protected:
+	std::string module_params() const override { return "tx_stage_kb=64 link_dead_ms=10000"; }
 };
 
 class CopyTest : public ZcBase {
@@ -170,4 +187,68 @@ TEST_F(CopyTest, CopiedPayloadCompletesWithoutWaitingForHeldFrames)
 	EXPECT_LT(s, 3.5) << "the held frames delayed a copied write: the zero-copy test "
 			     "would prove nothing";
 	EXPECT_EQ(zc_frames(c_->dev(0)), 0u);
+}
+
+// Over veth writes are staged by default: no frame goes by reference,
+// every byte arrives at every alignment, and the copies are freed when
+// the writes complete.
+TEST_F(StagedTest, WritesOverVethAreCopiedAtPostIntact)
+{
+	ASSERT_NO_FATAL_FAILURE(SetUpPair(2));
+	const RemoteRegion rd = multiedge::remote_of(*mr_dst_);
+	const std::pair<uint64_t, uint32_t> cases[] = {
+		{0, kLen / 2}, {1, 4096}, {4095, 70001}, {kLen / 2 + 13, 200000}, {kLen - 1, 1}};
+	uint64_t cookie = 1;
+	for (auto [off, len] : cases)
+		ME_ASSERT_OK(conn_->write(*mr_src_, off, rd, off, len, cookie++));
+	for (uint64_t k = 1; k < cookie; k++) {
+		auto c = c_->dev(0).wait_for(k, 30s);
+		ME_ASSERT_OK(c);
+		EXPECT_TRUE(c->ok()) << c->describe();
+	}
+	for (auto [off, len] : cases)
+		EXPECT_EQ(first_difference(src_->data() + off, dst_->data() + off, len), -1)
+			<< "at " << off << " +" << len;
+	EXPECT_EQ(zc_frames(c_->dev(0)), 0u) << "a frame went by reference on a veth";
+	auto info = accounting();
+	EXPECT_EQ(info.staged_pages, 0u) << "copies left after the writes completed";
+	EXPECT_EQ(info.zc_skbs, 0u);
+	EXPECT_EQ(info.ops_inflight, 0u);
+}
+
+// The held frames carry copies: the write completes once it is placed
+// (what they carried went again on link 1, copied anew: their whole pages
+// were handed to the held frames), and the held frames' pages outlive
+// the write without holding it; nothing went by reference.
+TEST_F(StagedTest, HeldCopiesDoNotDelayCompletion)
+{
+	ASSERT_NO_FATAL_FAILURE(SetUpPair(2));
+	double s = held_write();
+	EXPECT_LT(s, 3.5) << "a staged write waited for its held frames";
+	EXPECT_EQ(accounting().staged_pages, 0u);
+	EXPECT_EQ(zc_frames(c_->dev(0)), 0u);
+}
+
+// Beyond tx_stage_kb a write goes by reference as without staging; one
+// that fits is staged.  Both arrive whole.
+TEST_F(StageBudgetTest, WritesBeyondTheBudgetGoByReference)
+{
+	ASSERT_NO_FATAL_FAILURE(SetUpPair(1));
+	const RemoteRegion rd = multiedge::remote_of(*mr_dst_);
+	uint64_t before = zc_frames(c_->dev(0));
+	ME_ASSERT_OK(conn_->write(*mr_src_, 0, rd, 0, kLen, 1));
+	auto c = c_->dev(0).wait_for(1, 30s);
+	ME_ASSERT_OK(c);
+	EXPECT_TRUE(c->ok()) << c->describe();
+	EXPECT_GT(zc_frames(c_->dev(0)) - before, 100u) << "1 MiB staged with room for 64 KiB";
+	EXPECT_EQ(first_difference(src_->data(), dst_->data(), kLen), -1);
+	before = zc_frames(c_->dev(0));
+	fill_random(src_->data(), kLen, 43);
+	ME_ASSERT_OK(conn_->write(*mr_src_, 8192, rd, 8192, 32768, 2));
+	c = c_->dev(0).wait_for(2, 30s);
+	ME_ASSERT_OK(c);
+	EXPECT_TRUE(c->ok()) << c->describe();
+	EXPECT_EQ(zc_frames(c_->dev(0)) - before, 0u) << "32 KiB not staged with room for 64";
+	EXPECT_EQ(first_difference(src_->data() + 8192, dst_->data() + 8192, 32768), -1);
+	EXPECT_EQ(accounting().staged_pages, 0u);
 }

@@ -131,6 +131,7 @@ Result<DeviceInfo> Device::query() const
 	info.conns = q.conns;
 	info.ops_inflight = q.ops_inflight;
 	info.zc_skbs = q.zc_skbs;
+	info.staged_pages = q.staged_pages;
 	info.area_pages = q.area_pages;
 	info.pool_pages = q.pool_pages;
 	info.rx_flipped = q.rx_flipped;

@@ -160,6 +160,7 @@ TEST_F(Fake, QueryFillsTheAbi4Fields)
 	EXPECT_EQ(info->conns, 5u);
 	EXPECT_EQ(info->ops_inflight, 6u);
 	EXPECT_EQ(info->zc_skbs, 7u);
+	EXPECT_EQ(info->staged_pages, 9u);
 	EXPECT_EQ(info->regions, 1u);
 }
 
@@ -176,6 +177,7 @@ TEST_F(Fake, QueryOfAnOlderModuleLeavesTheNewFieldsZero)
 	EXPECT_EQ(info->packet_size, 0u);
 	EXPECT_EQ(info->ops_inflight, 0u);
 	EXPECT_EQ(info->zc_skbs, 0u);
+	EXPECT_EQ(info->staged_pages, 0u);
 }
 
 TEST_F(Fake, NewCommandsOnAnOlderModuleSayWhy)

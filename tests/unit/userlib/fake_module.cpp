@@ -65,6 +65,7 @@ FakeModule::FakeModule()
 	query.conns = 5;
 	query.ops_inflight = 6;
 	query.zc_skbs = 7;
+	query.staged_pages = 9;
 
 	FakeModule *none = nullptr;
 	if (!installed.compare_exchange_strong(none, this))

@@ -9,7 +9,7 @@
 
 TEST(Uapi, AbiVersionAndLastCounter)
 {
-	EXPECT_EQ(ME_ABI_VERSION, 21);
+	EXPECT_EQ(ME_ABI_VERSION, 22);
 	EXPECT_EQ(ME_STAT_SHARED_LOST, ME_STAT_COUNT - 1);
 	EXPECT_EQ(ME_FEATURE_URING_CMD, 1u);
 	EXPECT_EQ(ME_FEATURE_RX_AREA, 2u);
@@ -53,7 +53,7 @@ TEST(Uapi, QueryLayoutExtendsThePublishedOnes)
 	EXPECT_EQ(offsetof(me_query, rx_flip_copied), 128u);
 	EXPECT_EQ(offsetof(me_query, tlb_flushes), 136u);
 	EXPECT_EQ(offsetof(me_query, zc_skbs), static_cast<size_t>(ME_QUERY_SIZE_VER2));
-	EXPECT_EQ(offsetof(me_query, __reserved3), 96u);
+	EXPECT_EQ(offsetof(me_query, staged_pages), 96u);
 	EXPECT_EQ(offsetof(me_query, size), 0u);
 	EXPECT_EQ(offsetof(me_query, abi_version), 4u);
 	EXPECT_EQ(offsetof(me_query, features), 8u);

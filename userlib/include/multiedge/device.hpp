@@ -36,6 +36,8 @@ struct DeviceInfo {
 	std::uint64_t ops_inflight = 0;	// operations posted, not completed
 	// ABI 5
 	std::uint64_t zc_skbs = 0;	// frames sent from pinned pages, not yet released
+	// ABI 22
+	std::uint64_t staged_pages = 0;	// write payload copied at post, not yet freed
 	// ABI 6: receive areas and page flipping, all users.
 	std::uint64_t area_pages = 0;	// pages backing receive areas
 	std::uint64_t pool_pages = 0;	// free pages the module keeps for frames

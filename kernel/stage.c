@@ -1,0 +1,138 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Transmit staging: a write's payload copied at post, in the posting
+ * task, for a namespace whose links would copy it anyway.
+ *
+ * A frame sent by reference (link.c) carries the region's pinned pages,
+ * and a device that hands frames to the local stack (veth) copies such
+ * pages into new ones before delivering them (skb_orphan_frags_rx), in
+ * whatever context transmits.  Most frames are transmitted by the ack
+ * that opened the window for them, and over veth the ack is handled on
+ * the CPU of the receiver that sent it: that CPU then did both copies,
+ * the sender's and the placement, and the poster's CPU sat idle
+ * (benchmarks.md, 2026-11-28).  Copied here, at post, the sender's copy
+ * is the poster's, as TCP's is its sendmsg()'s; the frames carry these
+ * pages with references of their own, not by reference, and the device
+ * passes them on as they are.  A page a frame carries whole is handed to
+ * that frame (no other frame carries a byte of it), so the receiver may
+ * flip it into a receive area as it would the device's copy; should the
+ * frame go again, its retransmission copies that piece anew (link.c).  So
+ * no frame of a staged write refers to the region, and the write
+ * completes without waiting for any frame.  On links that send by reference to
+ * hardware the copy would be one too many: only a namespace all of whose
+ * links copy stages, up to tx_stage_kb of payload at a time.
+ */
+#include <linux/highmem.h>
+#include <linux/mm.h>
+#include <linux/module.h>
+#include <linux/slab.h>
+
+#include "area.h"
+#include "engine.h"
+#include "mr.h"
+#include "netns.h"
+#include "stage.h"
+
+static unsigned int tx_stage_kb = 16384;
+module_param(tx_stage_kb, uint, 0444);
+MODULE_PARM_DESC(tx_stage_kb,
+		 "Write payload copied at post and not sent by reference, per namespace, while every link attached copies frames sent by reference anyway (veth), KiB (default 16384, 0: never)");
+
+/* Pages staged, all namespaces (me_query.staged_pages). */
+static atomic64_t staged_pages = ATOMIC64_INIT(0);
+
+u64 me_stage_pages(void)
+{
+	return atomic64_read(&staged_pages);
+}
+
+static bool stage_wanted(struct me_net *mn, u32 len)
+{
+	unsigned int links = READ_ONCE(mn->nr_links);
+
+	/* Frames below the zero-copy size are copied into the entry anyway. */
+	return tx_stage_kb && len >= PAGE_SIZE && me_engine_zc_min() &&
+	       len >= me_engine_zc_min() && links && READ_ONCE(mn->nr_links_copy) == links;
+}
+
+void me_stage_fill(struct me_net *mn, struct me_stage *st, const struct me_mr *mr, u64 off,
+		   u32 len)
+{
+	u64 pos = (mr->addr & ~PAGE_MASK) + off, end = pos + len;
+	unsigned long first, n, i;
+
+	st->pages = NULL;
+	st->npages = 0;
+	if (!stage_wanted(mn, len))
+		return;
+	first = pos >> PAGE_SHIFT;
+	n = ((end - 1) >> PAGE_SHIFT) - first + 1;
+	if (atomic64_add_return(n << PAGE_SHIFT, &mn->staged) > (u64)tx_stage_kb << 10)
+		goto unbudget;
+	st->pages = kvcalloc(n, sizeof(*st->pages), GFP_KERNEL_ACCOUNT);
+	if (!st->pages)
+		goto unbudget;
+	st->first_pg = first;
+	st->npages = n;		/* budgeted; pages not filled yet are NULL */
+	for (i = 0; i < n; i++) {
+		u64 from = max(pos, (u64)(first + i) << PAGE_SHIFT);
+		u64 to = min(end, (u64)(first + i + 1) << PAGE_SHIFT);
+		struct page *page = me_pool_get(GFP_KERNEL);
+		void *va;
+		int err;
+
+		if (!page)
+			goto fail;
+		st->pages[i] = page;
+		atomic64_inc(&staged_pages);
+		va = kmap_local_page(page);
+		err = me_mr_read(mr, off + (from - pos), va + (from & ~PAGE_MASK), to - from);
+		kunmap_local(va);
+		if (err)
+			goto fail;
+		cond_resched();
+	}
+	return;
+
+fail:
+	me_stage_release(mn, st);	/* sent by reference instead */
+	return;
+unbudget:
+	atomic64_sub(n << PAGE_SHIFT, &mn->staged);
+}
+
+void me_stage_release(struct me_net *mn, struct me_stage *st)
+{
+	u32 i;
+
+	if (!st->pages)
+		return;
+	for (i = 0; i < st->npages; i++)
+		if (st->pages[i]) {
+			me_pool_put(st->pages[i]);
+			atomic64_dec(&staged_pages);
+		}
+	atomic64_sub((u64)st->npages << PAGE_SHIFT, &mn->staged);
+	kvfree(st->pages);
+	st->pages = NULL;
+	st->npages = 0;
+}
+
+struct page *me_stage_take(struct me_stage *st, u64 pos, u32 n)
+{
+	unsigned long pg = pos >> PAGE_SHIFT;
+	struct page *page;
+
+	if (!st->pages || pg < st->first_pg || pg - st->first_pg >= st->npages)
+		return NULL;
+	if (n == PAGE_SIZE) {
+		page = xchg(&st->pages[pg - st->first_pg], NULL);
+		if (page)
+			atomic64_dec(&staged_pages);
+		return page;
+	}
+	page = READ_ONCE(st->pages[pg - st->first_pg]);
+	if (page)
+		get_page(page);
+	return page;
+}

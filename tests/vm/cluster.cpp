@@ -396,7 +396,7 @@ AssertionResult accounting_idle(bool all, std::chrono::milliseconds timeout)
 	for (;;) {
 		DeviceInfo i = accounting();
 		bool idle = i.pinned_pages == 0 && i.regions == 0 && i.ops_inflight == 0 &&
-			    i.zc_skbs == 0 && i.area_pages == 0 &&
+			    i.zc_skbs == 0 && i.staged_pages == 0 && i.area_pages == 0 &&
 			    (!all || (i.rx_queued == 0 && i.conns == 0));
 		if (idle)
 			return AssertionSuccess();
@@ -405,7 +405,7 @@ AssertionResult accounting_idle(bool all, std::chrono::milliseconds timeout)
 			       << "module accounting not idle after " << timeout.count()
 			       << " ms: pinned_pages " << i.pinned_pages << ", regions " << i.regions
 			       << ", ops_inflight " << i.ops_inflight << ", zc_skbs " << i.zc_skbs
-			       << ", area_pages " << i.area_pages
+			       << ", staged_pages " << i.staged_pages << ", area_pages " << i.area_pages
 			       << ", rx_queued " << i.rx_queued
 			       << ", conns " << i.conns;
 		std::this_thread::sleep_for(std::chrono::milliseconds(50));

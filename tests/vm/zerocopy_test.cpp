@@ -77,6 +77,29 @@ protected:
 		ClusterTest::TearDown();
 	}
 
+	// Writes src to dst at offsets and lengths off page boundaries, a
+	// page and one byte; checks each completion and the bytes.
+	void write_at_every_alignment()
+	{
+		const RemoteRegion rd = multiedge::remote_of(*mr_dst_);
+		const std::pair<uint64_t, uint32_t> cases[] = {{0, kLen / 2},
+							       {1, 4096},
+							       {4095, 70001},
+							       {kLen / 2 + 13, 200000},
+							       {kLen - 1, 1}};
+		uint64_t cookie = 1;
+		for (auto [off, len] : cases)
+			ME_ASSERT_OK(conn_->write(*mr_src_, off, rd, off, len, cookie++));
+		for (uint64_t k = 1; k < cookie; k++) {
+			auto c = c_->dev(0).wait_for(k, 30s);
+			ME_ASSERT_OK(c);
+			EXPECT_TRUE(c->ok()) << c->describe();
+		}
+		for (auto [off, len] : cases)
+			EXPECT_EQ(first_difference(src_->data() + off, dst_->data() + off, len), -1)
+				<< "at " << off << " +" << len;
+	}
+
 	// Writes all of src into dst with frames on link 0 held for kHold;
 	// returns how long the write took to complete.
 	double held_write()
@@ -142,22 +165,8 @@ protected:
 TEST_F(ZeroCopyTest, WritesGoFromPinnedPagesIntact)
 {
 	ASSERT_NO_FATAL_FAILURE(SetUpPair(2));
-	const RemoteRegion rd = multiedge::remote_of(*mr_dst_);
 	uint64_t before = zc_frames(c_->dev(0));
-	// Offsets and lengths off page boundaries, a page, one byte.
-	const std::pair<uint64_t, uint32_t> cases[] = {
-		{0, kLen / 2}, {1, 4096}, {4095, 70001}, {kLen / 2 + 13, 200000}, {kLen - 1, 1}};
-	uint64_t cookie = 1;
-	for (auto [off, len] : cases)
-		ME_ASSERT_OK(conn_->write(*mr_src_, off, rd, off, len, cookie++));
-	for (uint64_t k = 1; k < cookie; k++) {
-		auto c = c_->dev(0).wait_for(k, 30s);
-		ME_ASSERT_OK(c);
-		EXPECT_TRUE(c->ok()) << c->describe();
-	}
-	for (auto [off, len] : cases)
-		EXPECT_EQ(first_difference(src_->data() + off, dst_->data() + off, len), -1)
-			<< "at " << off << " +" << len;
+	ASSERT_NO_FATAL_FAILURE(write_at_every_alignment());
 	EXPECT_GT(zc_frames(c_->dev(0)) - before, 300u);
 	// Every operation completed: no frame of theirs is left anywhere.
 	auto info = accounting();
@@ -195,20 +204,7 @@ TEST_F(CopyTest, CopiedPayloadCompletesWithoutWaitingForHeldFrames)
 TEST_F(StagedTest, WritesOverVethAreCopiedAtPostIntact)
 {
 	ASSERT_NO_FATAL_FAILURE(SetUpPair(2));
-	const RemoteRegion rd = multiedge::remote_of(*mr_dst_);
-	const std::pair<uint64_t, uint32_t> cases[] = {
-		{0, kLen / 2}, {1, 4096}, {4095, 70001}, {kLen / 2 + 13, 200000}, {kLen - 1, 1}};
-	uint64_t cookie = 1;
-	for (auto [off, len] : cases)
-		ME_ASSERT_OK(conn_->write(*mr_src_, off, rd, off, len, cookie++));
-	for (uint64_t k = 1; k < cookie; k++) {
-		auto c = c_->dev(0).wait_for(k, 30s);
-		ME_ASSERT_OK(c);
-		EXPECT_TRUE(c->ok()) << c->describe();
-	}
-	for (auto [off, len] : cases)
-		EXPECT_EQ(first_difference(src_->data() + off, dst_->data() + off, len), -1)
-			<< "at " << off << " +" << len;
+	ASSERT_NO_FATAL_FAILURE(write_at_every_alignment());
 	EXPECT_EQ(zc_frames(c_->dev(0)), 0u) << "a frame went by reference on a veth";
 	auto info = accounting();
 	EXPECT_EQ(info.staged_pages, 0u) << "copies left after the writes completed";

@@ -10,8 +10,10 @@
  * the peer resends; no receive thread waits.
  *
  * Close: me_conn_close() queues a CLOSE behind the connection's ops; it is
- * sent once they have all completed and is processed by the peer after
- * everything sent before it.  Both sides then deliver nothing more.
+ * sent once they have all completed and every request of the peer's below
+ * the close cut was taken and answered (window.c), and is processed by the
+ * peer after everything sent before it.  Both sides then deliver nothing
+ * more; the peer's requests at or beyond the cut fail there -ECANCELED.
  */
 #include "conn.h"
 #include "node.h"
@@ -766,8 +768,9 @@ void me_conn_close_acked(struct me_conn *c)
 		me_conn_terminate(c, ME_CS_CLOSED, -ECONNRESET);
 }
 
-void me_conn_peer_closed(struct me_conn *c)
+void me_conn_peer_closed(struct me_conn *c, u32 cut)
 {
+	me_msg_peer_cut(c, cut);
 	me_conn_terminate(c, ME_CS_CLOSED, -ECONNRESET);
 	me_win_send_ack(c, -1, false);
 }

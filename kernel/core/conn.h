@@ -88,6 +88,11 @@ struct me_conn {
 	me_atomic_t ack_link;	/* link to prefer for acks */
 	me_atomic_t nack_cum;	/* rcv_cum when we last nacked */
 	me_atomic_t rcv_high;	/* one past the highest seq received */
+	me_atomic64_t rx_cut;	/* the close cut (wire 15, window.c): 0
+				 * none; ME_CUT_PENDING while it is being
+				 * set; ME_CUT_SET | seq: requests of the
+				 * peer's are taken only below seq */
+	me_atomic_t peer_cut;	/* the cut the peer's CLOSE carried */
 	me_atomic_t rx_dup;	/* a packet came twice since the last ack
 				 * (its ME_F_DUP tells the sender) */
 	me_atomic64_t rx_arrival_ns; /* when the newest packet reached the host */
@@ -149,8 +154,8 @@ void me_conn_tx(struct me_conn *c, u32 link, const void *buf, u32 len);
 void me_conn_terminate(struct me_conn *c, u32 state, s32 status);
 /* The peer processed our CLOSE (it was acked). */
 void me_conn_close_acked(struct me_conn *c);
-/* We processed the peer's CLOSE. */
-void me_conn_peer_closed(struct me_conn *c);
+/* We processed the peer's CLOSE, which carried cut (wire 15). */
+void me_conn_peer_closed(struct me_conn *c, u32 cut);
 /*
  * The peer tried one of our regions with a wrong key: past
  * cfg.key_fail_max the connection is aborted, so that keys cannot be

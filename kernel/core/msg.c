@@ -244,6 +244,40 @@ void me_msg_fail_all(struct me_conn *c, s32 status)
 	me_unlock(&c->sub_lock);
 }
 
+/*
+ * The peer sends its CLOSE after every answer to what it took below the
+ * cut, so those answers were processed here first: a write or notify of
+ * ours below the cut that is still open succeeded (its failure would have
+ * been told by a STATUS).  One whose first packet is at or beyond the cut
+ * was never taken: -ECANCELED, as one never sent (wire 15).  One that
+ * straddles the cut is left to the close (-ECONNRESET: a part of it may
+ * be in place).  A packet we send from now on lies beyond the cut.
+ */
+void me_msg_peer_cut(struct me_conn *c, u32 cut)
+{
+	u32 max = me_atomic_read(&c->snd_max), packed, i, head;
+
+	if (me_seq_lt(max, cut))
+		cut = max;	/* it cannot have taken what we never sent */
+	me_lock(&c->sub_lock);
+	packed = me_atomic_read(&c->op_packed);
+	head = me_atomic_read(&c->op_head);
+	for (i = c->op_tail; i != head; i++) {
+		struct me_op *op = &c->ops[i & (c->nops - 1)];
+		u32 type = me_atomic_read(&op->type);
+
+		if (me_atomic_read(&op->state) != OPST(i, ME_OP_QUEUED) ||
+		    type == ME_PT_CLOSE || !me_atomic_read(&op->sent))
+			continue;
+		if (!me_seq_lt(me_atomic_read(&op->first_seq), cut))
+			complete_op(c, op, i, -ECANCELED);
+		else if ((type == ME_PT_WRITE || type == ME_PT_NOTIFY) && me_seq_lt(i, packed) &&
+			 me_seq_lt(me_atomic_read(&op->last_seq), cut))
+			complete_op(c, op, i, 0);
+	}
+	me_unlock(&c->sub_lock);
+}
+
 static struct me_op *op_find(struct me_conn *c, u32 op_id)
 {
 	struct me_op *op = &c->ops[op_id & (c->nops - 1)];
@@ -846,8 +880,22 @@ static bool next_job(struct me_conn *c, struct job *j)
 			me_atomic_set(&c->op_packed, c->op_pack);
 			continue;
 		}
-		if (me_atomic_read(&op->type) == ME_PT_CLOSE && !all_prior_done(c))
-			return false;
+		if (me_atomic_read(&op->type) == ME_PT_CLOSE) {
+			u32 cut;
+
+			/*
+			 * After every op before it, and after every answer
+			 * to the peer's requests below the close cut: the
+			 * peer completes its writes below it as taken.
+			 */
+			if (!all_prior_done(c) || !me_win_close_cut(c, &cut) ||
+			    me_atomic_read(&c->resp_head) != c->resp_tail)
+				return false;
+			c->cur_kind = 1;
+			job_from_op(j, op, c->op_pack);
+			j->imm = cut;
+			return true;
+		}
 		c->cur_kind = 1;
 		job_from_op(j, op, c->op_pack);
 		return true;
@@ -986,8 +1034,12 @@ static int pump_pack(struct me_conn *c)
 		return 0;
 	t->zc = 0;
 	/* See me_msg_fail_all(): mark, then check the state again. */
-	for (i = 0; i < cnt; i++)
-		me_atomic_set(&c->ops[(first + i) & (c->nops - 1)].sent, 1);
+	for (i = 0; i < cnt; i++) {
+		struct me_op *op = &c->ops[(first + i) & (c->nops - 1)];
+
+		me_atomic_set(&op->first_seq, seq);
+		me_atomic_set(&op->sent, 1);
+	}
 	st = me_atomic_read(&c->state);
 	if (st != ME_CS_ESTABLISHED && st != ME_CS_CLOSING) {
 		me_win_tx_abort(c, t);
@@ -1077,8 +1129,11 @@ static bool pump_one(struct me_conn *c)
 		return false;
 	t->zc = 0;
 	if (c->cur_kind == 1 && c->cur_off == 0) {
+		struct me_op *op = &c->ops[j.op_id & (c->nops - 1)];
+
 		/* See me_msg_fail_all(): mark, then check the state again. */
-		me_atomic_set(&c->ops[j.op_id & (c->nops - 1)].sent, 1);
+		me_atomic_set(&op->first_seq, seq);
+		me_atomic_set(&op->sent, 1);
 		st = me_atomic_read(&c->state);
 		if (st != ME_CS_ESTABLISHED && st != ME_CS_CLOSING) {
 			me_win_tx_abort(c, t);

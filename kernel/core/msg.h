@@ -32,6 +32,7 @@ struct me_op {
 	me_atomic64_t due_ns;
 	me_atomic_t last_seq;	/* write/notify: its last packet's sequence
 				 * number, set before op_packed passes it */
+	me_atomic_t first_seq;	/* its first packet's, set before `sent` */
 	me_atomic_t type;	/* ME_PT_WRITE/NOTIFY/READ_REQ/ATOMIC/CLOSE; atomic:
 				 * the ack pass reads it of ops a STATUS may
 				 * complete and a submit reuse meanwhile */
@@ -120,5 +121,11 @@ bool me_msg_answer_overdue(struct me_conn *c, u64 now);
  * saw them.  Called after the state left ESTABLISHED/CLOSING.
  */
 void me_msg_fail_all(struct me_conn *c, s32 status);
+/*
+ * The peer's CLOSE carried cut (wire 15): complete the writes it took
+ * (below cut) and cancel the ops it never took (at or beyond it), before
+ * the close fails the rest.
+ */
+void me_msg_peer_cut(struct me_conn *c, u32 cut);
 
 #endif /* ME_MSG_H */

@@ -122,25 +122,76 @@ void me_win_start_rx(struct me_conn *c, u32 peer_isn)
 /* ------------------------------------------------------------------ */
 /* Receive side                                                        */
 
+/*
+ * The close cut (wire 15).  Once our CLOSE is next to leave (every op of
+ * ours before it completed), the peer's requests are taken only below a
+ * cut: one past every sequence number a receive thread had claimed when
+ * it was set.  The CLOSE leaves once everything below the cut was taken
+ * and answered, and carries it; the peer completes its writes below it
+ * and fails the rest as never taken.  A receive thread claims its entry
+ * (a full barrier) before it reads rx_cut, the pump sets rx_cut (another)
+ * before it reads the entries: either the pump sees the claim and the
+ * cut lies beyond it, or the thread sees the cut (or that one is being
+ * set, and gives the packet back for the peer to resend).
+ */
+static bool cut_admits(struct me_conn *c, u32 s)
+{
+	u64 v = me_atomic64_read(&c->rx_cut);
+
+	return !v || ((v & ME_CUT_SET) && me_seq_lt(s, (u32)v));
+}
+
+bool me_win_close_cut(struct me_conn *c, u32 *cut)
+{
+	u64 v = me_atomic64_read(&c->rx_cut);
+
+	if (!v) {
+		u32 w = c->window, from, i;
+
+		me_atomic64_set(&c->rx_cut, ME_CUT_PENDING);
+		from = me_atomic_read(&c->rcv_cum);
+		*cut = from;
+		for (i = 0; i < w; i++)
+			if (rx_seq(me_atomic64_read(&c->rx[(from + i) & (w - 1)].state)) ==
+			    from + i)
+				*cut = from + i + 1;
+		v = ME_CUT_SET | *cut;
+		me_atomic64_set(&c->rx_cut, v);
+	}
+	*cut = (u32)v;
+	return me_seq_le(*cut, me_atomic_read(&c->rcv_cum));
+}
+
+/* rcv_cum moved: a CLOSE of ours may wait for it to reach the cut. */
+static void cum_moved(struct me_conn *c)
+{
+	if (me_atomic64_read(&c->rx_cut))
+		me_msg_pump(c);
+}
+
 /* Unordered mode: move rcv_cum over READY entries (lock-free). */
 static void advance_cum(struct me_conn *c)
 {
 	u32 mask = c->window - 1;
+	bool moved = false;
 
 	for (;;) {
 		u32 cum = me_atomic_read(&c->rcv_cum);
 		u64 v = me_atomic64_read(&c->rx[cum & mask].state);
 
 		if (rx_seq(v) != cum || rx_phase(v) != ME_RXS_READY)
-			return;
+			break;
 		if (me_atomic_cmpxchg(&c->rcv_cum, cum, cum + 1) != cum)
 			continue;
+		moved = true;
 		/* We alone moved past cum: a CLOSE there is ours to run. */
 		if (v & ME_RXS_CLOSE)
-			me_conn_peer_closed(c);
+			me_conn_peer_closed(c, me_atomic_read(&c->peer_cut));
 		if (v & ME_RXS_STATUS)
 			me_msg_status_passed(c);
 	}
+	if (moved)
+		cum_moved(c);
 }
 
 /*
@@ -153,7 +204,8 @@ static void inorder_scan(struct me_conn *c)
 {
 	u32 mask = c->window - 1;
 	struct me_hdr h;
-	bool stalled, closed;
+	bool stalled, closed, moved = false;
+	u32 cut = 0;
 
 again:
 	if (!me_trylock(&c->order_lock))
@@ -177,6 +229,7 @@ again:
 		if (h.type == ME_PT_CLOSE) {
 			me_atomic64_set(&r->state, RXS(cum, ME_RXS_DONE));
 			me_atomic_set(&c->rcv_cum, cum + 1);
+			cut = h.d.imm;
 			closed = true;
 			break;
 		}
@@ -187,14 +240,17 @@ again:
 		}
 		me_atomic64_set(&r->state, RXS(cum, ME_RXS_DONE));
 		me_atomic_set(&c->rcv_cum, cum + 1);
+		moved = true;
 		if (h.type == ME_PT_STATUS)
 			me_msg_status_passed(c);
 	}
 	me_unlock(&c->order_lock);
 	if (closed) {
-		me_conn_peer_closed(c);
+		me_conn_peer_closed(c, cut);
 		return;
 	}
+	if (moved)
+		cum_moved(c);
 	if (!stalled) {
 		u32 cum = me_atomic_read(&c->rcv_cum);
 		u64 v = me_atomic64_read(&c->rx[cum & mask].state);
@@ -331,6 +387,13 @@ void me_win_rx_data(struct me_conn *c, u32 link, const struct me_hdr *h,
 		rx_dup(c, link, h, false);
 		return;
 	}
+	/* Beyond our close cut: not taken, not acked; the peer's CLOSE says so. */
+	if (me_pt_request(h->type) && !cut_admits(c, s)) {
+		me_atomic64_set(&r->state, v);
+		me_stat_inc(n, ME_ST_RX_CLOSED);
+		me_cstat_add(c, ME_CST_RX_DROP, 1);
+		return;
+	}
 	me_atomic_seq_max(&c->rcv_high, s + 1);
 	me_cstat_add(c, ME_CST_RX_PKTS, 1);
 	me_cstat_add(c, ME_CST_RX_BYTES, h->payload_len);
@@ -343,6 +406,8 @@ void me_win_rx_data(struct me_conn *c, u32 link, const struct me_hdr *h,
 		me_atomic64_set(&r->state, RXS(s, ME_RXS_READY));
 		inorder_scan(c);
 	} else if (h->type == ME_PT_CLOSE) {
+		/* Every copy carries the same cut; run once cum passes it. */
+		me_atomic_set(&c->peer_cut, h->d.imm);
 		me_atomic64_set(&r->state, RXS(s, ME_RXS_READY | ME_RXS_CLOSE));
 		advance_cum(c);
 	} else {
@@ -632,14 +697,6 @@ static u32 carry_ack(struct me_conn *c, struct me_txslot *t, u32 len, u64 now)
 	h = id == c->id ? c : me_conn_get(n, id);
 	if (!h || h->pe != c->pe)
 		return 0;
-	/*
-	 * Not in front of a CLOSE: taken first, it would end the connection
-	 * and fail what the ack completes; the ack goes alone, ahead of it.
-	 */
-	if (t->buf[1] == ME_PT_CLOSE) {
-		me_win_send_ack(h, -1, false);
-		return 0;
-	}
 	if (len + ME_HDR_ACK > n->cfg.mtu) {
 		/* A message's last packet is usually short: wait for it. */
 		if (me_get_be16(t->buf + 2) & ME_F_LAST)

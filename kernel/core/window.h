@@ -56,6 +56,10 @@ struct me_txslot {
 #define ME_RXS_CLOSE	0x10	/* flag: this packet was a CLOSE */
 #define ME_RXS_STATUS	0x20	/* flag: this packet was a STATUS */
 
+/* me_conn.rx_cut (wire 15, window.c) */
+#define ME_CUT_PENDING	(1ull << 32)
+#define ME_CUT_SET	(2ull << 32)
+
 struct me_rxslot {
 	me_atomic64_t state;
 	me_atomic_t len;	/* ordered mode: bytes buffered in buf */
@@ -71,9 +75,9 @@ void me_win_start_rx(struct me_conn *c, u32 peer_isn);
 void me_win_rx_data(struct me_conn *c, u32 link, const struct me_hdr *h,
 		    const u8 *pkt, u32 len);
 void me_win_rx_ack(struct me_conn *c, u32 link, const struct me_hdr *h);
-/* The connection ended: drop every payload reference entries hold. */
 /* Ended: what is still in flight leaves its links' budgets. */
 void me_win_release_inflight(struct me_conn *c);
+/* The connection ended: drop every payload reference entries hold. */
 void me_win_zc_release_all(struct me_conn *c);
 /* Send an ack now if nobody else is (trylock); link -1 picks one. */
 void me_win_send_ack(struct me_conn *c, int link, bool nack);
@@ -91,6 +95,13 @@ void me_win_tx_abort(struct me_conn *c, struct me_txslot *t);
 bool me_win_tx_idle(struct me_conn *c);
 /* Nothing in flight and no ack owed: nothing of the window times out. */
 bool me_win_quiet(struct me_conn *c);
+
+/*
+ * Our CLOSE is next and every op before it completed (the pump): sets the
+ * close cut once; true when every request below it was taken, *cut then
+ * being what the CLOSE carries.
+ */
+bool me_win_close_cut(struct me_conn *c, u32 *cut);
 
 void me_win_timer(struct me_conn *c, u64 now);
 /* Resend everything in flight on a dead link over the others. */

@@ -49,8 +49,12 @@
  * alive path send each other unanswered beacons, each echoing the
  * other's last: one frame each way per keepalive period, not a probe and
  * a reply each way (72-byte keepalives).
+ * 15: CLOSE carries its sender's cut in imm: it took every request of the
+ * receiver's below that sequence number and takes none from it on, so
+ * the receiver completes its writes below the cut and fails those at or
+ * beyond it as never taken (-ECANCELED).
  */
-#define ME_WIRE_VERSION		14
+#define ME_WIRE_VERSION		15
 
 enum me_pkt_type {
 	ME_PT_HELLO = 1,	/* discovery, every link, periodically */
@@ -212,6 +216,13 @@ static inline bool me_pt_sequenced(u32 type)
 {
 	return (type >= ME_PT_WRITE && type <= ME_PT_CLOSE) || type == ME_PT_PACK ||
 	       type == ME_PT_ATOMIC;
+}
+
+/* A sequenced packet that asks the receiver to act (not an answer). */
+static inline bool me_pt_request(u32 type)
+{
+	return type == ME_PT_WRITE || type == ME_PT_NOTIFY || type == ME_PT_PACK ||
+	       type == ME_PT_READ_REQ || type == ME_PT_ATOMIC;
 }
 
 /*

@@ -1,0 +1,157 @@
+// SPDX-License-Identifier: GPL-2.0
+// Requests that meet a close (wire 15).  Once its CLOSE is to leave, the
+// closing side takes no request of the peer's beyond a cut, the CLOSE
+// carries the ack of everything below it and the peer takes that ack
+// before the CLOSE: what the closing side took completes with success at
+// the peer, what it did not take fails -ECANCELED (nothing placed, safe
+// to post again), and nothing is both taken and failed.
+#include "harness.hpp"
+
+using namespace mesim;
+
+namespace {
+
+struct Race {
+	Sim sim;
+	Workload w;
+	me_conn *c[2] = {};
+	int posted[2] = {};
+
+	Race(uint64_t seed, int links, const LinkParams &p) : sim(seed), w(sim, seed)
+	{
+		setup_pair(sim, links, p, default_cfg(1), default_cfg(2));
+		uint32_t pid = 0;
+		c[0] = sim.connect(0, 1, ME_MODE_UNORDERED, &pid);
+		c[1] = c[0] ? me_conn_get(sim.nodes[1]->node, pid) : nullptr;
+	}
+
+	// Node `from` posts a notify of len bytes every `gap` ns until its
+	// connection stops taking them.
+	void stream(int from, uint32_t len, uint64_t gap)
+	{
+		sim.at(sim.now + gap, [this, from, len, gap] {
+			if (w.submit(c[from], from, Op::NOTIFY, len) != 0)
+				return;
+			posted[from]++;
+			stream(from, len, gap);
+		});
+	}
+
+	bool ended(int i)
+	{
+		int st = me_conn_state(c[i]);
+
+		return st == ME_CS_CLOSED || st == ME_CS_DEAD;
+	}
+
+	// Every op once; taken (notified, every byte once) exactly when it
+	// succeeded; one that failed -ECANCELED wrote nothing.
+	void check(bool single_packet)
+	{
+		w.check(false);
+		for (auto &[k, op] : w.ops) {
+			if (op.status == 0) {
+				EXPECT_EQ(op.notifies, 1) << "cookie " << k;
+				continue;
+			}
+			if (single_packet) {
+				EXPECT_EQ(op.status, -ECANCELED) << "cookie " << k;
+			}
+			if (op.status != -ECANCELED)
+				continue;
+			EXPECT_EQ(op.notifies, 0) << "cookie " << k << " failed yet notified";
+			Region &d = sim.nodes[1 - op.from]->regions[kDst];
+			for (uint32_t i = 0; i < op.rw.len; i++)
+				if (d.wcount[op.rw.remote_off + i]) {
+					ADD_FAILURE() << "cookie " << k << " failed -ECANCELED yet wrote";
+					break;
+				}
+		}
+	}
+};
+
+}  // namespace
+
+// Node 1 keeps sending one-packet notifies while node 0 closes, at every
+// phase of the stream, on a clean link and on links that lose, duplicate
+// and reorder.
+TEST(CloseRace, requests_while_the_peer_closes__taken_or_cancelled)
+{
+	const LinkParams lossy{10.0, 5000, 0.05, 0.03, 0.05, 30000};
+	int cancelled = 0, succeeded = 0;
+
+	for (int seed = 0; seed < 40; seed++) {
+		SCOPED_TRACE(seed);
+		Race r(7000 + seed, 1 + seed % 2, seed % 4 >= 2 ? lossy : LinkParams{});
+		ASSERT_NE(r.c[1], nullptr);
+		r.stream(1, 64 + 97 * (seed % 5), 2000 + 500 * (seed % 3));
+		r.sim.at(r.sim.now + 200000 + 1700 * seed, [&r] {
+			ASSERT_EQ(me_conn_close(r.c[0]), 0);
+		});
+		ASSERT_TRUE(r.sim.run([&] { return r.ended(0) && r.ended(1) && r.w.all_done(); },
+				      r.sim.now + 20000000000ull));
+		EXPECT_EQ(me_conn_state(r.c[0]), ME_CS_CLOSED);
+		EXPECT_EQ(me_conn_state(r.c[1]), ME_CS_CLOSED);
+		r.check(true);
+		for (auto &[k, op] : r.w.ops) {
+			cancelled += op.status == -ECANCELED;
+			succeeded += op.status == 0;
+		}
+	}
+	// Both outcomes were met, so the races above were run.
+	EXPECT_GT(cancelled, 40);
+	EXPECT_GT(succeeded, 1000);
+}
+
+// Both sides close at once, each with notifies on their way to the other.
+TEST(CloseRace, both_close_with_requests_in_flight__taken_or_cancelled)
+{
+	for (int seed = 0; seed < 20; seed++) {
+		SCOPED_TRACE(seed);
+		Race r(7100 + seed, 2, seed % 2 ? LinkParams{10.0, 5000, 0.03, 0.03, 0.03, 30000} :
+				       LinkParams{});
+		ASSERT_NE(r.c[1], nullptr);
+		r.stream(0, 200, 3000);
+		r.stream(1, 300, 2500);
+		uint64_t t = r.sim.now + 300000 + 2300 * seed;
+		r.sim.at(t, [&r] { ASSERT_EQ(me_conn_close(r.c[0]), 0); });
+		r.sim.at(t + 1000 * (seed % 7), [&r] {
+			// It may have taken node 0's CLOSE already.
+			int ret = me_conn_close(r.c[1]);
+			EXPECT_TRUE(ret == 0 || ret == -ENOTCONN) << ret;
+		});
+		ASSERT_TRUE(r.sim.run([&] { return r.ended(0) && r.ended(1) && r.w.all_done(); },
+				      r.sim.now + 20000000000ull));
+		EXPECT_EQ(me_conn_state(r.c[0]), ME_CS_CLOSED);
+		EXPECT_EQ(me_conn_state(r.c[1]), ME_CS_CLOSED);
+		r.check(true);
+	}
+}
+
+// Writes of several packets: the one the cut went through, if any, may
+// have landed in part (-ECONNRESET, as the API says); every other is whole
+// or untouched.
+TEST(CloseRace, long_writes_while_the_peer_closes__whole_or_untouched)
+{
+	for (int seed = 0; seed < 20; seed++) {
+		SCOPED_TRACE(seed);
+		Race r(7200 + seed, 2, seed % 2 ? LinkParams{10.0, 5000, 0.03, 0.02, 0.03, 30000} :
+				       LinkParams{});
+		ASSERT_NE(r.c[1], nullptr);
+		r.stream(1, 40000, 20000);
+		r.sim.at(r.sim.now + 500000 + 9000 * seed, [&r] {
+			ASSERT_EQ(me_conn_close(r.c[0]), 0);
+		});
+		ASSERT_TRUE(r.sim.run([&] { return r.ended(0) && r.ended(1) && r.w.all_done(); },
+				      r.sim.now + 20000000000ull));
+		r.check(false);
+		int straddled = 0;
+		for (auto &[k, op] : r.w.ops) {
+			EXPECT_TRUE(op.status == 0 || op.status == -ECANCELED ||
+				    op.status == -ECONNRESET) << op.status;
+			straddled += op.status == -ECONNRESET;
+		}
+		// Messages are runs of sequence numbers: one holds the cut.
+		EXPECT_LE(straddled, 1);
+	}
+}

@@ -874,8 +874,9 @@ void Endpoint::on_completion(const me_completion &c)
 	p.inflight--;
 	auto now = std::chrono::steady_clock::now();
 	if (err == ENOBUFS || err == ECANCELED) {
-		// Refused by a full receive queue, or never sent: again, in
-		// turn (the receiver orders by sequence number).
+		// Refused by a full receive queue, or never taken (not sent,
+		// or beyond the cut of the peer's close): again, in turn (the
+		// receiver orders by sequence number).
 		if (err == ENOBUFS && op->refused == std::chrono::steady_clock::time_point{})
 			op->refused = now;
 		if (err == ECANCELED || now - op->refused < kRefusedLimit) {

@@ -39,8 +39,8 @@ const char *completion_hint(int status)
 		return "the connection was closed or the peer restarted; it may or may not "
 		       "have taken effect at the target";
 	case ECANCELED:
-		return "the connection ended before any of it was sent: the target never "
-		       "saw it";
+		return "the connection ended before any of it was sent, or the peer closed "
+		       "it before taking any: the target never saw it";
 	}
 	return nullptr;
 }

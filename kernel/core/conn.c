@@ -770,7 +770,9 @@ void me_conn_close_acked(struct me_conn *c)
 
 void me_conn_peer_closed(struct me_conn *c, u32 cut)
 {
-	me_msg_peer_cut(c, cut);
+	/* Read by me_msg_fail_all(), under the state change. */
+	me_atomic_set(&c->peer_cut, cut);
+	me_atomic_set(&c->peer_cut_run, 1);
 	me_conn_terminate(c, ME_CS_CLOSED, -ECONNRESET);
 	me_win_send_ack(c, -1, false);
 }

@@ -93,6 +93,8 @@ struct me_conn {
 				 * set; ME_CUT_SET | seq: requests of the
 				 * peer's are taken only below seq */
 	me_atomic_t peer_cut;	/* the cut the peer's CLOSE carried */
+	me_atomic_t peer_cut_run;	/* we processed that CLOSE: the ops it
+					 * fails are classed by the cut (msg.c) */
 	me_atomic_t rx_dup;	/* a packet came twice since the last ack
 				 * (its ME_F_DUP tells the sender) */
 	me_atomic64_t rx_arrival_ns; /* when the newest packet reached the host */

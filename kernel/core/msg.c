@@ -223,57 +223,60 @@ int me_msg_submit(struct me_conn *c, u32 type, const struct me_rw *rw)
 	return 0;
 }
 
+/*
+ * How the peer's CLOSE (wire 15) ends op i, which left at least a packet:
+ * the peer sent it after every answer to what it took below its cut, and
+ * those answers were processed here first.  So a write or notify below
+ * the cut still open succeeded (a failure would have come as a STATUS);
+ * one whose first packet is at or beyond the cut was never taken:
+ * -ECANCELED, as one never sent.  One the cut goes through keeps status
+ * (-ECONNRESET: a part of it may be in place).
+ */
+static s32 peer_cut_status(struct me_op *op, u32 i, u32 cut, u32 packed, s32 status)
+{
+	u32 type = me_atomic_read(&op->type);
+
+	if (type == ME_PT_CLOSE)
+		return status;
+	if (!me_seq_lt(me_atomic_read(&op->first_seq), cut))
+		return -ECANCELED;
+	if ((type == ME_PT_WRITE || type == ME_PT_NOTIFY) && me_seq_lt(i, packed) &&
+	    me_seq_lt(me_atomic_read(&op->last_seq), cut))
+		return 0;
+	return status;
+}
+
 void me_msg_fail_all(struct me_conn *c, s32 status)
 {
-	u32 i, head;
+	bool by_cut = me_atomic_read(&c->peer_cut_run);
+	u32 cut = me_atomic_read(&c->peer_cut);
+	u32 max = me_atomic_read(&c->snd_max);
+	u32 i, head, packed;
 
+	/* It cannot have taken what we never sent. */
+	if (me_seq_lt(max, cut))
+		cut = max;
 	me_lock(&c->sub_lock);
 	head = me_atomic_read(&c->op_head);
+	packed = me_atomic_read(&c->op_packed);
 	for (i = c->op_tail; i != head; i++) {
 		struct me_op *op = &c->ops[i & (c->nops - 1)];
 
+		if (me_atomic_read(&op->state) != OPST(i, ME_OP_QUEUED))
+			continue;
 		/*
 		 * Store-buffer pattern with pump_one(): the state left
 		 * ESTABLISHED before this read, and the pump marks an op
-		 * sent before it reads the state again and transmits; so
-		 * either we see the mark or no packet of the op leaves.
+		 * sent (its first_seq before) before it reads the state
+		 * again and transmits; so either we see the mark or no
+		 * packet of the op leaves.
 		 */
-		if (me_atomic_read(&op->state) == OPST(i, ME_OP_QUEUED))
-			complete_op(c, op, i, me_atomic_read(&op->sent) ? status : -ECANCELED);
-	}
-	me_unlock(&c->sub_lock);
-}
-
-/*
- * The peer sends its CLOSE after every answer to what it took below the
- * cut, so those answers were processed here first: a write or notify of
- * ours below the cut that is still open succeeded (its failure would have
- * been told by a STATUS).  One whose first packet is at or beyond the cut
- * was never taken: -ECANCELED, as one never sent (wire 15).  One that
- * straddles the cut is left to the close (-ECONNRESET: a part of it may
- * be in place).  A packet we send from now on lies beyond the cut.
- */
-void me_msg_peer_cut(struct me_conn *c, u32 cut)
-{
-	u32 max = me_atomic_read(&c->snd_max), packed, i, head;
-
-	if (me_seq_lt(max, cut))
-		cut = max;	/* it cannot have taken what we never sent */
-	me_lock(&c->sub_lock);
-	packed = me_atomic_read(&c->op_packed);
-	head = me_atomic_read(&c->op_head);
-	for (i = c->op_tail; i != head; i++) {
-		struct me_op *op = &c->ops[i & (c->nops - 1)];
-		u32 type = me_atomic_read(&op->type);
-
-		if (me_atomic_read(&op->state) != OPST(i, ME_OP_QUEUED) ||
-		    type == ME_PT_CLOSE || !me_atomic_read(&op->sent))
-			continue;
-		if (!me_seq_lt(me_atomic_read(&op->first_seq), cut))
+		if (!me_atomic_read(&op->sent))
 			complete_op(c, op, i, -ECANCELED);
-		else if ((type == ME_PT_WRITE || type == ME_PT_NOTIFY) && me_seq_lt(i, packed) &&
-			 me_seq_lt(me_atomic_read(&op->last_seq), cut))
-			complete_op(c, op, i, 0);
+		else if (by_cut)
+			complete_op(c, op, i, peer_cut_status(op, i, cut, packed, status));
+		else
+			complete_op(c, op, i, status);
 	}
 	me_unlock(&c->sub_lock);
 }

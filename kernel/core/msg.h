@@ -118,14 +118,10 @@ bool me_msg_answer_overdue(struct me_conn *c, u64 now);
 /*
  * Fail every queued operation with status (connection closed/dead), or
  * with -ECANCELED those of which no packet ever left: the target never
- * saw them.  Called after the state left ESTABLISHED/CLOSING.
+ * saw them.  After the peer's CLOSE, by its cut (wire 15): writes it took
+ * succeed, ops it took nothing of are -ECANCELED.  Called after the state
+ * left ESTABLISHED/CLOSING.
  */
 void me_msg_fail_all(struct me_conn *c, s32 status);
-/*
- * The peer's CLOSE carried cut (wire 15): complete the writes it took
- * (below cut) and cancel the ops it never took (at or beyond it), before
- * the close fails the rest.
- */
-void me_msg_peer_cut(struct me_conn *c, u32 cut);
 
 #endif /* ME_MSG_H */

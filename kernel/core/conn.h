@@ -89,9 +89,7 @@ struct me_conn {
 	me_atomic_t nack_cum;	/* rcv_cum when we last nacked */
 	me_atomic_t rcv_high;	/* one past the highest seq received */
 	me_atomic64_t rx_cut;	/* the close cut (wire 15, window.c): 0
-				 * none; ME_CUT_PENDING while it is being
-				 * set; ME_CUT_SET | seq: requests of the
-				 * peer's are taken only below seq */
+				 * none, else ME_CUT_* (window.h) */
 	me_atomic_t peer_cut;	/* the cut the peer's CLOSE carried */
 	me_atomic_t peer_cut_run;	/* we processed that CLOSE: the ops it
 					 * fails are classed by the cut (msg.c) */

@@ -380,6 +380,11 @@ static bool rmsg_account(struct me_conn *c, const struct me_hdr *h, u32 pay,
 	return (lo & 0x7fffffffu) == h->d.msg_len;
 }
 
+bool me_msg_begun(struct me_conn *c, u32 msg_id)
+{
+	return (u32)(me_atomic64_read(&c->rmsg[msg_id & (c->window - 1)].st) >> 32) == msg_id;
+}
+
 /*
  * What the peer is told of a refused access (me_plat.h, mr_check): a wrong
  * key and no such region are EACCES, as no permission is, so that a peer

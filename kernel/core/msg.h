@@ -123,5 +123,7 @@ bool me_msg_answer_overdue(struct me_conn *c, u64 now);
  * left ESTABLISHED/CLOSING.
  */
 void me_msg_fail_all(struct me_conn *c, s32 status);
+/* A packet of message msg_id was taken (placed) here. */
+bool me_msg_begun(struct me_conn *c, u32 msg_id);
 
 #endif /* ME_MSG_H */

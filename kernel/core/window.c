@@ -126,40 +126,73 @@ void me_win_start_rx(struct me_conn *c, u32 peer_isn)
  * The close cut (wire 15).  Once our CLOSE is next to leave (every op of
  * ours before it completed), the peer's requests are taken only below a
  * cut: one past every sequence number a receive thread had claimed when
- * it was set.  The CLOSE leaves once everything below the cut was taken
- * and answered, and carries it; the peer completes its writes below it
- * and fails the rest as never taken.  A receive thread claims its entry
- * (a full barrier) before it reads rx_cut, the pump sets rx_cut (another)
- * before it reads the entries: either the pump sees the claim and the
- * cut lies beyond it, or the thread sees the cut (or that one is being
- * set, and gives the packet back for the peer to resend).
+ * it was set, and past the end of every message begun below it.  The
+ * CLOSE leaves once everything below the cut was taken and answered, and
+ * carries it; the peer completes its writes below it and fails the rest
+ * as never taken.  A receive thread claims its entry (a full barrier)
+ * before it reads rx_cut, the pump sets rx_cut (another) before it reads
+ * the entries: either the pump sees the claim and the cut lies beyond it,
+ * or the thread sees the cut (or that one is being set, and gives the
+ * packet back for the peer to resend).
  */
-static bool cut_admits(struct me_conn *c, u32 s)
+static bool cut_admits(struct me_conn *c, const struct me_hdr *h, u32 s, u32 cum)
 {
 	u64 v = me_atomic64_read(&c->rx_cut);
 
-	return !v || ((v & ME_CUT_SET) && me_seq_lt(s, (u32)v));
+	if (!v)
+		return true;
+	/* The entry of rcv_cum - 1 keeps its MORE for me_win_close_cut(). */
+	if (s - cum >= c->window - 1 || v == ME_CUT_PENDING)
+		return false;
+	if (me_seq_lt(s, (u32)v) || !me_pt_request(h->type))
+		return true;
+	/* A message begun below the cut (a packet of it taken) goes on. */
+	return (v & ME_CUT_SET) && (h->type == ME_PT_WRITE || h->type == ME_PT_NOTIFY) &&
+	       h->d.msg_off && me_msg_begun(c, h->d.msg_id);
+}
+
+/* The flags an entry keeps once its packet was taken. */
+static u64 taken_flags(const struct me_hdr *h)
+{
+	if (h->type == ME_PT_STATUS)
+		return ME_RXS_STATUS;
+	if ((h->type == ME_PT_WRITE || h->type == ME_PT_NOTIFY) && !(h->flags & ME_F_LAST))
+		return ME_RXS_MORE;
+	return 0;
 }
 
 bool me_win_close_cut(struct me_conn *c, u32 *cut)
 {
-	u64 v = me_atomic64_read(&c->rx_cut);
+	u32 w = c->window, cum, i;
+	u64 v = me_atomic64_read(&c->rx_cut), last;
 
 	if (!v) {
-		u32 w = c->window, from, i;
-
 		me_atomic64_set(&c->rx_cut, ME_CUT_PENDING);
-		from = me_atomic_read(&c->rcv_cum);
-		*cut = from;
+		cum = me_atomic_read(&c->rcv_cum);
+		*cut = cum;
 		for (i = 0; i < w; i++)
-			if (rx_seq(me_atomic64_read(&c->rx[(from + i) & (w - 1)].state)) ==
-			    from + i)
-				*cut = from + i + 1;
+			if (rx_seq(me_atomic64_read(&c->rx[(cum + i) & (w - 1)].state)) == cum + i)
+				*cut = cum + i + 1;
 		v = ME_CUT_SET | *cut;
 		me_atomic64_set(&c->rx_cut, v);
 	}
 	*cut = (u32)v;
-	return me_seq_le(*cut, me_atomic_read(&c->rcv_cum));
+	if (v & ME_CUT_FINAL)
+		return true;
+	cum = me_atomic_read(&c->rcv_cum);
+	if (!me_seq_le(*cut, cum))
+		return false;
+	/*
+	 * Taken up to cum: the packet below it ends its message (or it is
+	 * not of a write), so no message is open across cum, and from now
+	 * on nothing at or beyond it is taken.
+	 */
+	last = me_atomic64_read(&c->rx[(cum - 1) & (w - 1)].state);
+	if (rx_seq(last) != cum - 1 || (last & ME_RXS_MORE))
+		return false;
+	*cut = cum;
+	me_atomic64_set(&c->rx_cut, ME_CUT_FINAL | cum);
+	return true;
 }
 
 /* rcv_cum moved: a CLOSE of ours may wait for it to reach the cut. */
@@ -238,7 +271,7 @@ again:
 			stalled = true;
 			break;
 		}
-		me_atomic64_set(&r->state, RXS(cum, ME_RXS_DONE));
+		me_atomic64_set(&r->state, RXS(cum, ME_RXS_DONE) | taken_flags(&h));
 		me_atomic_set(&c->rcv_cum, cum + 1);
 		moved = true;
 		if (h.type == ME_PT_STATUS)
@@ -388,7 +421,7 @@ void me_win_rx_data(struct me_conn *c, u32 link, const struct me_hdr *h,
 		return;
 	}
 	/* Beyond our close cut: not taken, not acked; the peer's CLOSE says so. */
-	if (me_pt_request(h->type) && !cut_admits(c, s)) {
+	if (!cut_admits(c, h, s, cum)) {
 		me_atomic64_set(&r->state, v);
 		me_stat_inc(n, ME_ST_RX_CLOSED);
 		me_cstat_add(c, ME_CST_RX_DROP, 1);
@@ -418,8 +451,7 @@ void me_win_rx_data(struct me_conn *c, u32 link, const struct me_hdr *h,
 			me_cstat_add(c, ME_CST_RX_DROP, 1);
 			return;
 		}
-		me_atomic64_set(&r->state, RXS(s, ME_RXS_READY |
-					  (h->type == ME_PT_STATUS ? ME_RXS_STATUS : 0)));
+		me_atomic64_set(&r->state, RXS(s, ME_RXS_READY) | taken_flags(h));
 		advance_cum(c);
 	}
 

@@ -55,10 +55,14 @@ struct me_txslot {
 #define ME_RXS_DONE	3	/* ordered: consumed by the in-order scan */
 #define ME_RXS_CLOSE	0x10	/* flag: this packet was a CLOSE */
 #define ME_RXS_STATUS	0x20	/* flag: this packet was a STATUS */
+#define ME_RXS_MORE	0x40	/* flag: a write's or notify's packet, not
+				 * its message's last (the close cut) */
 
 /* me_conn.rx_cut (wire 15, window.c) */
-#define ME_CUT_PENDING	(1ull << 32)
-#define ME_CUT_SET	(2ull << 32)
+#define ME_CUT_PENDING	(1ull << 32)	/* being set */
+#define ME_CUT_SET	(2ull << 32)	/* | seq: a message begun below is
+					 * still taken to its end */
+#define ME_CUT_FINAL	(4ull << 32)	/* | seq: nothing at or beyond it */
 
 struct me_rxslot {
 	me_atomic64_t state;
@@ -98,8 +102,8 @@ bool me_win_quiet(struct me_conn *c);
 
 /*
  * Our CLOSE is next and every op before it completed (the pump): sets the
- * close cut once; true when every request below it was taken, *cut then
- * being what the CLOSE carries.
+ * close cut once; true when every request below it was taken and no
+ * message is open across it, *cut then being what the CLOSE carries.
  */
 bool me_win_close_cut(struct me_conn *c, u32 *cut);
 

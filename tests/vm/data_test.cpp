@@ -389,13 +389,14 @@ TEST_F(DataTest, SendRecvBootstrapAndMessages)
 // The target closes its side while writes stream into it (wire 15): each
 // write was either taken by the closing side (success, its notification
 // and its bytes there) or not at all (ECANCELED, no notification, the
-// bytes untouched), never both; all of one packet, so none is cut in two.
+// bytes untouched), never both.  Every other close meets writes of 4 to
+// 40 KB (several packets): one begun is taken whole, none cut in two.
 TEST_F(DataTest, WritesMeetingThePeersCloseAreTakenOrCancelled)
 {
 	ASSERT_NO_FATAL_FAILURE(make_pair(2));
 	Device &a = c_->dev(0);
 	Device &b = c_->dev(1);
-	const size_t region = 8u << 20;
+	const size_t region = 32u << 20;
 	Buffer src(region), dst(region), hello(64);
 	fill_random(src.data(), region, 0xc105e);
 	auto mr_src = a.register_memory(src.data(), region, Access::None);
@@ -439,7 +440,8 @@ TEST_F(DataTest, WritesMeetingThePeersCloseAreTakenOrCancelled)
 				closed = true;
 			}
 			while (posting && open < 48) {
-				const uint32_t len = 64 + static_cast<uint32_t>(cookie * 37 % 1300);
+				const uint32_t len = static_cast<uint32_t>(
+					round % 2 ? 4096 + cookie * 7919 % 36864 : 64 + cookie * 37 % 1300);
 				if (off + len > region) {
 					posting = false;
 					break;
@@ -487,7 +489,7 @@ TEST_F(DataTest, WritesMeetingThePeersCloseAreTakenOrCancelled)
 		}
 	}
 	EXPECT_EQ(b.overflow(), 0u);
-	const std::vector<std::uint8_t> zero(2048, 0);
+	const std::vector<std::uint8_t> zero(40960, 0);
 	for (const auto &[k, w] : ws) {
 		SCOPED_TRACE("write " + std::to_string(k));
 		if (w.status == 0) {
@@ -495,7 +497,7 @@ TEST_F(DataTest, WritesMeetingThePeersCloseAreTakenOrCancelled)
 			EXPECT_EQ(w.notified, 1);
 			EXPECT_EQ(mismatch(dst.data() + w.off, src.data() + w.off, w.len), "");
 		} else {
-			EXPECT_EQ(w.status, ECANCELED) << "the one-packet write was taken in part?";
+			EXPECT_EQ(w.status, ECANCELED) << "a write cut in two?";
 			cancelled++;
 			EXPECT_EQ(w.notified, 0) << "failed, yet its notification came";
 			EXPECT_EQ(mismatch(dst.data() + w.off, zero.data(), w.len), "")

@@ -1061,6 +1061,22 @@ struct Tally {
 };
 
 // Runs one child; returns false if the run should stop.
+// Both engines as mectl shows them (connections, counters, every path's
+// window and bytes in flight): what a child stuck in the module left, for
+// whoever reads the failure.
+std::string engine_report(Cluster &c)
+{
+	const std::string file = "/tmp/me-fuzz-engines";
+	std::string out;
+	for (int n = 0; n < 2; n++) {
+		const std::string mectl = "ip netns exec " + c.ns(n) + " " ME_BIN_DIR "/mectl ";
+		sh(mectl + "counters > " + file + " 2>&1; " + mectl + "neighbours >> " + file + " 2>&1");
+		out += "node " + std::to_string(n) + ":\n" + read_file(file);
+	}
+	::unlink(file.c_str());
+	return out;
+}
+
 bool run_child(const ChildSetup &base, int index, Tally &t)
 {
 	int fds[2];
@@ -1142,7 +1158,8 @@ bool run_child(const ChildSetup &base, int index, Tally &t)
 		std::this_thread::sleep_for(20ms);
 	if (r != pid) {
 		ADD_FAILURE() << "child " << index << " (seed " << s.seed << ") did not exit in time; its kernel stack:\n"
-			      << read_file("/proc/" + std::to_string(pid) + "/stack");
+			      << read_file("/proc/" + std::to_string(pid) + "/stack")
+			      << "the engines:\n" << engine_report(*base.cluster);
 		// A child stuck in the module may not even die: never wait
 		// for it without a limit.
 		::kill(pid, SIGKILL);

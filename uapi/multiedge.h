@@ -647,7 +647,10 @@ struct me_disconnect {
  *                 is bound to port
  * The connection ended first (Documentation/api.md, "When a connection
  * dies"):
- *   -ECANCELED    before any packet of it was sent: the target never saw it
+ *   -ECANCELED    before any packet of it was sent, or (wire 15) the peer
+ *                 closed it and took no packet of it: the target never saw
+ *                 it (a peer's orderly close ends each operation taken or
+ *                 not at all)
  *   -ECONNRESET   closed, the peer restarted or gave the connection up
  *                 (ABI 8), after it was sent: it may or may not have taken
  *                 effect at the target

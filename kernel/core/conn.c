@@ -794,10 +794,19 @@ void me_conn_timer(struct me_conn *c, u64 now)
 	struct me_node *n = c->node;
 	u32 st = me_atomic_read(&c->state);
 
-	/* A packet committed while the connection ended (the pump's race). */
-	if ((st == ME_CS_CLOSED || st == ME_CS_DEAD) && !c->inflight_swept) {
+	/*
+	 * A packet committed while the connection ended (the pump's race):
+	 * swept under the pump lock, so that no pump is between its look at
+	 * the state and its commit; a pump later sees the end and sends
+	 * nothing.  (Swept without it, a pump held up past the first tick
+	 * committed after the sweep, and its bytes stayed in the path's
+	 * budget for good: ioctl_fuzz_test's stalled connections.)
+	 */
+	if ((st == ME_CS_CLOSED || st == ME_CS_DEAD) && !c->inflight_swept &&
+	    me_trylock(&c->pump_lock)) {
 		c->inflight_swept = true;
 		me_win_release_inflight(c);
+		me_unlock(&c->pump_lock);
 	}
 	if (me_atomic_read(&c->abort_left) &&
 	    me_elapsed(now, c->abort_sent_ns) >= n->cfg.connect_rto_ns) {

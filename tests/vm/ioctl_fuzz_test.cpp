@@ -1060,7 +1060,6 @@ struct Tally {
 	uint64_t calls = 0, sets_up = 0;
 };
 
-// Runs one child; returns false if the run should stop.
 // Both engines as mectl shows them (connections, counters, every path's
 // window and bytes in flight): what a child stuck in the module left, for
 // whoever reads the failure.
@@ -1077,6 +1076,7 @@ std::string engine_report(Cluster &c)
 	return out;
 }
 
+// Runs one child; returns false if the run should stop.
 bool run_child(const ChildSetup &base, int index, Tally &t)
 {
 	int fds[2];

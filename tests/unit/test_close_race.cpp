@@ -38,6 +38,17 @@ struct Race {
 		});
 	}
 
+	// Node 0 closes at now + after; runs until both sides ended and every
+	// op completed, which must be CLOSED on both.
+	void close_and_end(uint64_t after)
+	{
+		sim.at(sim.now + after, [this] { ASSERT_EQ(me_conn_close(c[0]), 0); });
+		ASSERT_TRUE(sim.run([&] { return ended(0) && ended(1) && w.all_done(); },
+				    sim.now + 20000000000ull));
+		EXPECT_EQ(me_conn_state(c[0]), ME_CS_CLOSED);
+		EXPECT_EQ(me_conn_state(c[1]), ME_CS_CLOSED);
+	}
+
 	bool ended(int i)
 	{
 		int st = me_conn_state(c[i]);
@@ -87,13 +98,7 @@ TEST(CloseRace, requests_while_the_peer_closes__taken_or_cancelled)
 		       seed % 3 == 2 ? ME_MODE_ORDERED : ME_MODE_UNORDERED);
 		ASSERT_NE(r.c[1], nullptr);
 		r.stream(1, 64 + 97 * (seed % 5), 2000 + 500 * (seed % 3));
-		r.sim.at(r.sim.now + 200000 + 1700 * seed, [&r] {
-			ASSERT_EQ(me_conn_close(r.c[0]), 0);
-		});
-		ASSERT_TRUE(r.sim.run([&] { return r.ended(0) && r.ended(1) && r.w.all_done(); },
-				      r.sim.now + 20000000000ull));
-		EXPECT_EQ(me_conn_state(r.c[0]), ME_CS_CLOSED);
-		EXPECT_EQ(me_conn_state(r.c[1]), ME_CS_CLOSED);
+		ASSERT_NO_FATAL_FAILURE(r.close_and_end(200000 + 1700 * seed));
 		r.check(true);
 		for (auto &[k, op] : r.w.ops) {
 			cancelled += op.status == -ECANCELED;
@@ -140,13 +145,7 @@ TEST(CloseRace, long_writes_while_the_peer_closes__whole_or_untouched)
 				       LinkParams{}, seed % 4 == 3 ? ME_MODE_ORDERED : ME_MODE_UNORDERED);
 		ASSERT_NE(r.c[1], nullptr);
 		r.stream(1, 40000, 20000);
-		r.sim.at(r.sim.now + 500000 + 9000 * seed, [&r] {
-			ASSERT_EQ(me_conn_close(r.c[0]), 0);
-		});
-		ASSERT_TRUE(r.sim.run([&] { return r.ended(0) && r.ended(1) && r.w.all_done(); },
-				      r.sim.now + 20000000000ull));
-		EXPECT_EQ(me_conn_state(r.c[0]), ME_CS_CLOSED);
-		EXPECT_EQ(me_conn_state(r.c[1]), ME_CS_CLOSED);
+		ASSERT_NO_FATAL_FAILURE(r.close_and_end(500000 + 9000 * seed));
 		r.check(true);
 	}
 }

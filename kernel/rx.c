@@ -25,6 +25,7 @@
 #include <linux/slab.h>
 #include <linux/topology.h>
 
+#include "area.h"
 #include "core/me_core.h"
 #include "core/wire.h"
 #include "engine.h"
@@ -128,11 +129,12 @@ void me_frame_fill(struct me_rx_frame *fr)
 }
 
 /*
- * May fragment @f (frame offset @off, the frame @len long) be flipped?
- * Only a whole order-0 page nobody else references: then the flip that
- * takes it leaves nothing the stack or a driver still uses.
+ * Is fragment @f (frame offset @off, the frame @len long) a whole order-0
+ * page nobody else references?  Then a flip that takes it leaves nothing
+ * the stack or a driver still uses, and once the frame is consumed the
+ * page pool may keep it.
  */
-static bool frag_is_flippable(const skb_frag_t *f, u32 off, u32 len)
+static bool frag_is_whole(const skb_frag_t *f, u32 off, u32 len)
 {
 	struct page *page = skb_frag_page(f);
 
@@ -159,7 +161,7 @@ static int frame_build(struct me_rx_thread *t, struct sk_buff *skb, u32 len)
 	struct skb_shared_info *sh = skb_shinfo(skb);
 	u32 head = skb_headlen(skb), off = head, lin;
 	const u8 *hp;
-	bool may_flip;
+	bool owned, flip;
 	unsigned int i;
 	u8 hb[2];
 
@@ -176,8 +178,8 @@ static int frame_build(struct me_rx_thread *t, struct sk_buff *skb, u32 len)
 	if (skb_copy_bits(skb, 0, fr->buf, lin))
 		return -1;
 	/* Pages of a clone, a page pool or a sender's memory are only read. */
-	may_flip = me_mr_flip_enabled() && !skb_cloned(skb) && !skb->pp_recycle &&
-		   !skb_zcopy(skb);
+	owned = !skb_cloned(skb) && !skb->pp_recycle && !skb_zcopy(skb);
+	flip = owned && me_mr_flip_enabled();
 	for (i = 0; i < sh->nr_frags && off < len; i++) {
 		const skb_frag_t *f = &sh->frags[i];
 		u32 n = min_t(u32, skb_frag_size(f), len - off);
@@ -192,7 +194,8 @@ static int frame_build(struct me_rx_thread *t, struct sk_buff *skb, u32 len)
 			fr->segs[fr->nsegs].len = n - skip;
 			fr->segs[fr->nsegs].poff = skb_frag_off(f) + skip;
 			fr->segs[fr->nsegs].page = skb_frag_page(f);
-			fr->segs[fr->nsegs].flip = may_flip && !skip && frag_is_flippable(f, off, len);
+			fr->segs[fr->nsegs].whole = owned && !skip && frag_is_whole(f, off, len);
+			fr->segs[fr->nsegs].flip = flip && fr->segs[fr->nsegs].whole;
 			fr->nsegs++;
 		}
 		off += n;
@@ -218,6 +221,30 @@ static u64 frame_src(struct sk_buff *skb)
 	return is_valid_ether_addr(src) ? ether_addr_to_u64(src) : 0;
 }
 
+/*
+ * Frees @skb, keeping the whole pages only it held (frame_build) for the
+ * page pool: the frames and staged writes this host builds next take
+ * them instead of fresh ones, which the page allocator zeroes (Debian's
+ * kernels set init_on_alloc).  Over veth these are the pages a staged
+ * write of this host sent: they come back.  A page a flip took, or that
+ * anyone else still holds, is not kept (me_pool_put).
+ */
+static void consume_keep_pages(const struct me_rx_frame *fr, struct sk_buff *skb)
+{
+	struct page *keep[ME_RX_SEGS];
+	unsigned int i, n = 0;
+
+	for (i = 0; i < fr->nsegs; i++) {
+		if (fr->segs[i].whole) {
+			keep[n] = fr->segs[i].page;
+			get_page(keep[n++]);
+		}
+	}
+	consume_skb(skb);
+	for (i = 0; i < n; i++)
+		me_pool_put(keep[i]);
+}
+
 static void rx_one(struct me_rx_thread *t, struct sk_buff *skb, unsigned int bounce_len)
 {
 	struct me_link *link = t->link;
@@ -233,7 +260,8 @@ static void rx_one(struct me_rx_thread *t, struct sk_buff *skb, unsigned int bou
 		segs = frame_build(t, skb, len);
 		if (segs > 0) {
 			me_engine_rx_frame(link->mn, &t->batch, link->idx, src, &t->frame);
-			goto out;
+			consume_keep_pages(&t->frame, skb);
+			goto out_consumed;
 		}
 		if (segs < 0) {
 			this_cpu_inc(link->stats->rx_copied);
@@ -247,6 +275,7 @@ static void rx_one(struct me_rx_thread *t, struct sk_buff *skb, unsigned int bou
 	me_engine_rx(link->mn, &t->batch, link->idx, src, buf, len);
 out:
 	consume_skb(skb);
+out_consumed:
 	this_cpu_dec(rx_queued);
 }
 

@@ -27,7 +27,8 @@ struct me_rx_frame {
 		u32 off;		/* frame offset of the first byte */
 		u32 len;
 		u32 poff;		/* where it starts in page (may pass its end: compound) */
-		bool flip;		/* a whole order-0 page at 0, the skb's alone */
+		bool whole;		/* a whole order-0 page at 0, the skb's alone */
+		bool flip;		/* whole, and flips are on */
 		struct page *page;
 	} segs[ME_RX_SEGS];		/* ascending, disjoint, all at or past the header */
 };

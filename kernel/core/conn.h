@@ -109,7 +109,8 @@ struct me_conn {
 	me_lock_t sub_lock;	/* submitters (caller context, may spin) */
 	me_atomic_t op_head;	/* next op id to submit */
 	u32 op_tail;		/* (sub_lock) oldest op not reclaimed */
-	me_atomic_t op_packed;	/* ops before this are packetized/skipped */
+	me_atomic_t op_packed;	/* ops before this were sent in full (last_seq
+				 * set) or had completed before they were */
 	me_atomic_t answers_due;	/* ops with due == 1 (msg.c) */
 	me_atomic64_t progress_ns;	/* last ack of new data or answer */
 	me_atomic_t key_rejected;	/* remote accesses with a wrong key */

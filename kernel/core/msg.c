@@ -1230,8 +1230,12 @@ static bool pump_one(struct me_conn *c)
 
 /*
  * A closed or dead connection packetizes nothing more: drop the pack
- * references of the ops it will never send (they were failed, or are
- * done).  With pump_lock held.
+ * references of the ops it will never send (they are failed, or are
+ * being failed: me_msg_fail_all() runs the pump at each completion).
+ * op_packed stays: it says "sent in full, last_seq set", and an ack
+ * handled meanwhile on another thread completes what is below it with
+ * success (acked_pass()) — ops never sent among them, by their last
+ * lap's last_seq, whose bytes never left.  With pump_lock held.
  */
 static void drain_packs(struct me_conn *c)
 {
@@ -1244,7 +1248,6 @@ static void drain_packs(struct me_conn *c)
 		pack_put(c, c->op_pack);
 		c->op_pack++;
 	}
-	me_atomic_set(&c->op_packed, c->op_pack);
 	if (c->cur_kind == 1) {
 		c->cur_kind = 0;
 		c->cur_off = 0;

@@ -149,3 +149,64 @@ TEST(CloseRace, long_writes_while_the_peer_closes__whole_or_untouched)
 		r.check(true);
 	}
 }
+
+// The connection ends with operations queued that never left, and an ack
+// is handled while the end fails them one by one (another receive
+// thread's, in the module): the ack's pass completes only operations sent
+// in full, so none of those ends with success.  (It once did: the pump
+// run by a failure's completion marked every queued operation packetized,
+// and the ack's pass took their stale last sequence numbers for acked.)
+TEST(CloseRace, an_ack_handled_while_the_end_fails_unsent_ops__none_succeeds)
+{
+	int injected = 0, cancelled = 0;
+
+	for (int seed = 0; seed < 12; seed++) {
+		SCOPED_TRACE(seed);
+		Race r(7300 + seed, 1, LinkParams{});
+		ASSERT_NE(r.c[1], nullptr);
+		me_node *a = r.sim.nodes[0]->node;
+		me_hdr ack{};
+		bool have_ack = false, done = false;
+		int ended_completions = 0;
+
+		r.sim.tx_hook = [&](const TxEvent &e) {
+			if (e.parsed && e.node == 1 && e.h.type == ME_PT_ACK) {
+				ack = e.h;
+				ack.flags &= ~ME_F_CARRY;
+				have_ack = true;
+			}
+		};
+		r.sim.cqe_hook = [&, inner = r.sim.cqe_hook](Node &n, const me_cqe &q) {
+			inner(n, q);
+			if (n.node != a || done || !have_ack || !r.ended(0) ||
+			    ++ended_completions != 2 + 5 * (seed % 8))
+				return;
+			// Within the end's failing pass, some completions in:
+			// the ops before were failed by it, those after not yet.
+			done = true;
+			std::vector<uint8_t> f(ME_HDR_MAX);
+			f.resize(me_wire_build(f.data(), &ack));
+			r.sim.deliver(*r.sim.nodes[0], 0, f);
+			injected++;
+		};
+		// Node 0 keeps its queue full of notifies (more than its ops
+		// ring over the run, so slots are reused) until it ends.
+		std::function<void()> post = [&] {
+			int ret = r.w.submit(r.c[0], 0, Op::NOTIFY, 20000 + 1500 * (seed % 4));
+			if (ret == 0)
+				r.posted[0]++;
+			if (ret == 0 || ret == -EAGAIN)
+				r.sim.at(r.sim.now + 200, post);
+		};
+		r.sim.at(r.sim.now + 200, post);
+		r.sim.at(r.sim.now + 400000 + 3100 * seed,
+			 [&r] { ASSERT_EQ(me_conn_close(r.c[1]), 0); });
+		ASSERT_TRUE(r.sim.run([&] { return r.ended(0) && r.ended(1) && r.w.all_done(); },
+				      r.sim.now + 20000000000ull));
+		r.check(false);
+		for (auto &[k, op] : r.w.ops)
+			cancelled += op.status == -ECANCELED;
+	}
+	EXPECT_GT(injected, 8);
+	EXPECT_GT(cancelled, 100) << "no operation was queued unsent at the end";
+}

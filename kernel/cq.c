@@ -15,14 +15,29 @@
 #include "cq.h"
 #include "wait.h"
 
-/* Entries copied out per pass; the caller's array may be larger. */
-#define ME_CQ_BATCH	32
+/*
+ * Wakes @wq's sleepers, if any: most completions and harvests have none
+ * to wake, and an idle wake_up() still takes the queue's lock with
+ * interrupts off.  Called after the condition changed (under cq->lock or
+ * atomically); wq_has_sleeper()'s barrier pairs with the one in the
+ * waiter's prepare_to_wait_event() before it tests the condition.
+ */
+static void wake_sleepers(struct wait_queue_head *wq)
+{
+	if (wq_has_sleeper(wq))
+		wake_up(wq);
+}
 
 int me_cq_init(struct me_cq *cq)
 {
 	cq->ring = kvcalloc(ME_CQ_ENTRIES, sizeof(*cq->ring), GFP_KERNEL);
 	if (!cq->ring)
 		return -ENOMEM;
+	cq->batch = kmalloc_array(ME_CQ_BATCH, sizeof(*cq->batch), GFP_KERNEL);
+	if (!cq->batch) {
+		kvfree(cq->ring);
+		return -ENOMEM;
+	}
 	spin_lock_init(&cq->lock);
 	cq->head = 0;
 	cq->count = 0;
@@ -38,6 +53,7 @@ void me_cq_destroy(struct me_cq *cq)
 {
 	WARN_ON_ONCE(cq->used != cq->count);
 	mutex_destroy(&cq->harvest);
+	kfree(cq->batch);
 	kvfree(cq->ring);
 }
 
@@ -69,7 +85,7 @@ void me_cq_unreserve(struct me_cq *cq)
 	spin_lock_bh(&cq->lock);
 	cq->used--;
 	spin_unlock_bh(&cq->lock);
-	wake_up(&cq->room);
+	wake_sleepers(&cq->room);
 }
 
 static void push_locked(struct me_cq *cq, const struct me_completion *c)
@@ -83,7 +99,7 @@ void me_cq_push_reserved(struct me_cq *cq, const struct me_completion *c)
 	spin_lock_bh(&cq->lock);
 	push_locked(cq, c);
 	spin_unlock_bh(&cq->lock);
-	wake_up(&cq->readable);
+	wake_sleepers(&cq->readable);
 }
 
 void me_cq_push_event(struct me_cq *cq, const struct me_completion *c)
@@ -100,7 +116,7 @@ void me_cq_push_event(struct me_cq *cq, const struct me_completion *c)
 	}
 	spin_unlock_bh(&cq->lock);
 	if (queued)
-		wake_up(&cq->readable);
+		wake_sleepers(&cq->readable);
 }
 
 static bool cq_nonempty(struct me_cq *cq)
@@ -134,12 +150,11 @@ static void consume(struct me_cq *cq, unsigned int n)
 	cq->count -= n;
 	cq->used -= n;
 	spin_unlock_bh(&cq->lock);
-	wake_up(&cq->room);
+	wake_sleepers(&cq->room);
 }
 
 long me_cq_ioc_poll(struct me_cq *cq, void __user *uarg)
 {
-	struct me_completion *batch;
 	struct me_poll_cq req;
 	unsigned int done = 0;
 	long ret;
@@ -164,24 +179,20 @@ long me_cq_ioc_poll(struct me_cq *cq, void __user *uarg)
 			return -ERESTARTSYS;
 	}
 
-	batch = kmalloc_array(ME_CQ_BATCH, sizeof(*batch), GFP_KERNEL);
-	if (!batch)
-		return -ENOMEM;
 	mutex_lock(&cq->harvest);
 	while (done < req.count) {
-		unsigned int n = peek(cq, batch, min_t(u32, ME_CQ_BATCH, req.count - done));
+		unsigned int n = peek(cq, cq->batch, min_t(u32, ME_CQ_BATCH, req.count - done));
 
 		if (!n)
 			break;
 		ret = me_copy_array_out(req.entries + (u64)done * req.entry_size,
-					req.entry_size, batch, sizeof(*batch), n);
+					req.entry_size, cq->batch, sizeof(*cq->batch), n);
 		if (ret)
 			break;
 		consume(cq, n);
 		done += n;
 	}
 	mutex_unlock(&cq->harvest);
-	kfree(batch);
 	/* Entries that reached user space are gone even if a later pass faulted. */
 	if (ret && !done)
 		return ret;

@@ -16,6 +16,9 @@
  * a posted operation always finds its slot; events nobody posted for take
  * a slot only if one is free, else they are counted in overflow.
  */
+/* Entries copied out per pass; the caller's array may be larger. */
+#define ME_CQ_BATCH	32
+
 struct me_cq {
 	spinlock_t lock;		/* ring, used, overflow */
 	struct me_completion *ring;
@@ -23,7 +26,8 @@ struct me_cq {
 	u32 count;			/* queued */
 	u32 used;			/* queued + reserved by posts */
 	u32 overflow;
-	struct mutex harvest;		/* one harvester at a time */
+	struct mutex harvest;		/* one harvester at a time, */
+	struct me_completion *batch;	/* its ME_CQ_BATCH entries copied out */
 	wait_queue_head_t readable;	/* entries queued */
 	wait_queue_head_t room;		/* used dropped */
 };

@@ -321,9 +321,13 @@ void me_ops_complete(struct me_net *mn, const struct me_cqe *cqe)
 	default:
 		break;
 	}
-	/* Connect and post waiters re-check their condition. */
+	/*
+	 * Connect and post waiters re-check their condition; usually there
+	 * are none (the barrier pairs with prepare_to_wait_event()'s).
+	 */
 	atomic_inc(&mn->events);
-	wake_up(&mn->waitq);
+	if (wq_has_sleeper(&mn->waitq))
+		wake_up(&mn->waitq);
 }
 
 /* ---- posting ---- */

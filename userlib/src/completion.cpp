@@ -146,11 +146,15 @@ Status harvest(detail::DeviceFile &f, std::size_t room, std::uint32_t wait_ms,
 	       std::vector<Completion> &into)
 {
 	room = std::clamp<std::size_t>(room, 1, ME_CQ_ENTRIES);
-	std::vector<me_completion> raw(room);
+	// The kernel fills what it returns; kept per thread, not allocated
+	// per call (a ping-pong harvests once or twice per round trip).
+	thread_local std::vector<me_completion> raw;
+	if (raw.size() < room)
+		raw.resize(room);
 	me_poll_cq req{};
 	req.size = sizeof(req);
 	req.flags = wait_ms ? ME_POLL_F_WAIT : 0;
-	req.count = static_cast<std::uint32_t>(raw.size());
+	req.count = static_cast<std::uint32_t>(room);
 	req.entry_size = sizeof(me_completion);
 	req.entries = reinterpret_cast<std::uintptr_t>(raw.data());
 	req.timeout_ms = wait_ms;
@@ -164,7 +168,7 @@ Status harvest(detail::DeviceFile &f, std::size_t room, std::uint32_t wait_ms,
 		return detail::errno_error(err, "ME_IOC_POLL_CQ", hint);
 	}
 	f.overflow.store(req.overflow, std::memory_order_relaxed);
-	std::uint32_t n = std::min<std::uint32_t>(req.count, static_cast<std::uint32_t>(raw.size()));
+	std::uint32_t n = std::min<std::uint32_t>(req.count, static_cast<std::uint32_t>(room));
 	for (std::uint32_t i = 0; i < n; i++)
 		into.push_back(from_kernel(raw[i]));
 	return {};

@@ -93,6 +93,16 @@ static unsigned int cc_init_pkts = 2;
 module_param(cc_init_pkts, uint, 0444);
 MODULE_PARM_DESC(cc_init_pkts, "A path's first congestion window, packets (1..1024, default 2)");
 
+static unsigned int pace_pct;
+module_param(pace_pct, uint, 0444);
+MODULE_PARM_DESC(pace_pct,
+		 "Pacing: a path's packets leave at this percentage of its window per base round trip, spread instead of as a burst (0: off, the default; or 100..1000)");
+
+static unsigned int pace_burst_kb = 16;
+module_param(pace_burst_kb, uint, 0444);
+MODULE_PARM_DESC(pace_burst_kb,
+		 "Pacing: what an idle path may send back to back, KiB (1..4096, default 16)");
+
 static unsigned int answer_ms = 30000;
 module_param(answer_ms, uint, 0444);
 MODULE_PARM_DESC(answer_ms,
@@ -114,10 +124,12 @@ int me_engine_init(void)
 	    answer_ms < 500 || answer_ms > 3600000 || max_peers < 2 || max_peers > 65536 ||
 	    !ka_ms || ka_ms > 10000 || link_dead_ms < 3 * ka_ms || link_dead_ms > 60000 ||
 	    cc_target_us < 10 || cc_target_us > 1000000 || !cc_init_pkts || cc_init_pkts > 1024 ||
-	    ack_hold_us > 4000) {
-		pr_err("bad parameter: tick_us=%u window_kb=%u max_conns=%u link_window_kb=%u answer_ms=%u max_peers=%u ka_ms=%u link_dead_ms=%u cc_target_us=%u cc_init_pkts=%u ack_hold_us=%u\n",
+	    ack_hold_us > 4000 || (pace_pct && (pace_pct < 100 || pace_pct > 1000)) ||
+	    !pace_burst_kb || pace_burst_kb > 4096) {
+		pr_err("bad parameter: tick_us=%u window_kb=%u max_conns=%u link_window_kb=%u answer_ms=%u max_peers=%u ka_ms=%u link_dead_ms=%u cc_target_us=%u cc_init_pkts=%u ack_hold_us=%u pace_pct=%u pace_burst_kb=%u\n",
 		       tick_us, window_kb, max_conns, link_window_kb, answer_ms, max_peers,
-		       ka_ms, link_dead_ms, cc_target_us, cc_init_pkts, ack_hold_us);
+		       ka_ms, link_dead_ms, cc_target_us, cc_init_pkts, ack_hold_us, pace_pct,
+		       pace_burst_kb);
 		return -EINVAL;
 	}
 	return 0;
@@ -142,6 +154,20 @@ static void retire_work_fn(struct work_struct *work)
 	}
 }
 
+/*
+ * The pacing timer (softirq): pumps the connections pacing stopped, as a
+ * receive thread would, under conn_srcu.
+ */
+static enum hrtimer_restart pace_fire(struct hrtimer *t)
+{
+	struct me_net *mn = container_of(t, struct me_net, pace_timer);
+	int idx = srcu_read_lock(&mn->conn_srcu);
+
+	me_core_pace(mn->core);
+	srcu_read_unlock(&mn->conn_srcu, idx);
+	return HRTIMER_NORESTART;
+}
+
 int me_engine_net_init(struct me_net *mn)
 {
 	int i, ret;
@@ -152,6 +178,10 @@ int me_engine_net_init(struct me_net *mn)
 	spin_lock_init(&mn->retire_lock);
 	mn->retired = NULL;
 	INIT_WORK(&mn->retire_work, retire_work_fn);
+	hrtimer_init(&mn->pace_timer, CLOCK_MONOTONIC, HRTIMER_MODE_ABS_SOFT);
+	mn->pace_timer.function = pace_fire;
+	spin_lock_init(&mn->pace_lock);
+	mn->pace_off = true;
 
 	for (i = 0; i < ME_MAX_LINKS; i++)
 		RCU_INIT_POINTER(mn->slots[i], NULL);
@@ -344,6 +374,25 @@ static void plat_timer_kick(void *ctx)
 	wake_up_process(mn->timer);
 }
 
+/*
+ * me_core_pace() at @at_ns (ktime_get_ns()'s clock), unless the timer is
+ * due sooner.  The callback may run on another CPU meanwhile: then the
+ * timer is not queued and is started again, so no request is lost.
+ */
+static void plat_pace_kick(void *ctx, u64 at_ns)
+{
+	struct me_net *mn = ctx;
+	ktime_t at = ns_to_ktime(at_ns);
+	unsigned long flags;
+
+	spin_lock_irqsave(&mn->pace_lock, flags);
+	if (!mn->pace_off && (!hrtimer_is_queued(&mn->pace_timer) ||
+			      ktime_before(at, hrtimer_get_expires(&mn->pace_timer))))
+		hrtimer_start_range_ns(&mn->pace_timer, at, 2 * NSEC_PER_USEC,
+				       HRTIMER_MODE_ABS_SOFT);
+	spin_unlock_irqrestore(&mn->pace_lock, flags);
+}
+
 static const struct me_plat_ops me_plat = {
 	.now_ns = plat_now_ns,
 	.tx = plat_tx,
@@ -365,6 +414,7 @@ static const struct me_plat_ops me_plat = {
 	.retire = plat_retire,
 	.mr_atomic = plat_mr_atomic,
 	.timer_kick = plat_timer_kick,
+	.pace_kick = plat_pace_kick,
 };
 
 /* ---- lifecycle ---- */
@@ -463,6 +513,8 @@ static void fill_cfg(struct me_net *mn, struct me_node_cfg *cfg, unsigned int pa
 	cfg->cc = cc;
 	cfg->cc_init = cc_init_pkts * packet_size;
 	cfg->cc_target_ns = (u64)cc_target_us * NSEC_PER_USEC;
+	cfg->pace_pct = pace_pct;
+	cfg->pace_burst = pace_burst_kb * 1024;
 	cfg->zc_min = tx_zc_min;
 	node_name(mn, cfg->name, sizeof(cfg->name));
 }
@@ -501,6 +553,9 @@ int me_engine_start(struct me_net *mn, unsigned int packet_size)
 	/* Until the core is gone: plat_timer_kick() may wake it. */
 	get_task_struct(t);
 	mn->timer = t;
+	spin_lock_irq(&mn->pace_lock);
+	mn->pace_off = false;
+	spin_unlock_irq(&mn->pace_lock);
 	/* ioctls find the engine without RTNL: publish it complete. */
 	smp_store_release(&mn->core, core);
 	mutex_lock(&me_engines_lock);
@@ -527,6 +582,11 @@ void me_engine_stop(struct me_net *mn)
 	if (!core)
 		return;
 	kthread_stop(mn->timer);
+	/* Pumps start the pacing timer no more; it may be pending or running. */
+	spin_lock_irq(&mn->pace_lock);
+	mn->pace_off = true;
+	spin_unlock_irq(&mn->pace_lock);
+	hrtimer_cancel(&mn->pace_timer);
 	/* Nothing retires any more: free what waits for its grace period. */
 	flush_work(&mn->retire_work);
 	mutex_lock(&me_engines_lock);

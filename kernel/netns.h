@@ -49,6 +49,14 @@ struct me_net {
 	struct me_node *core;
 	u32 packet_size;
 	struct task_struct *timer;	/* drives me_core_timer() */
+	/*
+	 * Pacing (pace_pct): calls me_core_pace() when the core asks
+	 * (plat_pace_kick); pace_off, under pace_lock, keeps it from being
+	 * started again once the engine stops.
+	 */
+	struct hrtimer pace_timer;
+	spinlock_t pace_lock;
+	bool pace_off;
 	struct list_head node;		/* in the module's list of engines */
 	/*
 	 * Per connection slot (me_node_slot()): the owner (NULL: passive and

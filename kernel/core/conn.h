@@ -131,6 +131,8 @@ struct me_conn {
 	me_atomic_t pump_again;	/* work arrived while the pump was busy */
 	me_atomic_t path_wait;	/* the pump stopped for want of path window:
 				 * any ack from the peer wakes it (share.c) */
+	me_atomic_t pace_wait;	/* ... or a path with window was paced:
+				 * me_core_pace() pumps it (share.c) */
 	/* (pump_lock) packetizer cursor */
 	u32 op_pack;
 	u32 resp_tail;

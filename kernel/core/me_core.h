@@ -111,6 +111,10 @@ struct me_node_cfg {
 	u32 cc_init;		/* a path's first window, bytes */
 	u64 cc_target_ns;	/* round trip aimed at (at least 3/2 of the
 				 * path's base RTT) */
+	u32 pace_pct;		/* pacing (path.c): a path's packets leave at
+				 * this percentage of window / base RTT, 0:
+				 * off (a window leaves as a burst) */
+	u32 pace_burst;		/* bytes a paced path may send back to back */
 	u32 zc_min;		/* payload bytes per packet sent by reference
 				 * (me_plat_ops.zc_tx), 0: always copied */
 	u64 linger_ns;		/* an ended connection answers duplicates
@@ -297,6 +301,13 @@ u64 me_core_timer(struct me_node *node);
 bool me_core_timer_idle(struct me_node *node);
 /* Something outside the core needs the tick (the host's own timed work). */
 void me_core_kick(struct me_node *node);
+/*
+ * Pacing (cfg.pace_pct): the time ops->pace_kick asked for came; pumps
+ * the connections pacing stopped.  Any context but hard IRQ; the host
+ * holds what keeps connections found in the table from being freed, as
+ * for a receive.
+ */
+void me_core_pace(struct me_node *node);
 
 /* A one-sided operation. */
 struct me_rw {

@@ -213,6 +213,14 @@ struct me_plat_ops {
 	 * (receive, submission, the timer itself); must not sleep.
 	 */
 	void (*timer_kick)(void *ctx);
+
+	/*
+	 * Pacing (cfg.pace_pct): call me_core_pace() at at_ns (now_ns()'s
+	 * clock) or soon after, unless a call is already due sooner.
+	 * Required with pacing on.  Called from pumps in any context but
+	 * hard IRQ; must not sleep.
+	 */
+	void (*pace_kick)(void *ctx, u64 at_ns);
 };
 
 #endif /* ME_PLAT_H */

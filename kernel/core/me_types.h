@@ -66,6 +66,7 @@ static inline void *me_ptr_load(void **p) { return smp_load_acquire(p); }
 static inline void me_ptr_store(void **p, void *v) { smp_store_release(p, v); }
 
 static inline u64 me_div_u64(u64 a, u32 b) { return div_u64(a, b); }
+static inline u64 me_div64_u64(u64 a, u64 b) { return div64_u64(a, b); }
 
 #else /* userspace */
 
@@ -164,6 +165,7 @@ static inline void me_ptr_store(void **p, void *v)
 #endif /* !__cplusplus */
 
 static inline u64 me_div_u64(u64 a, u32 b) { return a / b; }
+static inline u64 me_div64_u64(u64 a, u64 b) { return a / b; }
 
 #endif /* __KERNEL__ */
 

@@ -1019,7 +1019,7 @@ static int pump_pack(struct me_conn *c)
 	u32 head = me_atomic_read(&c->op_head), first = c->op_pack;
 	u32 cnt = 0, plen = 0, seq, st, i;
 	struct me_pack_ent e;
-	u64 now;
+	u64 now, paced;
 	struct me_txslot *t;
 	struct me_hdr h;
 	int link;
@@ -1032,9 +1032,11 @@ static int pump_pack(struct me_conn *c)
 	}
 	if (cnt < 2)
 		return -1;
-	link = me_path_pick(n, c->pe, ME_HDR_SEQ + plen, false);
+	link = me_path_pick(n, c->pe, ME_HDR_SEQ + plen, false, &paced);
 	if (link < 0) {
 		me_share_wait(c);
+		if (paced)
+			me_share_pace_wait(c, paced);
 		return 0;
 	}
 	t = me_win_tx_reserve(c, &seq);
@@ -1102,7 +1104,7 @@ static bool pump_one(struct me_conn *c)
 	struct job j;
 	bool data, last;
 	int link;
-	u64 now;
+	u64 now, paced;
 
 	if (st != ME_CS_ESTABLISHED && st != ME_CS_CLOSING)
 		return false;
@@ -1127,9 +1129,11 @@ static bool pump_one(struct me_conn *c)
 		plen = ME_ATOMIC_PAY;
 	else
 		plen = chunk;
-	link = me_path_pick(n, c->pe, ME_HDR_SEQ + plen, false);
+	link = me_path_pick(n, c->pe, ME_HDR_SEQ + plen, false, &paced);
 	if (link < 0) {
 		me_share_wait(c);
+		if (paced)
+			me_share_pace_wait(c, paced);
 		return false;
 	}
 	t = me_win_tx_reserve(c, &seq);

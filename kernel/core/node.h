@@ -46,6 +46,7 @@ struct me_node {
 	 */
 	me_atomic_t timer_busy;
 	me_atomic_t timer_idle;
+	me_atomic_t pace_waiters;	/* connections with pace_wait set */
 	me_atomic64_t stats[ME_ST_MAX_];
 };
 

@@ -47,6 +47,15 @@
  * division).  rate is an estimate of delivered bytes per microsecond,
  * measured while the path is saturated and seeded from the NIC's speed.
  *
+ * Pacing (cfg.pace_pct, off by default): a path's packets leave spread
+ * over its round trip instead of as a burst of its window, at pace_pct
+ * percent of window / base RTT (the least round trip measured, cc.c):
+ * each packet moves the path's pace_ns on by its length at that rate,
+ * from no earlier than pace_burst bytes' worth before now (an idle path
+ * sends that much at once).  A pump finding every path with room paced
+ * stops, and the host's pace_kick brings it back (me_core_pace()).
+ * Until a base RTT is measured a path is not paced.
+ *
  * Scale: HELLOs cost one frame per link per hello_ns; keepalives one
  * beacon each way per path per ka_ns when the path carries nothing; the
  * timer scans paths every few ms (scan_period()), not every tick.
@@ -639,14 +648,27 @@ static u64 link_cap(struct me_node *n, struct me_path *pa, u64 rate, u64 maxrate
 	return me_max_u64(cap, n->cfg.mtu);
 }
 
-int me_path_pick(struct me_node *n, struct me_peer *p, u32 len, bool force)
+/* Nanoseconds len bytes take at the path's pacing rate; 0: not paced. */
+static u64 pace_gap(struct me_node *n, struct me_path *pa, u64 cap, u32 len)
+{
+	u64 base = me_cc_base(pa);
+
+	if (!n->cfg.pace_pct || !base)
+		return 0;
+	/* len * base / (cap * pct / 100): len <= 2^22, base taken <= 2^34 ns. */
+	return me_div64_u64((u64)len * me_min_u64(base, 1ull << 34) * 100,
+			    cap * n->cfg.pace_pct);
+}
+
+int me_path_pick(struct me_node *n, struct me_peer *p, u32 len, bool force, u64 *paced)
 {
 	u64 best_infl = 0, best_rate = 1, maxrate = force ? 1 : max_rate(n, p);
+	u64 now = !force && n->cfg.pace_pct ? me_now(n) : 0, soonest = 0;
 	int best = -1;
 	u32 i;
 
 	for (i = 0; i < ME_MAX_LINKS; i++) {
-		u64 infl, rate;
+		u64 infl, rate, at;
 
 		if (!me_path_usable(n, p, i))
 			continue;
@@ -654,6 +676,12 @@ int me_path_pick(struct me_node *n, struct me_peer *p, u32 len, bool force)
 		rate = me_atomic_read(&p->path[i].rate);
 		if (!force && infl + len > link_cap(n, &p->path[i], rate, maxrate))
 			continue;
+		at = now ? me_atomic64_read(&p->path[i].pace_ns) : 0;
+		if (now < at) {
+			if (!soonest || at < soonest)
+				soonest = at;
+			continue;
+		}
 		/* (infl+len)/rate < (best_infl+len)/best_rate */
 		if (best < 0 || (infl + len) * best_rate <
 				(best_infl + len) * rate) {
@@ -662,7 +690,34 @@ int me_path_pick(struct me_node *n, struct me_peer *p, u32 len, bool force)
 			best_rate = rate;
 		}
 	}
+	if (paced)
+		*paced = best < 0 ? soonest : 0;
 	return best;
+}
+
+void me_path_sent(struct me_node *n, struct me_peer *p, u32 link, u32 len, u64 now)
+{
+	struct me_path *pa = &p->path[link];
+	u64 cap, gap, burst, from, at, old;
+
+	if (!n->cfg.pace_pct)
+		return;
+	cap = link_cap(n, pa, me_atomic_read(&pa->rate), max_rate(n, p));
+	gap = pace_gap(n, pa, cap, len);
+	if (!gap)
+		return;
+	/* An idle path's next pace_burst bytes may leave at once. */
+	burst = pace_gap(n, pa, cap, n->cfg.pace_burst);
+	from = now - me_min_u64(burst > gap ? burst - gap : 0, now);
+	/* Pumps of several connections may send on the path at once. */
+	old = me_atomic64_read(&pa->pace_ns);
+	for (;;) {
+		at = me_max_u64(old, from) + gap;
+		at = me_atomic64_cmpxchg(&pa->pace_ns, old, at);
+		if (at == old)
+			break;
+		old = at;
+	}
 }
 
 bool me_path_edge(struct me_node *n, struct me_peer *p, u32 link, u32 len)
@@ -679,7 +734,7 @@ bool me_path_edge(struct me_node *n, struct me_peer *p, u32 link, u32 len)
 
 int me_path_any(struct me_node *n, struct me_peer *p)
 {
-	return me_path_pick(n, p, 0, true);
+	return me_path_pick(n, p, 0, true, NULL);
 }
 
 u32 me_path_next_txno(struct me_peer *p, u32 link, u32 len)

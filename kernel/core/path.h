@@ -63,6 +63,7 @@ struct me_path {
 				 * keepalives tell the peer (wire.h down) */
 	/* Congestion control (cc.c). */
 	me_atomic_t cwnd;	/* bytes that may be in flight */
+	me_atomic64_t pace_ns;	/* pacing: the next packet's earliest departure */
 	me_atomic_t ssthresh;	/* grow by bytes acked below this */
 	struct me_winmin base;	/* least delay over ME_CC_BASE_NS */
 	me_atomic64_t noise_ns;	/* mean excess of quiet probes' delay over
@@ -154,8 +155,15 @@ void me_path_rx(struct me_node *node, u32 link, u64 addr,
 		const struct me_hdr *h, struct me_peer *p);
 /* Is the path alive both ways (and its link up)? */
 bool me_path_usable(struct me_node *node, struct me_peer *p, u32 link);
-/* Pick the link for `len` bytes to peer; -1 if none usable now. */
-int me_path_pick(struct me_node *node, struct me_peer *p, u32 len, bool force);
+/*
+ * Pick the link for `len` bytes to peer; -1 if none usable now.  Unless
+ * force, only a path with window room whose pacing lets a packet leave
+ * now; *paced (may be NULL): when -1 is returned, the earliest time a
+ * path with room may send, 0 if none has room.
+ */
+int me_path_pick(struct me_node *node, struct me_peer *p, u32 len, bool force, u64 *paced);
+/* A sequenced packet of len bytes left on the path at now (pacing). */
+void me_path_sent(struct me_node *node, struct me_peer *p, u32 link, u32 len, u64 now);
 /*
  * After `len` more bytes on the path, no full packet fits in its window:
  * the packet should ask for an ack at once (the window's edge).

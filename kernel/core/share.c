@@ -16,6 +16,11 @@
  * The marks are atomics: pumps, acks and the timer run on any thread.
  * A wake-up scans the node's connection slots, but only while the peer
  * has waiters and only until one of them stops again (the room is gone).
+ *
+ * A pump that stops because every path with room is paced (path.c) marks
+ * its connection pace_wait as well and asks the host for a call at the
+ * soonest departure (pace_kick); me_core_pace() then pumps the marked
+ * connections, scanning the slots only while some are marked.
  */
 #include "conn.h"
 #include "msg.h"
@@ -34,6 +39,9 @@ void me_share_unwait(struct me_conn *c)
 	if (me_atomic_read(&c->path_wait) &&
 	    me_atomic_cmpxchg(&c->path_wait, 1, 0) == 1)
 		me_atomic_add_return(&c->pe->waiters, -1);
+	if (me_atomic_read(&c->pace_wait) &&
+	    me_atomic_cmpxchg(&c->pace_wait, 1, 0) == 1)
+		me_atomic_add_return(&c->node->pace_waiters, -1);
 }
 
 void me_share_wake(struct me_node *n, struct me_peer *p)
@@ -58,5 +66,29 @@ void me_share_wake(struct me_node *n, struct me_peer *p)
 		me_msg_pump(c);
 		if (me_atomic_read(&c->path_wait))
 			break;		/* the room is taken again */
+	}
+}
+
+void me_share_pace_wait(struct me_conn *c, u64 at)
+{
+	struct me_node *n = c->node;
+
+	if (me_atomic_cmpxchg(&c->pace_wait, 0, 1) == 0)
+		me_atomic_add_return(&n->pace_waiters, 1);
+	n->ops->pace_kick(n->ctx, at);
+}
+
+void me_core_pace(struct me_node *n)
+{
+	u32 i, cnt = me_atomic_read(&n->nconns);
+
+	for (i = 0; i < cnt && me_atomic_read(&n->pace_waiters); i++) {
+		struct me_conn *c = me_ptr_load((void **)&n->conns[i]);
+
+		if (!c || !me_atomic_read(&c->pace_wait) ||
+		    me_atomic_cmpxchg(&c->pace_wait, 1, 0) != 1)
+			continue;
+		me_atomic_add_return(&n->pace_waiters, -1);
+		me_msg_pump(c);
 	}
 }

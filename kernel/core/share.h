@@ -10,6 +10,8 @@ struct me_conn;
 struct me_node;
 struct me_peer;
 
+#include "me_types.h"
+
 /* The connection's pump found no path with room: it waits for an ack. */
 void me_share_wait(struct me_conn *conn);
 /*
@@ -19,5 +21,10 @@ void me_share_wait(struct me_conn *conn);
 void me_share_unwait(struct me_conn *conn);
 /* Room opened on the peer's paths: pump the connections that wait, in turn. */
 void me_share_wake(struct me_node *node, struct me_peer *peer);
+/*
+ * ... and every path with room was paced until at: me_core_pace() pumps
+ * it (the host is asked for a call then).
+ */
+void me_share_pace_wait(struct me_conn *conn, u64 at);
 
 #endif /* ME_SHARE_H */

@@ -836,7 +836,7 @@ static bool retransmit(struct me_conn *c, u32 s, enum me_stat why)
 		goto out;
 	}
 	len = me_atomic_read(&t->len);
-	pick = me_path_pick(n, c->pe, len, true);
+	pick = me_path_pick(n, c->pe, len, true, NULL);
 	if (pick < 0)
 		goto out;
 	nl = (u32)pick;
@@ -1037,6 +1037,7 @@ void me_win_tx_commit(struct me_conn *c, struct me_txslot *t, u32 seq,
 	me_atomic_set(&t->len, len);
 	me_atomic64_set(&t->sent_ns, now);
 	me_atomic_add_return(&me_pth(c->pe, link)->inflight, len);
+	me_path_sent(n, pe, link, len, now);
 	me_atomic64_set(&t->linfo, LI(seq, txno, 0, link));
 	me_atomic_set(&c->snd_max, seq + 1);
 	me_node_busy(n);	/* its retransmission timer */

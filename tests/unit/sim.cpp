@@ -229,13 +229,16 @@ static void p_retire(void *ctx, me_conn *c)
 static bool p_port_open(void *ctx, uint32_t port) { return N(ctx).open_ports.count(port); }
 
 static void p_timer_kick(void *ctx) { N(ctx).sim->timer_kick(N(ctx)); }
+static void p_pace_kick(void *ctx, uint64_t at) { N(ctx).sim->pace_kick(N(ctx), at); }
 
 static const me_plat_ops plat = {
 	p_now, p_tx, p_mr_check, p_mr_write, p_mr_local, p_mr_read,
 	p_complete, p_alloc, p_free, p_zc_tx, p_zc_hold, p_zc_put,
 	p_rx_fill, p_mr_done, p_random_u32, p_retire, p_port_open, p_tx_burst,
-	p_mr_atomic, p_timer_kick,
+	p_mr_atomic, p_timer_kick, p_pace_kick,
 };
+
+const me_plat_ops *sim_plat() { return &plat; }
 
 int64_t Sim::zc_outstanding() const
 {
@@ -419,6 +422,23 @@ void Sim::timer_kick(Node &n)
 	n.timer_kicks++;
 	if (n.next_tick > now + n.cfg.tick_ns)
 		schedule_tick(n, now + n.cfg.tick_ns);
+}
+
+void Sim::pace_kick(Node &n, uint64_t at)
+{
+	if (n.pace_at && n.pace_at <= at)
+		return;		// a call is due sooner
+	n.pace_at = at;
+	me_node *engine = n.node;
+	int idx = n.idx;
+	this->at(std::max(at, now), [this, idx, engine] {
+		Node &m = *nodes[idx];
+		if (m.node != engine)
+			return;	// restarted since
+		m.pace_at = 0;
+		m.pace_calls++;
+		me_core_pace(m.node);
+	});
 }
 
 bool Sim::run(const std::function<bool()> &pred, uint64_t limit)

@@ -87,6 +87,9 @@ struct Node {
 	uint64_t next_tick = 0;		// when it runs
 	uint64_t timer_passes = 0;
 	uint64_t timer_kicks = 0;
+	// Pacing (ops.pace_kick): me_core_pace() is due at pace_at (0: not).
+	uint64_t pace_at = 0;
+	uint64_t pace_calls = 0;
 	// Frames waiting for the link's receive thread (Sim::rx_batch_ns).
 	std::map<uint32_t, std::vector<std::pair<uint64_t, std::vector<uint8_t>>>> rxq;
 
@@ -222,6 +225,8 @@ public:
 	// ops.timer_kick: the node's timer runs within a tick, as if it had
 	// never stopped ticking, not at its idle period's end.
 	void timer_kick(Node &n);
+	// ops.pace_kick: me_core_pace() at `at`, as a high-resolution timer.
+	void pace_kick(Node &n, uint64_t at);
 
 private:
 	struct Ev {
@@ -248,6 +253,9 @@ private:
 	std::map<std::pair<int, uint32_t>, uint32_t> right;	// (node, conn)
 	std::map<std::pair<int, uint32_t>, std::pair<uint32_t, uint32_t>> conn_req;
 };
+
+// The simulator's platform operations (for engines a test creates itself).
+const me_plat_ops *sim_plat();
 
 // Node `id` of the simulator, in incarnation `inc`.
 me_node_cfg default_cfg(uint32_t id, uint32_t inc = 1);

@@ -168,7 +168,7 @@ int zc_tx(void *ctx, uint32_t link, uint64_t dst, const void *hdr, uint32_t hdr_
 
 const me_plat_ops ops = {now_ns, tx, mr_check, mr_write, mr_local, mr_read,
 			 complete, alloc, pfree, zc_tx, zc_hold, zc_put, nullptr, nullptr, nullptr, nullptr,
-			 nullptr, nullptr, nullptr, nullptr};
+			 nullptr, nullptr, nullptr, nullptr, nullptr};
 
 TEST(MultiThread, concurrent_rx__exactly_once)
 {

@@ -572,6 +572,18 @@ TEST_F(DataTestRxThreads, ManyThreadsAndConnectionsAtOnce)
 	many_threads_and_connections();
 }
 
+// The same with every path paced (pacing, protocol.md) with no burst:
+// pumps stopped by it and brought back by its timer lose nothing.
+class DataTestPaced : public DataTest {
+protected:
+	std::string module_params() const override { return "pace_pct=100 pace_burst_kb=1"; }
+};
+
+TEST_F(DataTestPaced, ManyThreadsAndConnectionsAtOnce)
+{
+	many_threads_and_connections();
+}
+
 void DataTest::many_threads_and_connections()
 {
 	ASSERT_NO_FATAL_FAILURE(make_pair(2));

@@ -141,6 +141,21 @@ TEST_F(ModuleTest, RejectsAnAckHoldBeyondFourMilliseconds)
 	ASSERT_EQ(unload_module(), 0);
 }
 
+// Pacing's parameters (protocol.md): 0 or 100..1000 percent, a burst of
+// 1..4096 KiB; anything else is refused and named in the log.
+TEST_F(ModuleTest, RejectsPacingOutsideItsRange)
+{
+	for (const char *bad : {"pace_pct=99", "pace_pct=1001", "pace_burst_kb=0",
+				"pace_burst_kb=4097"}) {
+		KmsgReader log;
+		EXPECT_EQ(load_module(bad), EINVAL) << bad;
+		EXPECT_FALSE(module_loaded()) << bad;
+		EXPECT_TRUE(any_contains(log.read_new(), bad)) << bad;
+	}
+	ASSERT_EQ(load_module("pace_pct=1000 pace_burst_kb=4096"), 0);
+	ASSERT_EQ(unload_module(), 0);
+}
+
 TEST_F(ModuleTest, CustomEthertype)
 {
 	ASSERT_EQ(load_module("ethertype=0x88b6"), 0);

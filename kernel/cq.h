@@ -10,15 +10,15 @@
 
 #include "uapi/multiedge.h"
 
+/* Entries copied out per pass; the caller's array may be larger. */
+#define ME_CQ_BATCH	32
+
 /*
  * The completion queue of one open file: a ring of ME_CQ_ENTRIES.  "used"
  * counts queued entries plus operations posted and not yet completed, so
  * a posted operation always finds its slot; events nobody posted for take
  * a slot only if one is free, else they are counted in overflow.
  */
-/* Entries copied out per pass; the caller's array may be larger. */
-#define ME_CQ_BATCH	32
-
 struct me_cq {
 	spinlock_t lock;		/* ring, used, overflow */
 	struct me_completion *ring;

@@ -49,6 +49,12 @@ struct MtNode {
 	std::atomic<int> zc_bad{0};
 	std::atomic<int> misaddressed{0};	// frames sent to a wrong address
 	std::atomic<int> zc_tx_pkts{0};
+	// Pacing (ops.pace_kick): me_core_pace() is due at pace_at (0: not),
+	// run by the node's pacer thread.
+	std::mutex pace_mu;
+	std::condition_variable pace_cv;
+	uint64_t pace_at = 0;
+	std::atomic<int> pace_calls{0};
 };
 
 uint64_t now_ns(void *)
@@ -166,11 +172,24 @@ int zc_tx(void *ctx, uint32_t link, uint64_t dst, const void *hdr, uint32_t hdr_
 	return tx(ctx, link, dst, pkt.data(), (uint32_t)pkt.size());
 }
 
+void pace_kick(void *ctx, uint64_t at)
+{
+	MtNode &n = M(ctx);
+	std::lock_guard<std::mutex> g(n.pace_mu);
+	if (!n.pace_at || at < n.pace_at) {
+		n.pace_at = at;
+		n.pace_cv.notify_one();
+	}
+}
+
 const me_plat_ops ops = {now_ns, tx, mr_check, mr_write, mr_local, mr_read,
 			 complete, alloc, pfree, zc_tx, zc_hold, zc_put, nullptr, nullptr, nullptr, nullptr,
-			 nullptr, nullptr, nullptr, nullptr, nullptr};
+			 nullptr, nullptr, nullptr, nullptr, pace_kick};
 
-TEST(MultiThread, concurrent_rx__exactly_once)
+// paced: every path paced at 100% with no burst (pacing, path.c), its
+// pumps brought back by a pacer thread per node while the receive and
+// timer threads pump too.
+void concurrent_rx(bool paced)
 {
 	MtNode a, b;
 	a.idx = 0;
@@ -199,6 +218,10 @@ TEST(MultiThread, concurrent_rx__exactly_once)
 		cfg.ka_ns = 100000000;
 		cfg.max_retries = 50;
 		cfg.zc_min = 1024;
+		if (paced) {
+			cfg.pace_pct = 100;
+			cfg.pace_burst = 1;
+		}
 		n.node = me_node_create(&cfg, &ops, &n);
 		ASSERT_NE(n.node, nullptr);
 		for (int l = 0; l < kLinks; l++)
@@ -241,6 +264,25 @@ TEST(MultiThread, concurrent_rx__exactly_once)
 			while (!stop.load()) {
 				me_core_timer(np->node);
 				std::this_thread::sleep_for(std::chrono::microseconds(100));
+			}
+		});
+		threads.emplace_back([np, &stop] {
+			while (!stop.load()) {
+				{
+					std::unique_lock<std::mutex> g(np->pace_mu);
+					if (!np->pace_at) {
+						np->pace_cv.wait_for(g, std::chrono::milliseconds(1));
+						continue;
+					}
+					uint64_t now = now_ns(nullptr);
+					if (now < np->pace_at) {
+						np->pace_cv.wait_for(g, std::chrono::nanoseconds(np->pace_at - now));
+						continue;
+					}
+					np->pace_at = 0;
+				}
+				np->pace_calls++;
+				me_core_pace(np->node);
 			}
 		});
 	}
@@ -345,6 +387,21 @@ TEST(MultiThread, concurrent_rx__exactly_once)
 	EXPECT_EQ(a.misaddressed.load() + b.misaddressed.load(), 0);
 	for (int i = 0; i <= kMaxOps; i++)
 		EXPECT_EQ(a.zc_refs[i].load(), 0) << "cookie " << i;
+	if (paced) {
+		EXPECT_GT(a.pace_calls.load(), 0) << "pacing never stopped a pump";
+	} else {
+		EXPECT_EQ(a.pace_calls.load() + b.pace_calls.load(), 0);
+	}
+}
+
+TEST(MultiThread, concurrent_rx__exactly_once)
+{
+	concurrent_rx(false);
+}
+
+TEST(MultiThread, concurrent_rx_paced__exactly_once)
+{
+	concurrent_rx(true);
 }
 
 }  // namespace

@@ -82,13 +82,11 @@ void me_core_pace(struct me_node *n)
 {
 	u32 i, cnt = me_atomic_read(&n->nconns);
 
+	/* The pump's first pass unmarks it (me_share_unwait()). */
 	for (i = 0; i < cnt && me_atomic_read(&n->pace_waiters); i++) {
 		struct me_conn *c = me_ptr_load((void **)&n->conns[i]);
 
-		if (!c || !me_atomic_read(&c->pace_wait) ||
-		    me_atomic_cmpxchg(&c->pace_wait, 1, 0) != 1)
-			continue;
-		me_atomic_add_return(&n->pace_waiters, -1);
-		me_msg_pump(c);
+		if (c && me_atomic_read(&c->pace_wait))
+			me_msg_pump(c);
 	}
 }

@@ -75,10 +75,10 @@ unsigned int me_engine_zc_min(void)
 	return tx_zc_min;
 }
 
-static unsigned int link_window_kb = 512;
+static unsigned int link_window_kb = 1024;
 module_param(link_window_kb, uint, 0444);
 MODULE_PARM_DESC(link_window_kb,
-		 "Data in flight per neighbour and link at most (the largest congestion window), KiB (16..65536, default 512)");
+		 "Data in flight per neighbour and link at most (the largest congestion window), KiB (16..65536, default 1024)");
 
 static bool cc = true;
 module_param(cc, bool, 0444);
@@ -168,6 +168,16 @@ static enum hrtimer_restart pace_fire(struct hrtimer *t)
 	return HRTIMER_NORESTART;
 }
 
+/* What receive batches handed off (plat_pump_kick), in a worker. */
+static void pump_work_fn(struct work_struct *w)
+{
+	struct me_net *mn = container_of(w, struct me_net, pump_work);
+	int idx = srcu_read_lock(&mn->conn_srcu);
+
+	me_core_pace(mn->core);
+	srcu_read_unlock(&mn->conn_srcu, idx);
+}
+
 int me_engine_net_init(struct me_net *mn)
 {
 	int i, ret;
@@ -180,6 +190,7 @@ int me_engine_net_init(struct me_net *mn)
 	INIT_WORK(&mn->retire_work, retire_work_fn);
 	hrtimer_init(&mn->pace_timer, CLOCK_MONOTONIC, HRTIMER_MODE_ABS_SOFT);
 	mn->pace_timer.function = pace_fire;
+	INIT_WORK(&mn->pump_work, pump_work_fn);
 	spin_lock_init(&mn->pace_lock);
 	mn->pace_off = true;
 
@@ -393,6 +404,22 @@ static void plat_pace_kick(void *ctx, u64 at_ns)
 	spin_unlock_irqrestore(&mn->pace_lock, flags);
 }
 
+/*
+ * me_core_pace() from an unbound worker, which the scheduler runs on a
+ * CPU other than a busy one: the receive thread that handed the work off
+ * fills its own (rx.c, rx_running).
+ */
+static void plat_pump_kick(void *ctx)
+{
+	struct me_net *mn = ctx;
+	unsigned long flags;
+
+	spin_lock_irqsave(&mn->pace_lock, flags);
+	if (!mn->pace_off)
+		queue_work(system_unbound_wq, &mn->pump_work);
+	spin_unlock_irqrestore(&mn->pace_lock, flags);
+}
+
 static const struct me_plat_ops me_plat = {
 	.now_ns = plat_now_ns,
 	.tx = plat_tx,
@@ -415,6 +442,7 @@ static const struct me_plat_ops me_plat = {
 	.mr_atomic = plat_mr_atomic,
 	.timer_kick = plat_timer_kick,
 	.pace_kick = plat_pace_kick,
+	.pump_kick = plat_pump_kick,
 };
 
 /* ---- lifecycle ---- */
@@ -587,6 +615,7 @@ void me_engine_stop(struct me_net *mn)
 	mn->pace_off = true;
 	spin_unlock_irq(&mn->pace_lock);
 	hrtimer_cancel(&mn->pace_timer);
+	cancel_work_sync(&mn->pump_work);
 	/* Nothing retires any more: free what waits for its grace period. */
 	flush_work(&mn->retire_work);
 	mutex_lock(&me_engines_lock);

@@ -57,6 +57,8 @@ struct me_net {
 	struct hrtimer pace_timer;
 	spinlock_t pace_lock;
 	bool pace_off;
+	/* The same call from another thread (plat_pump_kick), same lock. */
+	struct work_struct pump_work;
 	struct list_head node;		/* in the module's list of engines */
 	/*
 	 * Per connection slot (me_node_slot()): the owner (NULL: passive and

@@ -50,6 +50,21 @@ MODULE_PARM_DESC(rx_direct,
 /* Frames in rings, all links: per CPU, since the handler and threads differ. */
 static DEFINE_PER_CPU(long, rx_queued);
 
+/*
+ * The receive thread running a batch on each CPU, if any.  A frame the
+ * stack hands the handler while that thread re-enables bottom halves was
+ * mostly sent by the thread itself through a link that loops frames back
+ * in software (veth): its ack to the other namespace's sender.  Taken
+ * there whole, the sender's turn (building and sending the packets the
+ * ack releases) would run on the receiving thread's CPU, the one the
+ * stream already fills; so such a frame is handled there but what it
+ * releases is sent by a worker (the batch's handoff, engine.c
+ * plat_pump_kick; benchmarks.md, 2026-11-29).  Set and cleared by the
+ * thread on the CPU it is on: a stale entry left by a migration names
+ * that same thread, and it clears its entries when it exits.
+ */
+static DEFINE_PER_CPU(struct task_struct *, rx_running);
+
 /* Frames a thread hands the engine as one batch, at most; then it offers the CPU. */
 #define RX_BATCH	64
 
@@ -292,11 +307,21 @@ static void rx_batch(struct me_rx_thread *t, struct sk_buff *skb, unsigned int b
 	unsigned int n = 0;
 	int idx;
 
+	this_cpu_write(rx_running, current);
 	idx = me_engine_rx_begin(link->mn, &t->batch);
 	do {
 		rx_one(t, skb, bounce_len);
 	} while (++n < RX_BATCH && (skb = ptr_ring_consume(&link->ring)) != NULL);
 	me_engine_rx_end(link->mn, &t->batch, idx);
+	this_cpu_write(rx_running, NULL);
+}
+
+static void rx_running_forget(void)
+{
+	int cpu;
+
+	for_each_possible_cpu(cpu)
+		cmpxchg(per_cpu_ptr(&rx_running, cpu), current, NULL);
 }
 
 static int rx_thread(void *arg)
@@ -333,6 +358,7 @@ static int rx_thread(void *arg)
 		cond_resched();
 	}
 	__set_current_state(TASK_RUNNING);
+	rx_running_forget();
 	return 0;
 }
 
@@ -377,6 +403,8 @@ static void rx_direct_one(struct me_link *link, struct sk_buff *skb)
 	int idx;
 
 	idx = me_engine_rx_begin(link->mn, &b);
+	/* Under a receive thread: what it releases is sent elsewhere. */
+	b.handoff = this_cpu_read(rx_running) == current;
 	me_engine_rx(link->mn, &b, link->idx, frame_src(skb), skb->data, skb->len);
 	me_engine_rx_end(link->mn, &b, idx);
 	this_cpu_inc(link->stats->rx_direct);

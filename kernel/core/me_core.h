@@ -276,6 +276,9 @@ struct me_rx_batch {
 	u64 rx_ns;		/* the host sets it before each frame: when
 				 * the frame reached it (me_now's clock; 0:
 				 * now), for round trips without our queues */
+	bool handoff;		/* the host asks that what acks release
+				 * be sent by its pump_kick call, not
+				 * here (me_plat.h) */
 	u32 nacks;
 	struct me_conn *conn[ME_RX_BATCH_ACKS];
 	u32 link[ME_RX_BATCH_ACKS];
@@ -303,9 +306,11 @@ bool me_core_timer_idle(struct me_node *node);
 void me_core_kick(struct me_node *node);
 /*
  * Pacing (cfg.pace_pct): the time ops->pace_kick asked for came; pumps
- * the connections pacing stopped.  Any context but hard IRQ; the host
- * holds what keeps connections found in the table from being freed, as
- * for a receive.
+ * the connections pacing stopped.  Also the host's answer to
+ * ops->pump_kick: pumps the connections whose acks a handoff batch took
+ * (and those waiting for the room they opened).  Any context but hard
+ * IRQ; the host holds what keeps connections found in the table from
+ * being freed, as for a receive.
  */
 void me_core_pace(struct me_node *node);
 

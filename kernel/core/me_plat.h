@@ -221,6 +221,14 @@ struct me_plat_ops {
 	 * hard IRQ; must not sleep.
 	 */
 	void (*pace_kick)(void *ctx, u64 at_ns);
+
+	/*
+	 * Call me_core_pace() soon, from another thread than this one
+	 * (optional): a receive batch marked handoff asks the packets its
+	 * acks release to be sent there.  Called in any context but hard
+	 * IRQ; must not sleep.
+	 */
+	void (*pump_kick)(void *ctx);
 };
 
 #endif /* ME_PLAT_H */

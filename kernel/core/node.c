@@ -237,6 +237,7 @@ void me_core_rx_batch_begin(struct me_rx_batch *b)
 {
 	b->nacks = 0;
 	b->rx_ns = 0;
+	b->handoff = false;
 }
 
 u64 me_hdr_arrival(const struct me_hdr *h)

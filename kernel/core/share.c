@@ -20,7 +20,10 @@
  * A pump that stops because every path with room is paced (path.c) marks
  * its connection pace_wait as well and asks the host for a call at the
  * soonest departure (pace_kick); me_core_pace() then pumps the marked
- * connections, scanning the slots only while some are marked.
+ * connections, scanning the slots only while some are marked.  An ack
+ * taken in a receive batch marked handoff marks its connection the same
+ * way instead of pumping, and asks the host for the call from another
+ * thread at once (pump_kick): the host's CPU is busy with the receive.
  */
 #include "conn.h"
 #include "msg.h"
@@ -78,15 +81,30 @@ void me_share_pace_wait(struct me_conn *c, u64 at)
 	n->ops->pace_kick(n->ctx, at);
 }
 
+void me_share_handoff(struct me_conn *c)
+{
+	struct me_node *n = c->node;
+
+	if (me_atomic_cmpxchg(&c->pace_wait, 0, 1) == 0)
+		me_atomic_add_return(&n->pace_waiters, 1);
+	n->ops->pump_kick(n->ctx);
+}
+
 void me_core_pace(struct me_node *n)
 {
 	u32 i, cnt = me_atomic_read(&n->nconns);
 
-	/* The pump's first pass unmarks it (me_share_unwait()). */
+	/*
+	 * The pump's first pass unmarks it (me_share_unwait()).  A mark
+	 * handed off by an ack also stands for the connections waiting
+	 * for the room it opened (me_win_rx_ack).
+	 */
 	for (i = 0; i < cnt && me_atomic_read(&n->pace_waiters); i++) {
 		struct me_conn *c = me_ptr_load((void **)&n->conns[i]);
 
-		if (c && me_atomic_read(&c->pace_wait))
+		if (c && me_atomic_read(&c->pace_wait)) {
+			me_share_wake(n, c->pe);
 			me_msg_pump(c);
+		}
 	}
 }

@@ -26,5 +26,7 @@ void me_share_wake(struct me_node *node, struct me_peer *peer);
  * it (the host is asked for a call then).
  */
 void me_share_pace_wait(struct me_conn *conn, u64 at);
+/* What an ack released is sent by the host's pump_kick call. */
+void me_share_handoff(struct me_conn *conn);
 
 #endif /* ME_SHARE_H */

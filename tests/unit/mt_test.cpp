@@ -55,6 +55,7 @@ struct MtNode {
 	std::condition_variable pace_cv;
 	uint64_t pace_at = 0;
 	std::atomic<int> pace_calls{0};
+	std::atomic<int> pump_kicks{0};	// ops.pump_kick: the same thread's call
 };
 
 uint64_t now_ns(void *)
@@ -182,15 +183,32 @@ void pace_kick(void *ctx, uint64_t at)
 	}
 }
 
+// A handoff (me_rx_batch.handoff): me_core_pace() now, by the pacer thread.
+void pump_kick(void *ctx)
+{
+	M(ctx).pump_kicks++;
+	pace_kick(ctx, now_ns(nullptr));
+}
+
 const me_plat_ops ops = {now_ns, tx, mr_check, mr_write, mr_local, mr_read,
 			 complete, alloc, pfree, zc_tx, zc_hold, zc_put, nullptr, nullptr, nullptr, nullptr,
-			 nullptr, nullptr, nullptr, nullptr, pace_kick};
+			 nullptr, nullptr, nullptr, nullptr, pace_kick, pump_kick};
 
-// paced: every path paced at 100% with no burst (pacing, path.c), its
-// pumps brought back by a pacer thread per node while the receive and
-// timer threads pump too.
-void concurrent_rx(bool paced)
+enum class Mode {
+	plain,
+	// Every path paced at 100% with no burst (pacing, path.c), its pumps
+	// brought back by a pacer thread per node while the receive and timer
+	// threads pump too.
+	paced,
+	// Receive batches marked handoff (as the module marks those a receive
+	// thread sent itself over veth): what their acks release is sent by
+	// the pacer thread, while the other threads pump too.
+	handoff,
+};
+
+void concurrent_rx(Mode mode)
 {
+	const bool paced = mode == Mode::paced;
 	MtNode a, b;
 	a.idx = 0;
 	b.idx = 1;
@@ -232,7 +250,7 @@ void concurrent_rx(bool paced)
 	std::vector<std::thread> threads;
 	for (MtNode *np : nodes) {
 		for (int t = 0; t < kRxThreads; t++)
-			threads.emplace_back([np, t, &stop] {
+			threads.emplace_back([np, t, mode, &stop] {
 				// Threads share the link queues: several threads per link.
 				// Every other thread of a link takes what is queued as receive batches
 				// (acks deferred to the batch's end), as the module's do.
@@ -253,6 +271,7 @@ void concurrent_rx(bool paced)
 						continue;
 					me_rx_batch b;
 					me_core_rx_batch_begin(&b);
+					b.handoff = mode == Mode::handoff;
 					for (auto &pkt : pkts)
 						me_core_rx_batch(np->node, take > 1 ? &b : nullptr, t % kLinks,
 								 addr_of(np->peer->idx, t % kLinks), pkt.data(),
@@ -389,19 +408,30 @@ void concurrent_rx(bool paced)
 		EXPECT_EQ(a.zc_refs[i].load(), 0) << "cookie " << i;
 	if (paced) {
 		EXPECT_GT(a.pace_calls.load(), 0) << "pacing never stopped a pump";
+	} else if (mode == Mode::handoff) {
+		EXPECT_GT(a.pump_kicks.load(), 0) << "no ack handed its pump off";
+		EXPECT_GT(a.pace_calls.load(), 0);
 	} else {
 		EXPECT_EQ(a.pace_calls.load() + b.pace_calls.load(), 0);
+	}
+	if (mode != Mode::handoff) {
+		EXPECT_EQ(a.pump_kicks.load() + b.pump_kicks.load(), 0);
 	}
 }
 
 TEST(MultiThread, concurrent_rx__exactly_once)
 {
-	concurrent_rx(false);
+	concurrent_rx(Mode::plain);
 }
 
 TEST(MultiThread, concurrent_rx_paced__exactly_once)
 {
-	concurrent_rx(true);
+	concurrent_rx(Mode::paced);
+}
+
+TEST(MultiThread, concurrent_rx_handoff__exactly_once)
+{
+	concurrent_rx(Mode::handoff);
 }
 
 }  // namespace

@@ -236,6 +236,7 @@ static const me_plat_ops plat = {
 	p_complete, p_alloc, p_free, p_zc_tx, p_zc_hold, p_zc_put,
 	p_rx_fill, p_mr_done, p_random_u32, p_retire, p_port_open, p_tx_burst,
 	p_mr_atomic, p_timer_kick, p_pace_kick,
+	nullptr,	// pump_kick: no receive batch here asks for a handoff
 };
 
 const me_plat_ops *sim_plat() { return &plat; }

@@ -51,17 +51,17 @@ MODULE_PARM_DESC(rx_direct,
 static DEFINE_PER_CPU(long, rx_queued);
 
 /*
- * The receive thread running a batch on each CPU, if any.  A frame the
- * stack hands the handler while that thread re-enables bottom halves was
- * mostly sent by the thread itself through a link that loops frames back
- * in software (veth): its ack to the other namespace's sender.  Taken
- * there whole, the sender's turn (building and sending the packets the
- * ack releases) would run on the receiving thread's CPU, the one the
- * stream already fills; so such a frame is handled there but what it
- * releases is sent by a worker (the batch's handoff, engine.c
- * plat_pump_kick; benchmarks.md, 2026-11-29).  Set and cleared by the
- * thread on the CPU it is on: a stale entry left by a migration names
- * that same thread, and it clears its entries when it exits.
+ * The receive thread running a batch on each CPU, if any.  A frame that
+ * reaches the handler over a veth while that thread re-enables bottom
+ * halves was sent by the thread itself: its ack to the other namespace's
+ * sender.  Taken there whole, the sender's turn (building and sending the
+ * packets the ack releases) would run on the receiving thread's CPU, the
+ * one the stream already fills; so such a frame is handled there, but
+ * what it releases is sent by a worker the scheduler can put on another
+ * CPU (the batch's handoff, engine.c plat_pump_kick; benchmarks.md,
+ * 2026-11-29).  Set and cleared by the thread on the CPU it is on: a
+ * stale entry left by a migration names that same thread, and it clears
+ * its entries when it exits.
  */
 static DEFINE_PER_CPU(struct task_struct *, rx_running);
 
@@ -403,8 +403,9 @@ static void rx_direct_one(struct me_link *link, struct sk_buff *skb)
 	int idx;
 
 	idx = me_engine_rx_begin(link->mn, &b);
-	/* Under a receive thread: what it releases is sent elsewhere. */
-	b.handoff = this_cpu_read(rx_running) == current;
+	/* A receive thread's own ack over a veth (rx_running). */
+	b.handoff = link->copies_refs && num_online_cpus() > 1 &&
+		    this_cpu_read(rx_running) == current;
 	me_engine_rx(link->mn, &b, link->idx, frame_src(skb), skb->data, skb->len);
 	me_engine_rx_end(link->mn, &b, idx);
 	this_cpu_inc(link->stats->rx_direct);

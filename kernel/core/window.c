@@ -296,18 +296,14 @@ again:
 /*
  * An ack the frame asked for: at once, or at the end of the receive batch
  * it came in (me_core_rx_batch_end), once per connection and batch.
- * Nacks never wait.  Nor does one for a quarter of a path's window
- * (@bytes received since the last ack): a batch can hold most of what a
- * sender may have in flight (64 frames of 9000 bytes, 576 KB, against
- * the module's 1 MiB), and an ack at its end would come after the sender
- * had stopped for want of one.
+ * Nacks never wait.
  */
-static void ack_or_defer(struct me_conn *c, u32 link, const struct me_hdr *h, u32 bytes)
+static void ack_or_defer(struct me_conn *c, u32 link, const struct me_hdr *h)
 {
 	struct me_rx_batch *b = h->batch;
 	u32 i;
 
-	if (b && bytes < c->node->cfg.link_window / 4) {
+	if (b) {
 		for (i = 0; i < b->nacks; i++) {
 			if (b->conn[i] == c) {
 				b->link[i] = link;
@@ -373,7 +369,7 @@ static void rx_dup(struct me_conn *c, u32 link, const struct me_hdr *h, bool ack
 	me_cstat_add(c, ME_CST_RX_DROP, 1);
 	me_atomic_set(&c->rx_dup, 1);
 	if (ack)
-		ack_or_defer(c, link, h, 0);
+		ack_or_defer(c, link, h);
 }
 
 void me_win_rx_data(struct me_conn *c, u32 link, const struct me_hdr *h,
@@ -461,7 +457,6 @@ void me_win_rx_data(struct me_conn *c, u32 link, const struct me_hdr *h,
 
 	/* Ack coalescing (EMP's "collection of frames"), nack on a gap. */
 	unacked = me_atomic_add_return(&c->unacked, 1);
-	me_atomic_add_return(&c->unacked_bytes, len);
 	me_node_busy(n);	/* an ack owed: held or deferred, the timer sends it */
 	cum = me_atomic_read(&c->rcv_cum);
 	if (me_seq_lt(cum, s) && me_atomic_read(&c->nack_cum) != cum)
@@ -471,7 +466,7 @@ void me_win_rx_data(struct me_conn *c, u32 link, const struct me_hdr *h,
 	else if ((h->flags & ME_F_ACKREQ) && ack_hold(c, h, unacked))
 		return;
 	else if ((h->flags & ME_F_ACKREQ) || unacked >= n->cfg.ack_every)
-		ack_or_defer(c, link, h, me_atomic_read(&c->unacked_bytes));
+		ack_or_defer(c, link, h);
 }
 
 /*
@@ -492,7 +487,6 @@ static bool ack_build(struct me_conn *c, bool nack, u16 flags, u8 *buf, u64 now)
 	bool dup;
 
 	me_atomic_set(&c->unacked, 0);
-	me_atomic_set(&c->unacked_bytes, 0);
 	if (me_atomic_read(&c->ack_held)) {
 		me_atomic_set(&c->ack_held, 0);
 		me_atomic_cmpxchg(&c->pe->held_conn, c->id, 0);

@@ -55,7 +55,7 @@ struct MtNode {
 	std::condition_variable pace_cv;
 	uint64_t pace_at = 0;
 	std::atomic<int> pace_calls{0};
-	std::atomic<int> pump_kicks{0};	// ops.pump_kick: the same thread's call
+	std::atomic<int> pump_kicks{0};	// ops.pump_kick calls: handed-off acks
 };
 
 uint64_t now_ns(void *)

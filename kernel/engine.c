@@ -154,28 +154,26 @@ static void retire_work_fn(struct work_struct *work)
 	}
 }
 
-/*
- * The pacing timer (softirq): pumps the connections pacing stopped, as a
- * receive thread would, under conn_srcu.
- */
-static enum hrtimer_restart pace_fire(struct hrtimer *t)
+/* Pumps the marked connections, as a receive thread would, under conn_srcu. */
+static void pace_run(struct me_net *mn)
 {
-	struct me_net *mn = container_of(t, struct me_net, pace_timer);
 	int idx = srcu_read_lock(&mn->conn_srcu);
 
 	me_core_pace(mn->core);
 	srcu_read_unlock(&mn->conn_srcu, idx);
+}
+
+/* The pacing timer (softirq): the connections pacing stopped. */
+static enum hrtimer_restart pace_fire(struct hrtimer *t)
+{
+	pace_run(container_of(t, struct me_net, pace_timer));
 	return HRTIMER_NORESTART;
 }
 
 /* What receive batches handed off (plat_pump_kick), in a worker. */
 static void pump_work_fn(struct work_struct *w)
 {
-	struct me_net *mn = container_of(w, struct me_net, pump_work);
-	int idx = srcu_read_lock(&mn->conn_srcu);
-
-	me_core_pace(mn->core);
-	srcu_read_unlock(&mn->conn_srcu, idx);
+	pace_run(container_of(w, struct me_net, pump_work));
 }
 
 int me_engine_net_init(struct me_net *mn)

@@ -72,22 +72,23 @@ void me_share_wake(struct me_node *n, struct me_peer *p)
 	}
 }
 
+/* Marks @c for me_core_pace(), counted once in the node's waiters. */
+static void pace_mark(struct me_conn *c)
+{
+	if (me_atomic_cmpxchg(&c->pace_wait, 0, 1) == 0)
+		me_atomic_add_return(&c->node->pace_waiters, 1);
+}
+
 void me_share_pace_wait(struct me_conn *c, u64 at)
 {
-	struct me_node *n = c->node;
-
-	if (me_atomic_cmpxchg(&c->pace_wait, 0, 1) == 0)
-		me_atomic_add_return(&n->pace_waiters, 1);
-	n->ops->pace_kick(n->ctx, at);
+	pace_mark(c);
+	c->node->ops->pace_kick(c->node->ctx, at);
 }
 
 void me_share_handoff(struct me_conn *c)
 {
-	struct me_node *n = c->node;
-
-	if (me_atomic_cmpxchg(&c->pace_wait, 0, 1) == 0)
-		me_atomic_add_return(&n->pace_waiters, 1);
-	n->ops->pump_kick(n->ctx);
+	pace_mark(c);
+	c->node->ops->pump_kick(c->node->ctx);
 }
 
 void me_core_pace(struct me_node *n)

@@ -75,10 +75,10 @@ unsigned int me_engine_zc_min(void)
 	return tx_zc_min;
 }
 
-static unsigned int link_window_kb = 512;
+static unsigned int link_window_kb = 1024;
 module_param(link_window_kb, uint, 0444);
 MODULE_PARM_DESC(link_window_kb,
-		 "Data in flight per neighbour and link at most (the largest congestion window), KiB (16..65536, default 512)");
+		 "Data in flight per neighbour and link at most (the largest congestion window), KiB (16..65536, default 1024)");
 
 static bool cc = true;
 module_param(cc, bool, 0444);

@@ -10,11 +10,15 @@
  * packet and its ack waited in the two hosts (the receiver's hold, which
  * the ack carries, from the packet reaching its host to the ack leaving;
  * the ack's wait in our receive queue), as Swift separates fabric from
- * endpoint delay.  A host's queue is not the fabric's: it is bounded by
- * the receiver's credit and its receive ring (an overrun is a loss), and
- * where the hosts are the bottleneck (busy or emulated machines) a window
- * held to a small host delay starves the receiver of the batches that
- * make it fast.  The path's base is the
+ * endpoint delay.  The hold is that of the newest packet the ack answers,
+ * and the ack leaves on that packet's link: only the path it came on
+ * gets a delay from it; the bytes it acks on other paths grow their
+ * windows as their last delay says, and never shrink them (path.c).  A
+ * host's queue is not the fabric's: it is bounded by the receiver's
+ * credit and its receive ring (an overrun is a loss), and where the hosts
+ * are the bottleneck (busy or emulated machines) a window held to a small
+ * host delay starves the receiver of the batches that make it fast.  The
+ * path's base is the
  * least delay of the last one or two periods of ME_CC_BASE_NS, data
  * and keepalive round trips alike (keepalives are exchanged while the
  * path is idle, so they see the fabric without our own queues).  The
@@ -205,18 +209,38 @@ void me_cc_acked(struct me_node *n, struct me_path *pa, u32 bytes, u64 rtt,
 		 u64 delay, u64 now)
 {
 	u32 cwnd = me_atomic_read(&pa->cwnd);
+	bool own = delay;
 	u64 base, target;
 
 	if (!n->cfg.cc)
 		return;
 	if (bytes && me_atomic_read(&pa->rto_run))
 		me_atomic_set(&pa->rto_run, 0);
-	if (!rtt || !delay || !cwnd)
+	if (!rtt || !cwnd)
 		return;
-	/* The whole round trip paces decreases and loss rules. */
-	me_atomic64_set(&pa->cc_rtt_ns, rtt);
-	me_atomic64_set(&pa->cc_delay_ns, delay);
-	base = winmin_add(&pa->base, delay, ME_CC_BASE_NS, now);
+	if (own) {
+		/* The whole round trip paces decreases and loss rules. */
+		me_atomic64_set(&pa->cc_rtt_ns, rtt);
+		me_atomic64_set(&pa->cc_delay_ns, delay);
+		base = winmin_add(&pa->base, delay, ME_CC_BASE_NS, now);
+	} else {
+		/*
+		 * No delay of the path's own in this ack: its packets
+		 * waited in the peer for an ack that timed another path's
+		 * (path.c).  The bytes grow the window as the path's last
+		 * delay (or, before one, its base) says; only its own
+		 * samples shrink it.
+		 */
+		base = me_cc_base(pa);
+		delay = me_atomic64_read(&pa->cc_delay_ns);
+		if (!delay)
+			delay = base;
+		if (!delay)
+			return;
+		rtt = me_atomic64_read(&pa->cc_rtt_ns);
+		if (!rtt)
+			rtt = n->cfg.rto_min_ns;
+	}
 	target = me_cc_target(n, pa, base);
 	if (delay < target) {
 		/*
@@ -238,7 +262,7 @@ void me_cc_acked(struct me_node *n, struct me_path *pa, u32 bytes, u64 rtt,
 				   me_max_u64(me_div_u64((u64)n->cfg.mtu * bytes, cwnd), 1));
 		return;
 	}
-	if (may_decrease(pa, rtt, now))
+	if (own && may_decrease(pa, rtt, now))
 		decrease(n, pa, cwnd, delay, target);
 }
 

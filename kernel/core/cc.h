@@ -22,7 +22,8 @@ u32 me_cc_window(struct me_node *node, struct me_path *pa);
 /*
  * One acknowledgement acked `bytes` sent on the path; rtt_ns is the
  * smallest round trip among them that was sent once only (0: none),
- * delay_ns the same without the time spent waiting in the two hosts.
+ * delay_ns the same without the time spent waiting in the two hosts (0:
+ * not known for this path; the bytes grow the window by its last delay).
  */
 void me_cc_acked(struct me_node *node, struct me_path *pa, u32 bytes,
 		 u64 rtt_ns, u64 delay_ns, u64 now);

@@ -774,7 +774,7 @@ void me_conn_peer_closed(struct me_conn *c, u32 cut)
 	me_atomic_set(&c->peer_cut, cut);
 	me_atomic_set(&c->peer_cut_run, 1);
 	me_conn_terminate(c, ME_CS_CLOSED, -ECONNRESET);
-	me_win_send_ack(c, -1, false);
+	me_win_send_ack(c, false);
 }
 
 void me_conn_peer_restarted(struct me_node *n, u32 peer, u32 new_inc)

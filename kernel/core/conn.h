@@ -85,7 +85,8 @@ struct me_conn {
 	me_lock_t order_lock;	/* Table 1 state 2a: in-order scan */
 	me_lock_t ack_lock;	/* Table 1 state 2b: ack/nack sending */
 	me_atomic_t unacked;	/* packets received since the last ack */
-	me_atomic_t ack_link;	/* link to prefer for acks */
+	me_atomic_t unacked_bytes;	/* ... and their bytes */
+	me_atomic_t ack_link;	/* the newest packet's link: acks leave there */
 	me_atomic_t nack_cum;	/* rcv_cum when we last nacked */
 	me_atomic_t rcv_high;	/* one past the highest seq received */
 	me_atomic64_t rx_cut;	/* the close cut (wire 15, window.c): 0
@@ -131,8 +132,9 @@ struct me_conn {
 	me_atomic_t pump_again;	/* work arrived while the pump was busy */
 	me_atomic_t path_wait;	/* the pump stopped for want of path window:
 				 * any ack from the peer wakes it (share.c) */
-	me_atomic_t pace_wait;	/* ... or a path with window was paced:
-				 * me_core_pace() pumps it (share.c) */
+	me_atomic_t pace_wait;	/* ... or a path with window was paced, or
+				 * an ack was handed off: me_core_pace()
+				 * pumps it (share.c) */
 	/* (pump_lock) packetizer cursor */
 	u32 op_pack;
 	u32 resp_tail;

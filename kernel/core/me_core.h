@@ -281,7 +281,6 @@ struct me_rx_batch {
 				 * here (me_plat.h) */
 	u32 nacks;
 	struct me_conn *conn[ME_RX_BATCH_ACKS];
-	u32 link[ME_RX_BATCH_ACKS];
 };
 void me_core_rx_batch_begin(struct me_rx_batch *b);
 int me_core_rx_batch(struct me_node *node, struct me_rx_batch *b, u32 link, u64 src,

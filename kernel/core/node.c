@@ -252,7 +252,7 @@ void me_core_rx_batch_end(struct me_rx_batch *b)
 	u32 i;
 
 	for (i = 0; i < b->nacks; i++)
-		me_win_send_ack(b->conn[i], (int)b->link[i], false);
+		me_win_send_ack(b->conn[i], false);
 	b->nacks = 0;
 }
 

@@ -184,10 +184,11 @@ void me_path_acked(struct me_peer *p, u32 link, u32 txno, u32 bytes,
  * One ack acked `bytes` sent on the path; rtt_ns: the smallest round trip
  * among them sent only once (0: none), hosts_ns the part of it the ack and
  * its packet spent waiting in the two hosts (the peer's hold, our receive
- * queue).  Congestion control (cc.c).
+ * queue).  timed: the peer's hold is that of this path's packet (the ack
+ * came on the path, see path.c).  Congestion control (cc.c).
  */
 void me_path_ack_done(struct me_node *node, struct me_peer *p, u32 link,
-		      u32 bytes, u64 rtt_ns, u64 hosts_ns, u64 now);
+		      u32 bytes, u64 rtt_ns, u64 hosts_ns, bool timed, u64 now);
 /*
  * The peer got a packet twice (an ack's ME_F_DUP): a timeout or loss
  * detection resent it needlessly; every path to the peer gets back what

@@ -296,27 +296,27 @@ again:
 /*
  * An ack the frame asked for: at once, or at the end of the receive batch
  * it came in (me_core_rx_batch_end), once per connection and batch.
- * Nacks never wait.
+ * Nacks never wait.  Nor does one for a quarter of a path's window
+ * (@bytes received since the last ack): a batch can hold most of what a
+ * sender may have in flight (64 frames of 9000 bytes, 576 KB, against
+ * the module's 1 MiB), and an ack at its end would come after the sender
+ * had stopped for want of one.
  */
-static void ack_or_defer(struct me_conn *c, u32 link, const struct me_hdr *h)
+static void ack_or_defer(struct me_conn *c, const struct me_hdr *h, u32 bytes)
 {
 	struct me_rx_batch *b = h->batch;
 	u32 i;
 
-	if (b) {
-		for (i = 0; i < b->nacks; i++) {
-			if (b->conn[i] == c) {
-				b->link[i] = link;
+	if (b && bytes < c->node->cfg.link_window / 4) {
+		for (i = 0; i < b->nacks; i++)
+			if (b->conn[i] == c)
 				return;
-			}
-		}
 		if (b->nacks < ME_RX_BATCH_ACKS) {
-			b->conn[b->nacks] = c;
-			b->link[b->nacks++] = link;
+			b->conn[b->nacks++] = c;
 			return;
 		}
 	}
-	me_win_send_ack(c, (int)link, false);
+	me_win_send_ack(c, false);
 }
 
 /*
@@ -363,13 +363,13 @@ static bool ack_hold(struct me_conn *c, const struct me_hdr *h, u32 unacked)
  * made.  The next ack says so (ME_F_DUP), so a sender whose timeout fired
  * early undoes what it did to its window (cc.c).
  */
-static void rx_dup(struct me_conn *c, u32 link, const struct me_hdr *h, bool ack)
+static void rx_dup(struct me_conn *c, const struct me_hdr *h, bool ack)
 {
 	me_stat_inc(c->node, ME_ST_RX_DUP);
 	me_cstat_add(c, ME_CST_RX_DROP, 1);
 	me_atomic_set(&c->rx_dup, 1);
 	if (ack)
-		ack_or_defer(c, link, h);
+		ack_or_defer(c, h, 0);
 }
 
 void me_win_rx_data(struct me_conn *c, u32 link, const struct me_hdr *h,
@@ -392,11 +392,11 @@ void me_win_rx_data(struct me_conn *c, u32 link, const struct me_hdr *h,
 		/* Closed: answer duplicates (a lost ack for CLOSE), nothing more. */
 		me_stat_inc(n, ME_ST_RX_CLOSED);
 		if (me_seq_lt(s, cum))
-			me_win_send_ack(c, (int)link, false);
+			me_win_send_ack(c, false);
 		return;
 	}
 	if (me_seq_lt(s, cum)) {
-		rx_dup(c, link, h, true);
+		rx_dup(c, h, true);
 		return;
 	}
 	if (s - cum >= w) {
@@ -407,17 +407,17 @@ void me_win_rx_data(struct me_conn *c, u32 link, const struct me_hdr *h,
 	r = &c->rx[s & (w - 1)];
 	v = me_atomic64_read(&r->state);
 	if (rx_seq(v) == s) {
-		rx_dup(c, link, h, true);
+		rx_dup(c, h, true);
 		return;
 	}
 	/* Not the previous lap: only possible if rcv_cum moved meanwhile. */
 	if (rx_seq(v) != s - w) {
-		rx_dup(c, link, h, false);
+		rx_dup(c, h, false);
 		return;
 	}
 	/* Table 1 state 7: claim the entry; a racing copy of s loses. */
 	if (me_atomic64_cmpxchg(&r->state, v, RXS(s, ME_RXS_CLAIMED)) != v) {
-		rx_dup(c, link, h, false);
+		rx_dup(c, h, false);
 		return;
 	}
 	/* Beyond our close cut: not taken, not acked; the peer's CLOSE says so. */
@@ -457,16 +457,17 @@ void me_win_rx_data(struct me_conn *c, u32 link, const struct me_hdr *h,
 
 	/* Ack coalescing (EMP's "collection of frames"), nack on a gap. */
 	unacked = me_atomic_add_return(&c->unacked, 1);
+	me_atomic_add_return(&c->unacked_bytes, len);
 	me_node_busy(n);	/* an ack owed: held or deferred, the timer sends it */
 	cum = me_atomic_read(&c->rcv_cum);
 	if (me_seq_lt(cum, s) && me_atomic_read(&c->nack_cum) != cum)
 		nack = true;
 	if (nack)
-		me_win_send_ack(c, (int)link, true);
+		me_win_send_ack(c, true);
 	else if ((h->flags & ME_F_ACKREQ) && ack_hold(c, h, unacked))
 		return;
 	else if ((h->flags & ME_F_ACKREQ) || unacked >= n->cfg.ack_every)
-		ack_or_defer(c, link, h);
+		ack_or_defer(c, h, me_atomic_read(&c->unacked_bytes));
 }
 
 /*
@@ -487,6 +488,7 @@ static bool ack_build(struct me_conn *c, bool nack, u16 flags, u8 *buf, u64 now)
 	bool dup;
 
 	me_atomic_set(&c->unacked, 0);
+	me_atomic_set(&c->unacked_bytes, 0);
 	if (me_atomic_read(&c->ack_held)) {
 		me_atomic_set(&c->ack_held, 0);
 		me_atomic_cmpxchg(&c->pe->held_conn, c->id, 0);
@@ -543,16 +545,19 @@ static bool ack_build(struct me_conn *c, bool nack, u16 flags, u8 *buf, u64 now)
 	return dup;
 }
 
-void me_win_send_ack(struct me_conn *c, int link, bool nack)
+void me_win_send_ack(struct me_conn *c, bool nack)
 {
 	struct me_node *n = c->node;
 	u8 buf[ME_HDR_ACK];
+	int link;
 	bool dup;
 
 	if (!me_trylock(&c->ack_lock))
 		return;
 	dup = ack_build(c, nack, 0, buf, me_now(n));
-	if (link < 0 || !me_path_usable(n, c->pe, (u32)link))
+	/* On the newest packet's link: the hold is its (path.c). */
+	link = (int)me_atomic_read(&c->ack_link);
+	if (!me_path_usable(n, c->pe, (u32)link))
 		link = me_path_any(n, c->pe);
 	if (link >= 0) {
 		me_conn_tx(c, (u32)link, buf, ME_HDR_ACK);
@@ -732,7 +737,7 @@ static u32 carry_ack(struct me_conn *c, struct me_txslot *t, u32 len, u64 now)
 	if (len + ME_HDR_ACK > n->cfg.mtu) {
 		/* A message's last packet is usually short: wait for it. */
 		if (me_get_be16(t->buf + 2) & ME_F_LAST)
-			me_win_send_ack(h, -1, false);
+			me_win_send_ack(h, false);
 		return 0;
 	}
 	if (!me_trylock(&h->ack_lock))
@@ -877,7 +882,6 @@ void me_win_rx_ack(struct me_conn *c, u32 link, const struct me_hdr *h)
 	struct ack_sum sum;
 	u64 hosts = 0;
 
-	(void)link;
 	sum.links = 0;
 	sum.now = h->now;
 	if (me_seq_lt(max, cum)) {
@@ -958,7 +962,7 @@ void me_win_rx_ack(struct me_conn *c, u32 link, const struct me_hdr *h)
 
 		sum.links &= sum.links - 1;
 		me_path_ack_done(n, c->pe, l, sum.bytes[l], sum.rtt[l], hosts,
-				 h->now);
+				 l == link, h->now);
 	}
 	if (progress) {
 		me_atomic_set(&c->backoff, 0);
@@ -1097,10 +1101,10 @@ void me_win_timer(struct me_conn *c, u64 now)
 			if (me_atomic64_read(&c->pe->reply_ns) < held)
 				me_atomic_set(&c->pe->reply_mode, 0);
 			me_stat_inc(n, ME_ST_ACK_HOLD_EXPIRED);
-			me_win_send_ack(c, -1, false);
+			me_win_send_ack(c, false);
 		}
 	} else if (me_atomic_read(&c->unacked)) {
-		me_win_send_ack(c, -1, false);
+		me_win_send_ack(c, false);
 	}
 	if (st != ME_CS_ESTABLISHED && st != ME_CS_CLOSING)
 		return;

@@ -83,8 +83,11 @@ void me_win_rx_ack(struct me_conn *c, u32 link, const struct me_hdr *h);
 void me_win_release_inflight(struct me_conn *c);
 /* The connection ended: drop every payload reference entries hold. */
 void me_win_zc_release_all(struct me_conn *c);
-/* Send an ack now if nobody else is (trylock); link -1 picks one. */
-void me_win_send_ack(struct me_conn *c, int link, bool nack);
+/*
+ * Send an ack now if nobody else is (trylock), on the link of the newest
+ * packet it answers (ack_link).
+ */
+void me_win_send_ack(struct me_conn *c, bool nack);
 
 /*
  * Transmit side, used by the packetizer under the pump lock:

@@ -279,7 +279,7 @@ me_node_cfg module_cfg(uint32_t id, uint32_t mtu)
 	c.credit = c.window;
 	c.ops = 256;
 	c.ack_every = 16;
-	c.link_window = 512 * 1024;
+	c.link_window = 1024 * 1024;
 	c.max_retries = 12;
 	c.dupthresh = 16;
 	c.reorder_ns = 2000000;
@@ -593,23 +593,57 @@ void Sim::deliver(Node &n, uint32_t link, uint64_t src, std::vector<uint8_t> pkt
 		deliver_one(n, link, src, std::move(pkt), nullptr);
 		return;
 	}
-	auto &q = n.rxq[link];
-	if (q.empty())
+	n.rxq[link].push_back({src, now, std::move(pkt)});
+	if (!n.rx_armed[link]) {
+		n.rx_armed[link] = true;
 		at(now + rx_batch_ns, [this, &n, link] { rx_drain(n, link); });
-	q.emplace_back(src, std::move(pkt));
+	}
+}
+
+void Sim::rx_handle(Node &n, uint32_t link, std::vector<Node::Queued> &q)
+{
+	for (size_t i = 0; i < q.size();) {
+		me_rx_batch b;
+		me_core_rx_batch_begin(&b);
+		for (size_t k = 0; k < kRxBatch && i < q.size(); k++, i++) {
+			b.rx_ns = q[i].t;	// round trips without our queue
+			deliver_one(n, link, q[i].src, std::move(q[i].pkt), &b);
+		}
+		me_core_rx_batch_end(&b);
+	}
 }
 
 void Sim::rx_drain(Node &n, uint32_t link)
 {
-	auto q = std::move(n.rxq[link]);
-	n.rxq[link].clear();
-	for (size_t i = 0; i < q.size();) {
-		me_rx_batch b;
-		me_core_rx_batch_begin(&b);
-		for (size_t k = 0; k < kRxBatch && i < q.size(); k++, i++)
-			deliver_one(n, link, q[i].first, std::move(q[i].second), &b);
-		me_core_rx_batch_end(&b);
+	auto &q = n.rxq[link];
+	if (!rx_cpu_ns_per_kb) {
+		auto all = std::move(q);
+		q.clear();
+		n.rx_armed[link] = false;
+		rx_handle(n, link, all);
+		return;
 	}
+	if (n.rx_cpu_free > now) {
+		at(n.rx_cpu_free, [this, &n, link] { rx_drain(n, link); });
+		return;
+	}
+	// One batch, handled when the CPU has done its work; then the
+	// thread goes on after whoever waited for the CPU meanwhile.
+	size_t cnt = std::min(q.size(), kRxBatch);
+	auto batch = std::make_shared<std::vector<Node::Queued>>(
+		std::make_move_iterator(q.begin()), std::make_move_iterator(q.begin() + (long)cnt));
+	q.erase(q.begin(), q.begin() + (long)cnt);
+	uint64_t bytes = 0;
+	for (const auto &f : *batch)
+		bytes += f.pkt.size();
+	n.rx_cpu_free = now + std::max<uint64_t>(bytes * rx_cpu_ns_per_kb / 1024, 1);
+	at(n.rx_cpu_free, [this, &n, link, batch] {
+		rx_handle(n, link, *batch);
+		if (n.rxq[link].empty())
+			n.rx_armed[link] = false;
+		else
+			at(now, [this, &n, link] { rx_drain(n, link); });
+	});
 }
 
 void Sim::deliver_one(Node &n, uint32_t link, uint64_t src, std::vector<uint8_t> pkt,

@@ -91,7 +91,10 @@ struct Node {
 	uint64_t pace_at = 0;
 	uint64_t pace_calls = 0;
 	// Frames waiting for the link's receive thread (Sim::rx_batch_ns).
-	std::map<uint32_t, std::vector<std::pair<uint64_t, std::vector<uint8_t>>>> rxq;
+	struct Queued { uint64_t src, t; std::vector<uint8_t> pkt; };	// t: arrival
+	std::map<uint32_t, std::vector<Queued>> rxq;
+	std::map<uint32_t, bool> rx_armed;	// the link's thread is due or busy
+	uint64_t rx_cpu_free = 0;	// the receive CPU's end of work (rx_cpu_ns_per_kb)
 
 	// Zero-copy references (me_plat.h), modelled as the module keeps
 	// them: an operation's payload is alive while the engine has not
@@ -215,6 +218,13 @@ public:
 	// up to kRxBatch frames (me_core_rx_batch), as the module's do.
 	uint64_t rx_batch_ns = 0;
 	static constexpr size_t kRxBatch = 64;
+	// 0: receiving costs no time.  Else (with rx_batch_ns) the receive
+	// threads of a node's links share one CPU: a batch takes this many
+	// ns per KiB of its frames before the core sees it, and a thread
+	// that wakes while another's batch is in work waits for it.  A
+	// bottleneck all of a node's paths share, as one guest's receiving
+	// vCPU is for its veth links.
+	uint64_t rx_cpu_ns_per_kb = 0;
 
 	// platform
 	int tx(Node &n, uint32_t link, uint64_t dst, const void *buf, uint32_t len);
@@ -242,6 +252,7 @@ private:
 	void tick(int idx, uint64_t gen);
 	void schedule_tick(Node &n, uint64_t t);
 	void rx_drain(Node &n, uint32_t link);
+	void rx_handle(Node &n, uint32_t link, std::vector<Node::Queued> &q);
 	void deliver_one(Node &n, uint32_t link, uint64_t src, std::vector<uint8_t> pkt,
 			 me_rx_batch *b);
 	int port_tx(Node &n, uint32_t link, uint64_t dst, const void *buf, uint32_t len);

@@ -1124,6 +1124,38 @@ TEST(Msg, receive_batches__one_ack_per_batch)
 	EXPECT_GE(frames[1], 1u);
 }
 
+// A receive batch that holds a sender's whole window (full packets for
+// 1 ms, the module's 512 KiB path window) acks every quarter window of
+// bytes, not once at its end: an ack at the end would find the sender
+// stopped since the batch began.
+TEST(Msg, receive_batches__a_window_of_full_packets_is_acked_within_the_batch)
+{
+	me_node_cfg ca = module_cfg(1, 9000), cb = module_cfg(2, 9000);
+	ca.cc = cb.cc = 0;	// the whole path window from the start
+	Pair P(34, 1, {}, ca, cb);
+	ASSERT_NE(P.c, nullptr);
+	P.sim.rx_batch_ns = 1000000;
+	uint64_t data = 0, acks = 0;
+	P.sim.tx_hook = [&](const TxEvent &e) {
+		if (!e.parsed)
+			return;
+		if (e.node == 0 && e.h.type == ME_PT_WRITE)
+			data++;
+		else if (e.node == 1 && e.h.type == ME_PT_ACK)
+			acks++;
+	};
+	for (int i = 0; i < 4; i++)
+		ASSERT_EQ(P.w->submit(P.c, 0, Op::WRITE, 256 * 1024), 0);
+	ASSERT_TRUE(P.sim.run([&] { return P.w->all_done(); }, P.sim.now + 1000000000));
+	P.w->check();
+	P.sim.tx_hook = nullptr;
+	const me_node_cfg cfg = module_cfg(2, 9000);	// the receiver's
+	const uint64_t per_quarter = cfg.link_window / 4 / cfg.mtu + 1;
+	printf("%llu data packets, %llu acks (a quarter window is %llu packets)\n",
+	       (unsigned long long)data, (unsigned long long)acks, (unsigned long long)per_quarter);
+	EXPECT_GE(acks * (per_quarter + 2), data) << "acks only at the ends of batches";
+}
+
 // Failures among successes: each failed write completes with the target's
 // error (its STATUS), each other one with success (its ack), exactly once,
 // also when the STATUS frames are delayed behind the acks that count them,

@@ -446,9 +446,16 @@ TEST_F(FaultTest, LinkDownMidTransferCompletesOnTheOther)
 	ASSERT_TRUE(pump(a, conn.value(), mr_back.value(), rd, chunks, false, 4));
 	ASSERT_EQ(mismatch(back.data(), src.data(), kLen), "") << "read back over one link";
 
-	// Link back: both alive again and both carry data.
+	// Link back: both alive again and both carry their shares.  Each
+	// link held to a rate of its own, as two NICs are: unlimited, the two
+	// veths meet in one queue (the sending CPU's backlog, drained by the
+	// one CPU that receives), where any split of the traffic is as fast
+	// as another and the path that came back may stay small for as long
+	// as this lasts (design.md, known limits).
 	ASSERT_TRUE(c_->set_link(1, true, 1));
 	ASSERT_TRUE(c_->wait_pair(0, 1, 2, std::chrono::seconds(10)));
+	for (int l = 0; l < 2; l++)
+		ASSERT_TRUE(c_->netem(l, "rate 400mbit"));
 	auto l2 = a.links();
 	ME_ASSERT_OK(l2);
 	std::memset(back.data(), 0, kLen);
@@ -456,11 +463,11 @@ TEST_F(FaultTest, LinkDownMidTransferCompletesOnTheOther)
 	ASSERT_TRUE(pump(a, conn.value(), mr_src.value(), rd, part, true, 2));
 	auto l3 = a.links();
 	ME_ASSERT_OK(l3);
-	std::printf("after the link came back: link 0 sent %.1f MB, link 1 %.1f MB\n",
-		    (l3.value()[0].tx_bytes - l2.value()[0].tx_bytes) / 1e6,
-		    (l3.value()[1].tx_bytes - l2.value()[1].tx_bytes) / 1e6);
-	EXPECT_GT(l3.value()[1].tx_bytes - l2.value()[1].tx_bytes, 1u << 20)
-		<< "the link that came back must carry data again";
+	const uint64_t back0 = l3.value()[0].tx_bytes - l2.value()[0].tx_bytes;
+	const uint64_t back1 = l3.value()[1].tx_bytes - l2.value()[1].tx_bytes;
+	std::printf("after the link came back: link 0 sent %.1f MB, link 1 %.1f MB\n", back0 / 1e6,
+		    back1 / 1e6);
+	EXPECT_GT(back1, (back0 + back1) / 3) << "the link that came back must carry its share again";
 	if (HasFailure()) {
 		dump_node(c_->dev(0), 0);
 		dump_node(c_->dev(1), 1);

@@ -52,6 +52,26 @@ struct Multi {
 
 	uint64_t st(int node, me_stat s) { return me_node_stat(sim.nodes[node]->node, s); }
 
+	// Link l's cable cut `after` ns into `before` writes of 1 MiB, the
+	// link declared dead, `alone` more over the others, then the cable
+	// back and the link alive again; false if either state never came.
+	bool cut_and_revive(uint32_t l, uint64_t after, int before, int alone)
+	{
+		me_node *a = sim.nodes[0]->node;
+		const me_node_cfg &cf = sim.nodes[0]->cfg;
+		sim.at(sim.now + after, [this, l] { sim.set_wire_up((int)l, false); });
+		writes(before, 1 << 20, 5000000000ull);
+		bool dead = sim.run([&] { return !me_link_alive(a, l); },
+				    sim.now + cf.link_dead_ns + 4 * cf.tick_ns);
+		EXPECT_TRUE(dead) << "link " << l << " not declared dead";
+		writes(alone, 1 << 20, 5000000000ull);
+		sim.set_wire_up((int)l, true);
+		bool alive = sim.run([&] { return me_link_alive(a, l) == 1; },
+				     sim.now + 100 * cf.hello_ns);
+		EXPECT_TRUE(alive) << "link " << l << " not alive again";
+		return dead && alive;
+	}
+
 	// Goodput of `bytes` in `ns` as a share of the summed link rates.
 	double share(uint64_t bytes, uint64_t ns, double gbps)
 	{
@@ -224,16 +244,7 @@ TEST(MultiLink, revived_link__carries_its_share_again)
 		cf.cc_init = 2 * cf.mtu;
 	});
 	ASSERT_NE(M.c, nullptr);
-	me_node *a = M.sim.nodes[0]->node;
-	me_node_cfg cf = default_cfg(1);
-	M.sim.at(M.sim.now + 5000000, [&] { M.sim.set_wire_up(1, false); });
-	M.writes(5, 1 << 20, 5000000000ull);
-	EXPECT_TRUE(M.sim.run([&] { return !me_link_alive(a, 1); },
-			      M.sim.now + cf.link_dead_ns + 4 * cf.tick_ns));
-	M.writes(2, 1 << 20, 5000000000ull);	// over link 0 alone
-	M.sim.set_wire_up(1, true);
-	EXPECT_TRUE(M.sim.run([&] { return me_link_alive(a, 1) == 1; },
-			      M.sim.now + 100 * cf.hello_ns));
+	M.cut_and_revive(1, 5000000, 5, 2);
 	uint64_t b0 = M.sim.wires[0].bytes[0], b1 = M.sim.wires[1].bytes[0];
 	M.writes(4, 1 << 20, 5000000000ull);
 	M.w->check();
@@ -265,16 +276,7 @@ TEST(MultiLink, shared_receive_cpu__revived_link_takes_its_share)
 	M.sim.rx_batch_ns = 20000;
 	M.sim.rx_cpu_ns_per_kb = 3900;
 	ASSERT_NE(M.c, nullptr);
-	me_node *a = M.sim.nodes[0]->node;
-	const me_node_cfg &cf = M.sim.nodes[0]->cfg;
-	M.sim.at(M.sim.now + 3000000, [&] { M.sim.set_wire_up(1, false); });
-	M.writes(2, 1 << 20, 5000000000ull);
-	ASSERT_TRUE(M.sim.run([&] { return !me_link_alive(a, 1); },
-			      M.sim.now + cf.link_dead_ns + 4 * cf.tick_ns));
-	M.writes(1, 1 << 20, 5000000000ull);	// over link 0 alone
-	M.sim.set_wire_up(1, true);
-	ASSERT_TRUE(M.sim.run([&] { return me_link_alive(a, 1) == 1; },
-			      M.sim.now + 100 * cf.hello_ns));
+	ASSERT_TRUE(M.cut_and_revive(1, 3000000, 2, 1));
 	// The first 2 MiB span its slow start; from the second on it
 	// carries about half, and nothing is resent (the CPU loses nothing).
 	const uint64_t rtx_before = M.st(0, ME_ST_TX_RTX_RTO) + M.st(0, ME_ST_TX_RTX_LOSS);

@@ -361,20 +361,21 @@ static bool mr_in_range(const struct me_mr *mr, u64 off, u64 len)
  * map region lengths); the engine tells the peer EACCES for no region, a
  * wrong key and no access alike (me_plat.h).
  */
+static int remote_access(const struct me_mr *mr, u64 key, u64 off, u64 len, u32 access)
+{
+	if (mr->key != key)
+		return -EKEYREJECTED;
+	if ((mr->access & access) != access)
+		return -EACCES;
+	return mr_in_range(mr, off, len) ? 0 : -ERANGE;
+}
+
 struct me_mr *me_mr_get_remote(struct me_net *mn, u32 id, u64 key, u64 off, u64 len,
 			       u32 access, int *err)
 {
 	struct me_mr *mr = me_mr_get_any(mn, id);
 
-	*err = 0;
-	if (!mr)
-		*err = -ENOENT;
-	else if (mr->key != key)
-		*err = -EKEYREJECTED;
-	else if ((mr->access & access) != access)
-		*err = -EACCES;
-	else if (!mr_in_range(mr, off, len))
-		*err = -ERANGE;
+	*err = mr ? remote_access(mr, key, off, len, access) : -ENOENT;
 	if (mr && *err) {
 		me_mr_put(mr);
 		mr = NULL;
@@ -382,13 +383,21 @@ struct me_mr *me_mr_get_remote(struct me_net *mn, u32 id, u64 key, u64 off, u64 
 	return mr;
 }
 
+/*
+ * Once per packet placed: no reference is taken, the fields read are
+ * set before the region is published and it is freed after a grace
+ * period (mr_destroy); one already retiring is as good as gone.
+ */
 int me_mr_check_remote(struct me_net *mn, u32 id, u64 key, u64 off, u64 len, u32 access)
 {
-	int err;
-	struct me_mr *mr = me_mr_get_remote(mn, id, key, off, len, access, &err);
+	struct me_mr *mr;
+	int err = -ENOENT;
 
-	if (mr)
-		me_mr_put(mr);
+	rcu_read_lock();
+	mr = xa_load(&mn->mrs, id);
+	if (mr && refcount_read(&mr->ref))
+		err = remote_access(mr, key, off, len, access);
+	rcu_read_unlock();
 	return err;
 }
 

@@ -92,8 +92,12 @@ static void reclaim(struct me_conn *c)
 	}
 }
 
-static void complete_op(struct me_conn *c, struct me_op *op, u32 id,
-			s32 status)
+/*
+ * Completes @op (if it is still queued with @id) and tells the host;
+ * sends nothing: what the completion lets go (a CLOSE waiting for it) is
+ * the caller's to pump.  true if this call completed it.
+ */
+static bool complete_unpumped(struct me_conn *c, struct me_op *op, u32 id, s32 status)
 {
 	struct me_node *n = c->node;
 	struct me_cqe q;
@@ -124,7 +128,7 @@ static void complete_op(struct me_conn *c, struct me_op *op, u32 id,
 		q.type = 0;	/* reported as ME_CQE_CONN_CLOSED */
 	if (me_atomic_cmpxchg(&op->state, OPST(id, ME_OP_QUEUED),
 			      OPST(id, ME_OP_DONE)) != OPST(id, ME_OP_QUEUED))
-		return;
+		return false;
 	/* No longer awaiting an answer (see mark_due()). */
 	if (me_atomic_xchg(&op->due, 2) == 1)
 		me_atomic_add_return(&c->answers_due, -1);
@@ -132,6 +136,12 @@ static void complete_op(struct me_conn *c, struct me_op *op, u32 id,
 		me_cstat_add(c, ME_CST_ERRORS, 1);
 	if (q.type)
 		n->ops->complete(n->ctx, &q);
+	return true;
+}
+
+static void complete_op(struct me_conn *c, struct me_op *op, u32 id, s32 status)
+{
+	complete_unpumped(c, op, id, status);
 	/* A CLOSE may be waiting for this op to finish. */
 	me_msg_pump(c);
 }
@@ -669,9 +679,10 @@ static void rx_read_resp(struct me_conn *c, const struct me_hdr *h)
  * with success unless a STATUS completed them first; reads and CLOSE
  * complete otherwise and are passed over.
  */
-static void acked_pass(struct me_conn *c, u32 cum)
+static bool acked_pass(struct me_conn *c, u32 cum)
 {
 	u32 packed = me_atomic_read(&c->op_packed), id;
+	bool any = false;
 
 	for (id = c->ack_op; me_seq_lt(id, packed); id++) {
 		struct me_op *op = &c->ops[id & (c->nops - 1)];
@@ -682,9 +693,10 @@ static void acked_pass(struct me_conn *c, u32 cum)
 			continue;
 		if (!me_seq_lt(me_atomic_read(&op->last_seq), cum))
 			break;
-		complete_op(c, op, id, 0);
+		any |= complete_unpumped(c, op, id, 0);
 	}
 	c->ack_op = id;
+	return any;
 }
 
 /*
@@ -710,22 +722,25 @@ static void acked_pass(struct me_conn *c, u32 cum)
  * one sets done_again first; the holder loops while it is set and
  * re-checks after unlocking, so no receive thread waits for another.
  */
-static void done_run(struct me_conn *c)
+static bool done_run(struct me_conn *c)
 {
+	bool any = false;
+
 again:
 	me_atomic_set(&c->done_again, 1);
 	if (!me_trylock(&c->done_lock))
-		return;
+		return any;
 	while (me_atomic_xchg(&c->done_again, 0)) {
 		u32 cum = me_atomic_read(&c->snd_una);
 		u32 want = me_atomic_read(&c->ack_status);
 
 		if ((s32)(me_atomic_read(&c->status_seen) - want) >= 0)
-			acked_pass(c, cum);
+			any |= acked_pass(c, cum);
 	}
 	me_unlock(&c->done_lock);
 	if (me_atomic_read(&c->done_again))
 		goto again;
+	return any;
 }
 
 void me_msg_ack_status(struct me_conn *c, u32 nstatus)
@@ -758,7 +773,9 @@ static void rx_status(struct me_conn *c, const struct me_hdr *h)
 void me_msg_status_passed(struct me_conn *c)
 {
 	me_atomic_add_return(&c->status_seen, 1);
-	done_run(c);
+	/* A CLOSE may be waiting for what completed. */
+	if (done_run(c))
+		me_msg_pump(c);
 }
 
 int me_msg_rx(struct me_conn *c, const struct me_hdr *h)

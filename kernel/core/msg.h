@@ -98,6 +98,8 @@ void me_msg_ack_status(struct me_conn *c, u32 nstatus);
 /*
  * After an ack moved snd_una: writes and notifies acked in full that no
  * STATUS failed are complete (once every STATUS the acks count arrived).
+ * Sends nothing: the caller pumps the connection after (a CLOSE may wait
+ * for what completed), or has another thread pump it (a handoff).
  */
 void me_msg_acked(struct me_conn *c);
 /*

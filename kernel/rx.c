@@ -147,15 +147,16 @@ void me_frame_fill(struct me_rx_frame *fr)
  * Is fragment @f (frame offset @off, the frame @len long) a whole order-0
  * page nobody else references?  Then a flip that takes it leaves nothing
  * the stack or a driver still uses, and once the frame is consumed the
- * page pool may keep it.
+ * page pool may keep it.  Not user or page cache memory (mapped, with a
+ * mapping, or on an LRU list, whose links the pool's list would reuse).
  */
 static bool frag_is_whole(const skb_frag_t *f, u32 off, u32 len)
 {
 	struct page *page = skb_frag_page(f);
 
 	return skb_frag_off(f) == 0 && skb_frag_size(f) == PAGE_SIZE && off + PAGE_SIZE <= len &&
-	       !PageCompound(page) && !PageSlab(page) && !PageAnon(page) && !page_mapped(page) &&
-	       page_ref_count(page) == 1;
+	       !PageCompound(page) && !PageSlab(page) && !PageAnon(page) && !PageLRU(page) &&
+	       !READ_ONCE(page->mapping) && !page_mapped(page) && page_ref_count(page) == 1;
 }
 
 /*

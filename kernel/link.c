@@ -216,15 +216,6 @@ static int add_copied_frags(struct sk_buff *skb, const u8 *src, u32 len)
 }
 
 /*
- * Sends @hdr (and, with @mr, [off, off + plen) of its pages by reference,
- * tracked by @uarg: its callback runs once the skb's data are released;
- * or of their copies in @st, which nothing tracks; copied instead for a
- * device without scatter-gather) on link @idx.
- * Without @mr, @hdr is the whole packet; a page or more of payload goes
- * into page fragments behind the header (linear_len).  Inside a transmit
- * burst the frame is held and sent when the burst ends (txbatch.c).
- */
-/*
  * An skb whose head (@size bytes: headroom, our header, tailroom) is a
  * piece of a per-CPU page fragment, as receive drivers build theirs:
  * one per frame sent, and at MTU 1500 over veth the kmalloc() of a head
@@ -251,6 +242,15 @@ static struct sk_buff *tx_skb_alloc(unsigned int size)
 	return skb;
 }
 
+/*
+ * Sends @hdr (and, with @mr, [off, off + plen) of its pages by reference,
+ * tracked by @uarg: its callback runs once the skb's data are released;
+ * or of their copies in @st, which nothing tracks; copied instead for a
+ * device without scatter-gather) on link @idx.
+ * Without @mr, @hdr is the whole packet; a page or more of payload goes
+ * into page fragments behind the header (linear_len).  Inside a transmit
+ * burst the frame is held and sent when the burst ends (txbatch.c).
+ */
 static int link_xmit(struct me_net *mn, u32 idx, u64 to, const void *hdr, u32 hlen,
 		     const struct me_mr *mr, struct me_stage *st, u64 off, u32 plen,
 		     struct ubuf_info *uarg)

@@ -1,6 +1,6 @@
 # Host tests of the portable core: the simulator-based GoogleTest suite
 # (ASan+UBSan), the multithreaded receive-path test (ASan+UBSan and TSan),
-# and the scenario figures program.
+# the scenario figures program, and the engine's per-frame cost on the host.
 
 UNIT_DIR := $(TOP)/tests/unit
 UNIT_CXXFLAGS := $(CXXFLAGS_COMMON) $(INCLUDES)
@@ -17,8 +17,11 @@ ME_MT_TSAN  := $(BUILD)/bin/me_mt_tsan
 FIG_OBJS   := $(BUILD)/obj/unit/plain/sim.o $(BUILD)/obj/unit/plain/figures.o
 ME_FIGURES := $(BUILD)/bin/me_figures
 
+CB_OBJS       := $(BUILD)/obj/unit/plain/core_bench.o
+ME_CORE_BENCH := $(BUILD)/bin/me_core_bench
+
 HOST_TESTS += $(ME_UNIT) $(ME_MT) $(ME_MT_TSAN)
-PROGRAMS   += $(ME_FIGURES)
+PROGRAMS   += $(ME_FIGURES) $(ME_CORE_BENCH)
 
 $(BUILD)/obj/unit/san/%.o: $(UNIT_DIR)/%.cpp
 	@mkdir -p $(@D)
@@ -48,6 +51,10 @@ $(ME_FIGURES): $(FIG_OBJS) $(CORE_LIB)
 	@mkdir -p $(@D)
 	$(CXX) -o $@ $(FIG_OBJS) $(CORE_LIB)
 
+$(ME_CORE_BENCH): $(CB_OBJS) $(CORE_LIB)
+	@mkdir -p $(@D)
+	$(CXX) -o $@ $(CB_OBJS) $(CORE_LIB)
+
 .PHONY: figures unit-test
 figures: $(ME_FIGURES)
 	$(ME_FIGURES)
@@ -55,4 +62,5 @@ figures: $(ME_FIGURES)
 unit-test: $(ME_UNIT) $(ME_MT) $(ME_MT_TSAN)
 	$(ME_UNIT) && $(ME_MT) && $(ME_MT_TSAN)
 
--include $(UNIT_OBJS:.o=.d) $(MT_SAN_OBJ:.o=.d) $(MT_TSAN_OBJ:.o=.d) $(FIG_OBJS:.o=.d)
+-include $(UNIT_OBJS:.o=.d) $(MT_SAN_OBJ:.o=.d) $(MT_TSAN_OBJ:.o=.d) $(FIG_OBJS:.o=.d) \
+	$(CB_OBJS:.o=.d)

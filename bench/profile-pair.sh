@@ -2,8 +2,9 @@
 # Where the receiver's CPU goes between two guests: node 0 writes one-way
 # to node 1 over eth0 with multiedge and then with TCP (iperf3), each for
 # the same time, while node 1 records `perf record -a` and its busy CPU
-# over the middle of each run.  Prints node 1's busy CPU per MB for both
-# and both profiles' top symbols.
+# over the middle of each run, and node 0 its own busy CPU over the same
+# stretch.  Prints both nodes' busy CPU per MB for both systems and the
+# receiver's profiles' top symbols.
 #   scripts/vm --nodes 2 --links 1 --timeout 600 -- bench/profile-pair.sh [SIZE [SECONDS]]
 # Defaults: 1 MiB writes, 6 s (node 1 records the middle SECONDS-2 s).
 # ME_KO: another module to load.  The two nodes meet in build/profile-pair/.
@@ -62,13 +63,20 @@ if [ "$node" -eq 1 ]; then
 	exit 0
 fi
 
+# The sender's busy CPU over the same stretch as the receiver's.
+sender_busy() { # SYS
+	(sleep 1; head -1 /proc/stat >"$sh/$1.sstat"; sleep "$rec"; head -1 /proc/stat >>"$sh/$1.sstat") &
+}
+
 wait_for recording-me
 touch "$sh/start-me"
+sender_busy me
 "$B/me_bench" client --test oneway --sizes "$size" --seconds "$secs" --min-iters 8 \
 	--csv "$sh/me.csv" --label pair >"$out/me.log" 2>&1
 touch "$sh/stop-me"
 wait_for recording-tcp
 touch "$sh/start-tcp"
+sender_busy tcp
 for ((i = 0; i < 50; i++)); do
 	iperf3 -c 10.9.0.2 -l "$size" -t "$secs" -J >"$sh/tcp.json" 2>&1 && break
 	sleep 0.2
@@ -84,13 +92,17 @@ mb_s() { # SYS: MB/s of the run
 	tcp) python3 -c 'import json,sys; print("%.1f" % (json.load(open(sys.argv[1]))["end"]["sum_received"]["bits_per_second"] / 8e6))' "$sh/tcp.json" ;;
 	esac
 }
+wait
 for sys in me tcp; do
 	read -r busy all <"$sh/$sys.busy"
+	read -r sbusy sall < <(awk '{b = $2+$3+$4+$7+$8+$9; t = b+$5+$6} NR == 1 {b0 = b; t0 = t}
+		NR == 2 {print b - b0, t - t0}' "$sh/$sys.sstat")
 	mbps=$(mb_s "$sys")
 	# jiffies are 1/100 s here (CONFIG_HZ_USER); us per MB = busy s * 1e6 / (MB/s * recorded s)
-	awk -v b="$busy" -v a="$all" -v m="$mbps" -v s="$rec" -v n="$sys" 'BEGIN {
-		printf "=== %s: %.1f MB/s, receiver busy %.0f%%, receiver CPU %.0f us/MB\n",
-			n, m, 100 * b / a, (m > 0 ? b / 100 * 1e6 / (m * s) : 0) }'
+	awk -v b="$busy" -v a="$all" -v sb="$sbusy" -v sa="$sall" -v m="$mbps" -v s="$rec" -v n="$sys" 'BEGIN {
+		printf "=== %s: %.1f MB/s, receiver busy %.0f%%, receiver CPU %.0f us/MB; sender busy %.0f%%, sender CPU %.0f us/MB\n",
+			n, m, 100 * b / a, (m > 0 ? b / 100 * 1e6 / (m * s) : 0),
+			(sa > 0 ? 100 * sb / sa : 0), (m > 0 ? sb / 100 * 1e6 / (m * s) : 0) }'
 done
 for sys in me tcp; do
 	echo "=== $sys: receiver's profile"

@@ -207,6 +207,11 @@ int main(int argc, char **argv)
 	    (argc > 4 && !parse(argv[4], 1, 64, depth)))
 		return usage();
 	const uint32_t len = (uint32_t)size, inflight = (uint32_t)depth;
+	if ((uint64_t)len * inflight > (1ull << 30)) {
+		fprintf(stderr, "me_core_bench: write-bytes x in-flight must not exceed 1 GiB "
+				"(each node holds twice that)\n");
+		return 2;
+	}
 
 	Node a, b;
 	a.idx = 0;

@@ -24,6 +24,8 @@ extern "C" {
 #include "kernel/core/me_core.h"
 }
 
+#include "sim.hpp"
+
 namespace {
 
 constexpr uint32_t kSrcRegion = 1;
@@ -221,37 +223,11 @@ int main(int argc, char **argv)
 	for (Node *n : {&a, &b}) {
 		n->half = (uint64_t)len * inflight;
 		n->mem.assign(2 * n->half, (uint8_t)(n->idx + 1));
-		me_node_cfg cfg;
-		me_node_cfg_default(&cfg);
-		cfg.node_id = (uint32_t)n->idx + 1;
-		cfg.incarnation = 1;
-		cfg.mtu = (uint32_t)mtu;
-		// As the module configures it (engine.c, fill_cfg) with its
-		// defaults: 2 MiB of packets per connection, 1 MiB per path, and
-		// timeouts a single thread that drains a whole window between
-		// two timer calls does not run into.
-		cfg.window = 8;
-		while (cfg.window < 4096 && cfg.window * 2 * cfg.mtu <= (2u << 20))
-			cfg.window *= 2;
-		cfg.credit = cfg.window;
-		cfg.ops = 256;
-		cfg.link_window = 1u << 20;
-		cfg.ack_hold_ns = 1000000;
-		cfg.dupthresh = 16;
-		cfg.reorder_ns = 2000000;
-		cfg.tick_ns = 1000000;
-		cfg.rto_init_ns = 20000000;
-		cfg.rto_min_ns = 5000000;
-		cfg.rto_max_ns = 1000000000;
-		cfg.connect_rto_ns = 100000000;
-		cfg.hello_ns = 100000000;
-		cfg.ka_ns = 20000000;
-		cfg.link_dead_ns = 150000000;
-		cfg.peer_dead_ns = 3000000000ull;
-		cfg.linger_ns = cfg.peer_dead_ns;
-		cfg.rate_ns = 10000000;
-		cfg.cc_init = 2 * cfg.mtu;
-		cfg.cc_target_ns = 1000000;
+		// As the module configures it (2 MiB of packets per connection,
+		// 1 MiB per path), its timeouts long enough for one thread that
+		// drains a whole window between two timer calls; no zero copy.
+		me_node_cfg cfg = mesim::module_cfg((uint32_t)n->idx + 1, (uint32_t)mtu);
+		cfg.zc_min = 0;
 		n->node = me_node_create(&cfg, &ops, n);
 		if (!n->node || me_link_add(n->node, 0, (uint32_t)mtu, 10000)) {
 			fprintf(stderr, "me_core_bench: cannot create node %d\n", n->idx + 1);

@@ -17,7 +17,7 @@ ME_MT_TSAN  := $(BUILD)/bin/me_mt_tsan
 FIG_OBJS   := $(BUILD)/obj/unit/plain/sim.o $(BUILD)/obj/unit/plain/figures.o
 ME_FIGURES := $(BUILD)/bin/me_figures
 
-CB_OBJS       := $(BUILD)/obj/unit/plain/core_bench.o
+CB_OBJS       := $(BUILD)/obj/unit/plain/sim.o $(BUILD)/obj/unit/plain/core_bench.o
 ME_CORE_BENCH := $(BUILD)/bin/me_core_bench
 
 HOST_TESTS += $(ME_UNIT) $(ME_MT) $(ME_MT_TSAN)

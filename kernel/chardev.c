@@ -30,6 +30,7 @@
 #include "recvq.h"
 #include "shared.h"
 #include "stage.h"
+#include "train.h"
 #include "uring.h"
 #include "uapi/multiedge.h"
 
@@ -112,6 +113,7 @@ static long me_ioc_query(struct me_file *f, void __user *uarg)
 	q.rx_flipped = as.flipped;
 	q.rx_flip_copied = as.flip_copied;
 	q.tlb_flushes = as.tlb_flushes;
+	q.trains_segmented = me_train_segmented();
 
 	if (copy_to_user(uarg, &q, min_t(size_t, usize, sizeof(q))))
 		return -EFAULT;

@@ -37,6 +37,7 @@
 #include "mr.h"
 #include "netns.h"
 #include "stage.h"
+#include "train.h"
 #include "txbatch.h"
 #include "uapi/multiedge.h"
 
@@ -91,9 +92,13 @@ static int me_link_rcv(struct sk_buff *skb, struct net_device *dev,
 		this_cpu_inc(rx_stats.dropped);
 		return NET_RX_DROP;
 	}
+	if (me_train_is(skb)) {
+		me_train_rcv(link, skb, me_rx_frame_src(skb));
+		return NET_RX_SUCCESS;
+	}
 	this_cpu_inc(link->stats->rx_frames);
 	this_cpu_add(link->stats->rx_bytes, skb->len);
-	me_rx_queue(link, skb);
+	me_rx_queue_from(link, skb, me_rx_frame_src(skb));
 	return NET_RX_SUCCESS;
 
 drop:
@@ -220,23 +225,26 @@ static int add_copied_frags(struct sk_buff *skb, const u8 *src, u32 len)
  * piece of a per-CPU page fragment, as receive drivers build theirs:
  * one per frame sent, and at MTU 1500 over veth the kmalloc() of a head
  * (zeroed, as Debian's kernels set init_on_alloc) and its slab's slow
- * path on the freeing CPU were 6% of the busy time of a stream.  A head
- * larger than a page (a linear frame for a device without scatter-
+ * path on the freeing CPU were 6% of the busy time of a stream.  With
+ * bottom halves off (a pump's transmit burst) both come from the per-CPU
+ * NAPI caches, whose sk_buffs the slab hands out sixteen at a time.  A
+ * head larger than a page (a linear frame for a device without scatter-
  * gather) is kmalloc()ed as before.
  */
-static struct sk_buff *tx_skb_alloc(unsigned int size)
+struct sk_buff *me_link_alloc_skb(unsigned int size)
 {
 	unsigned int truesize = SKB_DATA_ALIGN(size) +
 				SKB_DATA_ALIGN(sizeof(struct skb_shared_info));
+	bool bh_off = in_softirq() && !in_hardirq();
 	struct sk_buff *skb;
 	void *data;
 
 	if (truesize > PAGE_SIZE)
 		return alloc_skb(size, GFP_ATOMIC);
-	data = netdev_alloc_frag(truesize);
+	data = bh_off ? napi_alloc_frag(truesize) : netdev_alloc_frag(truesize);
 	if (!data)
 		return NULL;
-	skb = build_skb(data, truesize);
+	skb = bh_off ? napi_build_skb(data, truesize) : build_skb(data, truesize);
 	if (!skb)
 		skb_free_frag(data);
 	return skb;
@@ -281,7 +289,7 @@ static int link_xmit(struct me_net *mn, u32 idx, u64 to, const void *hdr, u32 hl
 	sg = READ_ONCE(dev->features) & NETIF_F_SG;
 	ret = -ENOMEM;
 	lin = mr || !sg ? hlen : linear_len(hdr, hlen);
-	skb = tx_skb_alloc(LL_RESERVED_SPACE(dev) + lin + (mr && !sg ? plen : 0) +
+	skb = me_link_alloc_skb(LL_RESERVED_SPACE(dev) + lin + (mr && !sg ? plen : 0) +
 			   dev->needed_tailroom);
 	if (!skb)
 		goto err;
@@ -330,7 +338,7 @@ static int link_xmit(struct me_net *mn, u32 idx, u64 to, const void *hdr, u32 hl
 	this_cpu_inc(link->stats->tx_frames);
 	this_cpu_add(link->stats->tx_bytes, hlen + plen);
 	if (!me_txb_add(link, skb) && dev_queue_xmit(skb) != NET_XMIT_SUCCESS) {
-		me_link_tx_failed(link, hlen + plen);
+		me_link_tx_failed(link, 1, hlen + plen);
 		ret = -ENOBUFS;
 		goto out;
 	}
@@ -343,9 +351,9 @@ out:
 	return ret;
 }
 
-void me_link_tx_failed(struct me_link *link, u32 bytes)
+void me_link_tx_failed(struct me_link *link, u32 frames, u32 bytes)
 {
-	this_cpu_dec(link->stats->tx_frames);
+	this_cpu_sub(link->stats->tx_frames, frames);
 	this_cpu_sub(link->stats->tx_bytes, bytes);
 	this_cpu_inc(link->stats->tx_errors);
 }
@@ -539,10 +547,12 @@ static void sum_stats(struct me_link *link, struct me_link_pcpu *sum)
 		sum->rx_dropped += p->rx_dropped;
 		sum->rx_copied += p->rx_copied;
 		sum->rx_direct += p->rx_direct;
+		sum->rx_trains += p->rx_trains;
 		sum->tx_frames += p->tx_frames;
 		sum->tx_bytes += p->tx_bytes;
 		sum->tx_errors += p->tx_errors;
 		sum->tx_zc_frames += p->tx_zc_frames;
+		sum->tx_trains += p->tx_trains;
 	}
 }
 
@@ -581,6 +591,8 @@ unsigned int me_link_list(struct net *net, struct me_link_info *out, unsigned in
 			li->rx_copied = s.rx_copied;
 			li->tx_zc_frames = s.tx_zc_frames;
 			li->rx_direct = s.rx_direct;
+			li->tx_trains = s.tx_trains;
+			li->rx_trains = s.rx_trains;
 		}
 		n++;
 	}
@@ -669,6 +681,7 @@ int me_link_init(void)
 	ret = register_netdevice_notifier(&me_netdev_notifier);
 	if (ret)
 		goto err_netns;
+	me_train_init(ethertype);
 	me_packet_type.type = htons(ethertype);
 	dev_add_pack(&me_packet_type);
 	ret = attach_param_links();
@@ -678,6 +691,7 @@ int me_link_init(void)
 
 err_pack:
 	dev_remove_pack(&me_packet_type);
+	me_train_uninit();
 	unregister_netdevice_notifier(&me_netdev_notifier);
 err_netns:
 	me_netns_uninit();
@@ -695,6 +709,12 @@ void me_link_uninit(void)
 	dev_remove_pack(&me_packet_type);
 	unregister_netdevice_notifier(&me_netdev_notifier);
 	me_netns_uninit();
+	/*
+	 * A train still queued elsewhere (a shaper on a bridge port) is
+	 * dropped from here on instead of segmented: nothing in it points
+	 * into the module.
+	 */
+	me_train_uninit();
 }
 
 u16 me_link_ethertype(void)

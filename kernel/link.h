@@ -22,10 +22,12 @@ struct me_link_pcpu {
 	u64 rx_dropped;
 	u64 rx_copied;
 	u64 rx_direct;		/* handled in the softirq, not a thread (rx.c) */
+	u64 rx_trains;		/* trains among the frames (train.c) */
 	u64 tx_frames;
 	u64 tx_bytes;
 	u64 tx_errors;
 	u64 tx_zc_frames;	/* payload sent from pinned pages */
+	u64 tx_trains;		/* trains the frames left in (train.c) */
 };
 
 struct me_link;
@@ -106,8 +108,10 @@ int me_link_xmit_zc(struct me_net *mn, u32 idx, u64 dst, const void *hdr, u32 hl
  */
 int me_link_xmit_staged(struct me_net *mn, u32 idx, u64 dst, const void *hdr, u32 hlen,
 			const struct me_mr *mr, struct me_stage *st, u64 off, u32 plen);
-/* A frame counted as sent was refused by the stack after all. */
-void me_link_tx_failed(struct me_link *link, u32 bytes);
+/* Frames counted as sent were refused by the stack after all. */
+void me_link_tx_failed(struct me_link *link, u32 frames, u32 bytes);
+/* An skb for a frame head of @size bytes (a page fragment if it fits). */
+struct sk_buff *me_link_alloc_skb(unsigned int size);
 /* Frames sent by reference not released yet; the release's bookkeeping. */
 u64 me_link_zc_skbs(void);
 void me_link_zc_released(void);
@@ -115,7 +119,9 @@ void me_link_zc_released(void);
 /* Receive threads (rx.c). */
 int me_rx_start(struct me_link *link, unsigned int packet_size);
 void me_rx_stop(struct me_link *link);
-void me_rx_queue(struct me_link *link, struct sk_buff *skb);
+/* A frame from @src (0: no valid address) to the link's threads. */
+void me_rx_queue_from(struct me_link *link, struct sk_buff *skb, u64 src);
+u64 me_rx_frame_src(const struct sk_buff *skb);
 u64 me_rx_queued(void);
 
 #endif /* ME_LINK_H */

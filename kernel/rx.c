@@ -75,6 +75,7 @@ static DEFINE_PER_CPU(struct task_struct *, rx_running);
  */
 struct me_rx_cb {
 	u64 queued_ns;
+	u64 src;	/* the sender's address (me_rx_frame_src), 0: none valid */
 };
 
 static struct me_rx_cb *rx_cb(struct sk_buff *skb)
@@ -227,7 +228,7 @@ static int frame_build(struct me_rx_thread *t, struct sk_buff *skb, u32 len)
  * frames as signs of life only from that address.  0 (no neighbour has
  * it) when there is no valid one.
  */
-static u64 frame_src(struct sk_buff *skb)
+u64 me_rx_frame_src(const struct sk_buff *skb)
 {
 	const u8 *src;
 
@@ -265,7 +266,7 @@ static void rx_one(struct me_rx_thread *t, struct sk_buff *skb, unsigned int bou
 {
 	struct me_link *link = t->link;
 	const void *buf = skb->data;
-	u64 src = frame_src(skb);
+	u64 src = rx_cb(skb)->src;
 	u32 len = skb->len;
 	int segs;
 
@@ -398,7 +399,7 @@ static bool rx_direct_ok(struct me_link *link, const struct sk_buff *skb)
 	       (type >= ME_PT_WRITE && type <= ME_PT_STATUS) || type == ME_PT_ATOMIC;
 }
 
-static void rx_direct_one(struct me_link *link, struct sk_buff *skb)
+static void rx_direct_one(struct me_link *link, struct sk_buff *skb, u64 src)
 {
 	struct me_rx_batch b;
 	int idx;
@@ -407,22 +408,23 @@ static void rx_direct_one(struct me_link *link, struct sk_buff *skb)
 	/* A receive thread's own ack over a veth (rx_running). */
 	b.handoff = link->copies_refs && num_online_cpus() > 1 &&
 		    this_cpu_read(rx_running) == current;
-	me_engine_rx(link->mn, &b, link->idx, frame_src(skb), skb->data, skb->len);
+	me_engine_rx(link->mn, &b, link->idx, src, skb->data, skb->len);
 	me_engine_rx_end(link->mn, &b, idx);
 	this_cpu_inc(link->stats->rx_direct);
 	consume_skb(skb);
 }
 
 /* Softirq, under rcu_read_lock: the link cannot be stopped meanwhile. */
-void me_rx_queue(struct me_link *link, struct sk_buff *skb)
+void me_rx_queue_from(struct me_link *link, struct sk_buff *skb, u64 src)
 {
 	unsigned int i;
 
 	if (rx_direct_ok(link, skb)) {
-		rx_direct_one(link, skb);
+		rx_direct_one(link, skb, src);
 		return;
 	}
 	rx_cb(skb)->queued_ns = ktime_get_ns();	/* the engine's clock (plat_now_ns) */
+	rx_cb(skb)->src = src;
 	if (ptr_ring_produce(&link->ring, skb)) {
 		this_cpu_inc(link->stats->rx_dropped);
 		kfree_skb(skb);

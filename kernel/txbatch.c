@@ -29,6 +29,7 @@
 
 #include "core/me_core.h"
 #include "link.h"
+#include "train.h"
 #include "txbatch.h"
 
 static unsigned int tx_burst = 16;
@@ -40,6 +41,7 @@ MODULE_PARM_DESC(tx_burst,
 struct me_txb_link {
 	struct me_link *link;
 	unsigned int count;
+	unsigned int bytes;
 	struct sk_buff *head;
 	struct sk_buff **tail;
 };
@@ -89,11 +91,13 @@ static bool qdisc_bypass_ok(struct netdev_queue *txq)
 }
 
 /*
- * Hands the list at @skb to the driver; returns what it did not take
+ * Hands the list at @skb to @link's driver, runs to one neighbour as
+ * trains where it takes them (train.c); returns what it did not take
  * (the queue stopped, or the driver was busy).
  */
-static struct sk_buff *direct_xmit(struct net_device *dev, struct sk_buff *skb)
+static struct sk_buff *direct_xmit(struct me_link *link, struct sk_buff *skb)
 {
+	struct net_device *dev = link->dev;
 	unsigned int nq = dev->real_num_tx_queues;
 	u16 qi = nq > 1 ? smp_processor_id() % nq : 0;
 	struct netdev_queue *txq = netdev_get_tx_queue(dev, qi);
@@ -101,9 +105,11 @@ static struct sk_buff *direct_xmit(struct net_device *dev, struct sk_buff *skb)
 
 	if (dev_nit_active(dev) || egress_hooked(dev) || !qdisc_bypass_ok(txq))
 		return skb;
+	skb = me_train_make(dev, skb);
 	HARD_TX_LOCK(dev, txq, cpu);
 	while (skb && !netif_xmit_frozen_or_drv_stopped(txq)) {
 		struct sk_buff *next = skb->next;
+		bool train = skb_is_gso(skb);
 		netdev_tx_t rc;
 
 		skb_mark_not_on_list(skb);
@@ -113,6 +119,8 @@ static struct sk_buff *direct_xmit(struct net_device *dev, struct sk_buff *skb)
 			skb->next = next;	/* not taken */
 			break;
 		}
+		if (train)
+			this_cpu_inc(link->stats->tx_trains);
 		skb = next;
 	}
 	HARD_TX_UNLOCK(dev, txq);
@@ -127,17 +135,22 @@ static void flush(struct me_txb_link *l)
 	l->head = NULL;
 	l->tail = &l->head;
 	l->count = 0;
+	l->bytes = 0;
 	if (!skb)
 		return;
 	if (skb->next)
-		skb = direct_xmit(skb->dev, skb);
+		skb = direct_xmit(link, skb);
 	while (skb) {
 		struct sk_buff *next = skb->next;
+		unsigned int frames = me_train_frames(skb);
+		/* A train's frames shared the head's Ethernet header. */
 		u32 bytes = skb->len - skb_network_offset(skb);
 
 		skb_mark_not_on_list(skb);
 		if (dev_queue_xmit(skb) != NET_XMIT_SUCCESS)
-			me_link_tx_failed(link, bytes);
+			me_link_tx_failed(link, frames, bytes);
+		else if (frames > 1)
+			this_cpu_inc(link->stats->tx_trains);
 		skb = next;
 	}
 }
@@ -182,7 +195,14 @@ bool me_txb_add(struct me_link *link, struct sk_buff *skb)
 	l->link = link;
 	*l->tail = skb;
 	l->tail = &skb->next;
-	if (++l->count >= tx_burst)
+	l->bytes += skb->len;
+	/*
+	 * Where the frames leave as trains, a burst holds what one train
+	 * takes (at MTU 1500 some 40 frames): the stack's path is then run
+	 * once for them all.
+	 */
+	if (++l->count >= tx_burst &&
+	    (!me_train_dev(skb->dev) || l->bytes + link->mtu + ETH_HLEN >= me_train_max_len(skb->dev)))
 		flush(l);
 	return true;
 }

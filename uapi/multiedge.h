@@ -88,8 +88,11 @@
  * opened a new one: it had lost its side, wire 13).
  * 22: me_query.staged_pages (was __reserved3): write payload copied at
  * post for links that copy frames sent by reference anyway (veth).
+ * 23: me_link_info (VER5) adds tx_trains and rx_trains: skbs that carried
+ * several frames through the stack as one (trains, over a veth or
+ * bridge); me_query (VER5) trains_segmented.
  */
-#define ME_ABI_VERSION		22
+#define ME_ABI_VERSION		23
 
 /* Default ethertype: IEEE 802.1 Local Experimental 1. */
 #define ME_DEFAULT_ETHERTYPE	0x88B5
@@ -154,6 +157,11 @@ struct me_query {
 					 * (the frame had no page to give,
 					 * or the owner's mmap_lock was busy) */
 	__aligned_u64 tlb_flushes;	/* page table invalidations by flips */
+	/* ABI 23 */
+	__aligned_u64 trains_segmented;	/* trains (me_link_info.tx_trains)
+					 * the stack cut back into frames on
+					 * the way: a device or shaper that
+					 * takes frames only */
 };
 
 /* ABI 5: posts through io_uring (IORING_OP_URING_CMD, see the end). */
@@ -178,6 +186,7 @@ struct me_query {
 #define ME_QUERY_SIZE_VER2	88	/* + node, data path accounting */
 #define ME_QUERY_SIZE_VER3	104	/* + zc_skbs */
 #define ME_QUERY_SIZE_VER4	144	/* + receive areas, flips */
+#define ME_QUERY_SIZE_VER5	152	/* + trains_segmented */
 
 #define ME_IOC_QUERY		_IO(ME_IOC_MAGIC, 0x40)
 
@@ -241,6 +250,9 @@ struct me_link_info {
 	__u32 nbrs_alive;	/* ... alive both ways */
 	/* ABI 14 */
 	__aligned_u64 rx_direct;	/* handled in the softirq, not a receive thread */
+	/* ABI 23 */
+	__aligned_u64 tx_trains;	/* skbs that carried several of tx_frames */
+	__aligned_u64 rx_trains;	/* skbs that carried several of rx_frames */
 };
 
 #define ME_LINK_F_UP		(1U << 0)	/* device up with carrier */
@@ -251,6 +263,7 @@ struct me_link_info {
 #define ME_LINK_INFO_SIZE_VER2	104	/* + tx_zc_frames */
 #define ME_LINK_INFO_SIZE_VER3	112	/* + nbrs, nbrs_alive */
 #define ME_LINK_INFO_SIZE_VER4	120	/* + rx_direct */
+#define ME_LINK_INFO_SIZE_VER5	136	/* + tx_trains, rx_trains */
 
 /*
  * ME_IOC_LINK_LIST: the links attached in the opener's namespace, in the

@@ -136,6 +136,8 @@ int cmd_info(multiedge::Device &dev)
 		std::printf("rx_flip_copied %llu\n", static_cast<ull>(info->rx_flip_copied));
 		std::printf("tlb_flushes   %llu\n", static_cast<ull>(info->tlb_flushes));
 	}
+	if (info->abi_version >= 23)
+		std::printf("trains_segmented %llu\n", static_cast<ull>(info->trains_segmented));
 	return 0;
 }
 
@@ -349,19 +351,21 @@ int cmd_counters(multiedge::Device &dev)
 		return fail(stats.error());
 
 	std::printf("links\n");
-	std::printf("%5s %-16s %-5s %10s %12s %14s %12s %14s %9s %9s %9s %12s %12s\n", "index",
-		    "link", "alive", "peers", "tx_frames", "tx_bytes", "rx_frames", "rx_bytes",
-		    "rx_drop", "tx_err", "rx_copy", "tx_zc", "rx_direct");
+	std::printf("%5s %-16s %-5s %10s %12s %14s %12s %14s %9s %9s %9s %12s %12s %10s %10s\n",
+		    "index", "link", "alive", "peers", "tx_frames", "tx_bytes", "rx_frames",
+		    "rx_bytes", "rx_drop", "tx_err", "rx_copy", "tx_zc", "rx_direct", "tx_trains",
+		    "rx_trains");
 	for (const auto &l : links.value())
 		std::printf("%5u %-16s %-5s %10s %12llu %14llu %12llu %14llu %9llu %9llu %9llu "
-			    "%12llu %12llu\n",
+			    "%12llu %12llu %10llu %10llu\n",
 			    l.index, l.ifname.c_str(), l.alive ? "yes" : "no",
 			    (std::to_string(l.nbrs_alive) + "/" + std::to_string(l.nbrs)).c_str(),
 			    static_cast<ull>(l.tx_frames),
 			    static_cast<ull>(l.tx_bytes), static_cast<ull>(l.rx_frames),
 			    static_cast<ull>(l.rx_bytes), static_cast<ull>(l.rx_dropped),
 			    static_cast<ull>(l.tx_errors), static_cast<ull>(l.rx_copied),
-			    static_cast<ull>(l.tx_zc_frames), static_cast<ull>(l.rx_direct));
+			    static_cast<ull>(l.tx_zc_frames), static_cast<ull>(l.rx_direct),
+			    static_cast<ull>(l.tx_trains), static_cast<ull>(l.rx_trains));
 	if (links->empty())
 		std::printf("(no link attached)\n");
 	std::printf("\nconnections\n");

@@ -133,6 +133,7 @@ Result<DeviceInfo> Device::query() const
 	info.zc_skbs = q.zc_skbs;
 	info.staged_pages = q.staged_pages;
 	info.area_pages = q.area_pages;
+	info.trains_segmented = q.trains_segmented;
 	info.pool_pages = q.pool_pages;
 	info.rx_flipped = q.rx_flipped;
 	info.rx_flip_copied = q.rx_flip_copied;
@@ -188,6 +189,8 @@ Result<std::vector<LinkInfo>> Device::links() const
 		li.nbrs = r.nbrs;
 		li.nbrs_alive = r.nbrs_alive;
 		li.rx_direct = r.rx_direct;
+		li.tx_trains = r.tx_trains;
+		li.rx_trains = r.rx_trains;
 		out.push_back(std::move(li));
 	}
 	return out;

@@ -220,7 +220,7 @@ TEST_F(Fake, LinksAskForTheAbi14EntryAndFillIt)
 	ASSERT_TRUE(links) << links.error().message();
 	ASSERT_EQ(links->size(), 1u);
 	ASSERT_FALSE(mod.link_calls.empty());
-	EXPECT_EQ(mod.link_calls.back().info_size, static_cast<unsigned>(ME_LINK_INFO_SIZE_VER4));
+	EXPECT_EQ(mod.link_calls.back().info_size, static_cast<unsigned>(ME_LINK_INFO_SIZE_VER5));
 	const auto &li = links->front();
 	EXPECT_EQ(li.ifname, "eth1");
 	EXPECT_TRUE(li.up);

@@ -9,7 +9,7 @@
 
 TEST(Uapi, AbiVersionAndLastCounter)
 {
-	EXPECT_EQ(ME_ABI_VERSION, 22);
+	EXPECT_EQ(ME_ABI_VERSION, 23);
 	EXPECT_EQ(ME_STAT_SHARED_LOST, ME_STAT_COUNT - 1);
 	EXPECT_EQ(ME_FEATURE_URING_CMD, 1u);
 	EXPECT_EQ(ME_FEATURE_RX_AREA, 2u);
@@ -45,8 +45,9 @@ TEST(Uapi, UringCommandLayouts)
 
 TEST(Uapi, QueryLayoutExtendsThePublishedOnes)
 {
-	EXPECT_EQ(sizeof(me_query), 144u);
-	EXPECT_EQ(sizeof(me_query), static_cast<size_t>(ME_QUERY_SIZE_VER4));
+	EXPECT_EQ(sizeof(me_query), 152u);
+	EXPECT_EQ(sizeof(me_query), static_cast<size_t>(ME_QUERY_SIZE_VER5));
+	EXPECT_EQ(offsetof(me_query, trains_segmented), static_cast<size_t>(ME_QUERY_SIZE_VER4));
 	EXPECT_EQ(offsetof(me_query, area_pages), static_cast<size_t>(ME_QUERY_SIZE_VER3));
 	EXPECT_EQ(offsetof(me_query, pool_pages), 112u);
 	EXPECT_EQ(offsetof(me_query, rx_flipped), 120u);
@@ -77,9 +78,11 @@ TEST(Uapi, LinkStructLayouts)
 {
 	EXPECT_EQ(sizeof(me_link_req), static_cast<size_t>(ME_LINK_REQ_SIZE_VER0));
 	EXPECT_EQ(offsetof(me_link_req, ifname), 8u);
-	EXPECT_EQ(sizeof(me_link_info), 120u);
-	EXPECT_EQ(sizeof(me_link_info), static_cast<size_t>(ME_LINK_INFO_SIZE_VER4));
+	EXPECT_EQ(sizeof(me_link_info), 136u);
+	EXPECT_EQ(sizeof(me_link_info), static_cast<size_t>(ME_LINK_INFO_SIZE_VER5));
 	EXPECT_EQ(offsetof(me_link_info, rx_direct), static_cast<size_t>(ME_LINK_INFO_SIZE_VER3));
+	EXPECT_EQ(offsetof(me_link_info, tx_trains), static_cast<size_t>(ME_LINK_INFO_SIZE_VER4));
+	EXPECT_EQ(offsetof(me_link_info, rx_trains), 128u);
 	EXPECT_EQ(offsetof(me_link_info, nbrs), static_cast<size_t>(ME_LINK_INFO_SIZE_VER2));
 	EXPECT_EQ(offsetof(me_link_info, nbrs_alive), 108u);
 	EXPECT_EQ(offsetof(me_link_info, tx_zc_frames), static_cast<size_t>(ME_LINK_INFO_SIZE_VER1));

@@ -44,6 +44,8 @@ struct DeviceInfo {
 	std::uint64_t rx_flipped = 0;	// payload pages placed by page flip
 	std::uint64_t rx_flip_copied = 0;	// whole area pages copied: no page to flip
 	std::uint64_t tlb_flushes = 0;	// page table invalidations by flips
+	// ABI 23
+	std::uint64_t trains_segmented = 0;	// trains cut back into frames on the way
 };
 
 // How payload is placed into a region of a ReceiveArea (other memory is
@@ -136,6 +138,9 @@ struct LinkInfo {
 	std::uint32_t nbrs_alive = 0;	// ... alive both ways
 	// ABI 14
 	std::uint64_t rx_direct = 0;	// handled in the NIC's softirq, not a thread
+	// ABI 23
+	std::uint64_t tx_trains = 0;	// skbs that carried several of tx_frames
+	std::uint64_t rx_trains = 0;	// ... of rx_frames
 };
 
 // An open handle on /dev/multiedge.  It acts in the network namespace of

@@ -1,0 +1,141 @@
+// Guest tests of trains (kernel/train.c): the frames of a transmit burst
+// to one neighbour cross a veth as one skb and are taken apart by the
+// receiving handler; where a device or shaper on the way takes frames
+// only, the stack cuts the train back into frames with our segmentation.
+// Either way every byte arrives; with trains=0 no train is made.
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdio>
+
+#include "cluster.hpp"
+
+using namespace metest;
+using multiedge::Access;
+using namespace std::chrono_literals;
+using Side = Cluster::Side;
+
+namespace {
+
+constexpr size_t kLen = 8u << 20;
+
+struct Counts {
+	std::uint64_t frames = 0, trains = 0;
+};
+
+// Frames and trains node d sent (tx) or received (rx) on all its links.
+Counts link_counts(multiedge::Device &d, bool tx)
+{
+	Counts c;
+	auto links = d.links();
+	if (!links) {
+		ADD_FAILURE() << links.error().message();
+		return c;
+	}
+	for (const auto &l : links.value()) {
+		c.frames += tx ? l.tx_frames : l.rx_frames;
+		c.trains += tx ? l.tx_trains : l.rx_trains;
+	}
+	return c;
+}
+
+std::uint64_t segmented() { return accounting().trains_segmented; }
+
+class TrainTest : public ClusterTest {
+protected:
+	// kLen bytes from node 0 to node 1 in 1 MiB writes, checked at the
+	// target; the trains and frames each side counted meanwhile.
+	void stream(Counts &tx0, Counts &rx1)
+	{
+		Buffer src(kLen), dst(kLen);
+		fill_random(src.data(), kLen, 0x7a1);
+		auto ms = c_->dev(0).register_memory(src.data(), kLen, Access::None);
+		ME_ASSERT_OK(ms);
+		auto md = c_->dev(1).register_memory(dst.data(), kLen, Access::RemoteWrite);
+		ME_ASSERT_OK(md);
+		auto conn = c_->dev(0).connect(c_->id(1));
+		ME_ASSERT_OK(conn);
+		const Counts t0 = link_counts(c_->dev(0), true), r0 = link_counts(c_->dev(1), false);
+		constexpr size_t kChunk = 1u << 20;
+		for (size_t off = 0; off < kLen; off += kChunk)
+			ME_ASSERT_OK(conn->write(ms.value(), off, multiedge::remote_of(md.value()),
+						 off, kChunk, off / kChunk + 1));
+		for (size_t i = 0; i < kLen / kChunk; i++) {
+			auto c = c_->dev(0).wait_for(i + 1, 30s);
+			ME_ASSERT_OK(c);
+			ASSERT_TRUE(c->ok()) << c->describe();
+		}
+		EXPECT_EQ(first_difference(src.data(), dst.data(), kLen), -1);
+		const Counts t1 = link_counts(c_->dev(0), true), r1 = link_counts(c_->dev(1), false);
+		tx0 = {t1.frames - t0.frames, t1.trains - t0.trains};
+		rx1 = {r1.frames - r0.frames, r1.trains - r0.trains};
+		std::printf("node 0 sent %llu frames in %llu trains; node 1 received %llu frames, "
+			    "%llu trains\n",
+			    static_cast<unsigned long long>(tx0.frames),
+			    static_cast<unsigned long long>(tx0.trains),
+			    static_cast<unsigned long long>(rx1.frames),
+			    static_cast<unsigned long long>(rx1.trains));
+	}
+};
+
+class TrainsOffTest : public TrainTest {
+protected:
+	std::string module_params() const override { return "trains=0"; }
+};
+
+} // namespace
+
+// Over a veth the writes' frames travel in trains, several frames each,
+// and arrive as trains: nothing on the way cut them.
+TEST_F(TrainTest, VethCarriesTrainsWhole)
+{
+	ASSERT_NO_FATAL_FAILURE(make_pair(1));
+	const std::uint64_t seg0 = segmented();
+	Counts tx0, rx1;
+	ASSERT_NO_FATAL_FAILURE(stream(tx0, rx1));
+	EXPECT_GT(tx0.frames, kLen / 1500);
+	EXPECT_GT(tx0.trains, 0u);
+	// Bursts of up to tx_burst frames: most frames rode in a train.
+	EXPECT_LT(tx0.trains * 2, tx0.frames) << "trains of two frames or fewer on average";
+	EXPECT_GT(rx1.trains, 0u);
+	EXPECT_GE(rx1.frames, tx0.frames * 9 / 10);
+	EXPECT_EQ(segmented(), seg0) << "a veth took a train in pieces";
+}
+
+// A shaper that meters frames (tbf with a bucket smaller than a train of
+// 9000-byte frames) on the switch's port to the receiver: the stack
+// segments the trains there with our callback, and every byte arrives.
+TEST_F(TrainTest, ShaperSegmentsTrains)
+{
+	constexpr unsigned kMtu = 9000;
+	ASSERT_EQ(c_->add_node(), 0);
+	ASSERT_EQ(c_->add_node(), 1);
+	ASSERT_EQ(c_->add_switch(), 0);
+	ASSERT_EQ(c_->plug(0, 0, kMtu), 0);
+	ASSERT_EQ(c_->plug(1, 0, kMtu), 1);
+	ASSERT_TRUE(c_->start());
+	ASSERT_TRUE(c_->wait_pair(0, 1, 1));
+	ASSERT_TRUE(c_->port_qdisc(1, Side::Switch, "tbf rate 2gbit burst 16kb limit 4000000"));
+	const std::uint64_t seg0 = segmented();
+	Counts tx0, rx1;
+	ASSERT_NO_FATAL_FAILURE(stream(tx0, rx1));
+	const std::uint64_t seg = segmented() - seg0;
+	std::printf("%llu trains segmented on the way\n", static_cast<unsigned long long>(seg));
+	EXPECT_GT(tx0.trains, 0u);
+	EXPECT_GT(seg, 0u);
+	// A train of one full frame and a short one fits the bucket: at most
+	// those arrive whole.
+	EXPECT_LT(rx1.trains, tx0.trains / 2);
+}
+
+// trains=0: every frame leaves as an skb of its own.
+TEST_F(TrainsOffTest, NoTrains)
+{
+	ASSERT_NO_FATAL_FAILURE(make_pair(1));
+	Counts tx0, rx1;
+	ASSERT_NO_FATAL_FAILURE(stream(tx0, rx1));
+	EXPECT_GT(tx0.frames, kLen / 1500);
+	EXPECT_EQ(tx0.trains, 0u);
+	EXPECT_EQ(rx1.trains, 0u);
+}

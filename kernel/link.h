@@ -121,6 +121,8 @@ int me_rx_start(struct me_link *link, unsigned int packet_size);
 void me_rx_stop(struct me_link *link);
 /* A frame from @src (0: no valid address) to the link's threads. */
 void me_rx_queue_from(struct me_link *link, struct sk_buff *skb, u64 src);
+/* The same for frames chained by ->next (a train's), one wakeup for all. */
+void me_rx_queue_list(struct me_link *link, struct sk_buff *list, u64 src);
 u64 me_rx_frame_src(const struct sk_buff *skb);
 u64 me_rx_queued(void);
 

@@ -414,23 +414,33 @@ static void rx_direct_one(struct me_link *link, struct sk_buff *skb, u64 src)
 	consume_skb(skb);
 }
 
-/* Softirq, under rcu_read_lock: the link cannot be stopped meanwhile. */
-void me_rx_queue_from(struct me_link *link, struct sk_buff *skb, u64 src)
+/*
+ * Queues @skb for the link's threads, stamped @now (the engine's clock,
+ * plat_now_ns) and @src; true if it went to the ring (the caller wakes a
+ * thread), false if the softirq took it (rx_direct) or it was dropped.
+ */
+static bool rx_enqueue(struct me_link *link, struct sk_buff *skb, u64 src, u64 now)
 {
-	unsigned int i;
-
 	if (rx_direct_ok(link, skb)) {
 		rx_direct_one(link, skb, src);
-		return;
+		return false;
 	}
-	rx_cb(skb)->queued_ns = ktime_get_ns();	/* the engine's clock (plat_now_ns) */
+	rx_cb(skb)->queued_ns = now;
 	rx_cb(skb)->src = src;
 	if (ptr_ring_produce(&link->ring, skb)) {
 		this_cpu_inc(link->stats->rx_dropped);
 		kfree_skb(skb);
-		return;
+		return false;
 	}
 	this_cpu_inc(rx_queued);
+	return true;
+}
+
+/* Wakes one of the link's threads that may be asleep, if any. */
+static void rx_wake(struct me_link *link)
+{
+	unsigned int i;
+
 	/* Pairs with rx_thread(): wake a thread only if it may be asleep. */
 	smp_mb();
 	for (i = 0; i < link->nthreads; i++) {
@@ -442,6 +452,30 @@ void me_rx_queue_from(struct me_link *link, struct sk_buff *skb, u64 src)
 			return;
 		}
 	}
+}
+
+/* Softirq, under rcu_read_lock: the link cannot be stopped meanwhile. */
+void me_rx_queue_from(struct me_link *link, struct sk_buff *skb, u64 src)
+{
+	if (rx_enqueue(link, skb, src, ktime_get_ns()))
+		rx_wake(link);
+}
+
+/* The same for the frames of a train (chained by ->next): one clock read, one wakeup. */
+void me_rx_queue_list(struct me_link *link, struct sk_buff *list, u64 src)
+{
+	u64 now = ktime_get_ns();
+	bool queued = false;
+
+	while (list) {
+		struct sk_buff *skb = list;
+
+		list = list->next;
+		skb_mark_not_on_list(skb);
+		queued |= rx_enqueue(link, skb, src, now);
+	}
+	if (queued)
+		rx_wake(link);
 }
 
 static void drain(struct me_link *link)

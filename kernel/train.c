@@ -229,7 +229,7 @@ err:
 
 void me_train_rcv(struct me_link *link, struct sk_buff *skb, u64 src)
 {
-	struct sk_buff *list = skb_shinfo(skb)->frag_list, *m;
+	struct sk_buff *list = skb_shinfo(skb)->frag_list, *m, *frames = NULL, **tail = &frames;
 	bool shared = skb_cloned(skb);	/* a tap holds the list too */
 
 	this_cpu_inc(link->stats->rx_trains);
@@ -264,9 +264,11 @@ void me_train_rcv(struct me_link *link, struct sk_buff *skb, u64 src)
 		skb_reset_network_header(m);
 		this_cpu_inc(link->stats->rx_frames);
 		this_cpu_add(link->stats->rx_bytes, m->len);
-		me_rx_queue_from(link, m, src);
+		*tail = m;
+		tail = &m->next;
 	}
 	consume_skb(skb);
+	me_rx_queue_list(link, frames, src);
 }
 
 static struct packet_offload train_offload __read_mostly = {

@@ -30,6 +30,7 @@
 #include <linux/module.h>
 #include <linux/netdevice.h>
 #include <linux/skbuff.h>
+#include <net/gro.h>
 
 #include "link.h"
 #include "train.h"
@@ -38,6 +39,12 @@ static bool trains = true;
 module_param(trains, bool, 0444);
 MODULE_PARM_DESC(trains,
 		 "Send a burst's frames to one neighbour as one skb where the device passes it whole (veth, bridge; default 1)");
+
+/* Off by default: between two guests it measured bimodal (benchmarks.md). */
+static bool rx_gro;
+module_param(rx_gro, bool, 0444);
+MODULE_PARM_DESC(rx_gro,
+		 "Chain a neighbour's consecutive frames into trains in the NIC's GRO (virtio-net, NICs; default 0)");
 
 #define TRAIN_FEATURES	(NETIF_F_GSO_FRAGLIST | NETIF_F_FRAGLIST)
 /* A train's bytes, headers included, as the stack's GSO limit counts them. */
@@ -54,7 +61,7 @@ u64 me_train_segmented(void)
 bool me_train_is(const struct sk_buff *skb)
 {
 	return skb_is_gso(skb) && (skb_shinfo(skb)->gso_type & SKB_GSO_FRAGLIST) &&
-	       skb_has_frag_list(skb) && !skb_headlen(skb) && !skb_shinfo(skb)->nr_frags;
+	       skb_has_frag_list(skb);
 }
 
 unsigned int me_train_frames(const struct sk_buff *skb)
@@ -165,10 +172,50 @@ struct sk_buff *me_train_make(struct net_device *dev, struct sk_buff *list)
 }
 
 /*
+ * Takes the frames off train @skb: returns them (chained by ->next), and
+ * @skb is what it carries itself (nothing for a train we built; the
+ * first frame for one GRO built), no GSO skb any more.  A clone (a tap
+ * holds the same train) gets its own shared info first; NULL without
+ * memory, @skb untouched.
+ */
+static struct sk_buff *train_detach(struct sk_buff *skb)
+{
+	struct sk_buff *list, *m;
+
+	if (skb_unclone(skb, GFP_ATOMIC))
+		return NULL;
+	list = skb_shinfo(skb)->frag_list;
+	skb_shinfo(skb)->frag_list = NULL;
+	for (m = list; m; m = m->next) {
+		skb->len -= m->len;
+		skb->data_len -= m->len;
+		/* The train counted each frame's memory once: not twice now. */
+		if (skb->truesize > m->truesize)
+			skb->truesize -= m->truesize;
+	}
+	skb_gso_reset(skb);
+	return list;
+}
+
+/* A frame taken off a train, ours alone (skb_unclone() shared the list). */
+static struct sk_buff *own_frame(struct sk_buff *m)
+{
+	skb_mark_not_on_list(m);
+	if (skb_shared(m)) {
+		struct sk_buff *c = skb_clone(m, GFP_ATOMIC);
+
+		consume_skb(m);
+		return c;
+	}
+	return m;
+}
+
+/*
  * The stack's segmentation (a device that takes no train whole; a qdisc
  * that meters frames): the frames, each with the head's Ethernet header
- * (and any VLAN tag the stack pushed into it since) in front again.  Data
- * at the network header; the caller frees the head.
+ * (and any VLAN tag the stack pushed into it since) in front again; a
+ * GRO-built train's head is its first frame (the stack pushes its header
+ * back itself).  Data at the network header; the caller frees the head.
  */
 static struct sk_buff *train_segment(struct sk_buff *skb, netdev_features_t features)
 {
@@ -177,28 +224,22 @@ static struct sk_buff *train_segment(struct sk_buff *skb, netdev_features_t feat
 
 	if (!me_train_is(skb) || hlen < ETH_HLEN || hlen > ETH_HLEN + 2 * VLAN_HLEN)
 		return ERR_PTR(-EINVAL);
-	/* A clone (a tap's) shares the list: take our own shared info first. */
-	if (skb_unclone(skb, GFP_ATOMIC))
+	list = train_detach(skb);
+	if (!list)
 		return ERR_PTR(-ENOMEM);
-	list = skb_shinfo(skb)->frag_list;
-	skb_shinfo(skb)->frag_list = NULL;
-	skb->len -= skb->data_len;
-	skb->data_len = 0;
+	if (skb->len) {
+		/* The caller frees the train's skb: keep it as the first frame. */
+		segs = skb_get(skb);
+		last = skb;
+	}
 	while (list) {
 		m = list;
 		list = list->next;
-		skb_mark_not_on_list(m);
-		if (skb_shared(m)) {	/* skb_unclone() took a reference */
-			struct sk_buff *c = skb_clone(m, GFP_ATOMIC);
-
-			consume_skb(m);
-			m = c;
-		}
+		m = own_frame(m);
 		if (!m || skb_cow_head(m, hlen)) {
 			kfree_skb(m);
 			goto err;
 		}
-		skb->truesize -= min(skb->truesize, m->truesize);
 		memcpy(__skb_push(m, hlen), skb_mac_header(skb), hlen);
 		skb_reset_mac_header(m);
 		skb_set_network_header(m, hlen);
@@ -215,48 +256,48 @@ static struct sk_buff *train_segment(struct sk_buff *skb, netdev_features_t feat
 			segs = m;
 		last = m;
 	}
-	if (!segs)
-		return ERR_PTR(-EINVAL);
 	segs->prev = last;	/* the stack appends what follows there */
 	atomic64_inc(&segmented);
 	return segs;
 
 err:
 	kfree_skb_list(list);
+	if (segs == skb) {
+		/* Only the frames: the caller frees the train's skb itself. */
+		segs = skb->next;
+		skb->next = NULL;
+		consume_skb(skb);
+	}
 	kfree_skb_list(segs);
 	return ERR_PTR(-ENOMEM);
 }
 
 void me_train_rcv(struct me_link *link, struct sk_buff *skb, u64 src)
 {
-	struct sk_buff *list = skb_shinfo(skb)->frag_list, *m, *frames = NULL, **tail = &frames;
-	bool shared = skb_cloned(skb);	/* a tap holds the list too */
+	struct sk_buff *list, *m, *frames = NULL, **tail = &frames;
 
 	this_cpu_inc(link->stats->rx_trains);
-	if (!shared) {
-		skb_shinfo(skb)->frag_list = NULL;
-		skb->len -= skb->data_len;
-		skb->data_len = 0;
+	list = train_detach(skb);
+	if (!list) {
+		this_cpu_add(link->stats->rx_dropped, me_train_frames(skb));
+		kfree_skb(skb);
+		return;
+	}
+	if (skb->len) {		/* GRO's: the skb is the first frame */
+		this_cpu_inc(link->stats->rx_frames);
+		this_cpu_add(link->stats->rx_bytes, skb->len);
+		*tail = skb;
+		tail = &skb->next;
 	}
 	while (list) {
 		m = list;
 		list = list->next;
-		if (shared) {
-			m = skb_clone(m, GFP_ATOMIC);
-		} else {
-			skb_mark_not_on_list(m);
-			if (skb_shared(m)) {
-				struct sk_buff *c = skb_clone(m, GFP_ATOMIC);
-
-				consume_skb(m);
-				m = c;
-			}
-		}
+		m = own_frame(m);
 		if (!m) {
 			this_cpu_inc(link->stats->rx_dropped);
 			continue;
 		}
-		/* As if it had arrived alone: the head's device and addressing. */
+		/* As if it had arrived alone: the train's device and addressing. */
 		m->dev = skb->dev;
 		m->protocol = skb->protocol;
 		m->pkt_type = skb->pkt_type;
@@ -267,8 +308,49 @@ void me_train_rcv(struct me_link *link, struct sk_buff *skb, u64 src)
 		*tail = m;
 		tail = &m->next;
 	}
-	consume_skb(skb);
+	if (frames != skb)
+		consume_skb(skb);
 	me_rx_queue_list(link, frames, src);
+}
+
+/*
+ * GRO (a NIC's or virtio-net's NAPI poll): consecutive frames of one
+ * neighbour, on one device (the stack's same_flow: same device, same
+ * Ethernet header), are chained on the first one's frag_list and reach
+ * the handler as one train when the poll ends, when 64 KiB are held, or
+ * before a frame of theirs that may not join (it then follows them).
+ */
+static struct sk_buff *train_gro_receive(struct list_head *head, struct sk_buff *skb)
+{
+	struct sk_buff *p;
+
+	list_for_each_entry(p, head, list) {
+		if (!NAPI_GRO_CB(p)->same_flow)
+			continue;
+		if (NAPI_GRO_CB(skb)->flush ||
+		    p->len + skb->len >= TRAIN_MAX_LEN || NAPI_GRO_CB(p)->count >= U16_MAX)
+			return p;	/* the train goes up first */
+		if (NAPI_GRO_CB(p)->last == p)
+			skb_shinfo(p)->frag_list = skb;
+		else
+			NAPI_GRO_CB(p)->last->next = skb;
+		NAPI_GRO_CB(p)->last = skb;
+		NAPI_GRO_CB(p)->count++;
+		p->data_len += skb->len;
+		p->truesize += skb->truesize;
+		p->len += skb->len;
+		NAPI_GRO_CB(skb)->same_flow = 1;
+		return NULL;
+	}
+	return NULL;
+}
+
+/* A train of several frames goes up (one frame goes as it came). */
+static int train_gro_complete(struct sk_buff *skb, int nhoff)
+{
+	skb_shinfo(skb)->gso_type |= SKB_GSO_FRAGLIST;
+	skb_shinfo(skb)->gso_segs = NAPI_GRO_CB(skb)->count;
+	return 0;
 }
 
 static struct packet_offload train_offload __read_mostly = {
@@ -280,6 +362,10 @@ static struct packet_offload train_offload __read_mostly = {
 void me_train_init(u16 ethertype)
 {
 	train_offload.type = htons(ethertype);
+	if (rx_gro) {	/* fixed at load (0444) */
+		train_offload.callbacks.gro_receive = train_gro_receive;
+		train_offload.callbacks.gro_complete = train_gro_complete;
+	}
 	dev_add_offload(&train_offload);
 }
 

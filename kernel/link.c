@@ -80,16 +80,18 @@ static bool link_is_up(const struct net_device *dev)
 static int me_link_rcv(struct sk_buff *skb, struct net_device *dev,
 		       struct packet_type *pt, struct net_device *orig_dev)
 {
+	/* A train counts as the frames it carries (train.c). */
+	unsigned int frames = me_train_frames(skb);
 	struct me_link *link;
 
-	this_cpu_inc(rx_stats.frames);
+	this_cpu_add(rx_stats.frames, frames);
 	link = find_link_rcu(me_net(dev_net(dev)), dev);
 	if (!link || skb->pkt_type == PACKET_OTHERHOST)
 		goto drop;
 	/* Another tap may share it; the threads need their own. */
 	skb = skb_share_check(skb, GFP_ATOMIC);
 	if (!skb) {
-		this_cpu_inc(rx_stats.dropped);
+		this_cpu_add(rx_stats.dropped, frames);
 		return NET_RX_DROP;
 	}
 	if (me_train_is(skb)) {
@@ -102,7 +104,7 @@ static int me_link_rcv(struct sk_buff *skb, struct net_device *dev,
 	return NET_RX_SUCCESS;
 
 drop:
-	this_cpu_inc(rx_stats.dropped);
+	this_cpu_add(rx_stats.dropped, frames);
 	kfree_skb(skb);
 	return NET_RX_DROP;
 }
@@ -290,7 +292,7 @@ static int link_xmit(struct me_net *mn, u32 idx, u64 to, const void *hdr, u32 hl
 	ret = -ENOMEM;
 	lin = mr || !sg ? hlen : linear_len(hdr, hlen);
 	skb = me_link_alloc_skb(LL_RESERVED_SPACE(dev) + lin + (mr && !sg ? plen : 0) +
-			   dev->needed_tailroom);
+				dev->needed_tailroom);
 	if (!skb)
 		goto err;
 	skb_reserve(skb, LL_RESERVED_SPACE(dev));

@@ -23,6 +23,11 @@
  * Made only where a burst goes straight to the driver (txbatch.c): a
  * qdisc or a tap on the sending device sees frames, as without trains.
  * Not of frames sent by reference, whose completion is tracked per skb.
+ *
+ * With rx_gro, a NAPI device's GRO (a NIC's, virtio-net's) chains a
+ * neighbour's consecutive frames on the first one's frag_list: a train
+ * whose head is its first frame.  The handler and the segmentation take
+ * both kinds apart.
  */
 #include <linux/etherdevice.h>
 #include <linux/if_arp.h>

@@ -45,7 +45,7 @@ module_param(trains, bool, 0444);
 MODULE_PARM_DESC(trains,
 		 "Send a burst's frames to one neighbour as one skb where the device passes it whole (veth, bridge; default 1)");
 
-/* Off by default: between two guests it measured bimodal (benchmarks.md). */
+/* Off by default: between two guests it did not lower the receiver's CPU (benchmarks.md). */
 static bool rx_gro;
 module_param(rx_gro, bool, 0444);
 MODULE_PARM_DESC(rx_gro,

@@ -153,9 +153,10 @@ struct sk_buff *me_train_make(struct net_device *dev, struct sk_buff *list)
 	while (list) {
 		struct sk_buff *first = list, *skb = list->next, *last = list, *train = NULL;
 		unsigned int n = 1, len = first->len;
+		bool rides = may_ride(first, first);
 
-		while (skb && n < max_segs && len + skb->len - ETH_HLEN < max_len &&
-		       may_ride(first, first) && may_ride(first, skb)) {
+		while (rides && skb && n < max_segs && len + skb->len - ETH_HLEN < max_len &&
+		       may_ride(first, skb)) {
 			len += skb->len - ETH_HLEN;
 			last = skb;
 			skb = skb->next;

@@ -14,7 +14,7 @@ run_script() { # RESULTS EXE NAME
 		echo '<?xml version="1.0" encoding="UTF-8"?>'
 		echo "<testsuites tests=\"1\" name=\"AllTests\"><testsuite name=\"GuestScript\" tests=\"1\">"
 		if [ "$st" -ne 0 ]; then
-			echo "<testcase name=\"$name\" time=\"$((SECONDS - t0))\"><failure message=\"exited with status $st: $(tail -n 5 "/tmp/script-$name.log" | xml_escape)\"/></testcase>"
+			echo "<testcase name=\"$name\" time=\"$((SECONDS - t0))\"><failure message=\"exited with status $st: $(tail -n 12 "/tmp/script-$name.log" | xml_escape)\"/></testcase>"
 		else
 			echo "<testcase name=\"$name\" time=\"$((SECONDS - t0))\"/>"
 		fi

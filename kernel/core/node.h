@@ -14,6 +14,8 @@ struct me_node {
 	const struct me_plat_ops *ops;
 	void *ctx;
 	struct me_link links[ME_MAX_LINKS];
+	/* One past the highest link slot ever added: per-packet scans stop there. */
+	me_atomic_t links_hi;
 	/*
 	 * Peer table (path.c): cfg.max_peers slots; pids[i] is slot i's
 	 * node id (0: free), kept apart so lookups scan a dense array.

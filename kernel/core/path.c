@@ -165,10 +165,10 @@ bool me_path_usable(struct me_node *n, struct me_peer *p, u32 link)
 /* The best delivery rate among the peer's usable paths (1: none). */
 static u64 max_rate(struct me_node *n, struct me_peer *p)
 {
+	u32 i, hi = me_atomic_read(&n->links_hi);
 	u64 m = 1;
-	u32 i;
 
-	for (i = 0; i < ME_MAX_LINKS; i++)
+	for (i = 0; i < hi; i++)
 		if (me_path_usable(n, p, i))
 			m = me_max_u64(m, me_atomic_read(&p->path[i].rate));
 	return m;
@@ -664,10 +664,10 @@ int me_path_pick(struct me_node *n, struct me_peer *p, u32 len, bool force, u64 
 {
 	u64 best_infl = 0, best_rate = 1, maxrate = force ? 1 : max_rate(n, p);
 	u64 now = !force && n->cfg.pace_pct ? me_now(n) : 0, soonest = 0;
+	u32 i, hi = me_atomic_read(&n->links_hi);
 	int best = -1;
-	u32 i;
 
-	for (i = 0; i < ME_MAX_LINKS; i++) {
+	for (i = 0; i < hi; i++) {
 		u64 infl, rate, at;
 
 		if (!me_path_usable(n, p, i))
@@ -1066,6 +1066,9 @@ int me_link_add(struct me_node *n, u32 idx, u32 mtu, u32 rate_mbps)
 	l->mtu = mtu;
 	me_atomic_set(&l->admin_up, 1);
 	l->present = true;
+	/* A scan that misses a slot still being added only skips it once. */
+	if (idx >= me_atomic_read(&n->links_hi))
+		me_atomic_set(&n->links_hi, idx + 1);
 	return 0;
 }
 

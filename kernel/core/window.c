@@ -482,7 +482,7 @@ void me_win_rx_data(struct me_conn *c, u32 link, const struct me_hdr *h,
 static bool ack_build(struct me_conn *c, bool nack, u16 flags, u8 *buf, u64 now)
 {
 	struct me_node *n = c->node;
-	u32 mask = c->window - 1, cum, high, i;
+	u32 mask = c->window - 1, cum, high, i, lim;
 	struct me_hdr h;
 	u64 arrival;
 	bool dup;
@@ -521,7 +521,14 @@ static bool ack_build(struct me_conn *c, bool nack, u16 flags, u8 *buf, u64 now)
 		h.a.base = me_min_u32(high - cum - 1 - ME_SACK_BITS,
 				      c->window - 1 - ME_SACK_BITS);
 	memset(h.a.sack, 0, sizeof(h.a.sack));
-	for (i = 0; i < ME_SACK_BITS && h.a.base + i + 1 < c->window; i++) {
+	/*
+	 * Nothing at or beyond high has arrived (it moves before a packet is
+	 * taken): with no hole below it, as mostly, there is nothing to scan.
+	 * One that arrives meanwhile is in the next ack.
+	 */
+	lim = me_seq_lt(cum + 1 + h.a.base, high) ? high - (cum + 1 + h.a.base) : 0;
+	lim = me_min_u32(lim, ME_SACK_BITS);
+	for (i = 0; i < lim && h.a.base + i + 1 < c->window; i++) {
 		u32 s = cum + 1 + h.a.base + i;
 		u64 v = me_atomic64_read(&c->rx[s & mask].state);
 
@@ -910,6 +917,11 @@ void me_win_rx_ack(struct me_conn *c, u32 link, const struct me_hdr *h)
 	}
 	highest = cum;
 	for (i = 0; i < ME_SACK_BITS; i++) {
+		/* Mostly the bitmap is empty: a byte at a time. */
+		if (!(i & 7) && !h->a.sack[i >> 3]) {
+			i += 7;
+			continue;
+		}
 		if (!me_sack_test(h->a.sack, i))
 			continue;
 		s = cum + 1 + h->a.base + i;

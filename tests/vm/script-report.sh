@@ -2,7 +2,8 @@
 # test of its own (exit status 0 passes), reported in RESULTS/guest-NAME.xml
 # with the end of its output.
 
-xml_escape() { sed 's/&/\&amp;/g; s/</\&lt;/g; s/>/\&gt;/g; s/"/\&quot;/g' | tr '\n' ' '; }
+# Control characters (a program's colours) are no XML: they go.
+xml_escape() { tr -d '\000-\010\013\014\016-\037' | sed 's/&/\&amp;/g; s/</\&lt;/g; s/>/\&gt;/g; s/"/\&quot;/g' | tr '\n' ' '; }
 
 run_script() { # RESULTS EXE NAME
 	local results=$1 exe=$2 name=$3 t0=$SECONDS st

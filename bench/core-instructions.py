@@ -10,10 +10,10 @@ two builds compare to the instruction where a guest under TCG differs
 by tens of percent between runs.  Prints the total per frame and the
 functions costing most per frame (self cost; the harness's own work and
 libc's, the payload's copies and the harness's frame allocations, are
-included, named as such).  Slowed some fifty times, the
-engine acks more often than natively (its acks are partly timed: about
-150 per MB at 64 KiB and MTU 1500 against 13), so ack work weighs more
-here than at full speed; the acks per MB are printed.
+included, named as such).  Slowed some fifty times, the engine acks more
+often than natively (its acks are partly timed: 100-150 per MB at 64 KiB
+and MTU 1500 against 13), so ack work weighs more here than at full
+speed; the acks per MB are printed.
 
     bench/core-instructions.py [--top N] [--size BYTES] [--mtu MTU]
                                [--inflight N] [BENCH...]

@@ -460,11 +460,18 @@ TEST_F(FaultTest, LinkDownMidTransferCompletesOnTheOther)
 	// veths meet in one queue (the sending CPU's backlog, drained by the
 	// one CPU that receives), where any split of the traffic is as fast
 	// as another and the path that came back may stay small for as long
-	// as this lasts (design.md, known limits).
+	// as this lasts (design.md, known limits).  The rate is low enough
+	// that the links, not the emulated hosts, are what limits: at 400
+	// Mbit/s the two guests moved ~36 MB/s of the links' 100, each path's
+	// delay was the hosts' scheduling noise and its window a random walk
+	// around the target, and the revived link's share over these 16 MiB
+	// spread from 22% to 50% (a CI run failed at 22%).  At 50 Mbit/s each
+	// path's delay is its own queue and the windows settle at equal
+	// shares (48% here, every run).
 	ASSERT_TRUE(c_->set_link(1, true, 1));
 	ASSERT_TRUE(c_->wait_pair(0, 1, 2, std::chrono::seconds(10)));
 	for (int l = 0; l < 2; l++)
-		ASSERT_TRUE(c_->netem(l, "rate 400mbit"));
+		ASSERT_TRUE(c_->netem(l, "rate 50mbit"));
 	auto l2 = a.links();
 	ME_ASSERT_OK(l2);
 	std::memset(back.data(), 0, kLen);

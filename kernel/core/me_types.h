@@ -27,6 +27,7 @@
 #include <linux/spinlock.h>
 #include <linux/compiler.h>
 #include <linux/math64.h>
+#include <linux/smp.h>
 
 typedef spinlock_t me_lock_t;
 typedef atomic_t me_atomic_t;
@@ -61,6 +62,9 @@ static inline u64 me_atomic64_add_return(me_atomic64_t *a, u64 v)
 {
 	return (u64)atomic64_add_return((s64)v, a);
 }
+
+/* The CPU the caller runs on: a hint only (it may move at once). */
+static inline u32 me_cpu_hint(void) { return raw_smp_processor_id(); }
 
 static inline void *me_ptr_load(void **p) { return smp_load_acquire(p); }
 static inline void me_ptr_store(void **p, void *v) { smp_store_release(p, v); }
@@ -151,6 +155,21 @@ static inline u64 me_atomic64_cmpxchg(me_atomic64_t *a, u64 o, u64 n)
 static inline u64 me_atomic64_add_return(me_atomic64_t *a, u64 v)
 {
 	return atomic_fetch_add(&a->v, v) + v;
+}
+
+/*
+ * Stands for the CPU (me_cpu_hint() in the kernel): each thread numbered
+ * in the order it first asks, so that up to ME_STAT_SHARDS threads count
+ * into lines of their own.
+ */
+static inline u32 me_cpu_hint(void)
+{
+	static _Atomic u32 next;
+	static _Thread_local u32 mine;
+
+	if (!mine)
+		mine = atomic_fetch_add_explicit(&next, 1, memory_order_relaxed) + 1;
+	return mine - 1;
 }
 
 static inline void *me_ptr_load(void **p)

@@ -57,7 +57,6 @@ struct me_node *me_node_create(const struct me_node_cfg *cfg,
 			       const struct me_plat_ops *ops, void *ctx)
 {
 	struct me_node *n;
-	u32 i;
 
 	if (!cfg->node_id || cfg->node_id == ME_NODE_BCAST ||
 	    !cfg->incarnation || cfg->mtu < ME_HDR_SEQ + 64 ||
@@ -104,8 +103,6 @@ struct me_node *me_node_create(const struct me_node_cfg *cfg,
 	me_lock_init(&n->ctl_lock);
 	me_lock_init(&n->timer_lock);
 	me_path_init(n);
-	for (i = 0; i < ME_ST_MAX_; i++)
-		me_atomic64_set(&n->stats[i], 0);
 	return n;
 }
 
@@ -124,7 +121,14 @@ void me_node_destroy(struct me_node *n)
 
 u64 me_node_stat(struct me_node *n, enum me_stat st)
 {
-	return st < ME_ST_MAX_ ? me_atomic64_read(&n->stats[st]) : 0;
+	u64 sum = 0;
+	u32 i;
+
+	if (st >= ME_ST_MAX_)
+		return 0;
+	for (i = 0; i < ME_STAT_SHARDS; i++)
+		sum += me_atomic64_read(&n->stats[i][st]);
+	return sum;
 }
 
 void me_node_tx(struct me_node *n, u32 link, u64 addr, const void *buf, u32 len)

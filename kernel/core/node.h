@@ -9,6 +9,10 @@
 #include "me_core.h"
 #include "path.h"
 
+#define ME_STAT_SHARDS	8	/* a power of two */
+/* Counters per shard: ME_ST_MAX_ in whole lines of 8, and one line more. */
+#define ME_STAT_STRIDE	(((ME_ST_MAX_ + 7) & ~7) + 8)
+
 struct me_node {
 	struct me_node_cfg cfg;
 	const struct me_plat_ops *ops;
@@ -49,17 +53,31 @@ struct me_node {
 	me_atomic_t timer_busy;
 	me_atomic_t timer_idle;
 	me_atomic_t pace_waiters;	/* connections with pace_wait set */
-	me_atomic64_t stats[ME_ST_MAX_];
+	/*
+	 * Counters, in shards by CPU (me_node_stat() adds them up): every
+	 * data frame counts at both ends, and one set of shared words would
+	 * bounce between the CPUs of several links' receive threads and
+	 * senders.  A shard's stride leaves at least a cache line between
+	 * its counters and the next shard's, whatever the allocation's
+	 * alignment; the counts stay atomic (a thread may move, and CPUs
+	 * beyond ME_STAT_SHARDS share).
+	 */
+	me_atomic64_t stats[ME_STAT_SHARDS][ME_STAT_STRIDE];
 };
+
+static inline me_atomic64_t *me_stat_slot(struct me_node *n, enum me_stat st)
+{
+	return &n->stats[me_cpu_hint() & (ME_STAT_SHARDS - 1)][st];
+}
 
 static inline void me_stat_inc(struct me_node *n, enum me_stat st)
 {
-	me_atomic64_add_return(&n->stats[st], 1);
+	me_atomic64_add_return(me_stat_slot(n, st), 1);
 }
 
 static inline void me_stat_add(struct me_node *n, enum me_stat st, u64 v)
 {
-	me_atomic64_add_return(&n->stats[st], v);
+	me_atomic64_add_return(me_stat_slot(n, st), v);
 }
 
 static inline u64 me_now(struct me_node *n)

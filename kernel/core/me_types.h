@@ -159,8 +159,9 @@ static inline u64 me_atomic64_add_return(me_atomic64_t *a, u64 v)
 
 /*
  * Stands for the CPU (me_cpu_hint() in the kernel): each thread numbered
- * in the order it first asks, so that up to ME_STAT_SHARDS threads count
- * into lines of their own.
+ * in the order it first asks (in each file that asks: the numbers are
+ * the file's own), so that up to ME_STAT_SHARDS threads count into lines
+ * of their own.
  */
 static inline u32 me_cpu_hint(void)
 {

@@ -722,7 +722,17 @@ void Sim::switch_forward(int in, uint64_t src, uint64_t dst, const std::vector<u
 		if (dst != ME_ADDR_BCAST && dst != addr(o.node, o.link))
 			continue;
 		uint64_t ser = (uint64_t)((pkt.size() + kEthOverhead) * 8 / o.down.gbps);
+		if (o.stall_every && now >= o.next_stall) {
+			// The stall starts after what is queued already.
+			o.stall_start = std::max(o.out_busy, now);
+			o.stall_end = o.stall_start + rng.below(o.stall_max);
+			o.out_busy = o.stall_end;
+			o.next_stall = o.stall_end + rng.below(2 * o.stall_every);
+		}
+		// The queue holds frames, not the stall's idle time.
 		uint64_t backlog = o.out_busy > now ? o.out_busy - now : 0;
+		if (o.stall_end > now)
+			backlog -= std::min(backlog, o.stall_end - std::max(now, o.stall_start));
 		if ((double)backlog * o.down.gbps / 8 > (double)s.queue_bytes) {
 			o.queue_drops++;
 			continue;

@@ -141,6 +141,13 @@ struct Port {
 	uint64_t nic_busy = 0, out_busy = 0;
 	uint64_t queue_drops = 0;	// output queue full
 	uint64_t out_max = 0;		// deepest output queue seen, bytes
+	// Stalls of the output port (0: none), as a receiving host that
+	// stops draining its socket for a while (an emulated guest's QEMU
+	// descheduled): the port sends nothing for 0-stall_max ns, then works
+	// for 0-2 x stall_every ns until the next stall; frames meanwhile wait
+	// in its queue and are dropped once it is full.
+	uint64_t stall_every = 0, stall_max = 0;
+	uint64_t next_stall = 0, stall_start = 0, stall_end = 0;
 };
 
 struct Switch {

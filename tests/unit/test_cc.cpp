@@ -159,6 +159,77 @@ TEST(Cc, random_loss__costs_a_fifth_not_half)
 	}
 }
 
+// The two guests' emulated link (benchmarks.md, "where the resent frames
+// are lost"): the receiving QEMU's socket buffer holds ~200 KB and the
+// QEMU, sharing the host's cores, stops draining it for milliseconds at a
+// time.  Modelled as a switch port of 300 Mbit/s with a 150 KiB queue
+// that stalls for 0-4 ms after every 0-10 ms of work, one stream of 64 KiB
+// writes into it.  Prints the resent share (issue 16's target: at most
+// 0.5%) and what the port dropped; fails only if data is wrong, an
+// operation fails or the stream stops.  The congestion control of
+// 2026-11-29 resent 1.1-1.6% here at ~27 MB/s, as the guests do (1.5-2.7%):
+// its target (the base plus three times the path's noise, which the stalls
+// make large) lies beyond what the queue holds.
+TEST(Cc, stalling_shallow_port__resent_share)
+{
+	for (uint64_t seed : {1, 2, 3}) {
+		Sim sim(seed);
+		Workload w(sim, seed);
+		me_node_cfg a = module_cfg(1), b = module_cfg(2);
+		a.mtu = b.mtu = 1500;
+		sim.add_node(a);
+		sim.add_node(b);
+		const int sw = sim.add_switch(150 * 1024);
+		LinkParams fast, slow;
+		fast.gbps = 1;
+		fast.delay_ns = 50000;
+		slow.gbps = 0.3;
+		slow.delay_ns = 50000;
+		sim.plug(0, sw, fast, fast);
+		const int port = sim.plug(1, sw, fast, slow);
+		sim.ports[port].stall_every = 5000000;
+		sim.ports[port].stall_max = 4000000;
+		sim.add_region(0, kSrc, 1 << 20, kKey, ME_ACC_READ);
+		fill_pattern(sim.nodes[0]->regions[kSrc], kSrc, 1000);
+		sim.add_region(1, kDst, 128 << 20, kKey, ME_ACC_WRITE);
+		me_conn *c = sim.connect(0, 1, ME_MODE_UNORDERED);
+		ASSERT_NE(c, nullptr);
+		sim.run_for(1000000000);	// keepalives learn the path's noise
+
+		me_node *n = sim.nodes[0]->node;
+		auto done_bytes = [&] {
+			uint64_t d = 0;
+			for (const auto &[k, op] : w.ops)
+				d += op.completions && op.status == 0 ? op.rw.len : 0;
+			return d;
+		};
+		const uint64_t data0 = me_node_stat(n, ME_ST_TX_DATA);
+		const uint64_t loss0 = me_node_stat(n, ME_ST_TX_RTX_LOSS);
+		const uint64_t rto0 = me_node_stat(n, ME_ST_TX_RTX_RTO);
+		const uint64_t drops0 = sim.ports[port].queue_drops, done0 = done_bytes();
+		const uint64_t secs = 3, end = sim.now + secs * 1000000000ull;
+		while (sim.now < end) {
+			while (w.pending() < 8 && w.submit(c, 0, Op::WRITE, 64 * 1024) == 0) {
+			}
+			sim.run_for(200000);
+		}
+		const uint64_t data = me_node_stat(n, ME_ST_TX_DATA) - data0;
+		const uint64_t loss = me_node_stat(n, ME_ST_TX_RTX_LOSS) - loss0;
+		const uint64_t rto = me_node_stat(n, ME_ST_TX_RTX_RTO) - rto0;
+		const double mbs = (double)(done_bytes() - done0) / (secs * 1e6);
+		printf("seed %llu: %.1f MB/s, %llu data packets, resent %llu found lost + %llu timed "
+		       "out (%.2f%%), the port dropped %llu\n", (unsigned long long)seed, mbs,
+		       (unsigned long long)data, (unsigned long long)loss, (unsigned long long)rto,
+		       100.0 * (double)(loss + rto) / (double)data,
+		       (unsigned long long)(sim.ports[port].queue_drops - drops0));
+		EXPECT_GT(mbs, 5.0) << "the stream (nearly) stopped";
+		ASSERT_TRUE(sim.run([&] { return w.all_done(); }, sim.now + 2000000000));
+		EXPECT_EQ(w.bad, 0);
+		for (const auto &[k, op] : w.ops)
+			EXPECT_EQ(op.status, 0) << "operation " << k << " failed";
+	}
+}
+
 // One packet lost at random and then a pause of the receiver past the
 // RTO: the timeout halves the window, it does not reset it (only a
 // queue's loss makes a timeout congestion), and once the receiver says

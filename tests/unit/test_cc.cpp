@@ -34,6 +34,15 @@ uint64_t rto_fired(Sim &sim)
 
 constexpr uint32_t kMtu = 9000;
 
+// Bytes of the workload's operations that completed successfully.
+uint64_t completed_bytes(const Workload &w)
+{
+	uint64_t n = 0;
+	for (const auto &[k, op] : w.ops)
+		n += op.completions && op.status == 0 ? op.rw.len : 0;
+	return n;
+}
+
 // Node 0 writes to node 1 over one 1 Gbit/s link with 200 us of delay each
 // way, so that the window holds several packets once it has grown.
 struct Stream {
@@ -101,13 +110,7 @@ struct LossyStream {
 		}
 	}
 
-	uint64_t done_bytes() const
-	{
-		uint64_t n = 0;
-		for (const auto &[k, op] : w.ops)
-			n += op.completions && op.status == 0 ? op.rw.len : 0;
-		return n;
-	}
+	uint64_t done_bytes() const { return completed_bytes(w); }
 
 	// Keeps 8 writes posted for `ns`; returns the MB/s that completed.
 	double stream(uint64_t ns)
@@ -197,16 +200,10 @@ TEST(Cc, stalling_shallow_port__resent_share)
 		sim.run_for(1000000000);	// keepalives learn the path's noise
 
 		me_node *n = sim.nodes[0]->node;
-		auto done_bytes = [&] {
-			uint64_t d = 0;
-			for (const auto &[k, op] : w.ops)
-				d += op.completions && op.status == 0 ? op.rw.len : 0;
-			return d;
-		};
 		const uint64_t data0 = me_node_stat(n, ME_ST_TX_DATA);
 		const uint64_t loss0 = me_node_stat(n, ME_ST_TX_RTX_LOSS);
 		const uint64_t rto0 = me_node_stat(n, ME_ST_TX_RTX_RTO);
-		const uint64_t drops0 = sim.ports[port].queue_drops, done0 = done_bytes();
+		const uint64_t drops0 = sim.ports[port].queue_drops, done0 = completed_bytes(w);
 		const uint64_t secs = 3, end = sim.now + secs * 1000000000ull;
 		while (sim.now < end) {
 			while (w.pending() < 8 && w.submit(c, 0, Op::WRITE, 64 * 1024) == 0) {
@@ -216,7 +213,7 @@ TEST(Cc, stalling_shallow_port__resent_share)
 		const uint64_t data = me_node_stat(n, ME_ST_TX_DATA) - data0;
 		const uint64_t loss = me_node_stat(n, ME_ST_TX_RTX_LOSS) - loss0;
 		const uint64_t rto = me_node_stat(n, ME_ST_TX_RTX_RTO) - rto0;
-		const double mbs = (double)(done_bytes() - done0) / (secs * 1e6);
+		const double mbs = (double)(completed_bytes(w) - done0) / (secs * 1e6);
 		printf("seed %llu: %.1f MB/s, %llu data packets, resent %llu found lost + %llu timed "
 		       "out (%.2f%%), the port dropped %llu\n", (unsigned long long)seed, mbs,
 		       (unsigned long long)data, (unsigned long long)loss, (unsigned long long)rto,

@@ -91,6 +91,7 @@
 #define ME_CC_BURST	8	/* a round losing 1/8 of its window: a queue's */
 #define ME_CC_NOISE_K	3	/* the target is at least base + K x noise */
 #define ME_CC_NOISE_CLAMP 4	/* a noise sample counts at most this x the mean */
+#define ME_CC_CALM_RTTS	1024	/* no doubling this long after a queue's loss */
 
 static u32 cc_min(struct me_node *n)
 {
@@ -112,6 +113,7 @@ void me_cc_start(struct me_node *n, struct me_path *pa, u64 now)
 	me_atomic64_set(&pa->cc_dec_ns, 0);
 	me_atomic64_set(&pa->cc_loss_ns, 0);
 	me_atomic64_set(&pa->cc_qloss_ns, 0);
+	me_atomic64_set(&pa->qfull_ns, 0);
 	me_atomic_set(&pa->round_lost, 0);
 	me_atomic_set(&pa->round_cwnd, 0);
 	me_atomic_set(&pa->rto_run, 0);
@@ -129,6 +131,7 @@ void me_cc_forget(struct me_path *pa, u64 now)
 {
 	winmin_reset(&pa->base, now);
 	me_atomic64_set(&pa->noise_ns, 0);
+	me_atomic64_set(&pa->qfull_ns, 0);	/* measured from the base */
 	me_atomic64_set(&pa->cc_rtt_ns, 0);
 	me_atomic64_set(&pa->cc_delay_ns, 0);
 }
@@ -197,12 +200,12 @@ static void decrease(struct me_node *n, struct me_path *pa, u32 cwnd, u64 d,
 	me_atomic_set(&pa->ssthresh, (u32)me_max_u64(w, cc_min(n)));
 }
 
-/* Was a loss of the path taken for a queue's within ME_CC_LOSS_RTTS? */
-static bool lost_lately(struct me_path *pa, u64 rtt, u64 now)
+/* Was a loss of the path taken for a queue's within rtts round trips? */
+static bool lost_lately(struct me_path *pa, u32 rtts, u64 rtt, u64 now)
 {
 	u64 loss = me_atomic64_read(&pa->cc_qloss_ns);
 
-	return loss && me_elapsed(now, loss) < ME_CC_LOSS_RTTS * rtt;
+	return loss && me_elapsed(now, loss) < rtts * rtt;
 }
 
 void me_cc_acked(struct me_node *n, struct me_path *pa, u32 bytes, u64 rtt,
@@ -241,7 +244,7 @@ void me_cc_acked(struct me_node *n, struct me_path *pa, u32 bytes, u64 rtt,
 		if (!rtt)
 			rtt = n->cfg.rto_min_ns;
 	}
-	target = me_cc_target(n, pa, base);
+	target = me_cc_target(n, pa, base, now);
 	if (delay < target) {
 		/*
 		 * Slow start below ssthresh, and also while the delay is
@@ -249,13 +252,14 @@ void me_cc_acked(struct me_node *n, struct me_path *pa, u32 bytes, u64 rtt,
 		 * target the window may double per round trip (a host whose
 		 * round trip jitters by milliseconds shrinks its window
 		 * often, and one MTU per round trip would take thousands of
-		 * round trips to regrow) -- but not soon after a loss: a
-		 * buffer too shallow for the target (an emulated link's, a
-		 * shallow switch's) overflows below it, and doubling there
-		 * overflows it again at once.
+		 * round trips to regrow) -- but not for ME_CC_CALM_RTTS
+		 * after a queue's loss: a buffer too shallow for the target
+		 * (an emulated link's, a shallow switch's) overflows below
+		 * it, and doubling there overflows it again at once.
 		 */
 		if (cwnd < me_atomic_read(&pa->ssthresh) ||
-		    (delay < base + (target - base) / 2 && !lost_lately(pa, rtt, now)))
+		    (delay < base + (target - base) / 2 &&
+		     !lost_lately(pa, ME_CC_CALM_RTTS, rtt, now)))
 			set_window(n, pa, cwnd, (u64)cwnd + bytes);
 		else
 			set_window(n, pa, cwnd, cwnd +
@@ -266,11 +270,30 @@ void me_cc_acked(struct me_node *n, struct me_path *pa, u32 bytes, u64 rtt,
 		decrease(n, pa, cwnd, delay, target);
 }
 
-u64 me_cc_target(struct me_node *n, struct me_path *pa, u64 base)
+/*
+ * The queue's depth as its losses showed it, while the last of them is
+ * less than ME_CC_BASE_NS old (a queue may have grown, or the losses
+ * may have been a passing burst's): 0 when not known.
+ */
+static u64 queue_depth(struct me_path *pa, u64 now)
+{
+	u64 loss = me_atomic64_read(&pa->cc_qloss_ns);
+
+	if (!loss || me_elapsed(now, loss) >= ME_CC_BASE_NS)
+		return 0;
+	return me_atomic64_read(&pa->qfull_ns);
+}
+
+u64 me_cc_target(struct me_node *n, struct me_path *pa, u64 base, u64 now)
 {
 	u64 t = me_max_u64(n->cfg.cc_target_ns, base + base / 2);
+	u64 full = queue_depth(pa, now);
 
-	return me_max_u64(t, base + ME_CC_NOISE_K * me_atomic64_read(&pa->noise_ns));
+	t = me_max_u64(t, base + ME_CC_NOISE_K * me_atomic64_read(&pa->noise_ns));
+	/* Below the delay at which the queue overflows, whatever the noise. */
+	if (full && t > base + full * 3 / 4)
+		t = me_max_u64(base + full * 3 / 4, base + base / 4);
+	return t;
 }
 
 void me_cc_probe_rtt(struct me_node *n, struct me_path *pa, u64 rtt,
@@ -310,18 +333,36 @@ static u64 round_trip(struct me_node *n, struct me_path *pa)
  * one round trip; a lossy link loses a packet now and then).  Without a
  * delay measured yet, a queue.
  */
-static bool queue_loss(struct me_node *n, struct me_path *pa, u32 lost, u32 cwnd)
+static bool queue_loss(struct me_node *n, struct me_path *pa, u32 lost, u32 cwnd,
+		       u64 now)
 {
 	u64 delay = me_atomic64_read(&pa->cc_delay_ns), base = me_cc_base(pa);
 	u64 above;
 
 	if (!delay || !base)
 		return true;
-	above = me_max_u64((me_cc_target(n, pa, base) - base) / 2,
+	above = me_max_u64((me_cc_target(n, pa, base, now) - base) / 2,
 			   ME_CC_NOISE_K * me_atomic64_read(&pa->noise_ns));
 	if (delay >= base + above)
 		return true;
 	return lost >= 2 && (u64)lost * n->cfg.mtu * ME_CC_BURST >= cwnd;
+}
+
+/*
+ * A queue lost a packet: remember when, and how far above the base the
+ * delay was (a moving average, gain 1/4, started afresh once the last
+ * depth is forgotten).
+ */
+static void queue_overflowed(struct me_path *pa, u64 now)
+{
+	u64 d = me_atomic64_read(&pa->cc_delay_ns), base = me_cc_base(pa);
+	u64 full = queue_depth(pa, now);
+
+	me_atomic64_set(&pa->cc_qloss_ns, now);
+	if (!d || !base || d <= base)
+		return;
+	d -= base;
+	me_atomic64_set(&pa->qfull_ns, full ? full - full / 4 + d / 4 : d);
 }
 
 void me_cc_lost(struct me_node *n, struct me_path *pa, u64 now)
@@ -344,10 +385,10 @@ void me_cc_lost(struct me_node *n, struct me_path *pa, u64 now)
 	}
 	lost = me_atomic_add_return(&pa->round_lost, 1);
 	from = me_max_u32(me_atomic_read(&pa->round_cwnd), cc_min(n));
-	queue = queue_loss(n, pa, lost, from);
+	queue = queue_loss(n, pa, lost, from, now);
 	me_stat_inc(n, queue ? ME_ST_CC_LOSS_QUEUE : ME_ST_CC_LOSS_RANDOM);
 	if (queue)
-		me_atomic64_set(&pa->cc_qloss_ns, now);
+		queue_overflowed(pa, now);
 	w = (u32)((u64)from * (1024 - (queue ? ME_CC_MAX_MDF : ME_CC_RANDOM_MDF)) / 1024);
 	if (cwnd <= w)
 		return;		/* cut this far already */
@@ -379,7 +420,7 @@ void me_cc_timeout(struct me_node *n, struct me_path *pa, u64 now)
 	if (!n->cfg.cc)
 		return;
 	rtt = round_trip(n, pa);
-	if (lost_lately(pa, rtt, now)) {
+	if (lost_lately(pa, ME_CC_LOSS_RTTS, rtt, now)) {
 		/* Congestion: one MTU; timeouts in a row keep the first ssthresh. */
 		undo_save(pa, cwnd, now);
 		me_atomic64_set(&pa->cc_dec_ns, now);

@@ -37,10 +37,11 @@
  * twenty above the target.  On a fabric of real hosts the noise is a few
  * microseconds and cc_target_ns rules.  Below the target the window
  * grows: by the bytes acked while under ssthresh or while the delay is
- * nearer the base than the target (and no loss was found lately), else
- * by one MTU per window of bytes acked.  Above it, it shrinks at most
- * once per round trip, in proportion to how far above the target the
- * delay is:
+ * nearer the base than the target (and no queue lost a packet in the
+ * last ME_CC_CALM_RTTS round trips: one too shallow for the target
+ * overflows below it), else by one MTU per window of bytes acked.
+ * Above it, it shrinks at most once per round trip, in proportion to
+ * how far above the target the delay is:
  *
  *	cwnd *= max(1 - beta * (delay - target) / delay, 1 - max_mdf)
  *
@@ -87,11 +88,11 @@
 #define ME_CC_MAX_MDF	512	/* at most halve per round trip, 1/1024 */
 #define ME_CC_RTO_RESET	3	/* timeouts in a row that reset the window */
 #define ME_CC_LOSS_RTTS	64	/* a queue's loss this recent: a timeout is congestion */
+#define ME_CC_CALM_RTTS	1024	/* no doubling this long after a queue's loss */
 #define ME_CC_RANDOM_MDF 205	/* a loss without a queue: a fifth off (Veno) */
 #define ME_CC_BURST	8	/* a round losing 1/8 of its window: a queue's */
 #define ME_CC_NOISE_K	3	/* the target is at least base + K x noise */
 #define ME_CC_NOISE_CLAMP 4	/* a noise sample counts at most this x the mean */
-#define ME_CC_CALM_RTTS	1024	/* no doubling this long after a queue's loss */
 
 static u32 cc_min(struct me_node *n)
 {
@@ -113,7 +114,6 @@ void me_cc_start(struct me_node *n, struct me_path *pa, u64 now)
 	me_atomic64_set(&pa->cc_dec_ns, 0);
 	me_atomic64_set(&pa->cc_loss_ns, 0);
 	me_atomic64_set(&pa->cc_qloss_ns, 0);
-	me_atomic64_set(&pa->qfull_ns, 0);
 	me_atomic_set(&pa->round_lost, 0);
 	me_atomic_set(&pa->round_cwnd, 0);
 	me_atomic_set(&pa->rto_run, 0);
@@ -131,7 +131,6 @@ void me_cc_forget(struct me_path *pa, u64 now)
 {
 	winmin_reset(&pa->base, now);
 	me_atomic64_set(&pa->noise_ns, 0);
-	me_atomic64_set(&pa->qfull_ns, 0);	/* measured from the base */
 	me_atomic64_set(&pa->cc_rtt_ns, 0);
 	me_atomic64_set(&pa->cc_delay_ns, 0);
 }
@@ -244,7 +243,7 @@ void me_cc_acked(struct me_node *n, struct me_path *pa, u32 bytes, u64 rtt,
 		if (!rtt)
 			rtt = n->cfg.rto_min_ns;
 	}
-	target = me_cc_target(n, pa, base, now);
+	target = me_cc_target(n, pa, base);
 	if (delay < target) {
 		/*
 		 * Slow start below ssthresh, and also while the delay is
@@ -270,30 +269,11 @@ void me_cc_acked(struct me_node *n, struct me_path *pa, u32 bytes, u64 rtt,
 		decrease(n, pa, cwnd, delay, target);
 }
 
-/*
- * The queue's depth as its losses showed it, while the last of them is
- * less than ME_CC_BASE_NS old (a queue may have grown, or the losses
- * may have been a passing burst's): 0 when not known.
- */
-static u64 queue_depth(struct me_path *pa, u64 now)
-{
-	u64 loss = me_atomic64_read(&pa->cc_qloss_ns);
-
-	if (!loss || me_elapsed(now, loss) >= ME_CC_BASE_NS)
-		return 0;
-	return me_atomic64_read(&pa->qfull_ns);
-}
-
-u64 me_cc_target(struct me_node *n, struct me_path *pa, u64 base, u64 now)
+u64 me_cc_target(struct me_node *n, struct me_path *pa, u64 base)
 {
 	u64 t = me_max_u64(n->cfg.cc_target_ns, base + base / 2);
-	u64 full = queue_depth(pa, now);
 
-	t = me_max_u64(t, base + ME_CC_NOISE_K * me_atomic64_read(&pa->noise_ns));
-	/* Below the delay at which the queue overflows, whatever the noise. */
-	if (full && t > base + full * 3 / 4)
-		t = me_max_u64(base + full * 3 / 4, base + base / 4);
-	return t;
+	return me_max_u64(t, base + ME_CC_NOISE_K * me_atomic64_read(&pa->noise_ns));
 }
 
 void me_cc_probe_rtt(struct me_node *n, struct me_path *pa, u64 rtt,
@@ -333,36 +313,18 @@ static u64 round_trip(struct me_node *n, struct me_path *pa)
  * one round trip; a lossy link loses a packet now and then).  Without a
  * delay measured yet, a queue.
  */
-static bool queue_loss(struct me_node *n, struct me_path *pa, u32 lost, u32 cwnd,
-		       u64 now)
+static bool queue_loss(struct me_node *n, struct me_path *pa, u32 lost, u32 cwnd)
 {
 	u64 delay = me_atomic64_read(&pa->cc_delay_ns), base = me_cc_base(pa);
 	u64 above;
 
 	if (!delay || !base)
 		return true;
-	above = me_max_u64((me_cc_target(n, pa, base, now) - base) / 2,
+	above = me_max_u64((me_cc_target(n, pa, base) - base) / 2,
 			   ME_CC_NOISE_K * me_atomic64_read(&pa->noise_ns));
 	if (delay >= base + above)
 		return true;
 	return lost >= 2 && (u64)lost * n->cfg.mtu * ME_CC_BURST >= cwnd;
-}
-
-/*
- * A queue lost a packet: remember when, and how far above the base the
- * delay was (a moving average, gain 1/4, started afresh once the last
- * depth is forgotten).
- */
-static void queue_overflowed(struct me_path *pa, u64 now)
-{
-	u64 d = me_atomic64_read(&pa->cc_delay_ns), base = me_cc_base(pa);
-	u64 full = queue_depth(pa, now);
-
-	me_atomic64_set(&pa->cc_qloss_ns, now);
-	if (!d || !base || d <= base)
-		return;
-	d -= base;
-	me_atomic64_set(&pa->qfull_ns, full ? full - full / 4 + d / 4 : d);
 }
 
 void me_cc_lost(struct me_node *n, struct me_path *pa, u64 now)
@@ -385,10 +347,10 @@ void me_cc_lost(struct me_node *n, struct me_path *pa, u64 now)
 	}
 	lost = me_atomic_add_return(&pa->round_lost, 1);
 	from = me_max_u32(me_atomic_read(&pa->round_cwnd), cc_min(n));
-	queue = queue_loss(n, pa, lost, from, now);
+	queue = queue_loss(n, pa, lost, from);
 	me_stat_inc(n, queue ? ME_ST_CC_LOSS_QUEUE : ME_ST_CC_LOSS_RANDOM);
 	if (queue)
-		queue_overflowed(pa, now);
+		me_atomic64_set(&pa->cc_qloss_ns, now);
 	w = (u32)((u64)from * (1024 - (queue ? ME_CC_MAX_MDF : ME_CC_RANDOM_MDF)) / 1024);
 	if (cwnd <= w)
 		return;		/* cut this far already */

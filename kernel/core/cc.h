@@ -35,7 +35,7 @@ void me_cc_acked(struct me_node *node, struct me_path *pa, u32 bytes,
 void me_cc_probe_rtt(struct me_node *node, struct me_path *pa, u64 rtt_ns,
 		     bool quiet, u64 now);
 /* The delay the path's window aims at now (see cc.c). */
-u64 me_cc_target(struct me_node *node, struct me_path *pa, u64 base, u64 now);
+u64 me_cc_target(struct me_node *node, struct me_path *pa, u64 base);
 /* A packet sent on the path was lost (found by later packets' acks). */
 void me_cc_lost(struct me_node *node, struct me_path *pa, u64 now);
 /* A packet sent on the path timed out. */

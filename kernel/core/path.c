@@ -1227,7 +1227,7 @@ bool me_node_path_at(struct me_node *n, u32 slot, u32 link,
 	out->data_delay_us = us_of(me_atomic64_read(&pa->cc_delay_ns));
 	base = me_cc_base(pa);
 	out->base_us = us_of(base);
-	out->target_us = n->cfg.cc ? us_of(me_cc_target(n, pa, base, now)) : 0;
+	out->target_us = n->cfg.cc ? us_of(me_cc_target(n, pa, base)) : 0;
 	out->noise_us = us_of(me_atomic64_read(&pa->noise_ns));
 	rx = me_atomic64_read(&pa->last_rx_ns);
 	out->rx_age_ns = rx ? me_elapsed(now, rx) : ~0ull;

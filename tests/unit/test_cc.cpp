@@ -217,13 +217,13 @@ struct StallingPort {
 	}
 };
 
-// Prints the resent share (issue 16's target: at most 0.5%) and what the
-// port dropped; fails only if data is wrong, an operation fails or the
-// stream stops.  With a target of the base plus three times the path's
-// noise (which the stalls make large) alone, beyond what the queue holds,
-// this resent 1.1-1.6% at ~27 MB/s, as the guests do (1.5-2.7%); with the
-// target held below the depth the queue's losses show, 0.17-0.25% at
-// 26.4-27.5 MB/s (2026-11-29).
+// Prints the resent share and what the port dropped.  The path's target
+// (its base plus three times its noise, which the stalls make large)
+// lies beyond what the queue holds, so losses, not delay, stop the
+// window here; when the window could double again 64 round trips after
+// a queue's loss, this resent 1.1-1.6% at ~27 MB/s, as the two guests did
+// (1.0-2.7%); withheld for 1,024 round trips, 0.22-0.33% at the same
+// rate (2026-11-29).  Issue 16's target is 0.5%.
 TEST(Cc, stalling_shallow_port__resent_share)
 {
 	for (uint64_t seed : {1, 2, 3}) {
@@ -246,33 +246,10 @@ TEST(Cc, stalling_shallow_port__resent_share)
 		       100.0 * (double)(loss + rto) / (double)data,
 		       (unsigned long long)(S.sim.ports[S.port].queue_drops - drops0));
 		EXPECT_GT(mbs, 5.0) << "the stream (nearly) stopped";
+		EXPECT_LE(100.0 * (double)(loss + rto) / (double)data, 0.5)
+			<< "the window overran the queue again and again";
 		ASSERT_NO_FATAL_FAILURE(S.finish());
 	}
-}
-
-// The same port: once its queue has overflowed, the path's target lies
-// below the delay at which it did, though the noise alone would put it
-// beyond; with no overflow for ME_CC_BASE_NS (10 s) that depth is
-// forgotten and the noise rules again (a queue may have grown since).
-TEST(Cc, shallow_queue__target_below_its_overflow_until_forgotten)
-{
-	StallingPort S(4);
-	ASSERT_NE(S.c, nullptr);
-	const me_path_info_core idle = path_of(S.sim, 0, 0);
-	ASSERT_GE(idle.target_us + 3, idle.base_us + 3 * idle.noise_us);
-	S.stream(1);
-	const me_path_info_core busy = path_of(S.sim, 0, 0);
-	ASSERT_NO_FATAL_FAILURE(S.finish());
-	const uint64_t queue = me_node_stat(S.sim.nodes[0]->node, ME_ST_CC_LOSS_QUEUE);
-	S.sim.run_for(11000000000ull);
-	const me_path_info_core later = path_of(S.sim, 0, 0);
-	printf("idle: base %u us, noise %u us, target %u us; streaming (%llu losses taken for "
-	       "a queue's): target %u us; 11 s later: base %u us, noise %u us, target %u us\n",
-	       idle.base_us, idle.noise_us, idle.target_us, (unsigned long long)queue,
-	       busy.target_us, later.base_us, later.noise_us, later.target_us);
-	ASSERT_GT(queue, 0u) << "the queue never overflowed: nothing tested";
-	EXPECT_LT(busy.target_us + 100, busy.base_us + 3 * busy.noise_us);
-	EXPECT_GE(later.target_us + 3, later.base_us + 3 * later.noise_us);
 }
 
 // One packet lost at random and then a pause of the receiver past the

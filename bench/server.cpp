@@ -40,7 +40,7 @@ struct Writers {
 	std::vector<std::jthread> threads;
 };
 
-me::Result<Served> serve(const me::Device &dev, std::optional<Channel> &chan, const Msg &hello,
+me::Result<Served> serve(const me::Device &dev, const Msg &hello,
 			 std::uint32_t client, Target target)
 {
 	const std::uint64_t session = hello.session;
@@ -51,13 +51,13 @@ me::Result<Served> serve(const me::Device &dev, std::optional<Channel> &chan, co
 			if (p.node_id == client)
 				peer = p;
 
-	if (!chan || chan->peer() != client) {
-		chan.reset();
-		auto c = Channel::open(dev, client);
-		if (!c)
-			return c.error();
-		chan.emplace(std::move(c).value());
-	}
+	// A connection of its own for every session: the client may be a new
+	// process on the same node (the last one ran with --keep-server), and
+	// what went on its predecessor's connection reached a device that is
+	// gone.
+	auto chan = Channel::open(dev, client);
+	if (!chan)
+		return chan.error();
 	auto refuse = [&](const me::Error &e) -> me::Result<Served> {
 		Msg m = make_msg(Kind::Ready, session);
 		m.status = 1;
@@ -219,7 +219,6 @@ me::Status server(const Options &o)
 		    started->peer.node_id, static_cast<long long>(o.idle.count()));
 	std::fflush(stdout);
 
-	std::optional<Channel> chan;
 	auto idle_until = Clock::now() + o.idle;
 	for (;;) {
 		auto r = receive(dev, o.peer, std::chrono::seconds(1));
@@ -240,7 +239,7 @@ me::Status server(const Options &o)
 			std::fprintf(stderr, "me_bench server: ignoring a message outside a session\n");
 			continue;
 		}
-		auto served = serve(dev, chan, got.msg, got.peer, o.target);
+		auto served = serve(dev, got.msg, got.peer, o.target);
 		if (!served)
 			std::fprintf(stderr, "me_bench server: session failed: %s\n",
 				     served.error().message().c_str());

@@ -222,7 +222,7 @@ struct StallingPort {
 // lies beyond what the queue holds, so losses, not delay, stop the
 // window here; when the window could double again 64 round trips after
 // a queue's loss, this resent 1.1-1.6% at ~27 MB/s, as the two guests did
-// (1.0-2.7%); withheld for 1,024 round trips, 0.22-0.33% at the same
+// (0.8-2.7%); withheld for 1,024 round trips, 0.22-0.33% at the same
 // rate (2026-11-29).  Issue 16's target is 0.5%.
 TEST(Cc, stalling_shallow_port__resent_share)
 {

@@ -40,6 +40,17 @@
  * nearer the base than the target (and no queue lost a packet in the
  * last ME_CC_CALM_RTTS round trips: one too shallow for the target
  * overflows below it), else by one MTU per window of bytes acked.
+ * A path whose target its noise sets cannot see a queue shallower than
+ * the noise in its delay; it remembers the window its queues overflowed
+ * at instead (the smallest since it was last forgotten, moving up by a
+ * quarter of the way to a larger one; forgotten ME_CC_BASE_NS after the
+ * last queue's loss), and from 3/4 of it the window grows by one MTU per
+ * ME_CC_FULL_SLOW windows acked: a queue that overflows whenever the
+ * receiving host stalls (an emulated guest's socket buffer) is then met
+ * every few hundred round trips, not every few dozen.  A path whose
+ * delay shows its queue remembers nothing: its losses near a queue's
+ * delay may be random, and a window held below the least of them would
+ * sink with each (simulator, Cc.lossy_quiet_path_behind_a_switch__*).
  * Above it, it shrinks at most once per round trip, in proportion to
  * how far above the target the delay is:
  *
@@ -51,7 +62,8 @@
  * if a lossy link did (TCP Veno's random loss).  A queue overflows after
  * it filled: the delay was at least half way from the base to the target
  * and beyond the path's noise (queue_loss()), or it lost a burst, an
- * eighth of the window in the round.  A lossy link loses a packet now
+ * eighth of the window in the round, or the round began at or above the
+ * window the path remembers its queue overflowing at.  A lossy link loses a packet now
  * and then, with the delay near the base.  Halving for those kept a
  * stream on a link losing 1% at random at 0.35 of what it moved without
  * congestion control, 0.29 where the replies jitter by up to 1 ms
@@ -89,6 +101,8 @@
 #define ME_CC_RTO_RESET	3	/* timeouts in a row that reset the window */
 #define ME_CC_LOSS_RTTS	64	/* a queue's loss this recent: a timeout is congestion */
 #define ME_CC_CALM_RTTS	1024	/* no doubling this long after a queue's loss */
+#define ME_CC_FULL_GAIN	4	/* the overflow window rises 1/4 of the way per round */
+#define ME_CC_FULL_SLOW	8	/* near it: 1 MTU per this many windows acked */
 #define ME_CC_RANDOM_MDF 205	/* a loss without a queue: a fifth off (Veno) */
 #define ME_CC_BURST	8	/* a round losing 1/8 of its window: a queue's */
 #define ME_CC_NOISE_K	3	/* the target is at least base + K x noise */
@@ -114,6 +128,7 @@ void me_cc_start(struct me_node *n, struct me_path *pa, u64 now)
 	me_atomic64_set(&pa->cc_dec_ns, 0);
 	me_atomic64_set(&pa->cc_loss_ns, 0);
 	me_atomic64_set(&pa->cc_qloss_ns, 0);
+	me_atomic_set(&pa->qfull_win, 0);
 	me_atomic_set(&pa->round_lost, 0);
 	me_atomic_set(&pa->round_cwnd, 0);
 	me_atomic_set(&pa->rto_run, 0);
@@ -207,10 +222,35 @@ static bool lost_lately(struct me_path *pa, u32 rtts, u64 rtt, u64 now)
 	return loss && me_elapsed(now, loss) < rtts * rtt;
 }
 
+/* The window the path's queues overflowed at; 0: none lately. */
+static u32 remembered_full(struct me_path *pa, u64 now)
+{
+	u64 loss = me_atomic64_read(&pa->cc_qloss_ns);
+
+	if (!loss || me_elapsed(now, loss) >= ME_CC_BASE_NS)
+		return 0;
+	return me_atomic_read(&pa->qfull_win);
+}
+
+/*
+ * That window, on a path whose target its noise sets (its delay cannot
+ * show a queue shallower than the noise); 0: none, or the delay shows
+ * the queue.
+ */
+static u32 overflow_window(struct me_node *n, struct me_path *pa, u64 now)
+{
+	u64 base = me_cc_base(pa);
+
+	if (!base || base + ME_CC_NOISE_K * me_atomic64_read(&pa->noise_ns) <=
+	    me_max_u64(n->cfg.cc_target_ns, base + base / 2))
+		return 0;
+	return remembered_full(pa, now);
+}
+
 void me_cc_acked(struct me_node *n, struct me_path *pa, u32 bytes, u64 rtt,
 		 u64 delay, u64 now)
 {
-	u32 cwnd = me_atomic_read(&pa->cwnd);
+	u32 cwnd = me_atomic_read(&pa->cwnd), full;
 	bool own = delay;
 	u64 base, target;
 
@@ -245,6 +285,20 @@ void me_cc_acked(struct me_node *n, struct me_path *pa, u32 bytes, u64 rtt,
 	}
 	target = me_cc_target(n, pa, base);
 	if (delay < target) {
+		/*
+		 * Near the window a queue overflowed at, creep: a queue
+		 * too shallow for the target (an emulated link's, a shallow
+		 * switch's) overflows below it, so the delay never says
+		 * stop, and one MTU per window would refill it within a few
+		 * dozen round trips of each cut.
+		 */
+		full = overflow_window(n, pa, now);
+		if (full && cwnd >= full - full / 4) {
+			set_window(n, pa, cwnd, cwnd +
+				   me_max_u64(me_div_u64((u64)n->cfg.mtu * bytes, cwnd) /
+					      ME_CC_FULL_SLOW, 1));
+			return;
+		}
 		/*
 		 * Slow start below ssthresh, and also while the delay is
 		 * in the lower half between base and target: far from the
@@ -310,21 +364,44 @@ static u64 round_trip(struct me_node *n, struct me_path *pa)
  * has filled first: the delay was well above the base (half way to the
  * target, and beyond the path's own noise, which says nothing of a
  * queue), or it lost a burst (a 1/ME_CC_BURST share of the window within
- * one round trip; a lossy link loses a packet now and then).  Without a
- * delay measured yet, a queue.
+ * one round trip; a lossy link loses a packet now and then), or the
+ * round began at or above the window the path's queue overflowed at
+ * (on a path whose delay cannot show it).  Without a delay measured
+ * yet, a queue.
  */
-static bool queue_loss(struct me_node *n, struct me_path *pa, u32 lost, u32 cwnd)
+static bool queue_loss(struct me_node *n, struct me_path *pa, u32 lost, u32 cwnd,
+		       u64 now)
 {
 	u64 delay = me_atomic64_read(&pa->cc_delay_ns), base = me_cc_base(pa);
+	u32 full = overflow_window(n, pa, now);
 	u64 above;
 
-	if (!delay || !base)
+	if (!delay || !base || (full && cwnd >= full))
 		return true;
 	above = me_max_u64((me_cc_target(n, pa, base) - base) / 2,
 			   ME_CC_NOISE_K * me_atomic64_read(&pa->noise_ns));
 	if (delay >= base + above)
 		return true;
 	return lost >= 2 && (u64)lost * n->cfg.mtu * ME_CC_BURST >= cwnd;
+}
+
+/*
+ * A queue lost a packet of the loss round that began at `round` from
+ * window `from`.  The round's first such loss lowers the window
+ * remembered to `from`, or raises it a quarter of the way (once
+ * forgotten: `from`).  Slow start overshoots the queue by up to twice,
+ * so the least is the nearest; a queue freed by other flows is found
+ * again a quarter at a time.
+ */
+static void queue_overflowed(struct me_path *pa, u32 from, u64 round, u64 now)
+{
+	u64 last = me_atomic64_read(&pa->cc_qloss_ns);
+	u32 full = remembered_full(pa, now);
+
+	if (!last || last < round)
+		me_atomic_set(&pa->qfull_win, full && from > full ?
+			      full - full / ME_CC_FULL_GAIN + from / ME_CC_FULL_GAIN : from);
+	me_atomic64_set(&pa->cc_qloss_ns, now);
 }
 
 void me_cc_lost(struct me_node *n, struct me_path *pa, u64 now)
@@ -347,10 +424,10 @@ void me_cc_lost(struct me_node *n, struct me_path *pa, u64 now)
 	}
 	lost = me_atomic_add_return(&pa->round_lost, 1);
 	from = me_max_u32(me_atomic_read(&pa->round_cwnd), cc_min(n));
-	queue = queue_loss(n, pa, lost, from);
+	queue = queue_loss(n, pa, lost, from, now);
 	me_stat_inc(n, queue ? ME_ST_CC_LOSS_QUEUE : ME_ST_CC_LOSS_RANDOM);
 	if (queue)
-		me_atomic64_set(&pa->cc_qloss_ns, now);
+		queue_overflowed(pa, from, me_atomic64_read(&pa->cc_loss_ns), now);
 	w = (u32)((u64)from * (1024 - (queue ? ME_CC_MAX_MDF : ME_CC_RANDOM_MDF)) / 1024);
 	if (cwnd <= w)
 		return;		/* cut this far already */

@@ -63,11 +63,11 @@
  * it filled: the delay was at least half way from the base to the target
  * and beyond the path's noise (queue_loss()), or it lost a burst, an
  * eighth of the window in the round, or the round began at or above the
- * window the path remembers its queue overflowing at.  A lossy link loses a packet now
- * and then, with the delay near the base.  Halving for those kept a
- * stream on a link losing 1% at random at 0.35 of what it moved without
- * congestion control, 0.29 where the replies jitter by up to 1 ms
- * (simulator, Cc.random_loss__costs_a_fifth_not_half).
+ * window the path remembers its queue overflowing at.  A lossy link
+ * loses a packet now and then, with the delay near the base.  Halving
+ * for those kept a stream on a link losing 1% at random at 0.35 of what
+ * it moved without congestion control, 0.29 where the replies jitter by
+ * up to 1 ms (simulator, Cc.random_loss__costs_a_fifth_not_half).
  * A retransmission timeout on a path whose queue lost packets within the
  * last ME_CC_LOSS_RTTS round trips (congestion: a queue overflowed)
  * drops it to one MTU.  On a path that lost nothing, or only at random,

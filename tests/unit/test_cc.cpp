@@ -171,10 +171,8 @@ TEST(Cc, random_loss__costs_a_fifth_not_half)
 struct StallingPort {
 	Sim sim;
 	Workload w;
-	int port = -1;
+	int sw = -1, port = -1;
 	me_conn *c = nullptr;
-
-	int sw = -1;
 
 	explicit StallingPort(uint64_t seed, uint64_t queue = 150 * 1024) : sim(seed), w(sim, seed)
 	{
@@ -507,11 +505,12 @@ TEST(Cc, queue_of_own_traffic__is_not_noise)
 // noise, and so its target, large, and most losses come with a delay
 // below the rule that calls a loss a queue's.  Taken for random losses
 // (a fifth off, the window free to double back), they recurred every
-// few round trips: 1.06-1.07% resent.  A path remembers the windows its
-// queue overflowed at (the smallest since, or their mean once larger);
-// a loss near one is a queue's, and near it the window creeps: 0.15% at
-// the same 25 MB/s (2026-11-30).  Once the queue deepens and stops
-// losing, the window grows past what it remembers.
+// few round trips: 1.06-1.07% resent.  A path whose target its noise
+// sets remembers the window its queue overflowed at (the least since it
+// was forgotten, rising a quarter of the way to a larger one); a loss
+// round that begins at or above it is a queue's, and from 3/4 of it the
+// window creeps: 0.15-0.28% at the same 25 MB/s (2026-11-30).  Once the
+// queue deepens and stops losing, the window grows past it.
 TEST(Cc, shallow_queue__window_creeps_below_where_it_overflowed)
 {
 	for (uint64_t seed : {1, 2}) {
@@ -536,6 +535,7 @@ TEST(Cc, shallow_queue__window_creeps_below_where_it_overflowed)
 		ASSERT_NO_FATAL_FAILURE(S.finish());
 	}
 }
+
 // The same memory must not hold back a quiet path that loses packets at
 // random behind a switch: its losses come with a queue's delay (the
 // port is slower than the sender) and are taken for a queue's, at

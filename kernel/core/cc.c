@@ -232,19 +232,25 @@ static u32 remembered_full(struct me_path *pa, u64 now)
 	return me_atomic_read(&pa->qfull_win);
 }
 
-/*
- * That window, on a path whose target its noise sets (its delay cannot
- * show a queue shallower than the noise); 0: none, or the delay shows
- * the queue.
- */
-static u32 overflow_window(struct me_node *n, struct me_path *pa, u64 now)
+/* The target without the path's noise: the fabric's, or 3/2 of the base. */
+static u64 quiet_target(struct me_node *n, u64 base)
 {
-	u64 base = me_cc_base(pa);
+	return me_max_u64(n->cfg.cc_target_ns, base + base / 2);
+}
 
-	if (!base || base + ME_CC_NOISE_K * me_atomic64_read(&pa->noise_ns) <=
-	    me_max_u64(n->cfg.cc_target_ns, base + base / 2))
+/*
+ * That window, on a path (of base `base`) whose target its noise sets:
+ * its delay cannot show a queue shallower than the noise; 0: none, or
+ * the delay shows the queue.
+ */
+static u32 overflow_window(struct me_node *n, struct me_path *pa, u64 base, u64 now)
+{
+	u32 full = remembered_full(pa, now);
+
+	if (!full || !base || base + ME_CC_NOISE_K * me_atomic64_read(&pa->noise_ns) <=
+	    quiet_target(n, base))
 		return 0;
-	return remembered_full(pa, now);
+	return full;
 }
 
 void me_cc_acked(struct me_node *n, struct me_path *pa, u32 bytes, u64 rtt,
@@ -292,7 +298,7 @@ void me_cc_acked(struct me_node *n, struct me_path *pa, u32 bytes, u64 rtt,
 		 * stop, and one MTU per window would refill it within a few
 		 * dozen round trips of each cut.
 		 */
-		full = overflow_window(n, pa, now);
+		full = overflow_window(n, pa, base, now);
 		if (full && cwnd >= full - full / 4) {
 			set_window(n, pa, cwnd, cwnd +
 				   me_max_u64(me_div_u64((u64)n->cfg.mtu * bytes, cwnd) /
@@ -325,9 +331,8 @@ void me_cc_acked(struct me_node *n, struct me_path *pa, u32 bytes, u64 rtt,
 
 u64 me_cc_target(struct me_node *n, struct me_path *pa, u64 base)
 {
-	u64 t = me_max_u64(n->cfg.cc_target_ns, base + base / 2);
-
-	return me_max_u64(t, base + ME_CC_NOISE_K * me_atomic64_read(&pa->noise_ns));
+	return me_max_u64(quiet_target(n, base),
+			  base + ME_CC_NOISE_K * me_atomic64_read(&pa->noise_ns));
 }
 
 void me_cc_probe_rtt(struct me_node *n, struct me_path *pa, u64 rtt,
@@ -373,7 +378,7 @@ static bool queue_loss(struct me_node *n, struct me_path *pa, u32 lost, u32 cwnd
 		       u64 now)
 {
 	u64 delay = me_atomic64_read(&pa->cc_delay_ns), base = me_cc_base(pa);
-	u32 full = overflow_window(n, pa, now);
+	u32 full = overflow_window(n, pa, base, now);
 	u64 above;
 
 	if (!delay || !base || (full && cwnd >= full))

@@ -609,6 +609,7 @@ static void rx_connect(struct me_node *n, u32 link, u64 src, const struct me_hdr
 	c->pack_max = pack_max(h->c.window);
 	me_win_start_rx(c, h->c.isn);
 	me_win_start_tx(c, c->isn, c->isn + h->c.credit);
+	me_win_seed_rtt(c);
 	me_atomic64_set(&c->last_rx_ns, me_now(n));
 	me_atomic64_set(&c->heard_ns, me_atomic64_read(&c->last_rx_ns));
 	me_atomic_set(&c->state, ME_CS_ESTABLISHED);
@@ -647,6 +648,7 @@ static void rx_accept(struct me_node *n, const struct me_hdr *h)
 	c->pack_max = pack_max(h->c.window);
 	me_win_start_rx(c, h->c.isn);
 	me_atomic_set(&c->snd_right, c->isn + h->c.credit);
+	me_win_seed_rtt(c);
 	me_atomic64_set(&c->last_rx_ns, me_now(n));
 	me_atomic64_set(&c->heard_ns, me_atomic64_read(&c->last_rx_ns));
 	me_atomic_set(&c->state, ME_CS_ESTABLISHED);

@@ -74,6 +74,7 @@ struct me_conn {
 	me_atomic_t close_seq;	/* seq of our CLOSE + 1, 0 if none */
 	me_atomic64_t srtt_ns;	/* smoothed rtt, 0 = no sample yet */
 	me_atomic64_t rttvar_ns;
+	me_atomic_t rtt_seeded;	/* srtt is the keepalives' (me_win_seed_rtt) */
 	me_atomic_t backoff;	/* RTO doubling count, reset on progress */
 	u64 rto_probe_ns;	/* (timer) last timeout that resent only the
 				 * oldest packet (window.c) */

@@ -162,6 +162,17 @@ bool me_path_usable(struct me_node *n, struct me_peer *p, u32 link)
 	       link_up(n, link);
 }
 
+u64 me_path_probe_rtt(struct me_node *n, struct me_peer *p)
+{
+	u32 i, hi = me_atomic_read(&n->links_hi);
+	u64 m = 0;
+
+	for (i = 0; i < hi; i++)
+		if (me_path_usable(n, p, i))
+			m = me_max_u64(m, me_atomic_read(&p->path[i].rtt_us));
+	return m * 1000;
+}
+
 /* The best delivery rate among the peer's usable paths (1: none). */
 static u64 max_rate(struct me_node *n, struct me_peer *p)
 {

@@ -156,6 +156,8 @@ void me_path_rx(struct me_node *node, u32 link, u64 addr,
 		const struct me_hdr *h, struct me_peer *p);
 /* Is the path alive both ways (and its link up)? */
 bool me_path_usable(struct me_node *node, struct me_peer *p, u32 link);
+/* The longest last keepalive round trip of the peer's usable paths, ns; 0: none. */
+u64 me_path_probe_rtt(struct me_node *node, struct me_peer *p);
 /*
  * Pick the link for `len` bytes to peer; -1 if none usable now.  Unless
  * force, only a path with window room whose pacing lets a packet leave

@@ -584,9 +584,11 @@ static void rtt_sample(struct me_conn *c, u64 r)
 	u64 var = me_atomic64_read(&c->rttvar_ns);
 	u64 err;
 
-	if (!srtt) {
+	if (!srtt || me_atomic_read(&c->rtt_seeded)) {
+		/* The first sample of data replaces the keepalives' estimate. */
 		me_atomic64_set(&c->srtt_ns, r ? r : 1);
 		me_atomic64_set(&c->rttvar_ns, r / 2);
+		me_atomic_set(&c->rtt_seeded, 0);
 		return;
 	}
 	/* Jacobson/Karels with shifts; racing samples may be lost, harmless. */
@@ -595,6 +597,18 @@ static void rtt_sample(struct me_conn *c, u64 r)
 	var = err > var ? var + ((err - var) >> 2) : var - ((var - err) >> 2);
 	me_atomic64_set(&c->srtt_ns, srtt ? srtt : 1);
 	me_atomic64_set(&c->rttvar_ns, var);
+}
+
+void me_win_seed_rtt(struct me_conn *c)
+{
+	u64 r = me_path_probe_rtt(c->node, c->pe);
+
+	/* Never an RTO above rto_init's (srtt + 4 x rttvar = 3 x r). */
+	if (!r || 3 * r >= c->node->cfg.rto_init_ns)
+		return;
+	me_atomic64_set(&c->srtt_ns, r);
+	me_atomic64_set(&c->rttvar_ns, r / 2);
+	me_atomic_set(&c->rtt_seeded, 1);
 }
 
 /*

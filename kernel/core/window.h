@@ -74,6 +74,13 @@ int me_win_alloc(struct me_conn *c);
 void me_win_free(struct me_conn *c);
 void me_win_start_tx(struct me_conn *c, u32 isn, u32 right);
 void me_win_start_rx(struct me_conn *c, u32 peer_isn);
+/*
+ * Before the connection's first packet of data, its RTO from the
+ * keepalives' round trip to the peer (the longest of its usable paths',
+ * 3 x it, so at most rto_init_ns's; none known: rto_init_ns), until the
+ * first ack gives one of data.
+ */
+void me_win_seed_rtt(struct me_conn *c);
 
 /* A validated sequenced packet for this connection. */
 void me_win_rx_data(struct me_conn *c, u32 link, const struct me_hdr *h,

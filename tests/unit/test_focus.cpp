@@ -533,6 +533,55 @@ TEST(Window, gap__nack_and_fast_retransmit)
 	EXPECT_LT(P.sim.now - t0, 2000000u);	// well under the initial RTO
 }
 
+// A connection's first packet lost: before any ack of data its RTO comes
+// from the keepalives' round trip to the peer (at least rto_min), not
+// rto_init -- at the start of an incast a whole first window may be lost,
+// and every sender would stall for rto_init.  Both ends: the active one
+// writes, the passive one answers a read.
+TEST(Window, first_packet_lost__resent_after_rto_min_not_rto_init)
+{
+	for (int passive = 0; passive < 2; passive++) {
+		SCOPED_TRACE(passive ? "the passive end's answer" : "the active end's write");
+		Sim sim(15 + passive);
+		me_node_cfg ca = module_cfg(1), cb = module_cfg(2);	// rto_init 20 ms, rto_min 5
+		setup_pair(sim, 2, {}, ca, cb);
+		// Keepalives have measured both paths both ways.
+		ASSERT_TRUE(sim.run([&] {
+			for (int i = 0; i < 2; i++)
+				for (uint32_t l = 0; l < 2; l++) {
+					me_path_info_core pi{};
+					if (!me_node_path_at(sim.nodes[i]->node, 0, l, &pi) || !pi.rtt_us)
+						return false;
+				}
+			return true;
+		}, 500000000));
+		me_conn *c = sim.connect(0, 1, ME_MODE_UNORDERED);
+		ASSERT_NE(c, nullptr);
+		Workload w(sim, 15);
+		const int from = passive ? 1 : 0;
+		const uint8_t type = passive ? ME_PT_READ_RESP : ME_PT_WRITE;
+		uint64_t first = 0, again = 0;
+		sim.drop_hook = [&](const TxEvent &e) {
+			if (!e.parsed || e.node != from || e.h.type != type)
+				return false;
+			if (!(e.h.flags & ME_F_RTX) && !first) {
+				first = e.t;
+				return true;
+			}
+			if (!again)
+				again = e.t;
+			return false;
+		};
+		ASSERT_EQ(w.submit(c, 0, passive ? Op::READ : Op::WRITE, 100), 0);
+		ASSERT_TRUE(sim.run([&] { return w.all_done(); }, sim.now + 200000000));
+		w.check();
+		ASSERT_NE(first, 0u);
+		ASSERT_NE(again, 0u);
+		EXPECT_GE(again - first, ca.rto_min_ns);
+		EXPECT_LT(again - first, ca.rto_min_ns + 2 * ca.tick_ns) << "not rto_init's 20 ms";
+	}
+}
+
 TEST(Window, rto__backoff_doubles_up_to_cap_then_peer_dead)
 {
 	me_node_cfg ca = default_cfg(1), cb = default_cfg(2);

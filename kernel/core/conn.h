@@ -78,6 +78,7 @@ struct me_conn {
 	me_atomic_t backoff;	/* RTO doubling count, reset on progress */
 	u64 rto_probe_ns;	/* (timer) last timeout that resent only the
 				 * oldest packet (window.c) */
+	u64 rto_first_ns;	/* (timer) first timeout since backoff was 0 */
 
 	/* ---- receive side (window.c) ---- */
 	struct me_rxslot *rx;

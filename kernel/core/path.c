@@ -173,6 +173,17 @@ u64 me_path_probe_rtt(struct me_node *n, struct me_peer *p)
 	return m * 1000;
 }
 
+u64 me_path_heard_from(struct me_node *n, struct me_peer *p)
+{
+	u32 i, hi = me_atomic_read(&n->links_hi);
+	u64 m = 0;
+
+	for (i = 0; i < hi; i++)
+		if (me_path_usable(n, p, i))
+			m = me_max_u64(m, me_atomic64_read(&p->path[i].last_rx_ns));
+	return m;
+}
+
 /* The best delivery rate among the peer's usable paths (1: none). */
 static u64 max_rate(struct me_node *n, struct me_peer *p)
 {

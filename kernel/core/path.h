@@ -156,6 +156,8 @@ void me_path_rx(struct me_node *node, u32 link, u64 addr,
 		const struct me_hdr *h, struct me_peer *p);
 /* Is the path alive both ways (and its link up)? */
 bool me_path_usable(struct me_node *node, struct me_peer *p, u32 link);
+/* When a valid frame from the peer last came on a usable path; 0: none. */
+u64 me_path_heard_from(struct me_node *node, struct me_peer *p);
 /* The longest last keepalive round trip of the peer's usable paths, ns; 0: none. */
 u64 me_path_probe_rtt(struct me_node *node, struct me_peer *p);
 /*

@@ -630,18 +630,65 @@ static void echo_sample(struct me_conn *c, u32 echo, u64 now)
 		rtt_sample(c, (u64)(us ? us : 1) * 1000);
 }
 
-static u64 rto_ns(struct me_conn *c)
+/* Doublings of the RTO while the peer answers (peer_answers()). */
+#define ME_RTO_ANSWERED_BACKOFF	1
+
+/*
+ * Is the peer answering while this connection's packets time out?  It
+ * sent us a frame (a keepalive, an ack of another connection) on a
+ * usable path since the first of these timeouts, and the connection has
+ * at most two packets in flight: its timeouts are a queue's losses, one
+ * packet at a time, not an outage.  Many senders into one switch port
+ * (incast) keep its queue full with windows of one packet; whoever backs
+ * off further only resends more rarely into it, and starves for hundreds
+ * of milliseconds while the others take the port (test_incast.cpp).
+ */
+static bool peer_answers(struct me_conn *c)
+{
+	u32 infl = me_atomic_read(&c->snd_max) - me_atomic_read(&c->snd_una);
+
+	return infl <= 2 && c->rto_first_ns &&
+	       me_path_heard_from(c->node, c->pe) > c->rto_first_ns;
+}
+
+/* The RTO after b doublings (at most rto_max). */
+static u64 rto_backed_off(struct me_conn *c, u32 b)
 {
 	const struct me_node_cfg *cfg = &c->node->cfg;
 	u64 srtt = me_atomic64_read(&c->srtt_ns);
 	u64 rto = srtt ? srtt + 4 * me_atomic64_read(&c->rttvar_ns)
 		       : cfg->rto_init_ns;
-	u32 b = me_atomic_read(&c->backoff);
 
 	rto = me_max_u64(rto, cfg->rto_min_ns);
 	while (b-- && rto < cfg->rto_max_ns)
 		rto <<= 1;
 	return me_min_u64(rto, cfg->rto_max_ns);
+}
+
+/* Doubled per consecutive timeout; at most once while the peer answers. */
+static u64 rto_ns(struct me_conn *c)
+{
+	u32 b = me_atomic_read(&c->backoff);
+
+	if (b > ME_RTO_ANSWERED_BACKOFF && peer_answers(c))
+		b = ME_RTO_ANSWERED_BACKOFF;
+	return rto_backed_off(c, b);
+}
+
+/*
+ * How long a packet may go unacknowledged, its retries spent, before the
+ * connection is given up: as long as max_retries timeouts doubling each
+ * time take, also when the peer answered and they did not double
+ * (rto_ns()).
+ */
+static u64 give_up_ns(struct me_conn *c)
+{
+	u64 sum = 0;
+	u32 k;
+
+	for (k = 0; k < c->node->cfg.max_retries; k++)
+		sum += rto_backed_off(c, k);
+	return sum;
 }
 
 /*
@@ -856,7 +903,9 @@ static bool retransmit(struct me_conn *c, u32 s, enum me_stat why)
 	li = me_atomic64_read(&t->linfo);
 	if (li_seq(li) != s || li_link(li) == ME_LINK_NONE)
 		goto out;
-	if (t->retries >= n->cfg.max_retries) {
+	now = me_now(n);
+	if (t->retries >= n->cfg.max_retries &&
+	    me_elapsed(now, t->first_ns) >= give_up_ns(c)) {
 		/* The last retransmission timed out too: give up. */
 		dead = true;
 		goto out;
@@ -874,7 +923,6 @@ static bool retransmit(struct me_conn *c, u32 s, enum me_stat why)
 	}
 	me_atomic_add_return(&me_pth(c->pe, li_link(li))->inflight, -len);
 	me_atomic64_add_return(&me_pth(c->pe, li_link(li))->lost_pkts, 1);
-	now = me_now(n);
 	if (why == ME_ST_TX_RTX_LOSS)
 		me_cc_lost(n, me_pth(c->pe, li_link(li)), now);
 	else if (why == ME_ST_TX_RTX_RTO)
@@ -884,7 +932,8 @@ static bool retransmit(struct me_conn *c, u32 s, enum me_stat why)
 	slot_tx(c, t, nl, len, now);
 	me_stat_inc(n, why);
 	me_cstat_add(c, ME_CST_RTX, 1);
-	t->retries++;
+	if (t->retries < n->cfg.max_retries)
+		t->retries++;
 	slot_unlock(c, t);
 	return true;
 out:
@@ -1069,6 +1118,7 @@ void me_win_tx_commit(struct me_conn *c, struct me_txslot *t, u32 seq,
 			me_atomic_set(&pe->reply_mode, 1);
 	}
 	t->retries = 0;
+	t->first_ns = now;
 	me_atomic_set(&t->len, len);
 	me_atomic64_set(&t->sent_ns, now);
 	me_atomic_add_return(&me_pth(c->pe, link)->inflight, len);
@@ -1229,7 +1279,8 @@ void me_win_timer(struct me_conn *c, u64 now)
 	}
 	if (fired) {
 		me_stat_inc(n, ME_ST_RTO_FIRED);
-		if (me_atomic_read(&c->backoff) < 16)
-			me_atomic_add_return(&c->backoff, 1);
+		if (me_atomic_read(&c->backoff) < 16 &&
+		    me_atomic_add_return(&c->backoff, 1) == 1)
+			c->rto_first_ns = now;
 	}
 }

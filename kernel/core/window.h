@@ -28,6 +28,7 @@ struct me_txslot {
 	me_atomic64_t sent_ns;	/* last transmission */
 	me_atomic_t len;	/* frame bytes (header + payload) */
 	u32 retries;		/* under lock */
+	u64 first_ns;		/* first transmission, under lock */
 	u8 *buf;
 	/*
 	 * Payload by reference (me_plat_ops.zc_tx): buf holds the header

@@ -613,6 +613,53 @@ TEST(Window, rto__backoff_doubles_up_to_cap_then_peer_dead)
 	P.w->check(false);
 }
 
+// While the peer answers (its keepalives keep coming) and the connection
+// has a packet or two in flight, its packets are lost to a queue, not to
+// an outage: the RTO doubles once, not per timeout (incast: a sender that
+// backs off further starves behind the others), and the connection is
+// still given up no sooner than max_retries doubling timeouts would take.
+TEST(Window, rto__peer_answers__doubles_once_and_gives_up_as_late)
+{
+	me_node_cfg ca = default_cfg(1), cb = default_cfg(2);
+	ca.rto_init_ns = ca.rto_min_ns = 1000000;
+	ca.rto_max_ns = 8000000;
+	ca.max_retries = 7;
+	ca.ka_ns = cb.ka_ns = 500000;
+	ca.link_dead_ns = cb.link_dead_ns = 100000000;
+	ca.peer_dead_ns = cb.peer_dead_ns = 1000000000;
+	Pair P(14, 1, {}, ca, cb);
+	ASSERT_NE(P.c, nullptr);
+	std::vector<uint64_t> times;
+	uint64_t heard = 0;	// frames of the peer that node 0 received
+	P.sim.tx_hook = [&](const TxEvent &e) {
+		if (e.parsed && e.node == 0 && e.h.type == ME_PT_WRITE)
+			times.push_back(e.t);
+	};
+	// Every data packet of node 0 is lost; everything else gets through.
+	P.sim.drop_hook = [&](const TxEvent &e) {
+		if (e.node == 1)
+			heard++;
+		return e.parsed && e.node == 0 && e.h.type == ME_PT_WRITE;
+	};
+	ASSERT_EQ(P.w->submit(P.c, 0, Op::WRITE, 100), 0);
+	ASSERT_TRUE(P.sim.run([&] { return P.w->all_done(); }, P.sim.now + 1000000000));
+	EXPECT_EQ(me_conn_state(P.c), ME_CS_DEAD);
+	EXPECT_EQ(P.w->ops.begin()->second.status, -ETIMEDOUT);
+	EXPECT_GT(heard, 20u);
+	ASSERT_GE(times.size(), 3u);
+	// 1 ms, then 2 ms per timeout however many there are.
+	EXPECT_NEAR((double)(times[1] - times[0]), 1e6, 0.1e6 + 40000);
+	for (size_t i = 2; i < times.size(); i++)
+		EXPECT_NEAR((double)(times[i] - times[i - 1]), 2e6, 0.2e6 + 40000) << i;
+	// 1 + 2 + 4 + 8 + 8 + 8 + 8 ms: what seven doubling timeouts take.
+	const uint64_t give_up = 39000000;
+	EXPECT_GE(times.size(), 1 + give_up / 2000000);
+	uint64_t died = P.sim.now - times[0];
+	EXPECT_GE(died, give_up);
+	EXPECT_LE(died, give_up + 2000000 + 100000);
+	P.w->check(false);
+}
+
 TEST(Path, link_failure__failover_then_recovery)
 {
 	Pair P(15, 2);

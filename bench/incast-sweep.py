@@ -83,7 +83,10 @@ def main():
 	for n in senders:
 		for w in warms:
 			for seed in range(1, a.seeds + 1):
-				r = run_one(a.bin, n, seed, w * 1000000, a.measure_ms * 1000000)
+				try:
+					r = run_one(a.bin, n, seed, w * 1000000, a.measure_ms * 1000000)
+				except RuntimeError as e:
+					sys.exit('incast-sweep: %s' % e)
 				rows.append(r)
 				print('[%3d/%d] %2d->1 warm %2d ms seed %2d: goodput %5.1f%%, resent %5.2f%%, '
 				      'Jain %.3f, starved %2d, P99 %5d us%s' %

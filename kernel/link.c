@@ -51,6 +51,11 @@ module_param(links, charp, 0444);
 MODULE_PARM_DESC(links,
 		 "Comma-separated devices of the initial namespace to attach at load");
 
+static bool tx_veth_track;
+module_param(tx_veth_track, bool, 0444);
+MODULE_PARM_DESC(tx_veth_track,
+		 "Track frames sent by reference over a veth as over a NIC: the write completes once the stack released them, and the veth copies their pages (default 0: untracked, passed on as they are)");
+
 /* Packets above this are not worth their per-connection buffers. */
 #define ME_MAX_PACKET	9000
 
@@ -253,10 +258,30 @@ struct sk_buff *me_link_alloc_skb(unsigned int size)
 }
 
 /*
+ * May a frame go by reference over @link without being tracked?  Over a
+ * veth a tracked frame's pages are copied before the peer sees them
+ * (skb_orphan_frags_rx), in whatever context transmits: the copy the
+ * reference was to save, and one TCP's splice does not make.  Untracked,
+ * the pages reach the receiver's placement as they are, one copy in all;
+ * its write still completes only once the peer acknowledged every packet
+ * of it, that is placed it, so a frame that reads the pages after that is
+ * a duplicate, which the receiver drops (zerocopy_test shows it with the
+ * buffer reused under frames held in a queue).  The pages themselves stay
+ * alive by the frame's references.  A NIC reads the pages by DMA after
+ * dev_queue_xmit() returns: there, and with tx_veth_track, the write waits
+ * for the stack to release its frames (Table 1 state 1).
+ */
+static bool untracked(const struct me_link *link)
+{
+	return link->copies_refs && !tx_veth_track;
+}
+
+/*
  * Sends @hdr (and, with @mr, [off, off + plen) of its pages by reference,
- * tracked by @uarg: its callback runs once the skb's data are released;
- * or of their copies in @st, which nothing tracks; copied instead for a
- * device without scatter-gather) on link @idx.
+ * tracked by @uarg, whose callback runs once the skb's data are released,
+ * or untracked over a veth (untracked()); or of their copies in @st, which
+ * nothing tracks; copied instead for a device without scatter-gather) on
+ * link @idx.
  * Without @mr, @hdr is the whole packet; a page or more of payload goes
  * into page fragments behind the header (linear_len).  Inside a transmit
  * burst the frame is held and sent when the burst ends (txbatch.c).
@@ -317,7 +342,11 @@ static int link_xmit(struct me_net *mn, u32 idx, u64 to, const void *hdr, u32 hl
 			kfree_skb(skb);
 			goto err;
 		}
-		if (!st) {
+		if (!st && untracked(link)) {
+			/* Writers of its data copy shared fragments first. */
+			skb_shinfo(skb)->flags |= SKBFL_SHARED_FRAG;
+			this_cpu_inc(link->stats->tx_zc_frames);
+		} else if (!st) {
 			/* From here the skb's release drops the reference it takes. */
 			refcount_inc(&uarg->refcnt);
 			atomic64_inc(&zc_skbs);
@@ -388,9 +417,10 @@ int me_link_xmit_staged(struct me_net *mn, u32 idx, u64 dst, const void *hdr, u3
 }
 
 /*
- * Does @dev copy the pages of a frame sent by reference before anyone
- * sees it?  A veth hands its frames to the peer's stack, which copies
- * them (skb_orphan_frags_rx) in the transmitting context (stage.c).
+ * Does @dev copy the pages of a tracked frame sent by reference before
+ * anyone sees it?  A veth hands its frames to the peer's stack, which
+ * copies them (skb_orphan_frags_rx) in the transmitting context
+ * (untracked()).
  */
 static bool dev_copies_refs(const struct net_device *dev)
 {

@@ -57,10 +57,10 @@ struct me_link {
 	unsigned int idx;		/* engine slot */
 	unsigned int mtu;		/* written under RTNL */
 	bool up;			/* running with carrier; under RTNL */
-	bool copies_refs;		/* the device copies frames sent by
-					 * reference (stage.c): a veth, which
-					 * hands them to its peer's stack on
-					 * the sending CPU (rx.c) */
+	bool copies_refs;		/* the device copies tracked frames
+					 * sent by reference (link.c): a veth,
+					 * which hands them to its peer's
+					 * stack on the sending CPU (rx.c) */
 	struct me_link_pcpu __percpu *stats;
 	/* Frames from the handler to the receive threads (Table 1 state 6). */
 	struct ptr_ring ring;

@@ -1,26 +1,28 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * Transmit staging: a write's payload copied at post, in the posting
- * task, for a namespace whose links would copy it anyway.
+ * task, into pages a receive area can flip (off by default).
  *
- * A frame sent by reference (link.c) carries the region's pinned pages,
- * and a device that hands frames to the local stack (veth) copies such
- * pages into new ones before delivering them (skb_orphan_frags_rx), in
- * whatever context transmits.  Most frames are transmitted by the ack
- * that opened the window for them, and over veth the ack is handled on
- * the CPU of the receiver that sent it: that CPU then did both copies,
- * the sender's and the placement, and the poster's CPU sat idle
- * (benchmarks.md, 2026-11-28).  Copied here, at post, the sender's copy
- * is the poster's, as TCP's is its sendmsg()'s; the frames carry these
- * pages with references of their own, not by reference, and the device
- * passes them on as they are.  A page a frame carries whole is handed to
+ * Over a veth a frame goes by reference untracked (link.c): the
+ * receiver's placement copies its bytes straight from the sender's pinned
+ * pages, one copy in all, but pages that a process maps cannot be flipped
+ * into a receive area.  With tx_stage_kb, a namespace all of whose links
+ * are veths copies each write of a page or more here instead, into pool
+ * pages laid out as the region's, and its frames carry those with
+ * references of their own.  A page a frame carries whole is handed to
  * that frame (no other frame carries a byte of it), so the receiver may
- * flip it into a receive area as it would the device's copy; should the
- * frame go again, its retransmission copies that piece anew (link.c).  So
- * no frame of a staged write refers to the region, and the write
- * completes without waiting for any frame.  On links that send by reference to
- * hardware the copy would be one too many: only a namespace all of whose
- * links copy stages, up to tx_stage_kb of payload at a time.
+ * flip it into a receive area; should the frame go again, its
+ * retransmission copies that piece anew (link.c).  So no frame of a
+ * staged write refers to the region, and the write completes without
+ * waiting for any frame.  Into an area that flips them that is one copy
+ * per byte, the sender's; into pinned memory two, where an untracked
+ * frame costs one.  (Staging came first: a tracked frame's pages were
+ * copied by the veth in whatever context transmitted, mostly the
+ * receiver's CPU handling the ack (benchmarks.md, 2026-11-28), and
+ * staging moved that copy to the poster.)  On links that send by
+ * reference to hardware the copy would be one too many: only a namespace
+ * all of whose links are veths stages, up to tx_stage_kb of payload at a
+ * time.
  */
 #include <linux/highmem.h>
 #include <linux/mm.h>
@@ -33,10 +35,10 @@
 #include "netns.h"
 #include "stage.h"
 
-static unsigned int tx_stage_kb = 16384;
+static unsigned int tx_stage_kb;
 module_param(tx_stage_kb, uint, 0444);
 MODULE_PARM_DESC(tx_stage_kb,
-		 "Write payload copied at post and not sent by reference, per namespace, while every link attached copies frames sent by reference anyway (veth), KiB (default 16384, 0: never)");
+		 "Write payload copied at post into pages a receive area can flip, not sent by reference, per namespace, while every link attached is a veth, KiB (default 0: never; 16384 for page flips over veth)");
 
 /* Pages staged, all namespaces (me_query.staged_pages). */
 static atomic64_t staged_pages = ATOMIC64_INIT(0);

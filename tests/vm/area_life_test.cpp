@@ -6,7 +6,9 @@
 // area_test.cpp covers the data path itself (flip vs copy, TLB modes).
 //
 // Node 0 writes from pinned memory into an area of node 1 over an MTU 9000
-// link, so every whole destination page arrives whole and is flipped.
+// link, its writes staged (tx_stage_kb: by default frames over veth carry
+// the writer's own pages, which no area may take), so every whole
+// destination page arrives whole and is flipped.
 #include <gtest/gtest.h>
 
 #include <fcntl.h>
@@ -150,6 +152,8 @@ bool read_full(int fd, void *buf, size_t len, std::chrono::milliseconds timeout)
 // should hold.
 class AreaLifeTest : public ClusterTest {
 protected:
+	std::string module_params() const override { return "tx_stage_kb=16384"; }
+
 	void SetUpPair(bool with_area = true, Placement placement = Placement::Default)
 	{
 		ASSERT_NO_FATAL_FAILURE(make_pair(1, 9000));

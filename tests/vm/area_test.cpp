@@ -1,9 +1,10 @@
 // Guest tests of receive areas and page flipping: memory mapped from
 // /dev/multiedge whose pages the receive threads replace by pages that
 // arrived whole in a frame (paper §3.2).  Over veth the receiver gets the
-// sender's skb, whose payload the module puts in whole pages, so with
-// packets of 8 KiB (MTU 9000) every whole destination page can be flipped;
-// at MTU 1500 no packet carries a page and everything is copied.
+// sender's skb, and with writes staged (tx_stage_kb, loaded here) its
+// payload is in whole pages of the module's, so with packets of 8 KiB
+// (MTU 9000) every whole destination page can be flipped; at MTU 1500 no
+// packet carries a page and everything is copied.
 //
 // Every test checks the bytes, the module's flip counters, and that the
 // pages come back (area_pages 0 in the teardown's accounting check).
@@ -39,9 +40,15 @@ constexpr size_t kPage = 4096;
 constexpr size_t kLen = 1 << 20;
 constexpr size_t kPages = kLen / kPage;
 
+// Staged writes: by default frames over veth carry the writer's own
+// pages, which no area may take (link.c, untracked()).
+constexpr const char *kStaged = "tx_stage_kb=16384";
+
 // Node 0 writes from pinned memory into an area of node 1.
 class AreaTest : public ClusterTest {
 protected:
+	std::string module_params() const override { return kStaged; }
+
 	void SetUpPair(unsigned mtu, Placement placement = Placement::Default, unsigned links = 1)
 	{
 		ASSERT_NO_FATAL_FAILURE(make_pair(links, mtu));
@@ -94,19 +101,32 @@ protected:
 	std::optional<multiedge::Connection> conn_;
 };
 
+// Frames by reference, tracked as on a NIC: the veth copies them.
 class AreaZcTest : public AreaTest {
 protected:
-	std::string module_params() const override { return "tx_zc_min=1024"; }
+	std::string module_params() const override { return "tx_zc_min=1024 tx_veth_track=1"; }
+};
+
+// The defaults: frames by reference, untracked, carry the writer's pages.
+class AreaRefTest : public AreaTest {
+protected:
+	std::string module_params() const override { return ""; }
 };
 
 class AreaEagerParamTest : public AreaTest {
 protected:
-	std::string module_params() const override { return "flip_tlb=eager"; }
+	std::string module_params() const override
+	{
+		return std::string(kStaged) + " flip_tlb=eager";
+	}
 };
 
 class AreaNoFlipParamTest : public AreaTest {
 protected:
-	std::string module_params() const override { return "rx_flip=0"; }
+	std::string module_params() const override
+	{
+		return std::string(kStaged) + " rx_flip=0";
+	}
 };
 
 } // namespace
@@ -264,8 +284,8 @@ TEST_F(AreaTest, SharedFramesAreCopiedAndCounted)
 	EXPECT_EQ(d.flipped + d.copied, kPages);
 }
 
-// Zero-copy transmit: veth copies the sender's pinned pages into fresh
-// pages when it forwards, and those are flipped.
+// Zero-copy transmit, tracked: veth copies the sender's pinned pages into
+// fresh pages when it forwards, and those are flipped.
 TEST_F(AreaZcTest, ZeroCopyFramesAreFlipped)
 {
 	ASSERT_NO_FATAL_FAILURE(SetUpPair(9000));
@@ -273,6 +293,20 @@ TEST_F(AreaZcTest, ZeroCopyFramesAreFlipped)
 	ASSERT_NO_FATAL_FAILURE(write(0, kLen, 1));
 	expect_same(0, kLen);
 	EXPECT_EQ((flips() - before).flipped, kPages);
+}
+
+// Untracked (the default over veth): the frames carry the writer's own
+// pinned pages, which must never become the area's; every page is copied,
+// and counted.
+TEST_F(AreaRefTest, WritersPagesAreCopiedNeverFlipped)
+{
+	ASSERT_NO_FATAL_FAILURE(SetUpPair(9000));
+	Flips before = flips();
+	ASSERT_NO_FATAL_FAILURE(write(0, kLen, 1));
+	expect_same(0, kLen);
+	Flips d = flips() - before;
+	EXPECT_EQ(d.flipped, 0u);
+	EXPECT_EQ(d.copied, kPages);
 }
 
 // Notifications announce the data: when the target sees the event, the

@@ -118,11 +118,12 @@
  * to receive threads, connections alive in the engines, operations posted
  * and not yet completed.  All three are zero once every namespace is idle.
  * ABI 5 adds zc_skbs: frames whose payload was sent straight from pinned
- * pages (zero-copy transmit) and that the network stack still holds; an
- * operation completes only after every such frame of it is released.
- * ABI 22 adds staged_pages: payload of writes posted while every link
- * copies frames sent by reference anyway (veth), copied at post instead;
- * zero once those writes completed.
+ * pages (zero-copy transmit), tracked, and that the network stack still
+ * holds; an operation completes only after every such frame of it is
+ * released (over veth frames go untracked unless tx_veth_track is set,
+ * and are not counted).  ABI 22 adds staged_pages: payload of writes
+ * posted while every link is a veth, copied at post (tx_stage_kb, for
+ * page flips into receive areas); zero once those writes completed.
  */
 struct me_query {
 	__u32 size;
@@ -143,8 +144,8 @@ struct me_query {
 	__aligned_u64 conns;		/* engine connections, all namespaces */
 	__aligned_u64 ops_inflight;	/* operations posted, not completed */
 	/* ABI 5 */
-	__aligned_u64 zc_skbs;		/* frames sent by reference, not yet
-					 * released by the network stack */
+	__aligned_u64 zc_skbs;		/* tracked frames sent by reference,
+					 * not yet released by the stack */
 	/* ABI 22 (zero before) */
 	__aligned_u64 staged_pages;	/* pages of write payload copied at
 					 * post and not yet freed, all

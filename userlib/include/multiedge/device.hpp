@@ -35,7 +35,7 @@ struct DeviceInfo {
 	std::uint64_t conns = 0;	// engine connections, all namespaces
 	std::uint64_t ops_inflight = 0;	// operations posted, not completed
 	// ABI 5
-	std::uint64_t zc_skbs = 0;	// frames sent from pinned pages, not yet released
+	std::uint64_t zc_skbs = 0;	// tracked frames sent from pinned pages, not yet released
 	// ABI 22
 	std::uint64_t staged_pages = 0;	// write payload copied at post, not yet freed
 	// ABI 6: receive areas and page flipping, all users.

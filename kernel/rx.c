@@ -194,8 +194,12 @@ static int frame_build(struct me_rx_thread *t, struct sk_buff *skb, u32 len)
 	lin = max(head, min_t(u32, len, ME_HDR_MAX));
 	if (skb_copy_bits(skb, 0, fr->buf, lin))
 		return -1;
-	/* Pages of a clone, a page pool or a sender's memory are only read. */
-	owned = !skb_cloned(skb) && !skb->pp_recycle && !skb_zcopy(skb);
+	/*
+	 * Pages of a clone, a page pool or a sender's memory (tracked, or
+	 * untracked over a veth: shared, link.c) are only read.
+	 */
+	owned = !skb_cloned(skb) && !skb->pp_recycle && !skb_zcopy(skb) &&
+		!skb_has_shared_frag(skb);
 	flip = owned && me_mr_flip_enabled();
 	for (i = 0; i < sh->nr_frags && off < len; i++) {
 		const skb_frag_t *f = &sh->frags[i];

@@ -427,6 +427,7 @@ static struct me_peer *peer_take_slot(struct me_node *n, u32 id)
 		me_atomic64_set(&pa->lost_pkts, 0);
 		me_atomic_set(&pa->rate, n->links[l].rate_init ? n->links[l].rate_init : 1250);
 		me_atomic64_set(&pa->reo_ns, 0);
+		me_atomic_set(&pa->reo_left, 0);
 		me_cc_forget(pa, me_now(n));
 	}
 	me_atomic_set(&p->confirmed, 0);
@@ -823,21 +824,29 @@ void me_path_ack_done(struct me_node *n, struct me_peer *p, u32 link,
 }
 
 /*
- * A widened reordering window holds this long after the last report that
- * widened it, then the configured rule is back (a path that reordered
- * once is likely to again soon; RFC 8985 keeps its raise for 16
- * recoveries).
+ * A widened reordering window holds for this many loss rounds of its path
+ * with no report of a needless resend (RFC 8985 keeps its raise for 16
+ * recoveries).  Not for a time: a path that reorders all the time (a
+ * veth, whose frames queue on the sending CPUs) reports nothing while the
+ * window is wide enough, and a window that lapsed after a second cost it
+ * a burst of needless resends and a cut every second.
  */
-#define REO_HOLD_NS	(1000ull * 1000 * 1000)
+#define REO_PERSIST	16
 
-u64 me_path_reorder(struct me_node *n, struct me_peer *p, u32 link, u64 srtt, u64 now)
+u64 me_path_reorder(struct me_node *n, struct me_peer *p, u32 link, u64 srtt)
 {
 	struct me_path *pa = &p->path[link];
 	u64 extra = me_atomic64_read(&pa->reo_ns);
 
-	if (!extra || me_elapsed(now, me_atomic64_read(&pa->reo_at)) >= REO_HOLD_NS)
+	if (!extra)
 		return n->cfg.reorder_ns;
 	return me_max_u64(n->cfg.reorder_ns, srtt + extra);
+}
+
+/* The round trip the window's allowance and its rounds are measured in. */
+static u64 reorder_rtt(struct me_path *pa, u64 srtt)
+{
+	return me_max_u64(me_atomic64_read(&pa->cc_rtt_ns), srtt);
 }
 
 /*
@@ -851,17 +860,38 @@ u64 me_path_reorder(struct me_node *n, struct me_peer *p, u32 link, u64 srtt, u6
  */
 static void reorder_widen(struct me_path *pa, u64 srtt, u64 now)
 {
-	u64 rtt = me_max_u64(me_atomic64_read(&pa->cc_rtt_ns), srtt);
+	u64 rtt = reorder_rtt(pa, srtt);
 	u64 extra = me_atomic64_read(&pa->reo_ns);
 
 	if (!rtt)
 		return;
-	if (!extra || me_elapsed(now, me_atomic64_read(&pa->reo_at)) >= REO_HOLD_NS)
-		extra = me_max_u64(rtt / 4, 1);
-	else
-		extra = me_min_u64(2 * extra, rtt);
+	extra = extra ? me_min_u64(2 * extra, rtt) : me_max_u64(rtt / 4, 1);
 	me_atomic64_set(&pa->reo_ns, extra);
 	me_atomic64_set(&pa->reo_at, now);
+	me_atomic_set(&pa->reo_left, REO_PERSIST);
+}
+
+/*
+ * A packet of the path was resent (loss detection, or the timer: while
+ * the window is wide a round's losses often wait for it): one loss round
+ * of the widened window's REO_PERSIST (at most one per round trip), the
+ * last of which brings the configured rule back.  Racing callers may
+ * count a round twice or not at all; either only moves the lapse by one.
+ */
+void me_path_reorder_spend(struct me_peer *p, u32 link, u64 srtt, u64 now)
+{
+	struct me_path *pa = &p->path[link];
+	u64 at = me_atomic64_read(&pa->reo_at);
+	u32 left;
+
+	if (!me_atomic64_read(&pa->reo_ns) || me_elapsed(now, at) < reorder_rtt(pa, srtt) ||
+	    me_atomic64_cmpxchg(&pa->reo_at, at, now) != at)
+		return;
+	left = me_atomic_read(&pa->reo_left);
+	if (left <= 1)
+		me_atomic64_set(&pa->reo_ns, 0);
+	if (left)
+		me_atomic_cmpxchg(&pa->reo_left, left, left - 1);
 }
 
 void me_path_spurious(struct me_node *n, struct me_peer *p, u64 srtt, u64 now)

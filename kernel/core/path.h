@@ -99,10 +99,12 @@ struct me_path {
 	 * Reordering the path showed (me_path_reorder()): how much longer
 	 * than a round trip a packet may take before acks of later ones make
 	 * it lost (0: the configured rule), widened by the peer's reports of
-	 * needless resends, and when it last was.
+	 * needless resends; when it last changed (widened, or a loss round
+	 * spent), and the loss rounds it still holds for.
 	 */
 	me_atomic64_t reo_ns;
 	me_atomic64_t reo_at;
+	me_atomic_t reo_left;
 	u64 last_ka_ns;		/* (timer) */
 	u64 rate_t0;		/* (timer) */
 	u64 rate_d0;		/* (timer) */
@@ -197,20 +199,23 @@ void me_path_ack_done(struct me_node *node, struct me_peer *p, u32 link,
 /*
  * The peer got a packet twice (an ack's ME_F_DUP): a timeout or loss
  * detection resent it needlessly; every path to the peer gets back what
- * its timeouts took (cc.c) and a wider reordering window for a while
- * (me_path_reorder(), at most srtt: the round trip of the connection
- * the ack is for).  The ack does not say which packet, so not which
- * path.
+ * its timeouts took (cc.c) and a wider reordering window until 16 loss
+ * rounds of the path spent it (me_path_reorder(), at most srtt beyond
+ * the round trip of the connection the ack is for).  The ack does not
+ * say which packet, so not which path.
  */
 void me_path_spurious(struct me_node *node, struct me_peer *p, u64 srtt, u64 now);
 bool me_path_lost(struct me_node *node, struct me_peer *p, u32 link, u32 txno);
 /*
  * How long ago a packet sent on the path must have left before acks of
- * later packets make it lost: cfg.reorder_ns, or for a while after the
- * peer reported needless resends srtt and a reordering window beyond it
- * (RACK, RFC 8985 6.2, with the peer's DUP flag as its DSACK).
+ * later packets make it lost: cfg.reorder_ns, or once the peer reported
+ * needless resends srtt and a reordering window beyond it (RACK, RFC 8985
+ * 6.2, with the peer's DUP flag as its DSACK), until loss rounds spent it
+ * (me_path_reorder_spend()).
  */
-u64 me_path_reorder(struct me_node *node, struct me_peer *p, u32 link, u64 srtt, u64 now);
+u64 me_path_reorder(struct me_node *node, struct me_peer *p, u32 link, u64 srtt);
+/* A packet of the path was resent: a loss round (at most one per srtt). */
+void me_path_reorder_spend(struct me_peer *p, u32 link, u64 srtt, u64 now);
 /*
  * The path delivered nothing since `since` with data in flight: if
  * another path to the peer delivered since then, this one is down (its

@@ -927,6 +927,7 @@ static bool retransmit(struct me_conn *c, u32 s, enum me_stat why)
 		me_cc_lost(n, me_pth(c->pe, li_link(li)), now);
 	else if (why == ME_ST_TX_RTX_RTO)
 		me_cc_timeout(n, me_pth(c->pe, li_link(li)), now);
+	me_path_reorder_spend(c->pe, li_link(li), me_atomic64_read(&c->srtt_ns), now);
 	me_atomic64_set(&t->sent_ns, now);
 	t->buf[3] |= ME_F_RTX | ME_F_ACKREQ;
 	slot_tx(c, t, nl, len, now);
@@ -1024,7 +1025,7 @@ void me_win_rx_ack(struct me_conn *c, u32 link, const struct me_hdr *h)
 			if (li_seq(li) == s && li_link(li) != ME_LINK_NONE &&
 			    me_path_lost(n, c->pe, li_link(li), li_txno(li)) &&
 			    me_elapsed(h->now, me_atomic64_read(&t->sent_ns)) >=
-			    me_path_reorder(n, c->pe, li_link(li), srtt, h->now))
+			    me_path_reorder(n, c->pe, li_link(li), srtt))
 				retransmit(c, s, ME_ST_TX_RTX_LOSS);
 		}
 	}
@@ -1224,7 +1225,7 @@ void me_win_timer(struct me_conn *c, u64 now)
 		 */
 		if (me_path_lost(n, c->pe, l, li_txno(li))) {
 			u64 wait = me_max_u64(rto, me_path_reorder(n, c->pe, l,
-					      me_atomic64_read(&c->srtt_ns), now));
+					      me_atomic64_read(&c->srtt_ns)));
 
 			if (me_elapsed(now, sent) >= wait &&
 			    retransmit(c, s, ME_ST_TX_RTX_RTO))

@@ -866,17 +866,19 @@ static void reorder_widen(struct me_path *pa, u64 srtt, u64 now)
 	if (!rtt)
 		return;
 	extra = extra ? me_min_u64(2 * extra, rtt) : me_max_u64(rtt / 4, 1);
+	/* The rounds first: a window seen wide has its rounds (spend). */
+	me_atomic_set(&pa->reo_left, REO_PERSIST);
 	me_atomic64_set(&pa->reo_ns, extra);
 	me_atomic64_set(&pa->reo_at, now);
-	me_atomic_set(&pa->reo_left, REO_PERSIST);
 }
 
 /*
  * A packet of the path was resent (loss detection, or the timer: while
  * the window is wide a round's losses often wait for it): one loss round
- * of the widened window's REO_PERSIST (at most one per round trip), the
- * last of which brings the configured rule back.  Racing callers may
- * count a round twice or not at all; either only moves the lapse by one.
+ * of the widened window's REO_PERSIST (at most one per round trip, the
+ * one caller that moves reo_at counts it), the last of which brings the
+ * configured rule back.  A report widening the window just as its last
+ * round lapses may be lost with it; the next report widens it again.
  */
 void me_path_reorder_spend(struct me_peer *p, u32 link, u64 srtt, u64 now)
 {

@@ -16,6 +16,25 @@ struct Halves {
 	uint64_t ns_second = 0;			// how long the second half took
 };
 
+// A 6 ms round trip on which 5% of the packets arrive up to 1 ms late.
+LinkParams late_link()
+{
+	LinkParams lp;
+	lp.delay_ns = 3000000;
+	lp.reorder = 0.05;
+	lp.reorder_ns = 1000000;
+	return lp;
+}
+
+// One round: 64 small writes, awaited.
+void write_round(Sim &sim, Workload &w, me_conn *c, int round)
+{
+	for (int i = 0; i < 64; i++)
+		EXPECT_EQ(w.submit(c, 0, Op::WRITE, 64), 0);
+	EXPECT_TRUE(sim.run([&] { return w.all_done(); }, sim.now + 2000000000ull))
+		<< "round " << round;
+}
+
 // `rounds` rounds of 64 small writes, each round awaited, between nodes
 // configured as the module configures them (reorder_ns 2 ms, RTO at
 // least 5 ms); the counters taken after round `split` and at the end.
@@ -37,10 +56,7 @@ Halves run(uint64_t seed, const LinkParams &lp, int rounds = 40, int split = 20)
 			h.rto_second = me_node_stat(a, ME_ST_TX_RTX_RTO);
 			h.ns_second = sim.now;
 		}
-		for (int i = 0; i < 64; i++)
-			EXPECT_EQ(w.submit(c, 0, Op::WRITE, 64), 0);
-		EXPECT_TRUE(sim.run([&] { return w.all_done(); }, sim.now + 2000000000ull))
-			<< "round " << round;
+		write_round(sim, w, c, round);
 	}
 	w.check();
 	h.dup_second = me_node_stat(b, ME_ST_RX_DUP) - h.dup_first;
@@ -60,10 +76,7 @@ Halves run(uint64_t seed, const LinkParams &lp, int rounds = 40, int split = 20)
 // resends of the last stretch.
 uint64_t resent_after_a_pause(uint64_t seed, double pause_loss)
 {
-	LinkParams late;
-	late.delay_ns = 3000000;
-	late.reorder = 0.05;
-	late.reorder_ns = 1000000;
+	const LinkParams late = late_link();
 	LinkParams pause;
 	pause.delay_ns = late.delay_ns;
 	pause.loss = pause_loss;
@@ -83,10 +96,7 @@ uint64_t resent_after_a_pause(uint64_t seed, double pause_loss)
 			sim.wires[0].p[0] = round == 40 ? pause : late;
 			dup = me_node_stat(b, ME_ST_RX_DUP);
 		}
-		for (int i = 0; i < 64; i++)
-			EXPECT_EQ(w.submit(c, 0, Op::WRITE, 64), 0);
-		EXPECT_TRUE(sim.run([&] { return w.all_done(); }, sim.now + 2000000000ull))
-			<< "round " << round;
+		write_round(sim, w, c, round);
 	}
 	w.check();
 	dup = me_node_stat(b, ME_ST_RX_DUP) - dup;
@@ -103,10 +113,7 @@ uint64_t resent_after_a_pause(uint64_t seed, double pause_loss)
 // ones are acked; once the peer has said so, hardly any are.
 TEST(Reorder, late_packets__window_widens__needless_resends_stop)
 {
-	LinkParams lp;
-	lp.delay_ns = 3000000;
-	lp.reorder = 0.05;
-	lp.reorder_ns = 1000000;
+	LinkParams lp = late_link();
 	for (uint64_t seed = 601; seed < 604; seed++) {
 		SCOPED_TRACE(seed);
 		Halves h = run(seed, lp);
@@ -126,10 +133,7 @@ TEST(Reorder, late_packets__window_widens__needless_resends_stop)
 // window each time).
 TEST(Reorder, lasting_reordering__window_stays_wide__no_needless_resends_later)
 {
-	LinkParams lp;
-	lp.delay_ns = 3000000;
-	lp.reorder = 0.05;
-	lp.reorder_ns = 1000000;
+	LinkParams lp = late_link();
 	Halves h = run(621, lp, 220, 90);
 	EXPECT_GT(h.ns_second, 800000000ull);
 	EXPECT_GT(h.lost_first, 0u);
@@ -143,10 +147,7 @@ TEST(Reorder, lasting_reordering__window_stays_wide__no_needless_resends_later)
 // with 1% loss take little longer than those without.
 TEST(Reorder, losses_among_late_packets__resent_within_two_round_trips)
 {
-	LinkParams lp;
-	lp.delay_ns = 3000000;
-	lp.reorder = 0.05;
-	lp.reorder_ns = 1000000;
+	LinkParams lp = late_link();
 	Halves clean = run(611, lp);
 	lp.loss = 0.01;
 	Halves lossy = run(611, lp);

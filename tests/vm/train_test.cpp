@@ -52,6 +52,24 @@ Counts link_counts(multiedge::Device &d, bool tx)
 
 std::uint64_t segmented() { return accounting().trains_segmented; }
 
+// Counter `stat` (/sys/class/net/<if>/statistics) of node n's interface
+// `ifname`; fails the test when it cannot be read.
+std::uint64_t if_stat(Cluster &c, int n, const std::string &ifname, const std::string &stat)
+{
+	const std::string cmd = "ip netns exec " + c.ns(n) + " cat /sys/class/net/" + ifname +
+				"/statistics/" + stat;
+	FILE *f = ::popen(cmd.c_str(), "r");
+	if (!f) {
+		ADD_FAILURE() << "popen " << cmd << ": " << errno_name(errno);
+		return 0;
+	}
+	unsigned long long v = 0;
+	const bool got = std::fscanf(f, "%llu", &v) == 1;
+	if (::pclose(f) != 0 || !got)
+		ADD_FAILURE() << "cannot read: " << cmd;
+	return v;
+}
+
 class TrainTest : public ClusterTest {
 protected:
 	// kLen bytes from node 0 to node 1 in 1 MiB writes, checked at the
@@ -190,9 +208,20 @@ TEST_F(TrainGroTest, GroChainsArrivingFrames)
 	ASSERT_EQ(ethtool_set(*c_, 0, l.if_a, ETHTOOL_STSO, false), "");
 	ASSERT_EQ(ethtool_set(*c_, 1, l.if_b, ETHTOOL_SGRO, false), "");
 	ASSERT_EQ(ethtool_set(*c_, 1, l.if_b, ETHTOOL_SGRO, true), "");
+	// The veth queues a NAPI device's frames in a ring of 256 and drops
+	// (and counts) what does not fit when TCG runs its NAPI late (0.1-5%
+	// of the frames); every other frame sent arrives and is counted once,
+	// whether it came chained or alone.
+	auto drops = [&] {
+		return if_stat(*c_, 0, l.if_a, "tx_dropped") + if_stat(*c_, 1, l.if_b, "rx_dropped");
+	};
+	const std::uint64_t drops0 = drops();
 	Counts tx0, rx1;
 	ASSERT_NO_FATAL_FAILURE(stream(tx0, rx1));
+	const std::uint64_t dropped = drops() - drops0;
+	std::printf("the veth dropped %llu frames\n", static_cast<unsigned long long>(dropped));
 	EXPECT_EQ(tx0.trains, 0u);
 	EXPECT_GT(rx1.trains, 0u) << "no frames chained by GRO";
-	EXPECT_GE(rx1.frames, tx0.frames * 9 / 10);
+	EXPECT_GE(rx1.frames + dropped, tx0.frames * 99 / 100);
+	EXPECT_LE(rx1.frames, tx0.frames) << "frames counted twice";
 }

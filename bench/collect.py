@@ -97,7 +97,7 @@ def read_iperf3(path, rows):
         return
     phase = name[0]
     cond = {"A": "", "C-loss0": "loss=0%", "C-loss1": "loss=1%"}.get(name)
-    if phase == "P":
+    if phase in ("P", "J"):
         cond = "rep=" + name[1:]
     if cond is None:
         cond = name[2:].replace("rate", "rate=").replace("mbit", "") + (
@@ -197,7 +197,7 @@ def collect(d):
         p = os.path.join(rawd, name)
         if os.path.exists(p):
             read_me_bench(p, rows)
-        elif any(ph in ran for ph in ("A", "P", "C", "B", "U", "V", "D", "F")):
+        elif any(ph in ran for ph in ("A", "P", "J", "C", "B", "U", "V", "D", "F")):
             print(f"collect.py: {p} is missing", file=sys.stderr)
     for p in sorted(glob.glob(os.path.join(rawd, "iperf3-*.json"))):
         read_iperf3(p, rows)
@@ -367,6 +367,8 @@ def table(rows, d):
             targets.append(("8 B ping-pong below Soft-RoCE ib_send_lat -e (paired, median)",
                             f"{me:.0f} us vs {rs:.0f} us", me < rs))
 
+    jumbo_section(rows, p, targets)
+
     # 3. link aggregation.
     agg = sorted((r for r in rows if r["system"] == "multiedge" and r["phase"] == "B"),
                  key=lambda r: (("unlimited" in r["condition"]), r["links"] or 0))
@@ -531,16 +533,61 @@ def host_drops(d):
     return None
 
 
+def rx_us_per_mb(r):
+    """The receiver's (node 1's, one vCPU) CPU-us per MB of a two-guest run."""
+    if not r or r.get("peer_cpu_util") is None or not r.get("mbps"):
+        return None
+    return r["peer_cpu_util"] / 100 * 1e6 / r["mbps"]
+
+
+CPU_SIDES = (("sender", lambda r: val(r, "cpu_us_per_mb")), ("receiver", rx_us_per_mb))
+
+
+def jumbo_section(rows, p, targets):
+    """Phase J: phase P's one-way sizes with both guests' eth0 at MTU 9000,
+    multiedge and TCP back to back; ratios per repetition, then medians."""
+    jr = [r for r in rows if r["phase"] == "J"]
+    if not jr:
+        return
+    reps = sorted({r["condition"] for r in jr})
+    p(f"### Paired runs at MTU 9000 (phase J): multiedge and TCP back to back, {len(reps)} "
+      "repetitions (median)")
+    p("")
+    p("| size | multiedge | TCP | me/TCP | me/TCP per repetition | sender CPU/MB me/TCP | "
+      "receiver CPU/MB me/TCP |")
+    p("|---:|---:|---:|---:|---|---:|---:|")
+    cpu = {side: [] for side, _ in CPU_SIDES}
+    for s in (65536, MIB):
+        me = [pick(jr, system="multiedge", test="oneway", size=s, condition=c) for c in reps]
+        tcp = [pick(jr, system="tcp", test="oneway", size=s, condition=c) for c in reps]
+        rt = [ratio(val(a, "mbps"), val(b, "mbps")) for a, b in zip(me, tcp)]
+        mt = med(rt)
+        cr = {side: med([ratio(f(a), f(b)) for a, b in zip(me, tcp)]) for side, f in CPU_SIDES}
+        for side, r in cr.items():
+            if r is not None:
+                cpu[side].append((s, r))
+        p(f"| {size_name(s)} | {fmt(med([val(r, 'mbps') for r in me]))} | "
+          f"{fmt(med([val(r, 'mbps') for r in tcp]))} | {fr(mt)} | "
+          + ", ".join(fr(x) for x in rt) + f" | {fr(cr['sender'])} | {fr(cr['receiver'])} |")
+        if mt is not None:
+            targets.append((f"one-way {size_name(s)}: multiedge >= 1.5x TCP at MTU 9000 "
+                            "(phase J, paired, median)", f"{mt:.2f}x", mt >= 1.5))
+    p("")
+    for side, got in cpu.items():
+        if got:
+            hi = max(got, key=lambda x: x[1])
+            targets.append((f"{side} CPU per MB >= 64 KiB <= 0.7x TCP's at MTU 9000 "
+                            "(phase J, paired, median)",
+                            f"highest {hi[1]:.2f}x; "
+                            + ", ".join(f"{size_name(s)} {r:.2f}x" for s, r in got),
+                            hi[1] <= 0.7))
+
+
 def issue16_targets(rows, targets, d):
     """Issue 16's targets that the sections above do not judge already."""
     # CPU per MB of the sender and of the receiver (node 1, one vCPU in
     # boot 1), whole guest (/proc/stat) for both systems, phase A sweep.
-    def rx_us_per_mb(r):
-        if not r or r.get("peer_cpu_util") is None or not r.get("mbps"):
-            return None
-        return r["peer_cpu_util"] / 100 * 1e6 / r["mbps"]
-    for side, per_mb in (("sender", lambda r: val(r, "cpu_us_per_mb")),
-                         ("receiver", rx_us_per_mb)):
+    for side, per_mb in CPU_SIDES:
         cpu = []
         for s in sorted({r["size"] for r in rows if r["phase"] == "A" and r["size"] >= 65536}):
             me = per_mb(pick(rows, system="multiedge", test="oneway", phase="A", size=s))

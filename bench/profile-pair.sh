@@ -5,13 +5,14 @@
 # over the middle of each run, and node 0 its own busy CPU over the same
 # stretch.  Prints both nodes' busy CPU per MB for both systems and the
 # receiver's profiles' top symbols.
-#   scripts/vm --nodes 2 --links 1 --timeout 600 -- bench/profile-pair.sh [SIZE [SECONDS]]
-# Defaults: 1 MiB writes, 6 s (node 1 records the middle SECONDS-2 s).
+#   scripts/vm --nodes 2 --links 1 --timeout 600 -- bench/profile-pair.sh [SIZE [SECONDS [MTU]]]
+# Defaults: 1 MiB writes, 6 s (node 1 records the middle SECONDS-2 s), eth0
+# at MTU 1500 on both nodes.
 # ME_KO: another module to load.  The two nodes meet in build/profile-pair/.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 B=$top/build/bin
-size=${1:-1048576} secs=${2:-6}
+size=${1:-1048576} secs=${2:-6} mtu=${3:-1500}
 rec=$((secs - 2))
 [ "$rec" -ge 1 ] || { echo "profile-pair: SECONDS must be at least 3" >&2; exit 2; }
 node=${ME_NODE:?run under scripts/vm --nodes 2}
@@ -25,7 +26,7 @@ echo 0 >/proc/sys/kernel/kptr_restrict
 echo -1 >/proc/sys/kernel/perf_event_paranoid
 dmesg -C
 insmod "${ME_KO:-$top/kernel/multiedge.ko}" ${ME_MODULE_PARAMS:-}
-ip link set eth0 up
+ip link set eth0 mtu "$mtu" up
 ip addr add "10.9.0.$((node + 1))/24" dev eth0
 "$B/mectl" attach eth0 >/dev/null
 for ((i = 0; i < 300; i++)); do

@@ -231,19 +231,21 @@ static void advance_cum(struct me_conn *c)
  * Ordered mode (Table 1 state 2a): one thread at a time consumes buffered
  * packets in sequence; the others leave theirs READY and go on.  After
  * unlocking, re-check so a packet made READY while we held the lock is
- * not stranded.
+ * not stranded — unless the scan stopped at a READY packet it cannot
+ * take (no resources, the connection no longer established, a copy that
+ * does not parse): looking again would find the same packet and spin.
  */
 static void inorder_scan(struct me_conn *c)
 {
 	u32 mask = c->window - 1;
 	struct me_hdr h;
-	bool stalled, closed, moved = false;
+	bool stuck, closed, moved = false;
 	u32 cut = 0;
 
 again:
 	if (!me_trylock(&c->order_lock))
 		return;
-	stalled = false;
+	stuck = false;
 	closed = false;
 	for (;;) {
 		u32 cum = me_atomic_read(&c->rcv_cum);
@@ -253,11 +255,16 @@ again:
 
 		if (rx_seq(v) != cum || rx_phase(v) != ME_RXS_READY)
 			break;
-		if (st != ME_CS_ESTABLISHED && st != ME_CS_CLOSING)
+		/* Closed or aborted after the packet was claimed. */
+		if (st != ME_CS_ESTABLISHED && st != ME_CS_CLOSING) {
+			stuck = true;
 			break;
+		}
 		/* Validated on arrival; parse again from our own copy. */
-		if (me_wire_parse(r->buf, me_atomic_read(&r->len), &h))
+		if (me_wire_parse(r->buf, me_atomic_read(&r->len), &h)) {
+			stuck = true;
 			break;
+		}
 		h.now = me_now(c->node);
 		if (h.type == ME_PT_CLOSE) {
 			me_atomic64_set(&r->state, RXS(cum, ME_RXS_DONE));
@@ -268,7 +275,7 @@ again:
 		}
 		if (me_msg_rx(c, &h) == -EAGAIN) {
 			me_stat_inc(c->node, ME_ST_RX_NORES);
-			stalled = true;
+			stuck = true;
 			break;
 		}
 		me_atomic64_set(&r->state, RXS(cum, ME_RXS_DONE) | taken_flags(&h));
@@ -284,7 +291,7 @@ again:
 	}
 	if (moved)
 		cum_moved(c);
-	if (!stalled) {
+	if (!stuck) {
 		u32 cum = me_atomic_read(&c->rcv_cum);
 		u64 v = me_atomic64_read(&c->rx[cum & mask].state);
 

@@ -140,10 +140,12 @@ static int p_mr_atomic(void *ctx, uint32_t region, uint64_t off, uint32_t size, 
 	return 0;
 }
 
-static void p_rx_fill(void *, void *rx)
+static void p_rx_fill(void *ctx, void *rx)
 {
 	auto *f = static_cast<RxFrame *>(rx);
 	memcpy(f->buf, f->saved.data(), f->saved.size());
+	if (N(ctx).sim->rx_fill_hook)
+		N(ctx).sim->rx_fill_hook(N(ctx));
 }
 
 // Every placed range must be announced done before its message completes.

@@ -216,6 +216,9 @@ public:
 	std::function<bool(const TxEvent &)> drop_hook;	// true = drop
 	std::function<void(const TxEvent &)> tx_hook;
 	std::function<void(Node &, const me_cqe &)> cqe_hook;
+	// Runs when node n's core asks for a frame's payload (rx_fill): after
+	// it claimed the frame's slot, before it scans the window.
+	std::function<void(Node &)> rx_fill_hook;
 	// Hand data frames over with their payload only reachable through
 	// mr_write's rx (as a flipping host does); false: plain buffers.
 	bool frame_payload = true;

@@ -7,6 +7,10 @@
 // is both taken and failed.
 #include "harness.hpp"
 
+// The core's own end of a connection (kernel/core/conn.h, whose lock types
+// C++ does not take): what its timer or a peer's ABORT calls.
+extern "C" void me_conn_terminate(struct me_conn *c, u32 state, s32 status);
+
 using namespace mesim;
 
 namespace {
@@ -209,4 +213,31 @@ TEST(CloseRace, an_ack_handled_while_the_end_fails_unsent_ops__none_succeeds)
 	}
 	EXPECT_GT(injected, 8);
 	EXPECT_GT(cancelled, 100) << "no operation was queued unsent at the end";
+}
+
+// An ordered connection given up (by its timer or another thread) after
+// a packet of the peer's was claimed and before the window was scanned:
+// the scan stops at the packet it may no longer take.  It used to look
+// again at once, find the same packet and spin for good (a receive
+// thread's soft lockup in a guest, 2026-11-30).
+TEST(CloseRace, ordered_packet_claimed_as_the_connection_ends__scan_returns)
+{
+	LinkParams p;
+	Race r(1, 1, p, ME_MODE_ORDERED);
+	ASSERT_NE(r.c[1], nullptr);
+	int fills = 0;
+	r.sim.rx_fill_hook = [&](Node &n) {
+		if (&n == r.sim.nodes[1].get() && !fills++)
+			me_conn_terminate(r.c[1], ME_CS_DEAD, -ECONNABORTED);
+	};
+	ASSERT_EQ(r.w.submit(r.c[0], 0, Op::NOTIFY, 64), 0);
+	ASSERT_TRUE(r.sim.run([&] { return fills > 0; }, r.sim.now + 1000000000ull));
+	EXPECT_EQ(me_conn_state(r.c[1]), ME_CS_DEAD);
+	// The notify was not taken: it fails at node 0, which hears of the
+	// end or gives up, and nothing was placed.
+	ASSERT_TRUE(r.sim.run([&] { return r.w.all_done(); }, r.sim.now + 60000000000ull));
+	for (auto &[k, op] : r.w.ops) {
+		EXPECT_NE(op.status, 0) << "cookie " << k;
+		EXPECT_EQ(op.notifies, 0) << "cookie " << k;
+	}
 }

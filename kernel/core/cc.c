@@ -107,6 +107,7 @@
 #define ME_CC_BURST	8	/* a round losing 1/8 of its window: a queue's */
 #define ME_CC_NOISE_K	3	/* the target is at least base + K x noise */
 #define ME_CC_NOISE_CLAMP 4	/* a noise sample counts at most this x the mean */
+#define ME_CC_NOISE_N	64	/* noise: the mean of the first N samples, then gain 1/N */
 
 static u32 cc_min(struct me_node *n)
 {
@@ -146,6 +147,7 @@ void me_cc_forget(struct me_path *pa, u64 now)
 {
 	winmin_reset(&pa->base, now);
 	me_atomic64_set(&pa->noise_ns, 0);
+	me_atomic_set(&pa->noise_n, 0);
 	me_atomic64_set(&pa->cc_rtt_ns, 0);
 	me_atomic64_set(&pa->cc_delay_ns, 0);
 }
@@ -339,6 +341,7 @@ void me_cc_probe_rtt(struct me_node *n, struct me_path *pa, u64 rtt,
 		     bool quiet, u64 now)
 {
 	u64 base, noise, ex;
+	u32 k;
 
 	if (!n->cfg.cc || !rtt)
 		return;
@@ -346,14 +349,26 @@ void me_cc_probe_rtt(struct me_node *n, struct me_path *pa, u64 rtt,
 	if (!quiet)
 		return;
 	/*
-	 * The mean excess over the base, gain 1/8.  One sample counts at
-	 * most ME_CC_NOISE_CLAMP times the mean so far or one base (the
-	 * first: one base): a reply that once waited for a descheduled
-	 * thread says little of the next.
+	 * The mean excess over the base: of every sample until there are
+	 * ME_CC_NOISE_N, then with gain 1/ME_CC_NOISE_N.  The samples
+	 * spread over several means (a reply waits for a thread that waits
+	 * for a CPU), and with a gain of 1/8 paths sharing one bottleneck
+	 * from identical hosts read noises from 0.2 to 0.7 ms: their targets
+	 * differed by as much, and the path with the highest took up to 40%
+	 * of a 4->1 incast (benchmarks.md).  One sample counts at most
+	 * ME_CC_NOISE_CLAMP times the mean so far or one base (the first:
+	 * one base): a reply that once waited for a descheduled thread says
+	 * little of the next.
 	 */
 	noise = me_atomic64_read(&pa->noise_ns);
 	ex = me_min_u64(rtt - base, me_max_u64(ME_CC_NOISE_CLAMP * noise, base));
-	me_atomic64_set(&pa->noise_ns, noise ? noise - noise / 8 + ex / 8 : me_max_u64(ex, 1));
+	k = me_atomic_read(&pa->noise_n);
+	if (k < ME_CC_NOISE_N)
+		me_atomic_set(&pa->noise_n, ++k);
+	if (k <= 1)
+		me_atomic64_set(&pa->noise_ns, me_max_u64(ex, 1));
+	else
+		me_atomic64_set(&pa->noise_ns, noise - noise / k + ex / k);
 }
 
 /* The path's last round trip, or the minimum RTO before there is one. */

@@ -68,6 +68,7 @@ struct me_path {
 	struct me_winmin base;	/* least delay over ME_CC_BASE_NS */
 	me_atomic64_t noise_ns;	/* mean excess of quiet probes' delay over
 				 * base (cc.c: the target's floor) */
+	me_atomic_t noise_n;	/* samples in it, up to ME_CC_NOISE_N */
 	me_atomic64_t data_rx_ns; /* last sequenced packet from the peer here */
 	/*
 	 * Our last two keepalives here (path.c ka_sent()): their stamps,

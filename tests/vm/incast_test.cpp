@@ -87,6 +87,19 @@ void print(const char *who, int senders, const Figures &f)
 	std::fflush(stdout);
 }
 
+// Each sender's share of the bytes, so an unfair run shows who starved.
+void print_shares(const std::vector<double> &per)
+{
+	double total = 0;
+	for (double b : per)
+		total += b;
+	std::printf("  shares (%% of the bytes, sender 1 first):");
+	for (double b : per)
+		std::printf(" %.1f", total > 0 ? 100 * b / total : 0.0);
+	std::printf("\n");
+	std::fflush(stdout);
+}
+
 // 8-byte writes from node `from` to node `to`, one at a time, on their own
 // Device and thread; latencies of those completed while `loaded` was set
 // go to one list, the others to another.
@@ -418,6 +431,19 @@ protected:
 				}
 		return {tx, lost};
 	}
+
+	// Node n's congestion state toward node 0, "cwnd KiB/target/base/noise us".
+	std::string path_state(Device &d)
+	{
+		auto nbrs = d.neighbours();
+		if (!nbrs)
+			return "?";
+		for (const auto &nb : nbrs.value())
+			if (nb.node_id == c_->id(0))
+				return std::to_string(nb.cwnd >> 10) + "K/" + std::to_string(nb.target_us) +
+				       "/" + std::to_string(nb.base_us) + "/" + std::to_string(nb.noise_us);
+		return "-";
+	}
 };
 
 TEST_P(IncastTest, SendersShareOnePort)
@@ -446,6 +472,9 @@ TEST_P(IncastTest, SendersShareOnePort)
 	auto t0 = Clock::now();
 	std::this_thread::sleep_for(kMeasure);
 	auto t1 = Clock::now();
+	std::vector<std::string> state;
+	for (auto &d : stats)
+		state.push_back(path_state(d));
 	std::uint64_t tx = 0, lost = 0;
 	for (size_t i = 0; i < stats.size(); i++) {
 		auto [t, l] = sent_lost(stats[i]);
@@ -488,6 +517,11 @@ TEST_P(IncastTest, SendersShareOnePort)
 	f.p99_idle_ms = p99_ms(probe.idle);
 	f.p99_loaded_ms = p99_ms(probe.busy);
 	print(GetParam().cc ? "multiedge" : "multiedge-nocc", senders, f);
+	print_shares(per);
+	std::printf("  paths at the end (cwnd/target/base/noise us):");
+	for (const auto &s : state)
+		std::printf(" %s", s.c_str());
+	std::printf("\n");
 	RecordProperty("goodput_pct", std::to_string(100 * f.goodput));
 	RecordProperty("rtx_pct", std::to_string(f.rtx_pct));
 	RecordProperty("jain", std::to_string(f.jain));
@@ -539,6 +573,7 @@ TEST_P(IncastTest, TcpSharesOnePortTheSameWay)
 	f.p99_loaded_ms = p99_ms(tcp.busy);
 	f.p99_idle_ms = p99_ms(tcp.idle);
 	print("tcp-cubic", senders, f);
+	print_shares(per);
 	for (double b : per)
 		EXPECT_GT(b, 0) << "a TCP sender starved";
 }

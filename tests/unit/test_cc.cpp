@@ -481,6 +481,40 @@ TEST(Cc, noisy_path__target_above_its_noise)
 	EXPECT_GE(n.target_us + 3, n.base_us + 3 * n.noise_us);
 }
 
+// Eight links between two nodes, every one as noisy as the last test's
+// second.  Paths of identical hosts must read nearly the same noise:
+// flows meeting at one bottleneck aim at their targets, and a path
+// whose estimate came out high takes more than its share (a guest
+// incast 4->1 gave one sender 40% of the port).  With a gain of 1/8 the
+// eight estimates spread 2.0x from the least to the most (540-1085 us);
+// as a long mean 1.16-1.22x over seeds 76-80.
+TEST(Cc, identical_noisy_paths__read_the_same_noise)
+{
+	constexpr uint32_t kLinks = 8;
+	Sim sim(76);
+	sim.add_node(module_cfg(1, kMtu));
+	sim.add_node(module_cfg(2, kMtu));
+	LinkParams quiet, noisy;
+	noisy.reorder = 1.0;
+	noisy.reorder_ns = 2000000;
+	for (uint32_t l = 0; l < kLinks; l++)
+		sim.add_link(0, 1, quiet, noisy);
+	sim.run_for(3000000000ull);
+
+	uint32_t lo = ~0u, hi = 0;
+	printf("noise per path (us):");
+	for (uint32_t l = 0; l < kLinks; l++) {
+		const uint32_t noise = path_of(sim, 0, l).noise_us;
+		printf(" %u", noise);
+		lo = std::min(lo, noise);
+		hi = std::max(hi, noise);
+	}
+	printf("\n");
+	EXPECT_GE(lo, 600u);
+	EXPECT_LE(hi, 1400u);
+	EXPECT_LE(10 * hi, 13 * lo) << "identical paths' noises differ by more than 30%";
+}
+
 // The receiver of a stream probes its path (it hears data, not acks):
 // the replies queue behind the data, but that delay is of this traffic,
 // not the path's noise, and must not raise the target.

@@ -472,15 +472,16 @@ TEST_P(IncastTest, SendersShareOnePort)
 	auto t0 = Clock::now();
 	std::this_thread::sleep_for(kMeasure);
 	auto t1 = Clock::now();
-	std::vector<std::string> state;
-	for (auto &d : stats)
-		state.push_back(path_state(d));
 	std::uint64_t tx = 0, lost = 0;
 	for (size_t i = 0; i < stats.size(); i++) {
 		auto [t, l] = sent_lost(stats[i]);
 		tx += t - before[i].first;
 		lost += l - before[i].second;
 	}
+	// After the counters, so reading the paths does not widen their span.
+	std::vector<std::string> state;
+	for (auto &d : stats)
+		state.push_back(path_state(d));
 	probe.loaded = false;
 	st.stop();
 	probe.stop();

@@ -28,42 +28,7 @@ namespace {
 
 std::atomic<int> cluster_serial{0};
 
-// The command making a veth pair of `mtu` from if_a in ns_a to if_b in
-// ns_b, both ends up; with `b_master`, if_b becomes a port of that bridge.
-std::string veth_cmd(const std::string &if_a, const std::string &ns_a, const std::string &if_b,
-		     const std::string &ns_b, unsigned mtu, const std::string &b_master = "")
-{
-	const std::string m = std::to_string(mtu);
-	return "ip link add " + if_a + " netns " + ns_a + " mtu " + m + " type veth peer name " +
-	       if_b + " netns " + ns_b + " mtu " + m + " && ip -n " + ns_b + " link set " + if_b +
-	       (b_master.empty() ? "" : " master " + b_master) + " up && ip -n " + ns_a +
-	       " link set " + if_a + " up";
-}
-
 } // namespace
-
-Cluster::Enter::Enter(const std::string &ns)
-{
-	self_ = ::open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
-	int target = ::open(("/run/netns/" + ns).c_str(), O_RDONLY | O_CLOEXEC);
-	if (self_ >= 0 && target >= 0 && ::setns(target, CLONE_NEWNET) == 0)
-		ok_ = true;
-	if (target >= 0)
-		::close(target);
-}
-
-Cluster::Enter::~Enter()
-{
-	if (self_ < 0)
-		return;
-	if (ok_ && ::setns(self_, CLONE_NEWNET) != 0) {
-		// Staying in the wrong namespace would poison every later test.
-		std::fprintf(stderr, "cluster: cannot return to the original namespace: %s\n",
-			     std::strerror(errno));
-		std::abort();
-	}
-	::close(self_);
-}
 
 Cluster::Cluster() : serial_(cluster_serial++) {}
 
@@ -76,13 +41,22 @@ int Cluster::add_node()
 {
 	ClusterNode n;
 	n.ns = "me-c" + std::to_string(serial_) + "n" + std::to_string(nodes_.size());
-	sh("ip netns del " + n.ns + " 2>/dev/null");
-	if (sh("ip netns add " + n.ns) != 0 || sh("ip -n " + n.ns + " link set lo up") != 0) {
-		ADD_FAILURE() << "cannot create namespace " << n.ns;
+	if (auto r = netns::add(n.ns); !r) {
+		ADD_FAILURE() << "cannot create node " << nodes_.size() << ": " << r.message();
 		return -1;
 	}
 	nodes_.push_back(std::move(n));
 	return static_cast<int>(nodes_.size()) - 1;
+}
+
+AssertionResult Cluster::veth(const std::string &if_a, int a, const std::string &if_b,
+			      const std::string &ns_b, unsigned mtu, const std::string &b_master)
+{
+	if (auto r = netns::add_veth(if_a, ns(a), if_b, ns_b, mtu); !r)
+		return r;
+	if (auto r = netns::set_up(ns_b, if_b, true, b_master); !r)
+		return r;
+	return netns::set_up(ns(a), if_a, true);
 }
 
 int Cluster::add_link(int a, int b, unsigned mtu)
@@ -94,9 +68,8 @@ int Cluster::add_link(int a, int b, unsigned mtu)
 	std::string base = "me" + std::to_string(serial_) + "l" + std::to_string(links_.size());
 	l.if_a = base + "a";
 	l.if_b = base + "b";
-	std::string cmd = veth_cmd(l.if_a, ns(a), l.if_b, ns(b), mtu);
-	if (sh(cmd) != 0) {
-		ADD_FAILURE() << "cannot create link: " << cmd;
+	if (auto r = veth(l.if_a, a, l.if_b, ns(b), mtu); !r) {
+		ADD_FAILURE() << "cannot link nodes " << a << " and " << b << ": " << r.message();
 		return -1;
 	}
 	node(a).ifnames.push_back(l.if_a);
@@ -109,10 +82,8 @@ int Cluster::add_switch()
 {
 	if (switch_ns_.empty()) {
 		std::string ns = "me-c" + std::to_string(serial_) + "sw";
-		sh("ip netns del " + ns + " 2>/dev/null");
-		if (sh("modprobe bridge") != 0 || sh("ip netns add " + ns) != 0) {
-			ADD_FAILURE() << "cannot create the switch namespace " << ns
-				      << " (is the bridge module there?)";
+		if (auto r = netns::add(ns); !r) {
+			ADD_FAILURE() << "cannot create the switch namespace: " << r.message();
 			return -1;
 		}
 		switch_ns_ = ns;
@@ -120,11 +91,9 @@ int Cluster::add_switch()
 	// STP off and no forwarding delay: a port forwards as soon as it is
 	// up, like an edge port of a cluster switch.
 	std::string br = "br" + std::to_string(switches_);
-	std::string cmd = "ip -n " + switch_ns_ + " link add " + br +
-			  " type bridge stp_state 0 forward_delay 0 && ip -n " + switch_ns_ +
-			  " link set " + br + " up";
-	if (sh(cmd) != 0) {
-		ADD_FAILURE() << "cannot create switch: " << cmd;
+	if (auto r = netns::add_bridge(switch_ns_, br); !r) {
+		ADD_FAILURE() << "cannot create switch " << switches_ << ": " << r.message()
+			      << " (is the bridge module there?)";
 		return -1;
 	}
 	return switches_++;
@@ -142,10 +111,9 @@ int Cluster::plug(int n, int sw, unsigned mtu)
 	std::string base = "me" + std::to_string(serial_) + "p" + std::to_string(ports_.size());
 	p.if_node = base + "n";
 	p.if_sw = base + "s";
-	std::string cmd =
-		veth_cmd(p.if_node, ns(n), p.if_sw, switch_ns_, mtu, "br" + std::to_string(sw));
-	if (sh(cmd) != 0) {
-		ADD_FAILURE() << "cannot plug node " << n << " into switch " << sw << ": " << cmd;
+	if (auto r = veth(p.if_node, n, p.if_sw, switch_ns_, mtu, "br" + std::to_string(sw)); !r) {
+		ADD_FAILURE() << "cannot plug node " << n << " into switch " << sw << ": "
+			      << r.message();
 		return -1;
 	}
 	node(n).ifnames.push_back(p.if_node);
@@ -156,13 +124,8 @@ int Cluster::plug(int n, int sw, unsigned mtu)
 AssertionResult Cluster::set_port(int p, bool up, Side side)
 {
 	const auto &pt = port(p);
-	std::string cmd = side == Side::Node ?
-		"ip -n " + ns(pt.node) + " link set " + pt.if_node :
-		"ip -n " + switch_ns_ + " link set " + pt.if_sw;
-	cmd += up ? " up" : " down";
-	if (sh(cmd) != 0)
-		return AssertionFailure() << "failed: " << cmd;
-	return AssertionSuccess();
+	return side == Side::Node ? netns::set_up(ns(pt.node), pt.if_node, up) :
+				    netns::set_up(switch_ns_, pt.if_sw, up);
 }
 
 AssertionResult Cluster::port_qdisc(int p, Side side, const std::string &qdisc)
@@ -287,11 +250,7 @@ AssertionResult Cluster::set_link(int l, bool up, int side)
 {
 	const auto &lk = link(l);
 	int n = side < 0 || side == lk.a ? lk.a : lk.b;
-	const std::string &ifn = n == lk.a ? lk.if_a : lk.if_b;
-	std::string cmd = "ip -n " + ns(n) + " link set " + ifn + (up ? " up" : " down");
-	if (sh(cmd) != 0)
-		return AssertionFailure() << "failed: " << cmd;
-	return AssertionSuccess();
+	return netns::set_up(ns(n), n == lk.a ? lk.if_a : lk.if_b, up);
 }
 
 AssertionResult Cluster::netem(int l, const std::string &args)
@@ -322,9 +281,7 @@ AssertionResult Cluster::delete_node(int n)
 	if (nd.deleted)
 		return AssertionSuccess();
 	nd.deleted = true;
-	if (sh("ip netns del " + nd.ns) != 0)
-		return AssertionFailure() << "ip netns del " << nd.ns << " failed";
-	return AssertionSuccess();
+	return netns::del(nd.ns);
 }
 
 void Cluster::teardown()
@@ -333,11 +290,13 @@ void Cluster::teardown()
 		n.dev.reset();
 	for (auto &n : nodes_)
 		if (!n.deleted) {
-			sh("ip netns del " + n.ns + " 2>/dev/null");
+			if (auto r = netns::del(n.ns); !r)
+				ADD_FAILURE() << r.message();
 			n.deleted = true;
 		}
 	if (!switch_ns_.empty()) {
-		sh("ip netns del " + switch_ns_ + " 2>/dev/null");
+		if (auto r = netns::del(switch_ns_); !r)
+			ADD_FAILURE() << r.message();
 		switch_ns_.clear();
 	}
 }
@@ -345,7 +304,9 @@ void Cluster::teardown()
 void ClusterTest::SetUp()
 {
 	ASSERT_FALSE(module_loaded()) << "an earlier test left multiedge loaded";
-	ASSERT_EQ(sh("modprobe veth"), 0);
+	// Once per process: every spawned process costs 0.1-0.2 s under TCG.
+	static const int veth = sh("modprobe veth");
+	ASSERT_EQ(veth, 0) << "modprobe veth failed";
 	ASSERT_EQ(load_module(module_params()), 0) << "parameters: " << module_params();
 	c_.emplace();
 }

@@ -36,6 +36,7 @@
 #include <vector>
 
 #include "multiedge/multiedge.hpp"
+#include "netns.hpp"
 
 namespace metest {
 
@@ -88,16 +89,7 @@ public:
 	// Opens (another) Device acting in node n's namespace.
 	multiedge::Result<multiedge::Device> open_in(int n) const;
 	// Runs the calling thread in namespace `ns` until the guard dies.
-	class Enter {
-	public:
-		explicit Enter(const std::string &ns);
-		~Enter();
-		bool ok() const { return ok_; }
-
-	private:
-		int self_ = -1;
-		bool ok_ = false;
-	};
+	using Enter = netns::Enter;
 
 	// Waits until node a sees node b alive on at least `links` links.
 	::testing::AssertionResult wait_peer(int a, int b, unsigned links,
@@ -141,6 +133,12 @@ public:
 	void teardown();
 
 private:
+	// A veth pair from if_a in node a to if_b in namespace ns_b, both ends
+	// up; with b_master, if_b first becomes a port of that bridge.
+	::testing::AssertionResult veth(const std::string &if_a, int a, const std::string &if_b,
+					const std::string &ns_b, unsigned mtu,
+					const std::string &b_master = "");
+
 	std::vector<ClusterNode> nodes_;
 	std::vector<ClusterLink> links_;
 	std::vector<ClusterPort> ports_;

@@ -27,7 +27,7 @@ $(GUEST_BIN)/%: $(BUILD)/obj/vm/%.o $(GUEST_COMMON_OBJS) $(LIBME_A)
 	@mkdir -p $(@D)
 	$(CXX) -o $@ $(filter %.o,$^) $(filter-out %.o,$^) $(LIBME_LIBS) $(GTEST_LIBS)
 
-$(GUEST_CLUSTER_TESTS): $(GUEST_BIN)/%: $(BUILD)/obj/vm/%.o $(BUILD)/obj/vm/cluster.o \
+$(GUEST_CLUSTER_TESTS): $(GUEST_BIN)/%: $(BUILD)/obj/vm/%.o $(BUILD)/obj/vm/cluster.o $(BUILD)/obj/vm/netns.o \
 		$(GUEST_COMMON_OBJS) $(LIBME_A)
 	@mkdir -p $(@D)
 	$(CXX) -o $@ $(filter %.o,$^) $(filter-out %.o,$^) $(LIBME_LIBS) $(GTEST_LIBS)
@@ -39,7 +39,7 @@ GUEST_PAIR_TEST := $(GUEST_BIN)/pair_test
 $(GUEST_BIN)/mixed_test $(GUEST_PAIR_TEST): $(BUILD)/obj/vm/mixed_load.o
 # The wire attacks build and parse frames with the core's own wire code.
 $(GUEST_BIN)/fault_test: $(BUILD)/obj/core/plain/wire.o
-$(GUEST_PAIR_TEST): $(BUILD)/obj/vm/cluster.o
+$(GUEST_PAIR_TEST): $(BUILD)/obj/vm/cluster.o $(BUILD)/obj/vm/netns.o
 PROGRAMS += $(GUEST_PAIR_TEST)
 # An unchanged MPI program, run by Open MPI over the provider (a script).
 GUEST_MPI_CHECK := $(GUEST_BIN)/mpi_check

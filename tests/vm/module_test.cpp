@@ -14,6 +14,7 @@
 
 #include "kmsg.hpp"
 #include "module_util.hpp"
+#include "netns.hpp"
 #include "multiedge/multiedge.hpp"
 #include "uapi/multiedge.h"
 
@@ -77,10 +78,10 @@ class VethPair {
 public:
 	VethPair()
 	{
-		ok_ = sh("modprobe veth && ip link add me-ta type veth peer name me-tb && "
-			 "ip link set me-ta up && ip link set me-tb up") == 0;
+		ok_ = sh("modprobe veth") == 0 && netns::add_veth("me-ta", "", "me-tb", "", 1500) &&
+		      netns::set_up("", "me-ta", true) && netns::set_up("", "me-tb", true);
 	}
-	~VethPair() { sh("ip link del me-ta 2>/dev/null"); }
+	~VethPair() { netns::del_link("", "me-ta"); }
 	bool ok() const { return ok_; }
 
 private:

@@ -190,6 +190,8 @@ AssertionResult add(const std::string &name)
 
 AssertionResult del(const std::string &name)
 {
+	if (name.empty() || name.find('/') != std::string::npos)
+		return AssertionFailure() << "bad namespace name \"" << name << "\"";
 	std::string p = path_of(name);
 	// EINVAL: not a mount point (no namespace was pinned there).
 	if (::umount2(p.c_str(), MNT_DETACH) != 0 && errno != EINVAL && errno != ENOENT)
@@ -202,19 +204,22 @@ AssertionResult del(const std::string &name)
 AssertionResult add_veth(const std::string &if_a, const std::string &ns_a, const std::string &if_b,
 			 const std::string &ns_b, unsigned mtu)
 {
-	int fa = ::open(path_of(ns_a).c_str(), O_RDONLY | O_CLOEXEC);
-	if (fa < 0)
+	// The namespaces by descriptor; -1 for the caller's own ("").
+	int fa = ns_a.empty() ? -1 : ::open(path_of(ns_a).c_str(), O_RDONLY | O_CLOEXEC);
+	if (fa < 0 && !ns_a.empty())
 		return failed("namespace " + ns_a, errno);
-	int fb = ::open(path_of(ns_b).c_str(), O_RDONLY | O_CLOEXEC);
-	if (fb < 0) {
+	int fb = ns_b.empty() ? -1 : ::open(path_of(ns_b).c_str(), O_RDONLY | O_CLOEXEC);
+	if (fb < 0 && !ns_b.empty()) {
 		int err = errno;
-		::close(fa);
+		if (fa >= 0)
+			::close(fa);
 		return failed("namespace " + ns_b, err);
 	}
 	Request r(RTM_NEWLINK, NLM_F_CREATE | NLM_F_EXCL, link_msg());
 	r.attr_str(IFLA_IFNAME, if_a);
 	r.attr_u32(IFLA_MTU, mtu);
-	r.attr_u32(IFLA_NET_NS_FD, static_cast<std::uint32_t>(fa));
+	if (fa >= 0)
+		r.attr_u32(IFLA_NET_NS_FD, static_cast<std::uint32_t>(fa));
 	size_t info = r.begin(IFLA_LINKINFO);
 	r.attr_str(IFLA_INFO_KIND, "veth");
 	size_t data = r.begin(IFLA_INFO_DATA);
@@ -223,13 +228,16 @@ AssertionResult add_veth(const std::string &if_a, const std::string &ns_a, const
 	r.put(&ifi, sizeof(ifi));
 	r.attr_str(IFLA_IFNAME, if_b);
 	r.attr_u32(IFLA_MTU, mtu);
-	r.attr_u32(IFLA_NET_NS_FD, static_cast<std::uint32_t>(fb));
+	if (fb >= 0)
+		r.attr_u32(IFLA_NET_NS_FD, static_cast<std::uint32_t>(fb));
 	r.end(peer);
 	r.end(data);
 	r.end(info);
 	int err = r.exchange();
-	::close(fa);
-	::close(fb);
+	if (fa >= 0)
+		::close(fa);
+	if (fb >= 0)
+		::close(fb);
 	if (err)
 		return failed("veth " + ns_a + ":" + if_a + " - " + ns_b + ":" + if_b + " (mtu " +
 			      std::to_string(mtu) + ")", err);
@@ -268,8 +276,25 @@ AssertionResult set_up(const std::string &ns, const std::string &ifname, bool up
 	return AssertionSuccess();
 }
 
+AssertionResult del_link(const std::string &ns, const std::string &ifname)
+{
+	Enter in(ns);
+	if (!in.ok())
+		return failed("enter namespace " + ns, errno);
+	Request r(RTM_DELLINK, 0, link_msg());
+	r.attr_str(IFLA_IFNAME, ifname);
+	int err = r.exchange();
+	if (err && err != ENODEV)
+		return failed("delete " + ns + ":" + ifname, err);
+	return AssertionSuccess();
+}
+
 Enter::Enter(const std::string &ns)
 {
+	if (ns.empty()) {
+		ok_ = true;	// where the thread is: nothing to enter or leave
+		return;
+	}
 	self_ = ::open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
 	int target = ::open(path_of(ns).c_str(), O_RDONLY | O_CLOEXEC);
 	if (self_ >= 0 && target >= 0 && ::setns(target, CLONE_NEWNET) == 0)

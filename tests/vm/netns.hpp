@@ -23,6 +23,8 @@ namespace metest::netns {
 // does not exist is not an error.
 ::testing::AssertionResult del(const std::string &name);
 
+// Below, a namespace named "" is the calling thread's own.
+
 // A veth pair from if_a in namespace ns_a to if_b in ns_b, both of `mtu`,
 // both down.
 ::testing::AssertionResult add_veth(const std::string &if_a, const std::string &ns_a,
@@ -36,7 +38,12 @@ namespace metest::netns {
 ::testing::AssertionResult set_up(const std::string &ns, const std::string &ifname, bool up,
 				  const std::string &master = "");
 
-// Runs the calling thread in namespace `ns` until the guard dies.
+// Deletes interface ifname of namespace ns (a veth takes its peer along);
+// one that does not exist is not an error.
+::testing::AssertionResult del_link(const std::string &ns, const std::string &ifname);
+
+// Runs the calling thread in namespace `ns` ("": where it is) until the
+// guard dies.
 class Enter {
 public:
 	explicit Enter(const std::string &ns);

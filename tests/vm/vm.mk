@@ -10,6 +10,8 @@ GUEST_CXXFLAGS := $(CXXFLAGS_COMMON) -I$(TOP)/userlib/include $(INCLUDES) \
 		  -DME_BIN_DIR='"$(BUILD)/bin"'
 
 GUEST_TESTS += $(GUEST_BIN)/module_test $(GUEST_BIN)/link_test $(GUEST_BIN)/mr_test
+# Extra objects join $^ after the library: the recipes put objects first.
+$(GUEST_BIN)/module_test $(GUEST_BIN)/link_test: $(BUILD)/obj/vm/netns.o
 
 # The data path suites drive several nodes (namespaces) through cluster.cpp.
 GUEST_CLUSTER_TESTS := $(addprefix $(GUEST_BIN)/,data_test fault_test ops_ioctl_test uring_test \

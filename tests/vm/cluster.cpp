@@ -140,7 +140,7 @@ AssertionResult Cluster::port_qdisc(int p, Side side, const std::string &qdisc)
 		return AssertionSuccess();
 	}
 	std::string kind = qdisc.substr(0, qdisc.find(' '));
-	if (sh("modprobe sch_" + kind) != 0)
+	if (modprobe("sch_" + kind) != 0)
 		return AssertionFailure() << "modprobe sch_" << kind << " failed: the guest "
 					  << "kernel lacks that qdisc";
 	std::string cmd = where + "replace" + dev + " root " + qdisc;
@@ -260,7 +260,7 @@ AssertionResult Cluster::netem(int l, const std::string &args)
 		if (sh("command -v tc >/dev/null") != 0)
 			return AssertionFailure() << "tc (iproute2) is not installed: netem tests "
 						     "cannot run";
-		if (sh("modprobe sch_netem") != 0)
+		if (modprobe("sch_netem") != 0)
 			return AssertionFailure() << "modprobe sch_netem failed: the guest kernel "
 						     "has no netem (CONFIG_NET_SCH_NETEM)";
 		loaded = true;
@@ -304,9 +304,7 @@ void Cluster::teardown()
 void ClusterTest::SetUp()
 {
 	ASSERT_FALSE(module_loaded()) << "an earlier test left multiedge loaded";
-	// Once per process: every spawned process costs 0.1-0.2 s under TCG.
-	static const int veth = sh("modprobe veth");
-	ASSERT_EQ(veth, 0) << "modprobe veth failed";
+	ASSERT_EQ(modprobe("veth"), 0) << "modprobe veth failed";
 	ASSERT_EQ(load_module(module_params()), 0) << "parameters: " << module_params();
 	c_.emplace();
 }

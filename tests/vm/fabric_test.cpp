@@ -40,9 +40,12 @@
 
 #include "multiedge.h"
 #include "tests/vm/cluster.hpp"
+#include "tests/vm/module_util.hpp"
 
 using namespace std::chrono_literals;
 using metest::Cluster;
+using metest::modprobe;
+using metest::sh;
 
 namespace {
 
@@ -1650,13 +1653,6 @@ TEST_F(FabricTest, CounterBadInput)
 	EXPECT_EQ(fi_cntr_read(nowait), 2u);
 }
 
-// Runs `cmd` through the shell; its exit status.
-int sh(const std::string &cmd)
-{
-	int st = std::system(cmd.c_str());
-	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
 // Debian's fi_info lists the provider; fi_pingpong runs over it between
 // two nodes (its control channel is TCP over the same link).
 TEST_F(FabricTest, FiInfoAndFiPingpong)
@@ -2595,7 +2591,7 @@ TEST_F(FabricTest, AtomicSlotsAreBounded)
 			    FI_UINT64, FI_SUM, {&a, &b});
 	ASSERT_TRUE(d);
 	ASSERT_EQ(d->err, 0);
-	ASSERT_EQ(sh("modprobe sch_netem"), 0) << "the guest kernel has no netem";
+	ASSERT_EQ(modprobe("sch_netem"), 0) << "the guest kernel has no netem";
 	ASSERT_TRUE(c().port_qdisc(1, Cluster::Side::Node, "netem loss 100%"));
 	int posted = 1;
 	ssize_t r = 0;
@@ -2962,7 +2958,7 @@ TEST_F(FabricTest, NewEndpointIsNotCompletedByAClosedOnesOperations)
 	auto d = wait_done(a, &first, {&a, &b});
 	ASSERT_TRUE(d);
 	ASSERT_EQ(d->err, 0);
-	ASSERT_EQ(sh("modprobe sch_netem"), 0) << "the guest kernel has no netem";
+	ASSERT_EQ(modprobe("sch_netem"), 0) << "the guest kernel has no netem";
 	ASSERT_TRUE(c().port_qdisc(1, Cluster::Side::Node, "netem delay 400ms"));
 	constexpr int kOld = 4, kNew = 6;
 	int old_ctx[kOld], new_ctx[kNew];

@@ -37,9 +37,7 @@ protected:
 	void SetUp() override
 	{
 		ASSERT_FALSE(module_loaded()) << "an earlier test left multiedge loaded";
-		// Once per process: every spawned process costs 0.1-0.2 s under TCG.
-		static const int veth = sh("modprobe veth");
-		ASSERT_EQ(veth, 0) << "modprobe veth failed";
+		ASSERT_EQ(modprobe("veth"), 0) << "modprobe veth failed";
 		for (const char *i : {"0", "1"}) {
 			std::string a = std::string("me-a") + i, b = std::string("me-b") + i;
 			ASSERT_TRUE(netns::add_veth(a, "", b, "", 1500));

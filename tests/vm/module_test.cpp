@@ -78,7 +78,7 @@ class VethPair {
 public:
 	VethPair()
 	{
-		ok_ = sh("modprobe veth") == 0 && netns::add_veth("me-ta", "", "me-tb", "", 1500) &&
+		ok_ = modprobe("veth") == 0 && netns::add_veth("me-ta", "", "me-tb", "", 1500) &&
 		      netns::set_up("", "me-ta", true) && netns::set_up("", "me-tb", true);
 	}
 	~VethPair() { netns::del_link("", "me-ta"); }

@@ -7,6 +7,8 @@
 #include <fcntl.h>
 #include <fstream>
 #include <linux/if_packet.h>
+#include <map>
+#include <mutex>
 #include <net/ethernet.h>
 #include <net/if.h>
 #include <sys/socket.h>
@@ -59,6 +61,17 @@ int sh(const std::string &cmd)
 	if (st == -1 || !WIFEXITED(st))
 		return -1;
 	return WEXITSTATUS(st);
+}
+
+int modprobe(const std::string &name)
+{
+	static std::mutex lock;
+	static std::map<std::string, int> done;
+	std::lock_guard<std::mutex> hold(lock);
+	auto it = done.find(name);
+	if (it == done.end())
+		it = done.emplace(name, sh("modprobe " + name)).first;
+	return it->second;
 }
 
 bool send_frames(const char *ifname, unsigned ethertype, int count)

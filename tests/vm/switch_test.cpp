@@ -713,7 +713,7 @@ TEST_F(SwitchTest, OneWayFailureMovesTrafficToTheOtherRail)
 	Streams st(*c_, {{0, 1}, {1, 0}, {2, 0}, {1, 2}}, seed(0x1a7));
 	ASSERT_TRUE(st.start());
 	std::this_thread::sleep_for(std::chrono::milliseconds(500));
-	ASSERT_EQ(sh("modprobe sch_netem"), 0) << "the guest kernel has no netem";
+	ASSERT_EQ(modprobe("sch_netem"), 0) << "the guest kernel has no netem";
 	auto t_cmd = Clock::now();
 	Failover f = time_fault(
 		[&] { EXPECT_TRUE(c_->port_qdisc(port(0, 1), Side::Node, "netem loss 100%")); },

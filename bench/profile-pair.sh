@@ -54,6 +54,9 @@ if [ "$node" -eq 1 ]; then
 			grep -v '^#' | grep -v '^$' | head -45 >"$sh/$sys.profile" || true
 		perf report -i "$out/$sys.data" --no-children --sort comm --stdio 2>/dev/null |
 			grep -v '^#' | grep -v '^$' | head -8 >"$sh/$sys.threads" || true
+		# The module's own threads (receive, timer) by symbol.
+		perf report -i "$out/$sys.data" --no-children --sort comm,sym --stdio 2>/dev/null |
+			grep -E '^ +[0-9.]+% +me-' | head -40 >"$sh/$sys.mythreads" || true
 		touch "$sh/recorded-$sys"
 	done
 	wait_for finished
@@ -110,6 +113,8 @@ for sys in me tcp; do
 	cat "$sh/$sys.profile"
 	echo "=== $sys: receiver's threads"
 	cat "$sh/$sys.threads"
+	echo "=== $sys: the module's threads on the receiver, by symbol"
+	cat "$sh/$sys.mythreads"
 done
 echo "=== receiver's counters"
 cat "$sh/rx-counters.txt"

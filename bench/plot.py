@@ -227,7 +227,8 @@ def loss(rows, d):
 
 
 def netns(rows, d):
-    ns = [r for r in rows if r["phase"] == "D"]
+    # The sweep; its paired repetitions at two sizes are a table of their own.
+    ns = [r for r in rows if r["phase"] == "D" and "rep=" not in r["condition"]]
     need("namespace testbed (phase D)", ns)
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for cond in sorted({r["condition"] for r in ns if r["system"] == "multiedge"}):

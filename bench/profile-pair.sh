@@ -8,7 +8,9 @@
 #   scripts/vm --nodes 2 --links 1 --timeout 600 -- bench/profile-pair.sh [SIZE [SECONDS [MTU]]]
 # Defaults: 1 MiB writes, 6 s (node 1 records the middle SECONDS-2 s), eth0
 # at MTU 1500 on both nodes.
-# ME_KO: another module to load.  The two nodes meet in build/profile-pair/.
+# ME_KO: another module to load; ME_MODULE_PARAMS: its parameters;
+# ME_BENCH_ARGS: more me_bench client options (--depth 16).  The two nodes
+# meet in build/profile-pair/.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 B=$top/build/bin
@@ -75,8 +77,11 @@ sender_busy() { # SYS
 wait_for recording-me
 touch "$sh/start-me"
 sender_busy me
+# ME_PATHS=1: the sender's paths (RTT, delay, congestion window, in flight)
+# while it runs; mectl itself costs the sender CPU here.
+[ "${ME_PATHS:-0}" = 0 ] || (sleep 1; for ((i = 0; i < rec * 2; i++)); do "$B/mectl" neighbours; sleep 0.5; done) >"$sh/me.paths" 2>&1 &
 "$B/me_bench" client --test oneway --sizes "$size" --seconds "$secs" --min-iters 8 \
-	--csv "$sh/me.csv" --label pair >"$out/me.log" 2>&1
+	${ME_BENCH_ARGS:-} --csv "$sh/me.csv" --label pair >"$out/me.log" 2>&1
 touch "$sh/stop-me"
 wait_for recording-tcp
 touch "$sh/start-tcp"
@@ -116,6 +121,8 @@ for sys in me tcp; do
 	echo "=== $sys: the module's threads on the receiver, by symbol"
 	cat "$sh/$sys.mythreads"
 done
+[ ! -e "$sh/me.paths" ] || echo "=== me: the sender's paths during the run (mectl neighbours)"
+[ ! -e "$sh/me.paths" ] || { grep -m1 node "$sh/me.paths"; grep -v node "$sh/me.paths" | grep . | head -20; } || true
 echo "=== receiver's counters"
 cat "$sh/rx-counters.txt"
 rmmod multiedge

@@ -9,8 +9,10 @@
 # Defaults: 1 MiB writes, 6 s (node 1 records the middle SECONDS-2 s), eth0
 # at MTU 1500 on both nodes.
 # ME_KO: another module to load; ME_MODULE_PARAMS: its parameters;
-# ME_BENCH_ARGS: more me_bench client options (--depth 16).  The two nodes
-# meet in build/profile-pair/.
+# ME_BENCH_ARGS: more me_bench client options (--depth 16); ME_PATHS=1:
+# sample the sender's paths.  Set them in the guest (a wrapper script run
+# under scripts/vm): scripts/vm does not pass the host's environment on.
+# The two nodes meet in build/profile-pair/.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 B=$top/build/bin
@@ -121,8 +123,10 @@ for sys in me tcp; do
 	echo "=== $sys: the module's threads on the receiver, by symbol"
 	cat "$sh/$sys.mythreads"
 done
-[ ! -e "$sh/me.paths" ] || echo "=== me: the sender's paths during the run (mectl neighbours)"
-[ ! -e "$sh/me.paths" ] || { grep -m1 node "$sh/me.paths"; grep -v node "$sh/me.paths" | grep . | head -20; } || true
+if [ -e "$sh/me.paths" ]; then
+	echo "=== me: the sender's paths during the run (mectl neighbours)"
+	{ grep -m1 node "$sh/me.paths"; grep -v node "$sh/me.paths" | grep . | head -20; } || true
+fi
 echo "=== receiver's counters"
 cat "$sh/rx-counters.txt"
 rmmod multiedge

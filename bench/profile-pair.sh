@@ -3,8 +3,9 @@
 # to node 1 over eth0 with multiedge and then with TCP (iperf3), each for
 # the same time, while node 1 records `perf record -a` and its busy CPU
 # over the middle of each run, and node 0 its own busy CPU over the same
-# stretch.  Prints both nodes' busy CPU per MB for both systems and the
-# receiver's profiles' top symbols.
+# stretch.  Prints both nodes' busy CPU per MB for both systems, their
+# frames each way and virtio interrupts per MB, and the receiver's
+# profiles' top symbols.
 #   scripts/vm --nodes 2 --links 1 --timeout 600 -- bench/profile-pair.sh [SIZE [SECONDS [MTU]]]
 # Defaults: 1 MiB writes, 6 s (node 1 records the middle SECONDS-2 s), eth0
 # at MTU 1500 on both nodes.
@@ -38,6 +39,13 @@ for ((i = 0; i < 300; i++)); do
 	sleep 0.1
 done
 
+# eth0's frames received and sent and its virtio interrupts so far, one line.
+net_snap() {
+	echo "$(cat /sys/class/net/eth0/statistics/rx_packets) $(cat /sys/class/net/eth0/statistics/tx_packets)" \
+		"$(awk '/virtio.*-(input|output)/ {for (i = 2; i <= NF && $i ~ /^[0-9]+$/; i++) n += $i} END {print n + 0}' /proc/interrupts)"
+}
+export -f net_snap
+
 wait_for() { local i; for ((i = 0; i < 2400; i++)); do [ -e "$sh/$1" ] && return 0; sleep 0.05; done; echo "profile-pair: no $1" >&2; return 1; }
 
 if [ "$node" -eq 1 ]; then
@@ -49,8 +57,9 @@ if [ "$node" -eq 1 ]; then
 		perf record -a -o "$out/$sys.data" -- bash -c "
 			touch $sh/recording-$sys
 			while [ ! -e $sh/start-$sys ]; do sleep 0.05; done
-			sleep 1; snap=\$(head -1 /proc/stat)
+			sleep 1; snap=\$(head -1 /proc/stat); net=\$(net_snap)
 			sleep $rec; echo \"\$snap\" >$sh/$sys.stat; head -1 /proc/stat >>$sh/$sys.stat
+			{ echo \"\$net\"; net_snap; } >$sh/$sys.net
 			while [ ! -e $sh/stop-$sys ]; do sleep 0.05; done" 2>/dev/null
 		awk '{b = $2+$3+$4+$7+$8+$9; t = b+$5+$6} NR == 1 {b0 = b; t0 = t}
 			NR == 2 {print b - b0, t - t0}' "$sh/$sys.stat" >"$sh/$sys.busy"
@@ -73,7 +82,8 @@ fi
 
 # The sender's busy CPU over the same stretch as the receiver's.
 sender_busy() { # SYS
-	(sleep 1; head -1 /proc/stat >"$sh/$1.sstat"; sleep "$rec"; head -1 /proc/stat >>"$sh/$1.sstat") &
+	(sleep 1; head -1 /proc/stat >"$sh/$1.sstat"; net_snap >"$sh/$1.snet"
+	 sleep "$rec"; head -1 /proc/stat >>"$sh/$1.sstat"; net_snap >>"$sh/$1.snet") &
 }
 
 wait_for recording-me
@@ -114,6 +124,17 @@ for sys in me tcp; do
 		printf "=== %s: %.1f MB/s, receiver busy %.0f%%, receiver CPU %.0f us/MB; sender busy %.0f%%, sender CPU %.0f us/MB\n",
 			n, m, 100 * b / a, (m > 0 ? b / 100 * 1e6 / (m * s) : 0),
 			(sa > 0 ? 100 * sb / sa : 0), (m > 0 ? sb / 100 * 1e6 / (m * s) : 0) }'
+done
+# Frames each way and virtio interrupts per MB moved, on both nodes: a
+# frame or an interrupt costs the emulated machine far more than a byte.
+for sys in me tcp; do
+	mbps=$(mb_s "$sys")
+	awk -v m="$mbps" -v s="$rec" -v n="$sys" '
+		FNR == 1 {r0 = $1; t0 = $2; i0 = $3; next}
+		{mb = m * s; if (mb <= 0) mb = 1
+		 printf "=== %s: %s per MB: frames in %.0f, out %.0f, virtio interrupts %.0f\n",
+			n, (FILENAME ~ /snet$/ ? "sender" : "receiver"), ($1 - r0) / mb, ($2 - t0) / mb, ($3 - i0) / mb}' \
+		"$sh/$sys.snet" "$sh/$sys.net"
 done
 for sys in me tcp; do
 	echo "=== $sys: receiver's profile"

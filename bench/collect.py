@@ -246,6 +246,17 @@ def fr(v):
     return "-" if v is None else f"{v:.2f}x"
 
 
+def near(v, limit):
+    """v to two decimals, or as many more as it takes not to print the
+    limit itself for another value (0.7004 read "0.70x" beside a NO for
+    <= 0.7)."""
+    for nd in range(2, 7):
+        t = f"{v:.{nd}f}"
+        if v == limit or float(t) != limit:
+            break
+    return t
+
+
 def med(xs):
     xs = sorted(x for x in xs if x is not None)
     if not xs:
@@ -590,8 +601,8 @@ def jumbo_section(rows, p, targets):
             hi = max(sized, key=lambda x: x[1])
             targets.append((f"{side} CPU per MB >= 64 KiB <= 0.7x TCP's at MTU 9000 "
                             "(phase J, paired, median)",
-                            f"highest {hi[1]:.2f}x; "
-                            + ", ".join(f"{size_name(s)} {r:.2f}x" for s, r in sized),
+                            f"highest {near(hi[1], 0.7)}x; "
+                            + ", ".join(f"{size_name(s)} {near(r, 0.7)}x" for s, r in sized),
                             hi[1] <= 0.7))
 
 
@@ -625,8 +636,8 @@ def issue16_targets(rows, targets, d):
         if cpu:
             hi = max(cpu, key=lambda x: x[1])
             targets.append((f"{side} CPU per MB >= 64 KiB <= 0.7x TCP's (sweep, phase A)",
-                            f"highest {hi[1]:.2f}x (at {size_name(hi[0])}); "
-                            + ", ".join(f"{size_name(s)} {r:.2f}x" for s, r in cpu),
+                            f"highest {near(hi[1], 0.7)}x (at {size_name(hi[0])}); "
+                            + ", ".join(f"{size_name(s)} {near(r, 0.7)}x" for s, r in cpu),
                             hi[1] <= 0.7))
     # Data packets resent on links that lose nothing: every one-way size of
     # the two guests (A, P) and of the namespace pair (D).
@@ -638,7 +649,7 @@ def issue16_targets(rows, targets, d):
         if rs:
             w = max(rs, key=lambda r: r["rtx_pct"])
             targets.append((f"data packets resent on a clean link <= 0.5% at every size ({label})",
-                            f"worst {w['rtx_pct']:.2f}% ({size_name(w['size'])}, {w['condition'] or 'A'})"
+                            f"worst {near(w['rtx_pct'], 0.5)}% ({size_name(w['size'])}, {w['condition'] or 'A'})"
                             + (f"; the host dropped {drops} frames of the links in boot 1"
                                if "A" in phases and drops is not None else ""),
                             w["rtx_pct"] <= 0.5))

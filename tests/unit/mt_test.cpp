@@ -348,7 +348,14 @@ void concurrent_rx(Mode mode)
 		cfg.link_dead_ns = 2000000000ull;
 		cfg.peer_dead_ns = 20000000000ull;
 		cfg.ka_ns = 100000000;
-		cfg.max_retries = 50;
+		// Give-ups far beyond the round's own 60 s deadline: under TSan
+		// on two loaded cores a thread can stall for seconds, and the
+		// defaults (an answer within 2 s, a packet given up after about
+		// 3 s of retries) once ended the connection mid-round (-ENOTCONN
+		// at the next submit).  A packet really lost for good still fails
+		// the round, by its deadline.
+		cfg.answer_ns = 120000000000ull;
+		cfg.max_retries = 2000;
 		cfg.zc_min = 1024;
 		if (paced) {
 			cfg.pace_pct = 100;

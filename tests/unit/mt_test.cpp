@@ -349,11 +349,11 @@ void concurrent_rx(Mode mode)
 		cfg.peer_dead_ns = 20000000000ull;
 		cfg.ka_ns = 100000000;
 		// Give-ups far beyond the round's own 60 s deadline: under TSan
-		// on two loaded cores a thread can stall for seconds, and the
-		// defaults (an answer within 2 s, a packet given up after about
-		// 3 s of retries) once ended the connection mid-round (-ENOTCONN
-		// at the next submit).  A packet really lost for good still fails
-		// the round, by its deadline.
+		// on two loaded cores a thread can stall for seconds, and an
+		// answer limit of 2 s (the default) or 50 retries (about 3 s)
+		// once ended the connection mid-round (-ENOTCONN at the next
+		// submit).  A packet really lost for good still fails the round,
+		// by its deadline.
 		cfg.answer_ns = 120000000000ull;
 		cfg.max_retries = 2000;
 		cfg.zc_min = 1024;

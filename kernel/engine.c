@@ -266,10 +266,12 @@ static int plat_mr_write(void *ctx, u32 conn, u32 region, u64 key, u64 off, cons
 	if (region == ME_REGION_MSG) {
 		if (rx)
 			me_frame_fill(rx);
-		return me_recvq_arrived(mn, conn, key, src, len);
+		ret = me_recvq_arrived(mn, conn, key, src, len);
+		/* A send is copied into its receive buffer, pages and all. */
+		return !ret && len >= PAGE_SIZE ? ME_PLACE_COPIED : ret;
 	}
 	ret = me_mr_place(mn, region, off, src, len, rx);
-	if (!ret && conn) {
+	if (ret >= 0 && conn) {
 		u32 slot = me_node_slot(mn->core, conn);
 
 		if (slot != ME_NO_SLOT)

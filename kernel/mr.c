@@ -26,6 +26,7 @@
 #include <linux/uaccess.h>
 #include <linux/xarray.h>
 
+#include "core/me_plat.h"
 #include "area.h"
 #include "chardev.h"
 #include "mr.h"
@@ -567,6 +568,7 @@ int me_mr_place(struct me_net *mn, u32 id, u64 off, const void *src, u32 len,
 {
 	int err;
 	struct me_mr *mr = get_range(mn, id, off, len, &err);
+	bool copied = false;
 	u32 fo = 0;
 	u64 pos;
 
@@ -595,6 +597,7 @@ int me_mr_place(struct me_net *mn, u32 id, u64 off, const void *src, u32 len,
 		} else {
 			if (n == PAGE_SIZE && may_flip(mr))
 				me_area_count_copied();
+			copied |= n == PAGE_SIZE;
 			place_copy(mr, pg, in_page, src, n, fr, fo);
 		}
 		src += n;
@@ -603,7 +606,7 @@ int me_mr_place(struct me_net *mn, u32 id, u64 off, const void *src, u32 len,
 		len -= n;
 	}
 	me_mr_put(mr);
-	return 0;
+	return copied ? ME_PLACE_COPIED : 0;
 }
 
 int me_mr_atomic_on(struct me_mr *mr, u64 off, u32 size, u32 aop, u64 operand, u64 compare,

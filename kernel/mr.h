@@ -74,7 +74,9 @@ int me_mr_copy_from(struct me_net *mn, u32 id, u64 off, void *dst, u32 len);
 /*
  * Places payload: from src, or where @fr (may be NULL) left a whole page
  * out of its buffer, from that page, flipped into a receive area when the
- * destination is a whole page of one.  May sleep (a flip).
+ * destination is a whole page of one.  May sleep (a flip).  0,
+ * ME_PLACE_COPIED (a whole page of the region was copied, not flipped) or
+ * a negative errno.
  */
 int me_mr_place(struct me_net *mn, u32 id, u64 off, const void *src, u32 len,
 		struct me_rx_frame *fr);

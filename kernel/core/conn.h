@@ -79,6 +79,8 @@ struct me_conn {
 	u64 rto_probe_ns;	/* (timer) last timeout that resent only the
 				 * oldest packet (window.c) */
 	u64 rto_first_ns;	/* (timer) first timeout since backoff was 0 */
+	me_atomic_t tx_fill;	/* the peer's acks say ME_F_FILL: packets
+				 * are filled, not cut at its pages (msg.c) */
 
 	/* ---- receive side (window.c) ---- */
 	struct me_rxslot *rx;
@@ -98,6 +100,9 @@ struct me_conn {
 					 * fails are classed by the cut (msg.c) */
 	me_atomic_t rx_dup;	/* a packet came twice since the last ack
 				 * (its ME_F_DUP tells the sender) */
+	me_atomic_t rx_copies;	/* whole pages of the newest packet cut at
+				 * our pages were copied (its ME_F_FILL
+				 * tells the sender; msg.c) */
 	me_atomic64_t rx_arrival_ns; /* when the newest packet reached the host */
 	me_atomic_t rx_stamp;	/* the stamp of the first packet since the
 				 * last ack (0: none), which the next echoes */

@@ -56,6 +56,9 @@ struct me_cqe {
 	u64 off;		/* ME_CQE_NOTIFY: offset written */
 };
 
+/* mr_write: whole pages placed by copy (wire 16). */
+#define ME_PLACE_COPIED	1
+
 struct me_plat_ops {
 	/* Monotonic time in nanoseconds. */
 	u64 (*now_ns)(void *ctx);
@@ -85,7 +88,10 @@ struct me_plat_ops {
 	 * Documentation/protocol.md).  rx is what the host passed to
 	 * me_core_rx_frame() with the packet (NULL when the core delivers
 	 * from its own copy): a host may place whole pages from its frame
-	 * by page flip instead of copying src.  0 or a negative errno (->
+	 * by page flip instead of copying src.  0, ME_PLACE_COPIED (a whole
+	 * page of the region in [off, off + len) was copied, not flipped:
+	 * the sender is asked to fill its packets rather than cut them at
+	 * this host's page boundaries, wire 16) or a negative errno (->
 	 * message error).  Called from receive contexts only; with a
 	 * non-NULL rx outside every core lock, so then it may sleep if the
 	 * host's receive contexts may (with NULL rx it may hold an ordered

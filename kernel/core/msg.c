@@ -421,6 +421,34 @@ static bool key_checked(struct me_conn *c, int *err)
 }
 
 /*
+ * Delivers a data packet's payload to [off, off + pay) of region (mr_write).
+ * cut: the sender cut the packet out of its message (chunk_len), not a
+ * PACK entry.  Such a packet that starts at a page of ours with a whole
+ * page of payload was cut at our page boundaries so its pages could be
+ * flipped; whether they were, or were copied after all (from our own copy
+ * of the frame, or as the host chose), tells the sender through our acks
+ * whether to go on cutting there (ME_F_FILL, wire 16).  0 or a negative
+ * errno.
+ */
+static int place_payload(struct me_conn *c, const struct me_hdr *h, u32 region, u64 key,
+			 u64 off, bool cut)
+{
+	struct me_node *n = c->node;
+	u32 pay = h->payload_len;
+	int ret = n->ops->mr_write(n->ctx, c->id, region, key, off, h->payload, pay, h->rx);
+	bool copied;
+
+	if (ret < 0)
+		return ret;
+	if (cut && !(off & (PAGE_SZ - 1)) && pay >= PAGE_SZ) {
+		copied = !h->rx || ret == ME_PLACE_COPIED;
+		if (me_atomic_read(&c->rx_copies) != copied)
+			me_atomic_set(&c->rx_copies, copied);
+	}
+	return 0;
+}
+
+/*
  * Places one write/notify packet; its STATUS credit is reserved.  whole:
  * the packet is its whole message (a PACK entry), so no byte count.
  */
@@ -434,9 +462,8 @@ static void place(struct me_conn *c, const struct me_hdr *h, bool whole)
 	err = n->ops->mr_check(n->ctx, h->d.region, h->d.key, h->d.addr,
 			       h->d.msg_len, ME_ACC_WRITE);
 	if (!err && pay)
-		err = n->ops->mr_write(n->ctx, c->id, h->d.region, h->d.key,
-				       h->d.addr + h->d.msg_off, h->payload, pay,
-				       h->rx);
+		err = place_payload(c, h, h->d.region, h->d.key, h->d.addr + h->d.msg_off,
+				    !whole);
 	if (!whole && !rmsg_account(c, h, pay, err != 0, &any_err)) {
 		resp_unreserve(c);
 		return;
@@ -660,8 +687,7 @@ static void rx_read_resp(struct me_conn *c, const struct me_hdr *h)
 		return;
 	}
 	me_atomic64_set(&c->progress_ns, h->now);
-	err = n->ops->mr_write(n->ctx, c->id, lregion, 0, loff + h->d.msg_off,
-			       h->payload, pay, h->rx);
+	err = place_payload(c, h, lregion, 0, loff + h->d.msg_off, true);
 	if (err)
 		me_atomic_cmpxchg(&op->err, 0, (u32)-err);
 	done = me_atomic_add_return(&op->done_bytes, pay);
@@ -989,9 +1015,10 @@ static u32 chunk_len(struct me_conn *c, const struct job *j)
 	 * Paper §3.3: a transfer holding a whole page of the receiver is cut
 	 * at the receiver's page boundaries, so whole pages land
 	 * page-aligned (flippable): first up to the first boundary, then
-	 * whole pages, then the rest.
+	 * whole pages, then the rest.  Unless the receiver's acks say it
+	 * copies them anyway (ME_F_FILL): then every packet is filled.
 	 */
-	if (c->maxpay >= PAGE_SZ) {
+	if (c->maxpay >= PAGE_SZ && !me_atomic_read(&c->tx_fill)) {
 		if (mis && rem >= 2 * PAGE_SZ - mis)
 			chunk = me_min_u32(chunk, PAGE_SZ - mis);
 		else if (!mis && rem > chunk)

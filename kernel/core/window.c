@@ -509,6 +509,8 @@ static bool ack_build(struct me_conn *c, bool nack, u16 flags, u8 *buf, u64 now)
 	dup = me_atomic_read(&c->rx_dup) && me_atomic_cmpxchg(&c->rx_dup, 1, 0) == 1;
 	if (dup)
 		h.flags |= ME_F_DUP;
+	if (me_atomic_read(&c->rx_copies))
+		h.flags |= ME_F_FILL;
 	cum = me_atomic_read(&c->rcv_cum);
 	h.a.cum = cum;
 	h.a.right = cum + c->credit;
@@ -967,6 +969,9 @@ void me_win_rx_ack(struct me_conn *c, u32 link, const struct me_hdr *h)
 		return;
 	}
 	me_atomic_seq_max(&c->snd_right, h->a.right);
+	/* Written only when it changes: every ack would dirty the line. */
+	if (me_atomic_read(&c->tx_fill) != !!(h->flags & ME_F_FILL))
+		me_atomic_set(&c->tx_fill, !!(h->flags & ME_F_FILL));
 	if (h->flags & ME_F_DUP) {
 		me_stat_inc(n, ME_ST_RTX_SPURIOUS);
 		me_path_spurious(n, c->pe, me_atomic64_read(&c->srtt_ns), h->now);

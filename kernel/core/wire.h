@@ -53,8 +53,11 @@
  * receiver's below that sequence number and takes none from it on, so
  * the receiver completes its writes below the cut and fails those at or
  * beyond it as never taken (-ECANCELED).
+ * 16: ACK/NACK flag FILL: the receiver copied whole pages of a packet its
+ * sender had cut at the receiver's page boundaries, so cutting there buys
+ * nothing: fill packets to the MTU.
  */
-#define ME_WIRE_VERSION		15
+#define ME_WIRE_VERSION		16
 
 enum me_pkt_type {
 	ME_PT_HELLO = 1,	/* discovery, every link, periodically */
@@ -89,7 +92,10 @@ enum me_pkt_type {
 				 * shared connection of the receiver's */
 #define ME_F_ASK	0x0080	/* keepalive: answer at once (a probe;
 				 * without it a beacon, not answered) */
-#define ME_F_KNOWN	0x00ff
+#define ME_F_FILL	0x0100	/* ACK, NACK: whole pages are copied here,
+				 * not flipped: fill packets, do not cut
+				 * them at our page boundaries */
+#define ME_F_KNOWN	0x01ff
 
 #define ME_HDR_COMMON	40
 #define ME_HDR_SEQ	88	/* common + sequenced extension */

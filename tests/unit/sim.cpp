@@ -103,7 +103,8 @@ static int p_mr_write(void *ctx, uint32_t conn, uint32_t region, uint64_t key, u
 	for (uint32_t i = 0; i < len; i++)
 		it->second.wcount[off + i]++;
 	n.places.push_back({conn, region, off, len});
-	return 0;
+	const uint64_t page = 4096, first = (off + page - 1) & ~(page - 1);
+	return rx && n.copies_pages && first + page <= off + len ? ME_PLACE_COPIED : 0;
 }
 
 static int p_mr_read(void *ctx, uint32_t region, uint64_t off, void *dst,

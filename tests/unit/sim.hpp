@@ -71,6 +71,10 @@ struct Node {
 	std::set<uint32_t> open_ports;		// me_plat_ops.port_open says yes
 	uint64_t writes_after_close = 0;
 	std::set<uint64_t> write_keys;		// keys mr_write was given
+	// mr_write with a frame reports ME_PLACE_COPIED for a whole page of
+	// the region in its range, as a host whose frames hold no page it can
+	// flip does (false: as one that flipped them).
+	bool copies_pages = false;
 	struct Place { uint32_t conn, region; uint64_t off; uint32_t len; };
 	std::vector<Place> places;
 	// Placed ranges per region not yet covered by mr_done.

@@ -250,13 +250,15 @@ TEST(Wire, parse__bad_fields)
 	bad([](auto &c) { c[0] = 12; }, ME_EWIRE_VERSION);		// before FRESH
 	bad([](auto &c) { c[0] = 13; }, ME_EWIRE_VERSION);		// before beacons
 	bad([](auto &c) { c[0] = 14; }, ME_EWIRE_VERSION);		// before the close cut
-	bad([](auto &c) { c[0] = 16; }, ME_EWIRE_VERSION);
+	bad([](auto &c) { c[0] = 15; }, ME_EWIRE_VERSION);		// before FILL
+	bad([](auto &c) { c[0] = 17; }, ME_EWIRE_VERSION);
 	bad([](auto &c) { c[3] |= ME_F_CARRY; }, ME_EWIRE_FIELD);	// only an ack carries
 	bad([](auto &c) { c[3] |= ME_F_FRESH; }, ME_EWIRE_FIELD);	// only a shared CONNECT
 	bad([](auto &c) { c[3] |= ME_F_ASK; }, ME_EWIRE_FIELD);	// only a keepalive
+	bad([](auto &c) { c[2] |= ME_F_FILL >> 8; }, ME_EWIRE_FIELD);	// only an ack
 	bad([](auto &c) { c[1] = 0; }, ME_EWIRE_TYPE);
 	bad([](auto &c) { c[1] = ME_PT_MAX_; }, ME_EWIRE_TYPE);
-	bad([](auto &c) { c[2] = 0x01; }, ME_EWIRE_FIELD);		// flags
+	bad([](auto &c) { c[2] = 0x02; }, ME_EWIRE_FIELD);		// unknown flags
 	bad([](auto &c) { c[5] = 76; }, ME_EWIRE_FIELD);		// hdr_len
 	bad([](auto &c) { c[7] = 11; }, ME_EWIRE_SHORT);		// payload len
 	bad([](auto &c) { me_put_be32(&c[8], 0); }, ME_EWIRE_FIELD);	// src node
@@ -291,6 +293,12 @@ TEST(Wire, parse__bad_fields)
 	ab = build(a);
 	ASSERT_EQ(me_wire_parse(ab.data(), (uint32_t)ab.size(), &o), 0);
 	EXPECT_EQ(o.a.base, (uint32_t)(ME_WIN_MAX - ME_SACK_BITS));
+	a.flags = ME_F_FILL;	// an ack's own flag
+	ab = build(a);
+	ASSERT_EQ(me_wire_parse(ab.data(), (uint32_t)ab.size(), &o), 0);
+	EXPECT_EQ(o.flags, ME_F_FILL);
+	a.flags = 0;
+	ab = build(a);
 	me_put_be32(&ab[64], ME_WIN_MAX - ME_SACK_BITS + 1);
 	EXPECT_EQ(me_wire_parse(ab.data(), (uint32_t)ab.size(), &o), ME_EWIRE_FIELD);
 	me_hdr c = data_hdr();

@@ -210,6 +210,9 @@ static void gen_wire(const char *dir)
 	h.a.cum = 1000;
 	h.a.right = 1016;
 	wire_pkt(dir, "ack", &h, 0);
+	h.flags = ME_F_FILL;	/* wire 16: fill packets, the receiver copies */
+	wire_pkt(dir, "ack_fill", &h, 0);
+	h.flags = 0;
 	h.type = ME_PT_NACK;
 	h.a.sack[0] = 0x60;
 	wire_pkt(dir, "nack", &h, 0);

@@ -73,6 +73,13 @@ struct Stream {
 			<< "write " << i << " landed wrong";
 	}
 
+	// Writes from..to-1, each run to its completion.
+	void write_range(uint32_t from, uint32_t to)
+	{
+		for (uint32_t i = from; i < to; i++)
+			ASSERT_NO_FATAL_FAILURE(write_one(i));
+	}
+
 	// Message i's packets (those sent while it was the only one queued).
 	std::vector<uint32_t> packets_of(size_t i) const
 	{
@@ -91,8 +98,7 @@ TEST(Fill, receiver_that_flips__packets_cut_at_its_pages)
 {
 	Stream s(61, ME_MODE_UNORDERED, false);
 	ASSERT_NE(s.c, nullptr);
-	for (uint32_t i = 0; i < 6; i++)
-		ASSERT_NO_FATAL_FAILURE(s.write_one(i));
+	ASSERT_NO_FATAL_FAILURE(s.write_range(0, 6));
 	for (size_t i = 0; i < 6; i++) {
 		auto p = s.packets_of(i);
 		EXPECT_EQ(p.size(), (size_t)kMsg / (2 * kPage)) << "message " << i;
@@ -109,8 +115,7 @@ TEST(Fill, receiver_that_copies__packets_filled)
 {
 	Stream s(62, ME_MODE_UNORDERED, true);
 	ASSERT_NE(s.c, nullptr);
-	for (uint32_t i = 0; i < 6; i++)
-		ASSERT_NO_FATAL_FAILURE(s.write_one(i));
+	ASSERT_NO_FATAL_FAILURE(s.write_range(0, 6));
 	EXPECT_GT(s.fill_acks, 0u);
 	EXPECT_EQ(s.fill_acks, s.acks) << "an ack without FILL though every page was copied";
 	for (size_t i = 1; i < 6; i++) {
@@ -128,8 +133,7 @@ TEST(Fill, ordered_connection__packets_filled)
 {
 	Stream s(63, ME_MODE_ORDERED, false);
 	ASSERT_NE(s.c, nullptr);
-	for (uint32_t i = 0; i < 4; i++)
-		ASSERT_NO_FATAL_FAILURE(s.write_one(i));
+	ASSERT_NO_FATAL_FAILURE(s.write_range(0, 4));
 	EXPECT_GT(s.fill_acks, 0u);
 	for (size_t i = 1; i < 4; i++)
 		EXPECT_EQ(s.packets_of(i).size(), packets_filled(kMsg, s.maxpay)) << "message " << i;
@@ -142,16 +146,13 @@ TEST(Fill, receiver_that_flips_again__cut_at_its_pages_again)
 {
 	Stream s(64, ME_MODE_UNORDERED, true);
 	ASSERT_NE(s.c, nullptr);
-	for (uint32_t i = 0; i < 3; i++)
-		ASSERT_NO_FATAL_FAILURE(s.write_one(i));
+	ASSERT_NO_FATAL_FAILURE(s.write_range(0, 3));
 	EXPECT_EQ(s.packets_of(2).size(), packets_filled(kMsg, s.maxpay));
 	s.sim.nodes[1]->copies_pages = false;
-	for (uint32_t i = 3; i < 6; i++)
-		ASSERT_NO_FATAL_FAILURE(s.write_one(i));
+	ASSERT_NO_FATAL_FAILURE(s.write_range(3, 6));
 	for (uint32_t len : s.packets_of(5))
 		EXPECT_EQ(len, 2 * kPage) << "not cut at the receiver's pages again";
 	s.sim.nodes[1]->copies_pages = true;
-	for (uint32_t i = 6; i < 9; i++)
-		ASSERT_NO_FATAL_FAILURE(s.write_one(i));
+	ASSERT_NO_FATAL_FAILURE(s.write_range(6, 9));
 	EXPECT_EQ(s.packets_of(8).size(), packets_filled(kMsg, s.maxpay));
 }

@@ -91,8 +91,10 @@
  * 23: me_link_info (VER5) adds tx_trains and rx_trains: skbs that carried
  * several frames through the stack as one (trains, over a veth or
  * bridge); me_query (VER5) trains_segmented.
+ * 24: ME_STAT_TIMER_LATE (timer passes that came late after a stall of
+ * the host and judged no timeout).
  */
-#define ME_ABI_VERSION		23
+#define ME_ABI_VERSION		24
 
 /* Default ethertype: IEEE 802.1 Local Experimental 1. */
 #define ME_DEFAULT_ETHERTYPE	0x88B5
@@ -953,6 +955,8 @@ enum me_stat_index {
 	ME_STAT_CC_LOSS_RANDOM,	/* ... for a lossy link's: a fifth off */
 	/* ABI 21 */
 	ME_STAT_SHARED_LOST,	/* shared connections the peer had lost, ended for its new one */
+	/* ABI 24 */
+	ME_STAT_TIMER_LATE,	/* timer passes that came late and judged nothing: the host stalled */
 	ME_STAT_COUNT
 };
 

@@ -177,6 +177,8 @@ enum me_stat {
 	ME_ST_CC_LOSS_RANDOM,	/* ... for a lossy link's (cc.c) */
 	ME_ST_SHARED_LOST,	/* shared connections the peer had lost,
 				 * ended for its new CONNECT (conn.c) */
+	ME_ST_TIMER_LATE,	/* timer passes that came late and judged
+				 * nothing: the host stalled (node.c) */
 	ME_ST_MAX_
 };
 

@@ -372,11 +372,32 @@ static bool timer_go_idle(struct me_node *n)
 	return false;
 }
 
+/*
+ * A pass later than it was due by more than the shortest silence the
+ * timer judges (an RTO, at least rto_min; two ticks) finds the host
+ * stalled: an emulated guest's vCPU stops for 200 ms while its host's
+ * cores run the other guest.  The frames that came meanwhile may still
+ * wait for the receive threads, and the acks and keepalives among them
+ * would look missing: timeouts would fire and paths go down for silence
+ * that was ours.  Such a pass judges nothing and the next, a tick later,
+ * does; never two in a row, so a host whose timer is always that late
+ * still finds dead paths and lost packets.
+ */
+static bool timer_late(struct me_node *n, u64 now)
+{
+	u64 grace = me_max_u64(n->cfg.rto_min_ns, 2 * n->cfg.tick_ns);
+	bool late = !n->timer_skipped && n->timer_due_ns &&
+		    me_elapsed(now, n->timer_due_ns) > grace;
+
+	n->timer_skipped = late;
+	return late;
+}
+
 u64 me_core_timer(struct me_node *n)
 {
 	bool quiet = true;
 	u32 i, cnt;
-	u64 now;
+	u64 now, next;
 
 	if (!me_trylock(&n->timer_lock))
 		return n->cfg.tick_ns;
@@ -384,6 +405,12 @@ u64 me_core_timer(struct me_node *n)
 	me_atomic_set(&n->timer_idle, 0);
 	me_atomic_xchg(&n->timer_busy, 0);
 	now = me_now(n);
+	if (timer_late(n, now)) {
+		me_stat_inc(n, ME_ST_TIMER_LATE);
+		n->timer_due_ns = now + n->cfg.tick_ns;
+		me_unlock(&n->timer_lock);
+		return n->cfg.tick_ns;
+	}
 	me_path_timer(n, now);
 	cnt = me_atomic_read(&n->nconns);
 	for (i = 0; i < cnt; i++) {
@@ -399,6 +426,8 @@ u64 me_core_timer(struct me_node *n)
 		if (quiet)
 			quiet = me_conn_quiet(c);
 	}
+	next = quiet && timer_go_idle(n) ? idle_period(n) : n->cfg.tick_ns;
+	n->timer_due_ns = me_now(n) + next;
 	me_unlock(&n->timer_lock);
-	return quiet && timer_go_idle(n) ? idle_period(n) : n->cfg.tick_ns;
+	return next;
 }

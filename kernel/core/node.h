@@ -52,6 +52,9 @@ struct me_node {
 	 */
 	me_atomic_t timer_busy;
 	me_atomic_t timer_idle;
+	/* (timer_lock) when the next pass is due; the last one judged nothing */
+	u64 timer_due_ns;
+	bool timer_skipped;
 	me_atomic_t pace_waiters;	/* connections with pace_wait set */
 	/*
 	 * Counters, in shards by CPU (me_node_stat() adds them up): every

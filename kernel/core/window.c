@@ -1210,9 +1210,14 @@ void me_win_timer(struct me_conn *c, u64 now)
 	 * went twice, not the window (its DUP undoes what the timeout did to
 	 * the congestion window, cc.c).  A timeout within four RTOs of the
 	 * probe resends them all: the loss is real (a lost tail costs one
-	 * RTO more than without the probe).
+	 * RTO more than without the probe).  Unless the peer has sent us
+	 * nothing since the probe, on any path: then it is paused (an
+	 * emulated guest's vCPU stops for 200 ms) or gone, and the window
+	 * resent would only fill the queues in front of it; it gets another
+	 * probe, the timer backing off, until it answers.
 	 */
-	probe = !c->rto_probe_ns || me_elapsed(now, c->rto_probe_ns) >= 4 * rto;
+	probe = !c->rto_probe_ns || me_elapsed(now, c->rto_probe_ns) >= 4 * rto ||
+		me_path_heard_from(n, c->pe) < c->rto_probe_ns;
 	for (s = una; me_seq_lt(s, max); s++) {
 		struct me_txslot *t = &c->tx[s & (c->window - 1)];
 		u64 li = me_atomic64_read(&t->linfo);

@@ -31,10 +31,10 @@ static const char *const stat_names[ME_ST_MAX_] = {
 	"peer_restart", "rx_cookie", "peer_abort", "peer_table_full", "peer_evicted",
 	"peer_forgotten", "rx_addr", "path_stalled", "path_told_down", "rtx_spurious",
 	"tx_packs", "tx_packed", "ack_held", "ack_carried", "ack_hold_expired",
-	"cc_loss_queue", "cc_loss_random", "shared_lost",
+	"cc_loss_queue", "cc_loss_random", "shared_lost", "timer_late",
 };
 static_assert(sizeof(stat_names) / sizeof(stat_names[0]) == ME_ST_MAX_ &&
-	      ME_ST_SHARED_LOST == ME_ST_MAX_ - 1, "a name for every counter");
+	      ME_ST_TIMER_LATE == ME_ST_MAX_ - 1, "a name for every counter");
 
 static void dump(Sim &sim, int done, int nops)
 {

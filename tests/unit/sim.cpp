@@ -413,6 +413,10 @@ void Sim::tick(int idx, uint64_t gen)
 	Node &n = *nodes[idx];
 	if (gen != n.tick_gen)
 		return;		// a kick moved it
+	if (now < n.frozen_until) {
+		at(n.frozen_until, [this, idx, gen] { tick(idx, gen); });
+		return;
+	}
 	uint64_t next = n.cfg.tick_ns;
 	if (n.ticking) {
 		next = me_core_timer(n.node);
@@ -439,6 +443,10 @@ void Sim::pace_kick(Node &n, uint64_t at)
 		Node &m = *nodes[idx];
 		if (m.node != engine)
 			return;	// restarted since
+		if (now < m.frozen_until) {
+			pace_kick(m, m.frozen_until);
+			return;
+		}
 		m.pace_at = 0;
 		m.pace_calls++;
 		me_core_pace(m.node);
@@ -592,7 +600,7 @@ int Sim::tx(Node &n, uint32_t link, uint64_t dst, const void *buf, uint32_t len)
 // after rx_fill), so a core reading payload any other way reads garbage.
 void Sim::deliver(Node &n, uint32_t link, uint64_t src, std::vector<uint8_t> pkt)
 {
-	if (!rx_batch_ns) {
+	if (!rx_batch_ns && now >= n.frozen_until) {
 		deliver_one(n, link, src, std::move(pkt), nullptr);
 		return;
 	}
@@ -619,6 +627,10 @@ void Sim::rx_handle(Node &n, uint32_t link, std::vector<Node::Queued> &q)
 void Sim::rx_drain(Node &n, uint32_t link)
 {
 	auto &q = n.rxq[link];
+	if (now < n.frozen_until) {
+		at(n.frozen_until + 1, [this, &n, link] { rx_drain(n, link); });
+		return;
+	}
 	if (!rx_cpu_ns_per_kb) {
 		auto all = std::move(q);
 		q.clear();
@@ -640,13 +652,23 @@ void Sim::rx_drain(Node &n, uint32_t link)
 	for (const auto &f : *batch)
 		bytes += f.pkt.size();
 	n.rx_cpu_free = now + std::max<uint64_t>(bytes * rx_cpu_ns_per_kb / 1024, 1);
-	at(n.rx_cpu_free, [this, &n, link, batch] {
-		rx_handle(n, link, *batch);
-		if (n.rxq[link].empty())
-			n.rx_armed[link] = false;
-		else
-			at(now, [this, &n, link] { rx_drain(n, link); });
-	});
+	at(n.rx_cpu_free, [this, &n, link, batch] { rx_finish(n, link, batch); });
+}
+
+// A batch's CPU work is done (or the node was frozen in it: then after
+// the thaw); the thread goes on with what queued meanwhile.
+void Sim::rx_finish(Node &n, uint32_t link, std::shared_ptr<std::vector<Node::Queued>> batch)
+{
+	if (now < n.frozen_until) {
+		n.rx_cpu_free = n.frozen_until + 1;
+		at(n.rx_cpu_free, [this, &n, link, batch] { rx_finish(n, link, batch); });
+		return;
+	}
+	rx_handle(n, link, *batch);
+	if (n.rxq[link].empty())
+		n.rx_armed[link] = false;
+	else
+		at(now, [this, &n, link] { rx_drain(n, link); });
 }
 
 void Sim::deliver_one(Node &n, uint32_t link, uint64_t src, std::vector<uint8_t> pkt,

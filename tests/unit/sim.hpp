@@ -85,6 +85,11 @@ struct Node {
 	std::vector<int> link_wire;	// local link index -> wire id, or -1
 	std::vector<int> link_port;	// local link index -> switch port, or -1
 	bool ticking = true;
+	// A stalled host (an emulated guest's vCPU descheduled): until then
+	// its timer, pacing and receive threads do nothing; frames that
+	// arrive wait for its receive threads, which run just after the
+	// timer's first pass (the order that makes the acks look missing).
+	uint64_t frozen_until = 0;
 	// The timer as the module runs it: every tick_ns, or the longer
 	// period me_core_timer() returned until a kick (ops.timer_kick).
 	uint64_t tick_gen = 0;		// the tick event that is current
@@ -267,6 +272,7 @@ private:
 	void schedule_tick(Node &n, uint64_t t);
 	void rx_drain(Node &n, uint32_t link);
 	void rx_handle(Node &n, uint32_t link, std::vector<Node::Queued> &q);
+	void rx_finish(Node &n, uint32_t link, std::shared_ptr<std::vector<Node::Queued>> batch);
 	void deliver_one(Node &n, uint32_t link, uint64_t src, std::vector<uint8_t> pkt,
 			 me_rx_batch *b);
 	int port_tx(Node &n, uint32_t link, uint64_t dst, const void *buf, uint32_t len);

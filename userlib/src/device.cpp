@@ -293,7 +293,7 @@ constexpr const char *stat_names[] = {
 	"rx_hello_held", "peer_restart", "rx_cookie", "peer_abort",
 	"peer_table_full", "peer_evicted", "peer_forgotten", "rx_addr", "path_stalled",
 	"path_told_down", "rtx_spurious", "tx_packs", "tx_packed", "ack_held", "ack_carried", "ack_hold_expired",
-	"cc_loss_queue", "cc_loss_random", "shared_lost",
+	"cc_loss_queue", "cc_loss_random", "shared_lost", "timer_late",
 };
 static_assert(std::size(stat_names) == ME_STAT_COUNT,
 	      "a name for every enum me_stat_index entry, in order");

@@ -19,6 +19,12 @@ uint64_t stat(Sim &sim, int node, me_stat st)
 	return me_node_stat(sim.nodes[node]->node, st);
 }
 
+// Data packets node 0 resent, found lost or timed out.
+uint64_t resent(Sim &sim)
+{
+	return stat(sim, 0, ME_ST_TX_RTX_RTO) + stat(sim, 0, ME_ST_TX_RTX_LOSS);
+}
+
 // Node 0 streams 64 KiB writes to node 1 over one 1 Gbit/s link, 200 us
 // each way, with the module's timing (link_dead 150 ms, RTO >= 5 ms).
 struct Stalls {
@@ -73,7 +79,7 @@ TEST(Stall, sender_stalled__judges_nothing_before_reading_its_queue)
 		S.stream(50000000);
 		ASSERT_GT(S.w.pending(), 0);
 		const uint64_t fired0 = stat(sim, 0, ME_ST_RTO_FIRED);
-		const uint64_t rtx0 = stat(sim, 0, ME_ST_TX_RTX_RTO) + stat(sim, 0, ME_ST_TX_RTX_LOSS);
+		const uint64_t rtx0 = resent(sim);
 		const uint64_t down0 = stat(sim, 0, ME_ST_LINK_DOWN);
 		const uint64_t late0 = stat(sim, 0, ME_ST_TIMER_LATE);
 		sim.nodes[0]->frozen_until = sim.now + kStall;
@@ -82,12 +88,11 @@ TEST(Stall, sender_stalled__judges_nothing_before_reading_its_queue)
 		       "%llu links down\n", (unsigned long long)seed,
 		       (unsigned long long)(stat(sim, 0, ME_ST_TIMER_LATE) - late0),
 		       (unsigned long long)(stat(sim, 0, ME_ST_RTO_FIRED) - fired0),
-		       (unsigned long long)(stat(sim, 0, ME_ST_TX_RTX_RTO) +
-					    stat(sim, 0, ME_ST_TX_RTX_LOSS) - rtx0),
+		       (unsigned long long)(resent(sim) - rtx0),
 		       (unsigned long long)(stat(sim, 0, ME_ST_LINK_DOWN) - down0));
 		EXPECT_EQ(stat(sim, 0, ME_ST_TIMER_LATE), late0 + 1);
 		EXPECT_EQ(stat(sim, 0, ME_ST_RTO_FIRED), fired0) << "a timeout fired on acks unread";
-		EXPECT_EQ(stat(sim, 0, ME_ST_TX_RTX_RTO) + stat(sim, 0, ME_ST_TX_RTX_LOSS), rtx0);
+		EXPECT_EQ(resent(sim), rtx0);
 		EXPECT_EQ(stat(sim, 0, ME_ST_LINK_DOWN), down0)
 			<< "the path went down for the sender's own silence";
 		S.stream(20000000);
@@ -137,15 +142,14 @@ TEST(Stall, receiver_stalled__gets_probes_not_the_window)
 		Sim &sim = S.sim;
 		S.stream(50000000);
 		const uint64_t fired0 = stat(sim, 0, ME_ST_RTO_FIRED);
-		const uint64_t rtx0 = stat(sim, 0, ME_ST_TX_RTX_RTO) + stat(sim, 0, ME_ST_TX_RTX_LOSS);
+		const uint64_t rtx0 = resent(sim);
 		me_path_info_core pa{};
 		ASSERT_TRUE(me_node_path_at(sim.nodes[0]->node, 0, 0, &pa));
 		const uint64_t inflight = pa.inflight;
 		sim.nodes[1]->frozen_until = sim.now + kStall;
 		sim.run_for(kStall);
 		const uint64_t fired = stat(sim, 0, ME_ST_RTO_FIRED) - fired0;
-		const uint64_t rtx = stat(sim, 0, ME_ST_TX_RTX_RTO) +
-				     stat(sim, 0, ME_ST_TX_RTX_LOSS) - rtx0;
+		const uint64_t rtx = resent(sim) - rtx0;
 		printf("seed %llu: %llu bytes in flight at the stall, %llu timeouts, %llu packets "
 		       "resent in it\n", (unsigned long long)seed, (unsigned long long)inflight,
 		       (unsigned long long)fired, (unsigned long long)rtx);

@@ -32,6 +32,33 @@ std::uint8_t byte_of(std::size_t i, int seed)
 	return static_cast<std::uint8_t>(i * 131 + static_cast<std::size_t>(seed) * 7 + 1);
 }
 
+// What a ping-pong message that differs holds instead: where it first
+// differs, and whose data it is (another iteration's of either rank, or
+// none), so that a rare failure says more than that it happened.
+void report_mismatch(const std::vector<std::uint8_t> &in, std::size_t len, int it, std::size_t at,
+		     int seed, int count, const MPI_Status &st)
+{
+	std::size_t wrong = 0;
+	for (std::size_t i = 0; i < len; i++)
+		wrong += in[i] != byte_of(i, seed);
+	int whose = -1;
+	for (int s = 0; s < 2 * 100000 + 2 && whose < 0; s++) {
+		bool all = true;
+		for (std::size_t i = 0; i < len && all; i++)
+			all = in[i] == byte_of(i, s);
+		if (all)
+			whose = s;
+	}
+	std::fprintf(stderr,
+		     "mpi_check:   %zu B, iteration %d (tag %d, from %d, count %d): byte %zu is %u, "
+		     "not %u; %zu of %zu bytes differ; the data is %s",
+		     len, it, st.MPI_TAG, st.MPI_SOURCE, count, at, in[at], byte_of(at, seed), wrong,
+		     len, whose < 0 ? "no iteration's" : "iteration ");
+	if (whose >= 0)
+		std::fprintf(stderr, "%d's of rank %d", whose / 2, whose % 2);
+	std::fprintf(stderr, "\n");
+}
+
 // Rank 0 and rank 1 bounce `len` bytes `iters` times; each side checks
 // every message it receives.  Returns the mean one-way time in us.
 double pingpong(int rank, std::size_t len, int iters)
@@ -57,6 +84,7 @@ double pingpong(int rank, std::size_t len, int iters)
 		for (std::size_t i = 0; i < len; i++)
 			if (in[i] != byte_of(i, peer_seed)) {
 				check(false, "ping-pong: payload differs", rank);
+				report_mismatch(in, len, it, i, peer_seed, count, st);
 				break;
 			}
 	}

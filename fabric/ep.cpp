@@ -14,6 +14,7 @@
 #include <cstring>
 #include <random>
 #include <set>
+#include <thread>
 
 #include "fabric/mefi.hpp"
 
@@ -27,6 +28,11 @@ constexpr std::size_t kMaxHeld = 4096;	// early messages held per stream
 // What an unexpected message costs besides its payload (entry, list node).
 constexpr std::size_t kUnexpectedEntry = sizeof(Unexpected) + 2 * sizeof(void *);
 constexpr auto kRefusedLimit = std::chrono::seconds(60);
+// Sends again of a message whose connection ended after it left, each on
+// a new connection (one that cannot be opened fails it sooner).
+constexpr unsigned kResendMaybeDelivered = 2;
+// How long a connect waits for a node the module does not know (yet).
+constexpr auto kUnreachableWait = std::chrono::seconds(1);
 // A rendezvous send whose Fin has not come this long after its Rts is
 // asked after: its receiver may have closed (a send to its port is then
 // refused) or given the port to a new endpoint (which answers that it
@@ -220,13 +226,24 @@ int Endpoint::connect(Addr addr)
 	c.peer = addr_node(addr);
 	c.port = shared ? 0 : addr_port(addr);
 	c.timeout_ms = 5000;
-	int ret = ::ioctl(domain->fd, ME_IOC_CONNECT, &c);
-	// A shared connection found while it ended (its side closed it, its
-	// last endpoint gone) cannot be joined: a second look opens a new one.
-	if (ret && shared && errno == ECONNRESET)
+	const auto give_up = std::chrono::steady_clock::now() + kUnreachableWait;
+	int ret, err;
+	for (;;) {
 		ret = ::ioctl(domain->fd, ME_IOC_CONNECT, &c);
+		// A shared connection found while it ended (its side closed
+		// it, its last endpoint gone) cannot be joined: a second look
+		// opens a new one.
+		if (ret && shared && errno == ECONNRESET)
+			ret = ::ioctl(domain->fd, ME_IOC_CONNECT, &c);
+		err = ret ? errno : 0;
+		// A node the module does not know now: gone, or forgotten
+		// while a link was down and known again within a HELLO
+		// period (100 ms) of the link coming back.
+		if (err != EHOSTUNREACH || std::chrono::steady_clock::now() >= give_up)
+			break;
+		std::this_thread::sleep_for(std::chrono::milliseconds(10));
+	}
 	if (ret) {
-		int err = errno;
 		MEFI_WARN("connecting to %s: %s\n",
 			  addr_string(shared ? make_addr(c.peer, 0) : addr).c_str(),
 			  std::strerror(err));
@@ -338,7 +355,11 @@ void Endpoint::flush(Addr addr)
 			}
 			p.waiting.pop_front();
 			complete_tx(op, fi_error_of(err));
+			const std::uint32_t stream = op->h.session;
+			const bool gap = in_stream(op);
 			release(op);
+			if (gap)	// the later ones take numbers after it
+				restart_stream(addr, stream);
 			continue;
 		}
 		p.waiting.pop_front();
@@ -348,16 +369,21 @@ void Endpoint::flush(Addr addr)
 	}
 }
 
-// Everything waiting for `addr` fails with `err` (it cannot be reached).
+// Everything waiting for `addr` fails with `err` (it cannot be reached);
+// the numbers they had are lost to the stream, which starts again.
 void Endpoint::fail_peer(Addr addr, int err)
 {
 	Peer &p = peers[addr];
+	bool gap = false;
 	while (!p.waiting.empty()) {
 		Op *op = p.waiting.front();
 		p.waiting.pop_front();
+		gap |= in_stream(op) && op->h.session == stream_session(p);
 		complete_tx(op, err);
 		release(op);
 	}
+	if (gap)
+		restart_stream(addr, stream_session(p));
 }
 
 void Endpoint::restart_stream(Addr addr, std::uint32_t old)
@@ -371,6 +397,36 @@ void Endpoint::restart_stream(Addr addr, std::uint32_t old)
 	while (next == old || next == session);
 	p.session = next;
 	p.tx_seq = 0;
+	// The old stream's messages still waiting go in the new one, in
+	// their order (the deque's may differ: refused ones went back to
+	// its front), all but those the receiver may have already (sent
+	// before, their connection ended: delivered twice otherwise) and the
+	// pieces of a message whose earlier pieces are not among them.
+	std::vector<Op *> moved;
+	for (Op *op : p.waiting)
+		if (in_stream(op) && op->h.session == old)
+			moved.push_back(op);
+	std::stable_sort(moved.begin(), moved.end(), [](const Op *a, const Op *b) {
+		return static_cast<std::int32_t>(a->h.seq - b->h.seq) < 0;
+	});
+	const bool local = is_local(addr);
+	const Op *prev = nullptr;	// the last one kept
+	for (Op *op : moved) {
+		const bool whole = op->h.kind != Kind::Frag || !op->h.key ||
+				   (prev && prev->pieces == op->pieces &&
+				    prev->h.key + kEagerMax == op->h.key);
+		if (op->maybe_err || !whole) {
+			p.waiting.erase(std::find(p.waiting.begin(), p.waiting.end(), op));
+			complete_tx(op, fi_error_of(op->maybe_err ? op->maybe_err : ECONNRESET));
+			release(op);
+			continue;
+		}
+		op->h.seq = p.tx_seq++;
+		op->h.session = next;
+		encode(op->h, local ? op->local_msg.data()
+				    : domain->bounce + std::size_t(op->slot) * ME_SEND_MAX);
+		prev = op;
+	}
 }
 
 void Endpoint::refused(Addr addr, std::uint32_t old)
@@ -857,6 +913,16 @@ void Endpoint::on_completion(const me_completion &c)
 	}
 
 	if (op->type == Op::Type::Read) {
+		if ((err == ECANCELED || err == ETIMEDOUT || err == ECONNRESET ||
+		     err == ECONNABORTED) && op->resent < kResendMaybeDelivered) {
+			// Its connection ended under it: a read may go again
+			// (it changes nothing at the sender), on a new one.
+			forget_conn(op->addr, c.conn);
+			op->resent++;
+			op->cookie = 0;
+			reads.push_back(op);
+			return;
+		}
 		if (err) {
 			send_fin(op->addr, op->h.id, EIO);
 			complete_rx(op->req, op->addr, op->h, 0, fi_error_of(err), 0);
@@ -873,10 +939,30 @@ void Endpoint::on_completion(const me_completion &c)
 	Peer &p = peers[op->addr];
 	p.inflight--;
 	auto now = std::chrono::steady_clock::now();
+	if ((err == ETIMEDOUT || err == ECONNRESET || err == ECONNABORTED) && in_stream(op) &&
+	    op->h.session == stream_session(p) && op->resent < kResendMaybeDelivered) {
+		// Its connection ended after it left: the peer may have it or
+		// not.  Sent again on a new one under its number, which a
+		// receiver that has it drops; a link down for longer than the
+		// module waits for a silent peer costs no message.
+		forget_conn(addr, c.conn);
+		op->maybe_err = err;
+		op->resent++;
+		op->cookie = 0;
+		p.waiting.push_front(op);
+		flush(addr);
+		return;
+	}
+	// Refused by a full receive queue, or never taken (not sent, or
+	// beyond the cut of the peer's close): again, in turn (the receiver
+	// orders by sequence number) unless its stream started again
+	// meanwhile: a message before it failed, the new stream may have
+	// overtaken it.
+	const bool stale = (err == ENOBUFS || err == ECANCELED) && in_stream(op) &&
+			   op->h.session != stream_session(p);
+	if (stale)
+		err = op->maybe_err ? op->maybe_err : ECONNRESET;
 	if (err == ENOBUFS || err == ECANCELED) {
-		// Refused by a full receive queue, or never taken (not sent,
-		// or beyond the cut of the peer's close): again, in turn (the
-		// receiver orders by sequence number).
 		if (err == ENOBUFS && op->refused == std::chrono::steady_clock::time_point{})
 			op->refused = now;
 		if (err == ECANCELED || now - op->refused < kRefusedLimit) {
@@ -896,14 +982,19 @@ void Endpoint::on_completion(const me_completion &c)
 	if (err) {
 		// ECONNREFUSED (a shared connection's send to a port nobody
 		// holds) says nothing of the connection, as EACCES and ERANGE.
-		if (err != EACCES && err != ERANGE && err != ECONNREFUSED)
+		if (err != EACCES && err != ERANGE && err != ECONNREFUSED && !stale)
 			forget_conn(addr, c.conn);
 		if (op->h.kind != Kind::Fin && op->h.kind != Kind::Probe)
 			complete_tx(op, fi_error_of(err));
 		const std::uint32_t stream = op->h.session;
+		const bool gap = in_stream(op);
 		release(op);
+		// Its number will not come: the receiver would hold every
+		// later message of the stream for ever.
 		if (err == ECONNREFUSED)
 			refused(addr, stream);
+		else if (gap)
+			restart_stream(addr, stream);
 	} else if (op->h.kind == Kind::Rts && !op->fin_seen) {
 		p.backoff = std::chrono::microseconds{0};
 		// Sent; the send completes with the receiver's Fin.

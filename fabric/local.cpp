@@ -307,13 +307,13 @@ void Endpoint::flush_local(Addr to, Peer &p)
 			if (err == EAGAIN || err == EINTR || err == ENOBUFS)
 				return;		// its queue is full: retry() comes back
 			// ECONNREFUSED: nobody has that name, the endpoint is gone
-			// (a new one there gets a new stream).
+			// (a new one there gets a new stream).  Any other error:
+			// its number never comes, so the stream starts again too.
 			p.waiting.pop_front();
 			complete_tx(op, err == ENOENT ? FI_ECONNREFUSED : fi_error_of(err));
 			const std::uint32_t stream = op->h.session;
 			release(op);
-			if (err == ENOENT || err == ECONNREFUSED)
-				restart_stream(to, stream);
+			restart_stream(to, stream);
 			continue;
 		}
 		p.waiting.pop_front();

@@ -361,6 +361,11 @@ struct Op {
 	std::size_t user_len = 0;
 	RecvRequest req;
 	std::chrono::steady_clock::time_point refused{};	// first ENOBUFS
+	// Its connection ended after it left (ETIMEDOUT, ECONNRESET,
+	// ECONNABORTED): the peer may have it.  The error, kept for when it
+	// is given up, and how often it was sent again under its number.
+	int maybe_err = 0;
+	unsigned resent = 0;
 	bool fin_seen = false;		// an Rts's Fin came before its completion
 	std::chrono::steady_clock::time_point rts_sent{};	// its Rts's completion
 	int fin_status = 0;
@@ -618,9 +623,13 @@ private:
 	void refused(Addr addr, std::uint32_t session);
 	// The session of this endpoint's stream to peer `p`.
 	std::uint32_t stream_session(const Peer &p) const { return p.session ? p.session : session; }
-	// The endpoint that held `addr` is gone: if `session` is still the
-	// stream's, the next message starts a new one.
+	// If `session` is still the stream's to `addr`, the stream starts
+	// again (a new session from 0): the endpoint there is gone, or a
+	// message of it failed and its number will never come.  The sends
+	// waiting for `addr` take numbers in the new one.
 	void restart_stream(Addr addr, std::uint32_t session);
+	// Whether a Send op carries a number of its stream (a Probe does not).
+	static bool in_stream(const Op *op) { return op->h.kind != Kind::Probe; }
 	bool matches(const RecvRequest &r, Addr addr, const Header &h) const;
 	// The part of FI_MULTI_RECV buffer `r` that a message of `len` bytes
 	// goes to, taken from it (r.multi->released says whether `r` is done).

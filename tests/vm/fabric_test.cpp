@@ -2101,6 +2101,93 @@ TEST_F(FabricTest, EndpointsOfOneNodeTalk)
 	EXPECT_EQ(dx->err, FI_ECONNREFUSED) << fi_strerror(dx->err);
 }
 
+// A link down for longer than the module waits for a silent peer (3 s)
+// ends the connection with messages in flight (ETIMEDOUT: the peer may
+// have them or not).  The provider sends them again on a new connection
+// under their numbers: each arrives once and in order, whether the peer
+// had them (only its answers were lost) or not.  Messages that fail for
+// good (the peer still unreachable when the provider connects again)
+// leave no hole in the stream: the ones sent after them come through.
+TEST_F(FabricTest, MessagesOutliveTheirConnection)
+{
+	Fab a(c(), 0), b(c(), 1);
+	ASSERT_TRUE(a.ok && b.ok);
+	fi_addr_t to_b = a.insert(b), to_a = b.insert(a);
+	ASSERT_EQ(modprobe("sch_netem"), 0) << "the guest kernel has no netem";
+	// Message k carries data k and pattern(size, k): small, in pieces,
+	// by rendezvous in turn.
+	std::vector<std::vector<std::uint8_t>> msgs;
+	std::vector<int> sctx(64);
+	auto post = [&](int n) {
+		std::vector<int> ids;
+		for (int i = 0; i < n; i++) {
+			const int k = static_cast<int>(msgs.size());
+			const std::size_t sizes[] = {100, 2000, 100000};
+			msgs.push_back(pattern(sizes[k % 3], 500 + k));
+			ssize_t r = fi_tsenddata(a.ep, msgs[k].data(), msgs[k].size(), nullptr, k, to_b, 5,
+						 &sctx[k]);
+			EXPECT_EQ(r, 0) << fi_err(static_cast<int>(r));
+			ids.push_back(k);
+		}
+		return ids;
+	};
+	// Receives the messages `ids` in order; each send completes with `err`.
+	auto receive = [&](const std::vector<int> &ids) {
+		std::vector<std::uint8_t> in(100000);
+		for (int k : ids) {
+			int rctx;
+			ASSERT_EQ(fi_trecv(b.ep, in.data(), in.size(), nullptr, to_a, 5, 0, &rctx), 0);
+			auto d = wait_done(b, &rctx, {&a, &b});
+			ASSERT_TRUE(d) << "message " << k << " did not come";
+			ASSERT_EQ(d->err, 0) << fi_strerror(d->err);
+			ASSERT_EQ(d->e.data, static_cast<std::uint64_t>(k)) << "out of order, or twice";
+			ASSERT_EQ(d->e.len, msgs[k].size());
+			ASSERT_EQ(std::memcmp(in.data(), msgs[k].data(), msgs[k].size()), 0) << k;
+		}
+		for (int k : ids) {
+			auto d = wait_done(a, &sctx[k], {&a, &b});
+			ASSERT_TRUE(d) << "send " << k;
+			EXPECT_EQ(d->err, 0) << "send " << k << ": " << fi_strerror(d->err);
+		}
+	};
+	// Connected first.
+	receive(post(1));
+	for (bool both : {false, true}) {
+		SCOPED_TRACE(both ? "nothing crosses" : "node 1's answers are lost");
+		ASSERT_TRUE(c().port_qdisc(1, Cluster::Side::Node, "netem loss 100%"));
+		if (both) {
+			ASSERT_TRUE(c().port_qdisc(1, Cluster::Side::Switch, "netem loss 100%"));
+		}
+		std::vector<int> ids = post(6);
+		// Nobody drives the provider meanwhile: the module ends the
+		// connection; the provider sees it once the link is back.
+		std::this_thread::sleep_for(4500ms);
+		ASSERT_TRUE(c().port_qdisc(1, Cluster::Side::Node, ""));
+		if (both) {
+			ASSERT_TRUE(c().port_qdisc(1, Cluster::Side::Switch, ""));
+		}
+		receive(ids);
+		if (HasFatalFailure())
+			return;
+	}
+	// Down while the provider connects again: those messages fail.
+	ASSERT_TRUE(c().port_qdisc(1, Cluster::Side::Node, "netem loss 100%"));
+	ASSERT_TRUE(c().port_qdisc(1, Cluster::Side::Switch, "netem loss 100%"));
+	std::vector<int> lost = post(3);
+	int failed = 0;
+	EXPECT_TRUE(drive({&a, &b}, [&] {
+		for (int k : lost)
+			if (auto d = a.take(&sctx[k])) {
+				EXPECT_NE(d->err, 0) << "send " << k << " completed with the link down";
+				failed++;
+			}
+		return failed == 3;
+	}, 60s)) << failed << " of 3 sends completed";
+	ASSERT_TRUE(c().port_qdisc(1, Cluster::Side::Node, ""));
+	ASSERT_TRUE(c().port_qdisc(1, Cluster::Side::Switch, ""));
+	receive(post(4));
+}
+
 // A rendezvous send whose receiver closed before taking it completes by
 // itself: the sender asks after it (a Probe, kProbeEvery) and the module
 // refuses that for the port nobody holds.  A new endpoint on the port

@@ -226,6 +226,7 @@ int Endpoint::connect(Addr addr)
 	c.peer = addr_node(addr);
 	c.port = shared ? 0 : addr_port(addr);
 	c.timeout_ms = 5000;
+	const bool known = !domain->unknown_nodes.count(c.peer);
 	const auto give_up = std::chrono::steady_clock::now() + kUnreachableWait;
 	int ret, err;
 	for (;;) {
@@ -238,11 +239,17 @@ int Endpoint::connect(Addr addr)
 		err = ret ? errno : 0;
 		// A node the module does not know now: gone, or forgotten
 		// while a link was down and known again within a HELLO
-		// period (100 ms) of the link coming back.
-		if (err != EHOSTUNREACH || std::chrono::steady_clock::now() >= give_up)
+		// period (100 ms) of the link coming back.  Waited for once:
+		// a gone one would hold up every progress call that sends
+		// it something (a rendezvous' probe each second).
+		if (err != EHOSTUNREACH || !known || std::chrono::steady_clock::now() >= give_up)
 			break;
 		std::this_thread::sleep_for(std::chrono::milliseconds(10));
 	}
+	if (err == EHOSTUNREACH)
+		domain->unknown_nodes.insert(c.peer);
+	else if (!err)
+		domain->unknown_nodes.erase(c.peer);
 	if (ret) {
 		MEFI_WARN("connecting to %s: %s\n",
 			  addr_string(shared ? make_addr(c.peer, 0) : addr).c_str(),

@@ -38,6 +38,7 @@
 #include <string>
 #include <type_traits>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -460,6 +461,9 @@ public:
 	// With `shared`: the shared connection this file joined to each peer
 	// node (ME_CONNECT_F_SHARED), by node; absent: none yet, or it ended.
 	std::unordered_map<std::uint32_t, std::uint32_t> node_conns;
+	// Nodes a connect waited for in vain (the module did not know them):
+	// the next connect to one fails at once, until one succeeds.
+	std::unordered_set<std::uint32_t> unknown_nodes;
 	std::recursive_mutex mu;
 	Endpoint *ep = nullptr;
 	int refs = 0;			// AVs, CQs, counters, MRs, endpoints open on it

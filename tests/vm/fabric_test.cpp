@@ -2185,7 +2185,89 @@ TEST_F(FabricTest, MessagesOutliveTheirConnection)
 	}, 60s)) << failed << " of 3 sends completed";
 	ASSERT_TRUE(c().port_qdisc(1, Cluster::Side::Node, ""));
 	ASSERT_TRUE(c().port_qdisc(1, Cluster::Side::Switch, ""));
+	// The nodes know each other again within a HELLO period (a connect
+	// that found node 1 unknown already does not wait for it again).
+	std::this_thread::sleep_for(1s);
 	receive(post(4));
+}
+
+// What an MPI ping-pong between two ranks of one node does while a rank
+// of another node sends to both (MPICH over the provider with
+// MPIR_CVAR_NOLOCAL, mpi-mpich's 4 ranks on 2 nodes): x and y of node 0
+// bounce messages of 8 B to 64 KiB whose tags start again with each size
+// (the same tag, another length), receives posted before and after their
+// message comes; z of node 1 sends both a message per round trip under
+// another tag, unexpected until the end.  Every payload, length and
+// order is checked.
+TEST_F(FabricTest, SameNodePingPongBesideAnotherNodesMessages)
+{
+	Fab x(c(), 0), y(c(), 0), z(c(), 1);
+	ASSERT_TRUE(x.ok && y.ok && z.ok);
+	fi_addr_t x_to_y = x.insert(y), y_to_x = y.insert(x);
+	fi_addr_t z_to_x = z.insert(x), z_to_y = z.insert(y);
+	fi_addr_t x_to_z = x.insert(z), y_to_z = y.insert(z);
+	constexpr std::uint64_t kFar = 1ull << 40;	// z's tags
+	constexpr int kIters = 25;
+	std::vector<std::vector<std::uint8_t>> far;	// z's messages, k-th to x if even
+	std::vector<int> far_ctx(2 * 4 * kIters);
+	std::vector<std::uint8_t> in(65536);
+	// One message from `from` to `to`, tag `tag`, its receive posted
+	// before the send or after it.
+	auto bounce = [&](Fab &from, fi_addr_t dst, Fab &to, fi_addr_t src, std::size_t len,
+			  std::uint64_t tag, unsigned seed, bool post_first) {
+		auto out = pattern(len, seed);
+		std::fill(in.begin(), in.end(), 0xee);
+		int rctx, sctx;
+		if (post_first) {
+			ASSERT_EQ(fi_trecv(to.ep, in.data(), len, nullptr, src, tag, 0, &rctx), 0);
+		}
+		ssize_t r = fi_tsend(from.ep, out.data(), len, nullptr, dst, tag, &sctx);
+		ASSERT_EQ(r, 0) << fi_err(static_cast<int>(r));
+		if (!post_first) {
+			drive({&x, &y, &z}, [] { return false; }, 2ms);
+			ASSERT_EQ(fi_trecv(to.ep, in.data(), len, nullptr, src, tag, 0, &rctx), 0);
+		}
+		auto d = wait_done(to, &rctx, {&x, &y, &z});
+		ASSERT_TRUE(d) << len << " B, tag " << tag;
+		ASSERT_EQ(d->err, 0) << fi_strerror(d->err);
+		ASSERT_EQ(d->e.len, len);
+		ASSERT_EQ(d->e.tag, tag);
+		ASSERT_EQ(std::memcmp(in.data(), out.data(), len), 0) << len << " B, tag " << tag;
+		ASSERT_TRUE(wait_done(from, &sctx, {&x, &y, &z}));
+	};
+	unsigned seed = 0;
+	for (std::size_t len : {std::size_t{8}, std::size_t{900}, std::size_t{4096},
+				std::size_t{65536}}) {
+		for (int it = 0; it < kIters; it++) {
+			for (int side = 0; side < 2; side++) {
+				const std::size_t k = far.size();
+				far.push_back(pattern(100 + k, 9000 + static_cast<unsigned>(k)));
+				ssize_t r = fi_tsend(z.ep, far[k].data(), far[k].size(), nullptr,
+						     side ? z_to_y : z_to_x, kFar | k, &far_ctx[k]);
+				ASSERT_EQ(r, 0) << fi_err(static_cast<int>(r));
+			}
+			const bool first = it % 2;
+			bounce(x, x_to_y, y, y_to_x, len, it, seed++, first);
+			if (HasFatalFailure())
+				return;
+			bounce(y, y_to_x, x, x_to_y, len, it, seed++, !first);
+			if (HasFatalFailure())
+				return;
+		}
+	}
+	// z's messages, each where it was sent, in order, under any low bits.
+	for (std::size_t k = 0; k < far.size(); k++) {
+		Fab &to = k % 2 ? y : x;
+		int rctx;
+		ASSERT_EQ(fi_trecv(to.ep, in.data(), in.size(), nullptr, k % 2 ? y_to_z : x_to_z, kFar,
+				   0xffffffffull, &rctx), 0);
+		auto d = wait_done(to, &rctx, {&x, &y, &z});
+		ASSERT_TRUE(d) << "z's message " << k;
+		ASSERT_EQ(d->e.tag, kFar | k) << "out of order";
+		ASSERT_EQ(d->e.len, far[k].size());
+		ASSERT_EQ(std::memcmp(in.data(), far[k].data(), far[k].size()), 0) << k;
+		ASSERT_TRUE(wait_done(z, &far_ctx[k], {&x, &y, &z}));
+	}
 }
 
 // A rendezvous send whose receiver closed before taking it completes by

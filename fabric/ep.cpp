@@ -1,18 +1,14 @@
-// The endpoint's data path: messages over multiedge sends (eager up to
-// kEagerMax bytes, in pieces up to kFragMax, rendezvous by remote read
-// above), tag matching,
-// unexpected messages, ordering per sending endpoint, retries.
-//
-// Every message carries a sequence number of its (sender, session)
-// stream: the receiver delivers in that order, holding early ones, so a
-// message the peer's full receive queue refused (ENOBUFS: the sender sends
-// it again) or one that took another connection never overtakes.
+// The endpoint's send side and its connections: messages over multiedge
+// sends (eager up to kEagerMax bytes, in pieces up to kFragMax,
+// rendezvous by remote read above), the reads a rendezvous takes, the
+// module's completions, and what is sent again after a refusal or a
+// connection that ended.  Receives and tag matching are recv.cpp's; the
+// order of each sender's messages is stream.cpp's.
 #include <sys/ioctl.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <random>
 #include <set>
 #include <thread>
 
@@ -24,9 +20,6 @@ namespace {
 
 constexpr unsigned kWindow = 32;	// sends per peer the module holds at once
 constexpr unsigned kSlotReserve = 64;	// send slots only Fins may take
-constexpr std::size_t kMaxHeld = 4096;	// early messages held per stream
-// What an unexpected message costs besides its payload (entry, list node).
-constexpr std::size_t kUnexpectedEntry = sizeof(Unexpected) + 2 * sizeof(void *);
 constexpr auto kRefusedLimit = std::chrono::seconds(60);
 // Sends again of a message whose connection ended after it left, each on
 // a new connection (one that cannot be opened fails it sooner).
@@ -40,15 +33,6 @@ constexpr auto kUnreachableWait = std::chrono::seconds(1);
 // this often.
 constexpr auto kProbeEvery = std::chrono::seconds(1);
 constexpr std::chrono::microseconds kBackoffMin{100}, kBackoffMax{20000};
-
-std::uint32_t random_session()
-{
-	std::random_device rd;
-	std::uint32_t s = 0;
-	while (!s)
-		s = rd();
-	return s;
-}
 
 } // namespace
 
@@ -376,84 +360,6 @@ void Endpoint::flush(Addr addr)
 	}
 }
 
-// Everything waiting for `addr` fails with `err` (it cannot be reached);
-// the numbers they had are lost to the stream, which starts again.
-void Endpoint::fail_peer(Addr addr, int err)
-{
-	Peer &p = peers[addr];
-	bool gap = false;
-	while (!p.waiting.empty()) {
-		Op *op = p.waiting.front();
-		p.waiting.pop_front();
-		gap |= in_stream(op) && op->h.session == stream_session(p);
-		complete_tx(op, err);
-		release(op);
-	}
-	if (gap)
-		restart_stream(addr, stream_session(p));
-}
-
-void Endpoint::restart_stream(Addr addr, std::uint32_t old)
-{
-	Peer &p = peers[addr];
-	if (old != stream_session(p))
-		return;		// restarted already
-	std::uint32_t next;
-	do
-		next = random_session();
-	while (next == old || next == session);
-	p.session = next;
-	p.tx_seq = 0;
-	// The old stream's messages still waiting go in the new one, in
-	// their order (the deque's may differ: refused ones went back to
-	// its front), all but those the receiver may have already (sent
-	// before, their connection ended: delivered twice otherwise) and the
-	// pieces of a message whose earlier pieces are not among them.
-	std::vector<Op *> moved;
-	for (Op *op : p.waiting)
-		if (in_stream(op) && op->h.session == old)
-			moved.push_back(op);
-	std::stable_sort(moved.begin(), moved.end(), [](const Op *a, const Op *b) {
-		return static_cast<std::int32_t>(a->h.seq - b->h.seq) < 0;
-	});
-	const bool local = is_local(addr);
-	const Op *prev = nullptr;	// the last one kept
-	for (Op *op : moved) {
-		const bool whole = op->h.kind != Kind::Frag || !op->h.key ||
-				   (prev && prev->pieces == op->pieces &&
-				    prev->h.key + kEagerMax == op->h.key);
-		if (op->maybe_err || !whole) {
-			p.waiting.erase(std::find(p.waiting.begin(), p.waiting.end(), op));
-			complete_tx(op, fi_error_of(op->maybe_err ? op->maybe_err : ECONNRESET));
-			release(op);
-			continue;
-		}
-		op->h.seq = p.tx_seq++;
-		op->h.session = next;
-		encode(op->h, local ? op->local_msg.data()
-				    : domain->bounce + std::size_t(op->slot) * ME_SEND_MAX);
-		prev = op;
-	}
-}
-
-void Endpoint::refused(Addr addr, std::uint32_t old)
-{
-	// No endpoint of its node holds that port now (it closed): as when a
-	// connection to it is refused, what waits for it fails, and so do its
-	// rendezvous sends waiting for a Fin, which nobody will send (with a
-	// connection of its own they would fail when it closed).
-	fail_peer(addr, FI_ECONNREFUSED);
-	restart_stream(addr, old);
-	std::vector<Op *> lost;
-	for (auto &[id, op] : rendezvous)
-		if (op->addr == addr && !op->cookie && op->slot < 0)
-			lost.push_back(op);
-	for (Op *op : lost) {
-		complete_tx(op, FI_ECONNREFUSED);
-		release(op);
-	}
-}
-
 // Frees an operation that the module no longer holds, with its slot and
 // region.
 void Endpoint::release(Op *op)
@@ -554,215 +460,6 @@ void Endpoint::complete_tx(Op *op, int err)
 	e.e.flags = op->cq_flags;
 	e.err = err;
 	tx_cq->push(e);
-}
-
-void Endpoint::complete_rx(const RecvRequest &r, Addr addr, const Header &h,
-			   std::size_t got, int err, std::size_t olen)
-{
-	if (recv_cntr)
-		recv_cntr->count(err);
-	// The last message of a released FI_MULTI_RECV buffer to complete
-	// hands the buffer back.
-	bool last = r.multi && !--r.multi->pending && r.multi->released;
-	if (!rx_cq || (!err && rx_selective && !(r.flags & FI_COMPLETION)))
-		return;
-	Entry e;
-	e.e.op_context = r.context;
-	e.e.flags = FI_RECV | ((h.flags & kFlagTagged) ? FI_TAGGED : FI_MSG) |
-		    ((h.flags & kFlagData) ? FI_REMOTE_CQ_DATA : 0) | (last ? FI_MULTI_RECV : 0);
-	e.e.len = got;
-	e.e.buf = r.buf;
-	e.e.data = h.data;
-	e.e.tag = h.tag;
-	e.src = av ? av->addr_of(addr) : FI_ADDR_NOTAVAIL;
-	e.err = err;
-	e.olen = olen;
-	rx_cq->push(e);
-}
-
-bool Endpoint::matches(const RecvRequest &r, Addr addr, const Header &h) const
-{
-	if (r.tagged != ((h.flags & kFlagTagged) != 0))
-		return false;
-	if (r.src && r.src != addr)
-		return false;
-	return !r.tagged || ((h.tag ^ r.tag) & ~r.ignore) == 0;
-}
-
-RecvRequest Endpoint::multi_slice(RecvRequest &r, std::size_t len) const
-{
-	MultiRecv &m = *r.multi;
-	RecvRequest slice = r;
-	slice.buf = r.buf + m.used;
-	slice.len = r.len - m.used;
-	// Aligned so that whoever reads a header out of it can (MPICH does).
-	std::size_t end = m.used + std::min(len, slice.len);
-	m.used = std::min(r.len, (end + 7) & ~std::size_t{7});
-	// Full, or with less left than the minimum (which may be 0).
-	m.released = m.used == r.len || r.len - m.used < min_multi_recv;
-	m.pending++;
-	return slice;
-}
-
-ssize_t Endpoint::recv(void *buf, std::size_t len, void *desc, fi_addr_t src, std::uint64_t tag,
-		       std::uint64_t ignore, std::uint64_t flags, bool tagged, void *context)
-{
-	if (!enabled)
-		return -FI_EOPBADSTATE;
-	if (len && !buf && !(flags & (FI_PEEK | FI_CLAIM)))
-		return -FI_EINVAL;
-	RecvRequest r;
-	r.tagged = tagged;
-	r.buf = static_cast<std::uint8_t *>(buf);
-	r.len = len;
-	r.mr = static_cast<MemoryRegion *>(desc);
-	if (r.mr && !r.mr->covers(buf, len))
-		r.mr = nullptr;
-	// The source counts only where FI_DIRECTED_RECV was asked for (fi_recv
-	// callers without it pass anything there, 0 often).
-	if (directed && src != FI_ADDR_UNSPEC) {
-		std::optional<Addr> addr = av->lookup(src);
-		if (!addr)
-			return -FI_EINVAL;
-		r.src = *addr;
-	}
-	r.tag = tag;
-	r.ignore = ignore;
-	r.context = context;
-	r.flags = flags;
-	if (flags & FI_MULTI_RECV) {
-		// Untagged only (libfabric 1.17), and never a peek or claim.
-		if (tagged || (flags & (FI_PEEK | FI_CLAIM)) || !len)
-			return -FI_EINVAL;
-		r.multi = std::make_shared<MultiRecv>();
-	}
-	domain->progress();
-	if (flags & FI_PEEK) {
-		if (!tagged)
-			return -FI_EINVAL;
-		peek(r);
-		return 0;
-	}
-	if (flags & FI_CLAIM) {
-		if (!tagged)
-			return -FI_EINVAL;
-		for (auto it = unexpected.begin(); it != unexpected.end(); ++it) {
-			if (it->claimed_by != context)
-				continue;
-			if (flags & FI_DISCARD) {
-				if (it->h.kind == Kind::Rts)
-					send_fin(it->addr, it->h.id, 0);
-				complete_rx(r, it->addr, it->h, 0, 0, 0);
-			} else {
-				fulfil(r, it->addr, it->h, it->payload.data());
-			}
-			drop_unexpected(it);
-			return 0;
-		}
-		return -FI_EINVAL;	// nothing claimed with this context
-	}
-	for (auto it = unexpected.begin(); it != unexpected.end();) {
-		if (it->claimed_by || !matches(r, it->addr, it->h)) {
-			++it;
-			continue;
-		}
-		if (!r.multi) {
-			fulfil(r, it->addr, it->h, it->payload.data());
-			drop_unexpected(it);
-			return 0;
-		}
-		// A multi-receive buffer takes every waiting message it can.
-		RecvRequest slice = multi_slice(r, it->h.len);
-		fulfil(slice, it->addr, it->h, it->payload.data());
-		auto next = std::next(it);
-		drop_unexpected(it);
-		it = next;
-		if (r.multi->released)
-			return 0;
-	}
-	(tagged ? posted_tagged : posted_msg).push_back(r);
-	return 0;
-}
-
-// A peek receives nothing, so it counts nothing unless it discards the
-// message it found (FI_DISCARD: taken, as a receive takes it); a claimed
-// message counts when its FI_CLAIM receive takes or discards it.
-void Endpoint::peek(const RecvRequest &r)
-{
-	for (auto it = unexpected.begin(); it != unexpected.end(); ++it) {
-		if (it->claimed_by || !matches(r, it->addr, it->h))
-			continue;
-		Entry e;
-		e.e.op_context = r.context;
-		e.e.flags = FI_RECV | FI_TAGGED | ((it->h.flags & kFlagData) ? FI_REMOTE_CQ_DATA : 0);
-		e.e.len = it->h.len;
-		e.e.data = it->h.data;
-		e.e.tag = it->h.tag;
-		e.src = av->addr_of(it->addr);
-		if (rx_cq)
-			rx_cq->push(e);
-		if (r.flags & FI_CLAIM) {
-			it->claimed_by = r.context;
-		} else if (r.flags & FI_DISCARD) {
-			if (it->h.kind == Kind::Rts)
-				send_fin(it->addr, it->h.id, 0);
-			drop_unexpected(it);
-			if (recv_cntr)
-				recv_cntr->count(0);
-		}
-		return;
-	}
-	if (rx_cq) {
-		Entry e;
-		e.e.op_context = r.context;
-		e.e.flags = FI_RECV | FI_TAGGED;
-		e.err = FI_ENOMSG;
-		rx_cq->push(e);
-	}
-}
-
-ssize_t Endpoint::cancel(void *context)
-{
-	for (auto *list : {&posted_msg, &posted_tagged})
-		for (auto it = list->begin(); it != list->end(); ++it) {
-			if (it->context != context)
-				continue;
-			if (recv_cntr)
-				recv_cntr->count(FI_ECANCELED);	// completes in error
-			// A multi-receive buffer with reads into it still running
-			// is handed back by the last of them.
-			bool handed_back = false;
-			if (it->multi) {
-				it->multi->released = true;
-				handed_back = !it->multi->pending;
-			}
-			if (rx_cq) {
-				Entry e;
-				e.e.op_context = context;
-				e.e.flags = FI_RECV | (it->tagged ? FI_TAGGED : FI_MSG) |
-					    (handed_back ? FI_MULTI_RECV : 0);
-				e.e.buf = it->buf;
-				e.e.tag = it->tag;
-				e.err = FI_ECANCELED;
-				rx_cq->push(e);
-			}
-			list->erase(it);
-			return 0;
-		}
-	return -FI_ENOENT;
-}
-
-void Endpoint::fulfil(RecvRequest &r, Addr addr, const Header &h,
-		      const std::uint8_t *payload)
-{
-	if (h.kind == Kind::Rts) {
-		start_read(r, addr, h);
-		return;
-	}
-	std::size_t n = std::min<std::size_t>(h.len, r.len);
-	if (n)
-		std::memcpy(r.buf, payload, n);
-	complete_rx(r, addr, h, n, h.len > r.len ? FI_ETRUNC : 0, h.len - n);
 }
 
 void Endpoint::start_read(const RecvRequest &r, Addr addr, const Header &h)
@@ -1056,128 +753,6 @@ void Endpoint::on_message(std::uint32_t node, std::uint32_t conn, std::uint32_t 
 	if (!p.conn)
 		p.conn = conn;		// opened to our port: answers may use it
 	accept_in_order(addr, *h, msg, len);
-}
-
-void Endpoint::accept_in_order(Addr addr, const Header &h, const std::uint8_t *msg,
-			       std::size_t len)
-{
-	if (h.kind == Kind::Probe) {
-		deliver(addr, h, msg + kHeaderSize);	// outside the stream
-		return;
-	}
-	Stream &s = streams[{addr, h.session}];
-	if (h.seq != s.rx_seq) {
-		if (static_cast<std::int32_t>(h.seq - s.rx_seq) > 0 && s.held.size() < kMaxHeld)
-			s.held.emplace(h.seq, std::vector<std::uint8_t>(msg, msg + len));
-		else
-			dropped++;	// a duplicate, or too far ahead
-		return;
-	}
-	take(s, addr, h, msg + kHeaderSize, len - kHeaderSize);
-	s.rx_seq++;
-	for (auto it = s.held.begin(); it != s.held.end() && it->first == s.rx_seq;
-	     it = s.held.erase(it)) {
-		std::optional<Header> early = decode(it->second.data(), it->second.size());
-		take(s, addr, *early, it->second.data() + kHeaderSize,
-		     it->second.size() - kHeaderSize);
-		s.rx_seq++;
-	}
-}
-
-// The next message of stream `s` in order: delivered, or gathered when it
-// is a piece (Kind::Frag) until its message is whole.
-void Endpoint::take(Stream &s, Addr addr, const Header &h, const std::uint8_t *payload,
-		    std::size_t n)
-{
-	if (h.kind != Kind::Frag) {
-		if (!s.gathered.empty()) {
-			dropped++;	// a message whose sender gave up its pieces
-			s.gathered.clear();
-		}
-		deliver(addr, h, payload);
-		return;
-	}
-	const Header &f = s.first;
-	if (h.key != s.gathered.size() ||
-	    (h.key && (h.flags != f.flags || h.tag != f.tag || h.data != f.data || h.len != f.len))) {
-		dropped++;	// not the piece that comes next
-		s.gathered.clear();
-		if (h.key)
-			return;
-	}
-	if (!h.key)
-		s.first = h;
-	s.gathered.insert(s.gathered.end(), payload, payload + n);
-	if (s.gathered.size() < h.len)
-		return;
-	Header whole = s.first;
-	whole.kind = Kind::Eager;
-	whole.key = 0;
-	std::vector<std::uint8_t> message;
-	message.swap(s.gathered);
-	deliver(addr, whole, message.data());
-}
-
-void Endpoint::deliver(Addr addr, const Header &h, const std::uint8_t *payload)
-{
-	if (h.kind == Kind::Probe) {
-		// Its sender's stream is in order: the Rts came before, unless
-		// this endpoint is not the one it was sent to (a new one on the
-		// port), or finished with it (its Fin is ahead of this answer).
-		if (!holds_rts(addr, h.id))
-			send_fin(addr, h.id, ECONNRESET);
-		return;
-	}
-	if (h.kind == Kind::Fin) {
-		auto it = rendezvous.find(h.id);
-		if (it == rendezvous.end() || it->second->addr != addr || it->second->fin_seen) {
-			dropped++;	// not an Rts of ours to that addr
-			return;
-		}
-		Op *op = it->second;
-		if (op->cookie) {
-			// Its Rts's own completion is still to come (harvested
-			// later): the send completes then.
-			op->fin_seen = true;
-			op->fin_status = h.status;
-			return;
-		}
-		const std::uint32_t stream = op->h.session;
-		complete_tx(op, h.status ? fi_error_of(h.status) : 0);
-		release(op);
-		// A probe's answer, no such Rts there: another endpoint holds
-		// the port now, and holds this stream's next messages for ever.
-		if (h.status == ECONNRESET)
-			restart_stream(addr, stream);
-		return;
-	}
-	auto &list = (h.flags & kFlagTagged) ? posted_tagged : posted_msg;
-	for (auto it = list.begin(); it != list.end(); ++it) {
-		if (!matches(*it, addr, h))
-			continue;
-		// Taken off the list before fulfil(), which may post (and so
-		// progress); a multi-receive buffer stays until released.
-		RecvRequest r = it->multi ? multi_slice(*it, h.len) : *it;
-		if (!it->multi || it->multi->released)
-			list.erase(it);
-		fulfil(r, addr, h, payload);
-		return;
-	}
-	Unexpected u;
-	u.h = h;
-	u.addr = addr;
-	if (h.kind == Kind::Eager)
-		u.payload.assign(payload, payload + h.len);
-	unexpected_bytes += kUnexpectedEntry + u.payload.size();
-	unexpected.push_back(std::move(u));
-}
-
-void Endpoint::drop_unexpected(std::list<Unexpected>::iterator it)
-{
-	unexpected_bytes -= kUnexpectedEntry + it->payload.size();
-	unexpected.erase(it);
-	if (!unexpected_full())
-		domain->wait_for_messages(true);
 }
 
 Endpoint::Endpoint(Domain *d, const fi_info *info, void *context)

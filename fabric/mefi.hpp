@@ -431,6 +431,9 @@ struct Peer {
 	std::uint32_t session = 0;
 };
 
+// A stream's session: random, never 0 (stream.cpp).
+std::uint32_t random_session();
+
 // Messages of one sending endpoint (address, session), delivered in order.
 struct Stream {
 	std::uint32_t rx_seq = 0;	// next to deliver

@@ -8,6 +8,7 @@
 // come (its endpoint gone, a message failed for good) starts again under
 // a new session.
 #include <algorithm>
+#include <map>
 #include <random>
 
 #include "fabric/mefi.hpp"
@@ -61,20 +62,29 @@ void Endpoint::restart_stream(Addr addr, std::uint32_t old)
 	// their order (the deque's may differ: refused ones went back to
 	// its front), all but those the receiver may have already (sent
 	// before, their connection ended: delivered twice otherwise) and the
-	// pieces of a message whose earlier pieces are not among them.
+	// pieces of a message that are not all here, from its first, in
+	// turn (the others went, or are in the module, in the old stream).
 	std::vector<Op *> moved;
+	std::map<const Op::Pieces *, unsigned> here;	// pieces waiting, by message
 	for (Op *op : p.waiting)
-		if (in_stream(op) && op->h.session == old)
+		if (in_stream(op) && op->h.session == old) {
 			moved.push_back(op);
+			if (op->pieces)
+				here[op->pieces.get()]++;
+		}
+	std::map<const Op::Pieces *, bool> all_here;	// before any fails below
+	for (const auto &[m, n] : here)
+		all_here[m] = n == m->left;
 	std::stable_sort(moved.begin(), moved.end(), [](const Op *a, const Op *b) {
 		return static_cast<std::int32_t>(a->h.seq - b->h.seq) < 0;
 	});
 	const bool local = is_local(addr);
 	const Op *prev = nullptr;	// the last one kept
 	for (Op *op : moved) {
-		const bool whole = op->h.kind != Kind::Frag || !op->h.key ||
-				   (prev && prev->pieces == op->pieces &&
-				    prev->h.key + kEagerMax == op->h.key);
+		const bool whole = op->h.kind != Kind::Frag ||
+				   (all_here[op->pieces.get()] &&
+				    (!op->h.key || (prev && prev->pieces == op->pieces &&
+						    prev->h.key + kEagerMax == op->h.key)));
 		if (op->maybe_err || !whole) {
 			p.waiting.erase(std::find(p.waiting.begin(), p.waiting.end(), op));
 			complete_tx(op, fi_error_of(op->maybe_err ? op->maybe_err : ECONNRESET));

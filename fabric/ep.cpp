@@ -34,6 +34,13 @@ constexpr auto kUnreachableWait = std::chrono::seconds(1);
 constexpr auto kProbeEvery = std::chrono::seconds(1);
 constexpr std::chrono::microseconds kBackoffMin{100}, kBackoffMax{20000};
 
+// An operation's status saying its connection ended after it left: the
+// peer may have its data (api.md, the module's completion statuses).
+bool ended_after_sent(int err)
+{
+	return err == ETIMEDOUT || err == ECONNRESET || err == ECONNABORTED;
+}
+
 } // namespace
 
 Endpoint::~Endpoint()
@@ -617,8 +624,7 @@ void Endpoint::on_completion(const me_completion &c)
 	}
 
 	if (op->type == Op::Type::Read) {
-		if ((err == ECANCELED || err == ETIMEDOUT || err == ECONNRESET ||
-		     err == ECONNABORTED) && op->resent < kResendMaybeDelivered) {
+		if ((err == ECANCELED || ended_after_sent(err)) && op->resent < kResendMaybeDelivered) {
 			// Its connection ended under it: a read may go again
 			// (it changes nothing at the sender), on a new one.
 			forget_conn(op->addr, c.conn);
@@ -643,8 +649,8 @@ void Endpoint::on_completion(const me_completion &c)
 	Peer &p = peers[op->addr];
 	p.inflight--;
 	auto now = std::chrono::steady_clock::now();
-	if ((err == ETIMEDOUT || err == ECONNRESET || err == ECONNABORTED) && in_stream(op) &&
-	    op->h.session == stream_session(p) && op->resent < kResendMaybeDelivered) {
+	if (ended_after_sent(err) && in_stream(op) && op->h.session == stream_session(p) &&
+	    op->resent < kResendMaybeDelivered) {
 		// Its connection ended after it left: the peer may have it or
 		// not.  Sent again on a new one under its number, which a
 		// receiver that has it drops; a link down for longer than the

@@ -65,16 +65,17 @@ void Endpoint::restart_stream(Addr addr, std::uint32_t old)
 	// pieces of a message that are not all here, from its first, in
 	// turn (the others went, or are in the module, in the old stream).
 	std::vector<Op *> moved;
-	std::map<const Op::Pieces *, unsigned> here;	// pieces waiting, by message
+	// By message in pieces: how many are waiting, then whether that is
+	// all it has left (taken before any fails below).
+	std::map<const Op::Pieces *, unsigned> all_here;
 	for (Op *op : p.waiting)
 		if (in_stream(op) && op->h.session == old) {
 			moved.push_back(op);
 			if (op->pieces)
-				here[op->pieces.get()]++;
+				all_here[op->pieces.get()]++;
 		}
-	std::map<const Op::Pieces *, bool> all_here;	// before any fails below
-	for (const auto &[m, n] : here)
-		all_here[m] = n == m->left;
+	for (auto &[m, n] : all_here)
+		n = n == m->left;
 	std::stable_sort(moved.begin(), moved.end(), [](const Op *a, const Op *b) {
 		return static_cast<std::int32_t>(a->h.seq - b->h.seq) < 0;
 	});

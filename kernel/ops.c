@@ -126,6 +126,8 @@ void me_ops_fill(struct me_completion *out, const struct me_cqe *cqe, u32 type)
 
 static void deliver(struct me_kop *kop)
 {
+	/* Out of the accounting before its end can be seen. */
+	atomic64_dec(&ops_inflight);
 	if (kop->ucmd) {
 		/* Its ring's CQE; io_uring holds the file meanwhile. */
 		me_uring_complete(kop->ucmd, kop->done.status,
@@ -183,7 +185,6 @@ static void release_delivered(struct list_head *done)
 
 		me_stage_release(me_net(k->file->net), &k->stage);
 		kmem_cache_free(kop_cache, k);
-		atomic64_dec(&ops_inflight);
 		/* Before its region's reference: that keeps the file alive. */
 		if (f && atomic_dec_and_test(&f->shared_kops))
 			wake_up(&me_net(f->net)->waitq);
@@ -199,6 +200,12 @@ static void kop_finish(struct me_kop *kop)
 	u32 id = kop->conn;
 	LIST_HEAD(done);
 
+	/*
+	 * The engine is done with it and its frames hold their own page
+	 * references: its copies go before its completion can be seen, not
+	 * after (release_delivered runs once the waiter may have woken).
+	 */
+	me_stage_release(mn, &kop->stage);
 	spin_lock_bh(&cd->lock);
 	kop->finished = true;
 	deliver_ready(cd, kop, &done);

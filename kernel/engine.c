@@ -606,9 +606,10 @@ void me_engine_stop(struct me_net *mn)
 {
 	struct me_node *core = mn->core;
 
-	me_recvq_drop(mn);
-	if (!core)
+	if (!core) {
+		me_recvq_drop(mn);
 		return;
+	}
 	kthread_stop(mn->timer);
 	/* Pumps start the pacing timer no more; it may be pending or running. */
 	spin_lock_irq(&mn->pace_lock);
@@ -625,6 +626,12 @@ void me_engine_stop(struct me_net *mn)
 	put_task_struct(mn->timer);
 	mn->timer = NULL;
 	WRITE_ONCE(mn->core, NULL);
+	/*
+	 * Only now: until the timer stopped it could retire a connection,
+	 * which frees that connection's messages from this queue (under its
+	 * lock, which the drop does not take: a double free before).
+	 */
+	me_recvq_drop(mn);
 	me_ops_net_stop(mn);
 	kvfree(mn->owners);
 	kvfree(mn->conn_copies);

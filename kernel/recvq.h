@@ -17,7 +17,10 @@ struct me_net;
 /* Per-namespace state for @nconns connection ids (engine start, stop). */
 int me_recvq_net_start(struct me_net *mn, unsigned int nconns);
 void me_recvq_net_stop(struct me_net *mn);
-/* Frees the namespace queue's messages (engine stop: no file is left). */
+/*
+ * Frees the namespace queue's messages, unlocked: at engine stop, once no
+ * file is left and nothing receives or retires any more.
+ */
 void me_recvq_drop(struct me_net *mn);
 
 void me_recvq_file_init(struct me_file *f);

@@ -109,6 +109,8 @@ me::Status measure(const Context &cx, Test test, std::uint64_t session, unsigned
 			threads.emplace_back([&, t] {
 				if (test == Test::PingPong)
 					results[t] = run_pingpong(*eps[t], targets[t], t, spec, phase);
+				else if (test == Test::Read)
+					results[t] = run_reader(*eps[t], targets[t], t, spec, phase);
 				else if (test == Test::OpRate)
 					results[t] = run_oprate(*eps[t], targets[t], t, spec, phase,
 								o.door, o.batch);
@@ -215,7 +217,9 @@ me::Status session(const Context &cx, Test test)
 	const std::uint64_t session = random64();
 	const unsigned depth = test == Test::PingPong ? 1 : o.depth;
 	const std::size_t slots = static_cast<std::size_t>(depth) * o.max_size;
-	const std::size_t dst_len = test == Test::OneWay || test == Test::OpRate ? 0 : slots;
+	// Only twoway and pingpong write into the client.
+	const bool written = test == Test::TwoWay || test == Test::PingPong;
+	const std::size_t dst_len = written ? slots : 0;
 
 	std::vector<std::unique_ptr<Endpoint>> eps;
 	Msg hello = make_msg(Kind::Hello, session);

@@ -22,6 +22,8 @@ const char *test_name(Test t)
 		return "pingpong";
 	case Test::OpRate:
 		return "oprate";
+	case Test::Read:
+		return "read";
 	}
 	return "?";
 }

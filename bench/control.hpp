@@ -26,7 +26,7 @@
 
 namespace bench {
 
-enum class Test : std::uint32_t { OneWay = 1, TwoWay = 2, PingPong = 3, OpRate = 4 };
+enum class Test : std::uint32_t { OneWay = 1, TwoWay = 2, PingPong = 3, OpRate = 4, Read = 5 };
 const char *test_name(Test t);
 
 // How the oprate test posts: one ME_IOC_POST ioctl per operation

@@ -42,7 +42,7 @@ void usage(FILE *out)
 {
 	std::fputs(
 		"usage: me_bench server [--discover S] [--idle S] [--peer NODE] [--numa NODE] [--target T]\n"
-		"       me_bench client --test oneway|twoway|pingpong|oprate[,...] [options]\n"
+		"       me_bench client --test oneway|twoway|pingpong|oprate|read[,...] [options]\n"
 		"       me_bench memcpy [options]\n"
 		"\n"
 		"Micro-benchmarks of multiedge between two nodes (multiedge.ko loaded, the same\n"
@@ -62,6 +62,8 @@ void usage(FILE *out)
 		"            at least --batch completions reaped before the freed slots are\n"
 		"            refilled); --depth writes in flight either way.  Rows carry\n"
 		"            ops/s and CPU-us per operation\n"
+		"  read      back-to-back remote reads of the server's region into the\n"
+		"            client's (throughput; the server's CPU is the responder's)\n"
 		"  memcpy    memory-copy bandwidth of this machine (no module needed): chunks\n"
 		"            of SIZE copied between two 64 MiB rings per thread\n"
 		"\n"
@@ -74,7 +76,7 @@ void usage(FILE *out)
 		"A mismatch ends the run with status 1 and no row.\n"
 		"\n"
 		"options:\n"
-		"  --test T[,T...]   client: oneway, twoway, pingpong, oprate (all: the first\n"
+		"  --test T[,T...]   client: oneway, twoway, pingpong, oprate, read (all: the first\n"
 		"                    three): one session each\n"
 		"  --sizes MIN:MAX   bytes per operation, powers of two, K/M/G suffixes allowed;\n"
 		"                    a single SIZE runs just that, S1,S2,... just those, in\n"
@@ -211,11 +213,13 @@ std::vector<Test> parse_tests(std::string_view s)
 			out.push_back(Test::PingPong);
 		else if (name == "oprate")
 			out.push_back(Test::OpRate);
+		else if (name == "read")
+			out.push_back(Test::Read);
 		else if (name == "all")
 			out.insert(out.end(), {Test::OneWay, Test::TwoWay, Test::PingPong});
 		else
 			bad_usage("unknown test '" + std::string(name) +
-				  "' (oneway, twoway, pingpong, oprate or all)");
+				  "' (oneway, twoway, pingpong, oprate, read or all)");
 		if (comma == std::string_view::npos)
 			break;
 		s.remove_prefix(comma + 1);
@@ -348,7 +352,7 @@ int main(int argc, char **argv)
 		}
 	}
 	if (client && o.tests.empty())
-		bad_usage("the client needs --test oneway|twoway|pingpong|oprate");
+		bad_usage("the client needs --test oneway|twoway|pingpong|oprate|read");
 	if (client && o.batch > o.depth)
 		bad_usage("--batch must not exceed --depth (the writes in flight)");
 	if (client && o.misalign &&

@@ -22,7 +22,7 @@ struct Served {
 me::Status check_hello(const Msg &h)
 {
 	if (h.test != Test::OneWay && h.test != Test::TwoWay && h.test != Test::PingPong &&
-	    h.test != Test::OpRate)
+	    h.test != Test::OpRate && h.test != Test::Read)
 		return failure("unknown test " + std::to_string(static_cast<unsigned>(h.test)));
 	if (h.threads < 1 || h.threads > kMaxThreads)
 		return failure("threads must be 1-" + std::to_string(kMaxThreads));

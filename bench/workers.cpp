@@ -255,16 +255,17 @@ void Phase::finished()
 	}
 }
 
-me::Result<ThreadResult> run_writer(Endpoint &ep, const me::RemoteRegion &target, unsigned thread,
-				    const RunSpec &spec, Phase &phase)
+namespace {
+
+// The loop of run_writer and run_reader: `depth` operations of spec.size
+// bytes in flight, slot s posted by post(s, cookie s + 1), each completion
+// of type `type` freeing its slot to be posted again until the phase ends.
+template <typename Post>
+me::Result<ThreadResult> run_stream(Endpoint &ep, const RunSpec &spec, Phase &phase,
+				    me::CompletionType type, const char *what, Post post_op)
 {
-	const std::uint64_t size = spec.size;
 	const unsigned depth = spec.depth;
-	// Slot s at the same offset on both sides, spec.misalign past s * size.
-	auto at = [&](unsigned s) { return s * size + spec.misalign; };
-	std::vector<std::uint64_t> slot_seq(depth, 0);
 	std::vector<Clock::time_point> slot_time(depth);
-	std::uint64_t seq = 0;
 	unsigned inflight = 0;
 	ThreadResult r;
 	r.lat_ns.reserve(4096);
@@ -275,12 +276,8 @@ me::Result<ThreadResult> run_writer(Endpoint &ep, const me::RemoteRegion &target
 		return e;
 	};
 	auto post = [&](unsigned s) -> me::Status {
-		seq++;
-		stamp(ep.src_buf.data() + at(s), size, op_seed(spec.salt, thread, seq));
-		slot_seq[s] = seq;
 		slot_time[s] = Clock::now();
-		auto st = ep.conn->write(*ep.src, at(s), target, at(s),
-					 static_cast<std::uint32_t>(size), s + 1);
+		auto st = post_op(s);
 		if (st)
 			inflight++;
 		return st;
@@ -294,13 +291,14 @@ me::Result<ThreadResult> run_writer(Endpoint &ep, const me::RemoteRegion &target
 		if (!cs)
 			return fail(cs.error());
 		if (cs->empty())
-			return fail(failure("no write completed for " + std::to_string(kStuck.count()) +
-					    " s (" + std::to_string(inflight) + " in flight)"));
+			return fail(failure("no " + std::string(what) + " completed for " +
+					    std::to_string(kStuck.count()) + " s (" +
+					    std::to_string(inflight) + " in flight)"));
 		const auto now = Clock::now();
 		for (const auto &c : cs.value()) {
 			if (auto st = completion_error(c); !st)
 				return fail(st.error());
-			if (c.type != me::CompletionType::Write || c.cookie == 0 || c.cookie > depth)
+			if (c.type != type || c.cookie == 0 || c.cookie > depth)
 				return fail(failure("unexpected completion: " + c.describe()));
 			const auto s = static_cast<unsigned>(c.cookie - 1);
 			inflight--;
@@ -312,14 +310,97 @@ me::Result<ThreadResult> run_writer(Endpoint &ep, const me::RemoteRegion &target
 					return fail(st.error());
 		}
 	}
+	return r;
+}
+
+// Waits for the completion with `cookie`, which must be a success.
+me::Status await_ok(Endpoint &ep, std::uint64_t cookie, const char *what)
+{
+	auto done = ep.dev->wait_for(cookie, kStuck);
+	if (!done)
+		return done.error();
+	if (!done->ok())
+		return failure(std::string(what) + ": " + done->describe());
+	return {};
+}
+
+} // namespace
+
+me::Result<ThreadResult> run_writer(Endpoint &ep, const me::RemoteRegion &target, unsigned thread,
+				    const RunSpec &spec, Phase &phase)
+{
+	const std::uint64_t size = spec.size;
+	const unsigned depth = spec.depth;
+	// Slot s at the same offset on both sides, spec.misalign past s * size.
+	auto at = [&](unsigned s) { return s * size + spec.misalign; };
+	std::vector<std::uint64_t> slot_seq(depth, 0);
+	std::uint64_t seq = 0;
+
+	auto r = run_stream(ep, spec, phase, me::CompletionType::Write, "write", [&](unsigned s) {
+		seq++;
+		stamp(ep.src_buf.data() + at(s), size, op_seed(spec.salt, thread, seq));
+		slot_seq[s] = seq;
+		return ep.conn->write(*ep.src, at(s), target, at(s),
+				      static_cast<std::uint32_t>(size), s + 1);
+	});
+	if (!r)
+		return r;
 
 	std::uint64_t cookie = kCheckCookie;
 	for (unsigned s = 0; s < depth; s++)
 		if (slot_seq[s])
 			if (auto st = check_remote(ep, target, at(s), size,
 						   op_seed(spec.salt, thread, slot_seq[s]), cookie);
-			    !st)
-				return fail(st.error());
+			    !st) {
+				phase.abort();
+				return st.error();
+			}
+	return r;
+}
+
+me::Result<ThreadResult> run_reader(Endpoint &ep, const me::RemoteRegion &target, unsigned thread,
+				    const RunSpec &spec, Phase &phase)
+{
+	const std::uint64_t size = spec.size;
+	const unsigned depth = spec.depth;
+	const auto len = static_cast<std::uint32_t>(size);
+	const std::size_t w = window_len(size);
+	auto at = [&](unsigned s) { return s * size; };
+	auto seed = [&](unsigned s) { return op_seed(spec.salt, thread, s + 1); };
+
+	// Each remote slot gets a stamp of its own; the local windows are
+	// cleared, so only a read can bring the stamp back.
+	std::uint64_t cookie = kCheckCookie;
+	for (unsigned s = 0; s < depth; s++) {
+		std::byte *p = ep.src_buf.data() + at(s);
+		stamp(p, size, seed(s));
+		if (auto st = ep.conn->write(*ep.src, at(s), target, at(s), len, cookie); !st)
+			return st.error();
+		if (auto st = await_ok(ep, cookie++, "stamping the remote slots"); !st)
+			return st.error();
+		std::fill_n(p, w, std::byte{0});
+		std::fill_n(p + size - w, w, std::byte{0});
+	}
+
+	auto r = run_stream(ep, spec, phase, me::CompletionType::Read, "read", [&](unsigned s) {
+		return ep.conn->read(*ep.src, at(s), target, at(s), len, s + 1);
+	});
+	if (!r)
+		return r;
+
+	for (unsigned s = 0; s < depth; s++) {
+		const std::byte *p = ep.src_buf.data() + at(s);
+		std::uint64_t where = 0;
+		if (!stamp_matches(p, p + size - w, size, seed(s), where)) {
+			phase.abort();
+			return failure("DATA MISMATCH: the " + std::to_string(size) +
+				       "-byte read of remote offset " + std::to_string(at(s)) +
+				       " (region " + std::to_string(target.id) +
+				       ") differs at byte " + std::to_string(where) +
+				       " of the operation (stamp " + hex(seed(s)) +
+				       "); no result is reported for corrupted transfers");
+		}
+	}
 	return r;
 }
 

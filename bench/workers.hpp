@@ -110,6 +110,13 @@ struct ThreadResult {
 me::Result<ThreadResult> run_writer(Endpoint &ep, const me::RemoteRegion &target, unsigned thread,
 				    const RunSpec &spec, Phase &phase);
 
+// Back-to-back reads of spec.size bytes, spec.depth in flight, from slot
+// s of `target` into slot s of ep's source.  Each remote slot is first
+// written with a stamp of its own (and the local windows cleared); at the
+// end every slot's windows must hold it.
+me::Result<ThreadResult> run_reader(Endpoint &ep, const me::RemoteRegion &target, unsigned thread,
+				    const RunSpec &spec, Phase &phase);
+
 // The op-rate loop: spec.size-byte writes, spec.depth in flight, from
 // slot s of ep's source to slot s of `target`, as run_writer, posted
 // through `door`.  Ioctl: one Connection::write per operation, completions

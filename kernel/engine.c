@@ -68,7 +68,7 @@ MODULE_PARM_DESC(link_dead_ms,
 static unsigned int tx_zc_min = 1024;
 module_param(tx_zc_min, uint, 0444);
 MODULE_PARM_DESC(tx_zc_min,
-		 "Payload bytes per packet from which writes are sent straight from the pinned pages (zero-copy transmit; default 1024, 0: always copy)");
+		 "Payload bytes per packet from which writes, and answers to reads over a veth, are sent straight from the pinned pages (zero-copy transmit; default 1024, 0: always copy)");
 
 unsigned int me_engine_zc_min(void)
 {
@@ -347,6 +347,31 @@ static void plat_free(void *ctx, void *p)
 	kvfree(p);
 }
 
+/*
+ * A read's answer by reference (me_plat.h): the handle is the region,
+ * held by the window entry until it is acknowledged, so deregistering it
+ * waits for that (a retransmission sends the same memory).
+ */
+static u64 plat_resp_hold(void *ctx, u32 region, u64 off, u32 len)
+{
+	int err;
+
+	return (uintptr_t)me_mr_get_range(ctx, region, off, len, &err);
+}
+
+static int plat_resp_tx(void *ctx, u32 link, u64 dst, const void *hdr, u32 hdr_len,
+			u64 handle, u64 off, u32 len)
+{
+	const struct me_mr *mr = (const struct me_mr *)(uintptr_t)handle;
+
+	return me_link_xmit_answer(ctx, link, dst, hdr, hdr_len, mr, off, len);
+}
+
+static void plat_resp_put(void *ctx, u64 handle)
+{
+	me_mr_put((struct me_mr *)(uintptr_t)handle);
+}
+
 static int plat_zc_tx(void *ctx, u32 link, u64 dst, const void *hdr, u32 hdr_len,
 		      u32 region, u64 off, u32 len, u64 cookie)
 {
@@ -443,6 +468,9 @@ static const struct me_plat_ops me_plat = {
 	.timer_kick = plat_timer_kick,
 	.pace_kick = plat_pace_kick,
 	.pump_kick = plat_pump_kick,
+	.resp_hold = plat_resp_hold,
+	.resp_tx = plat_resp_tx,
+	.resp_put = plat_resp_put,
 };
 
 /* ---- lifecycle ---- */

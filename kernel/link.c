@@ -228,6 +228,44 @@ static int add_copied_frags(struct sk_buff *skb, const u8 *src, u32 len)
 }
 
 /*
+ * Copies [off, off + len) of @mr into the skb: behind its header if the
+ * payload is less than a page, else into page fragments (pool pages) as
+ * linear_len() keeps a copied frame's payload apart.
+ */
+static int add_mr_copy(struct sk_buff *skb, const struct me_mr *mr, u64 off, u32 len)
+{
+	int i = skb_shinfo(skb)->nr_frags;
+
+	if (len < PAGE_SIZE)
+		return me_mr_read(mr, off, skb_put(skb, len), len);
+	while (len) {
+		u32 n = min_t(u32, len, PAGE_SIZE);
+		struct page *page;
+		void *p;
+		int err;
+
+		if (i >= MAX_SKB_FRAGS)
+			return -EMSGSIZE;
+		page = me_pool_get(GFP_ATOMIC);
+		if (!page)
+			return -ENOMEM;
+		p = kmap_local_page(page);
+		err = me_mr_read(mr, off, p, n);
+		kunmap_local(p);
+		/* Given to the skb either way: its release returns it. */
+		skb_fill_page_desc(skb, i++, page, 0, n);
+		skb->len += n;
+		skb->data_len += n;
+		skb->truesize += PAGE_SIZE;
+		if (err)
+			return err;
+		off += n;
+		len -= n;
+	}
+	return 0;
+}
+
+/*
  * An skb whose head (@size bytes: headroom, our header, tailroom) is a
  * piece of a per-CPU page fragment, as receive drivers build theirs:
  * one per frame sent, and at MTU 1500 over veth the kmalloc() of a head
@@ -280,8 +318,9 @@ static bool untracked(const struct me_link *link)
  * Sends @hdr (and, with @mr, [off, off + plen) of its pages by reference,
  * tracked by @uarg, whose callback runs once the skb's data are released,
  * or untracked over a veth (untracked()); or of their copies in @st, which
- * nothing tracks; copied instead for a device without scatter-gather) on
- * link @idx.
+ * nothing tracks; copied instead for a device without scatter-gather, and
+ * without @uarg or @st, a read's answer, where the link is not untracked)
+ * on link @idx.
  * Without @mr, @hdr is the whole packet; a page or more of payload goes
  * into page fragments behind the header (linear_len).  Inside a transmit
  * burst the frame is held and sent when the burst ends (txbatch.c).
@@ -295,7 +334,7 @@ static int link_xmit(struct me_net *mn, u32 idx, u64 to, const void *hdr, u32 hl
 	struct me_link *link;
 	struct sk_buff *skb;
 	int ret = -ENETDOWN;
-	bool sg;
+	bool sg, copy;
 	u32 lin;
 
 	if (idx >= ME_MAX_LINKS || hlen < 16)
@@ -314,9 +353,18 @@ static int link_xmit(struct me_net *mn, u32 idx, u64 to, const void *hdr, u32 hl
 	 * (skb_copy_ubufs) — two copies and three allocations for one.
 	 */
 	sg = READ_ONCE(dev->features) & NETIF_F_SG;
+	/*
+	 * A read's answer: by reference only over a veth, and only where
+	 * its payload would go into page fragments anyway: a frame in one
+	 * linear buffer is taken by the receiving softirq at once
+	 * (rx_direct), which at one read in flight is faster than the pages
+	 * saved (benchmarks.md).
+	 */
+	copy = mr && sg && !st && !uarg && (!untracked(link) || plen < PAGE_SIZE);
 	ret = -ENOMEM;
 	lin = mr || !sg ? hlen : linear_len(hdr, hlen);
-	skb = me_link_alloc_skb(LL_RESERVED_SPACE(dev) + lin + (mr && !sg ? plen : 0) +
+	skb = me_link_alloc_skb(LL_RESERVED_SPACE(dev) + lin +
+				(mr && (!sg || (copy && plen < PAGE_SIZE)) ? plen : 0) +
 				dev->needed_tailroom);
 	if (!skb)
 		goto err;
@@ -336,13 +384,19 @@ static int link_xmit(struct me_net *mn, u32 idx, u64 to, const void *hdr, u32 hl
 			kfree_skb(skb);
 			goto err;
 		}
+	} else if (copy) {
+		ret = add_mr_copy(skb, mr, off, plen);
+		if (ret) {
+			kfree_skb(skb);
+			goto err;
+		}
 	} else if (mr) {
 		ret = add_page_frags(skb, mr, st, off, plen);
 		if (ret) {
 			kfree_skb(skb);
 			goto err;
 		}
-		if (!st && untracked(link)) {
+		if (!st && (!uarg || untracked(link))) {
 			/* Writers of its data copy shared fragments first. */
 			skb_shinfo(skb)->flags |= SKBFL_SHARED_FRAG;
 			this_cpu_inc(link->stats->tx_zc_frames);
@@ -414,6 +468,12 @@ int me_link_xmit_staged(struct me_net *mn, u32 idx, u64 dst, const void *hdr, u3
 			const struct me_mr *mr, struct me_stage *st, u64 off, u32 plen)
 {
 	return link_xmit(mn, idx, dst, hdr, hlen, mr, st, off, plen, NULL);
+}
+
+int me_link_xmit_answer(struct me_net *mn, u32 idx, u64 dst, const void *hdr, u32 hlen,
+			const struct me_mr *mr, u64 off, u32 plen)
+{
+	return link_xmit(mn, idx, dst, hdr, hlen, mr, NULL, off, plen, NULL);
 }
 
 /*

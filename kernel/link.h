@@ -108,6 +108,15 @@ int me_link_xmit_zc(struct me_net *mn, u32 idx, u64 dst, const void *hdr, u32 hl
  */
 int me_link_xmit_staged(struct me_net *mn, u32 idx, u64 dst, const void *hdr, u32 hlen,
 			const struct me_mr *mr, struct me_stage *st, u64 off, u32 plen);
+/*
+ * A read's answer: @hdr followed by [off, off + plen) of @mr, which the
+ * caller holds.  Over a veth, a page or more of payload by reference,
+ * untracked (the skb's page references keep the pages, nothing waits for
+ * its release); otherwise copied into the skb once.  Any context but
+ * hard IRQ.
+ */
+int me_link_xmit_answer(struct me_net *mn, u32 idx, u64 dst, const void *hdr, u32 hlen,
+			const struct me_mr *mr, u64 off, u32 plen);
 /* Frames counted as sent were refused by the stack after all. */
 void me_link_tx_failed(struct me_link *link, u32 frames, u32 bytes);
 /* An skb for a frame head of @size bytes (a page fragment if it fits). */

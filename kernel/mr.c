@@ -402,8 +402,7 @@ int me_mr_check_remote(struct me_net *mn, u32 id, u64 key, u64 off, u64 len, u32
 	return err;
 }
 
-/* Region @id with a reference if [off, off + len) lies in it; else NULL, *err. */
-static struct me_mr *get_range(struct me_net *mn, u32 id, u64 off, u64 len, int *err)
+struct me_mr *me_mr_get_range(struct me_net *mn, u32 id, u64 off, u64 len, int *err)
 {
 	struct me_mr *mr = me_mr_get_any(mn, id);
 
@@ -419,7 +418,7 @@ static struct me_mr *get_range(struct me_net *mn, u32 id, u64 off, u64 len, int 
 int me_mr_check_local(struct me_net *mn, u32 id, u64 off, u64 len)
 {
 	int err;
-	struct me_mr *mr = get_range(mn, id, off, len, &err);
+	struct me_mr *mr = me_mr_get_range(mn, id, off, len, &err);
 
 	if (mr)
 		me_mr_put(mr);
@@ -513,7 +512,7 @@ int me_mr_transfer(struct me_mr *dst, u64 doff, const struct me_mr *src, u64 sof
 int me_mr_copy_from(struct me_net *mn, u32 id, u64 off, void *dst, u32 len)
 {
 	int err;
-	struct me_mr *mr = get_range(mn, id, off, len, &err);
+	struct me_mr *mr = me_mr_get_range(mn, id, off, len, &err);
 
 	if (!mr)
 		return err;
@@ -567,7 +566,7 @@ int me_mr_place(struct me_net *mn, u32 id, u64 off, const void *src, u32 len,
 		struct me_rx_frame *fr)
 {
 	int err;
-	struct me_mr *mr = get_range(mn, id, off, len, &err);
+	struct me_mr *mr = me_mr_get_range(mn, id, off, len, &err);
 	bool copied = false;
 	u32 fo = 0;
 	u64 pos;
@@ -633,7 +632,7 @@ int me_mr_atomic(struct me_net *mn, u32 id, u64 off, u32 size, u32 aop, u64 oper
 		 u64 compare, u64 *old)
 {
 	int err;
-	struct me_mr *mr = get_range(mn, id, off, size, &err);
+	struct me_mr *mr = me_mr_get_range(mn, id, off, size, &err);
 
 	if (!mr)
 		return err;

@@ -70,6 +70,8 @@ int me_mr_check_remote(struct me_net *mn, u32 id, u64 key, u64 off, u64 len, u32
 struct me_mr *me_mr_get_remote(struct me_net *mn, u32 id, u64 key, u64 off, u64 len,
 			       u32 access, int *err);
 int me_mr_check_local(struct me_net *mn, u32 id, u64 off, u64 len);
+/* Region @id, referenced, if [off, off + len) lies in it; else NULL, *err. */
+struct me_mr *me_mr_get_range(struct me_net *mn, u32 id, u64 off, u64 len, int *err);
 int me_mr_copy_from(struct me_net *mn, u32 id, u64 off, void *dst, u32 len);
 /*
  * Places payload: from src, or where @fr (may be NULL) left a whole page

@@ -235,6 +235,27 @@ struct me_plat_ops {
 	 * IRQ; must not sleep.
 	 */
 	void (*pump_kick)(void *ctx);
+
+	/*
+	 * Answers to reads by reference (optional: without resp_hold, or
+	 * with cfg.zc_min 0, a READ_RESP's payload is copied into the
+	 * window with mr_read).  A READ_RESP packet carrying at least
+	 * cfg.zc_min payload bytes keeps only its header in the window:
+	 * resp_hold takes a reference on [off, off + len) of local region
+	 * `region` (whose mr_check passed when the request came) for the
+	 * entry and returns a non-zero handle, or 0 if the region is gone or
+	 * no longer covers the range; resp_tx sends the header followed by
+	 * those bytes, taking whatever references the platform needs on that
+	 * memory until the frame is gone (it may return before); resp_put
+	 * drops the entry's reference, exactly once, when the entry is
+	 * acknowledged or its connection has ended.  resp_tx is only called
+	 * while the reference is held.  Any context the core runs in; none
+	 * may sleep.
+	 */
+	u64 (*resp_hold)(void *ctx, u32 region, u64 off, u32 len);
+	int (*resp_tx)(void *ctx, u32 link, u64 dst, const void *hdr, u32 hdr_len,
+		       u64 handle, u64 off, u32 len);
+	void (*resp_put)(void *ctx, u64 handle);
 };
 
 #endif /* ME_PLAT_H */

@@ -1239,8 +1239,27 @@ static bool pump_one(struct me_conn *c)
 		   chunk >= n->cfg.zc_min) {
 		/* By reference: the entry holds the op's payload (me_plat.h). */
 		n->ops->zc_hold(n->ctx, j.cookie);
-		t->zc = 1;
+		t->zc = ME_ZC_OP;
 		t->zc_cookie = j.cookie;
+		t->zc_region = j.src_region;
+		t->zc_off = j.src_off + c->cur_off;
+		me_atomic_set(&t->zc_held, 1);
+	} else if (chunk && c->cur_kind == 2 && me_zc_resp_on(n) && chunk >= n->cfg.zc_min) {
+		/*
+		 * A read's answer by reference to the region it reads: the
+		 * entry holds the region (me_plat.h), retransmissions send
+		 * from it again.
+		 */
+		u64 hd = n->ops->resp_hold(n->ctx, j.src_region, j.src_off + c->cur_off, chunk);
+
+		if (!hd) {
+			/* As below: the registration vanished. */
+			me_win_tx_abort(c, t);
+			me_conn_terminate(c, ME_CS_DEAD, -ENOENT);
+			return false;
+		}
+		t->zc = ME_ZC_RESP;
+		t->zc_cookie = hd;
 		t->zc_region = j.src_region;
 		t->zc_off = j.src_off + c->cur_off;
 		me_atomic_set(&t->zc_held, 1);

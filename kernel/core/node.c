@@ -69,6 +69,7 @@ struct me_node *me_node_create(const struct me_node_cfg *cfg,
 	    cfg->link_window < cfg->mtu || !cfg->rto_min_ns ||
 	    cfg->rto_max_ns < cfg->rto_min_ns || !cfg->max_passive || !cfg->key_fail_max ||
 	    (ops->zc_tx && (!ops->zc_hold || !ops->zc_put)) ||
+	    (ops->resp_hold && (!ops->resp_tx || !ops->resp_put)) ||
 	    (cfg->pace_pct && (!ops->pace_kick || cfg->pace_pct < 100 || cfg->pace_pct > 1000 ||
 				cfg->pace_burst > (4u << 20))))
 		return NULL;

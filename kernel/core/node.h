@@ -94,6 +94,12 @@ static inline bool me_zc_on(const struct me_node *n)
 	return n->ops->zc_tx && n->cfg.zc_min;
 }
 
+/* Read answers go by reference too (me_plat.h: resp_hold). */
+static inline bool me_zc_resp_on(const struct me_node *n)
+{
+	return n->ops->resp_hold && n->cfg.zc_min;
+}
+
 /* Operations whose payload the core holds references on (me_plat.h). */
 static inline bool me_zc_type(u32 type)
 {

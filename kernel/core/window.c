@@ -72,6 +72,16 @@ int me_win_alloc(struct me_conn *c)
 	return 0;
 }
 
+/* Drops the reference entry t holds on its payload (me_txslot.zc). */
+static void zc_put(struct me_node *n, struct me_txslot *t)
+{
+	me_atomic_set(&t->zc_held, 0);
+	if (t->zc == ME_ZC_RESP)
+		n->ops->resp_put(n->ctx, t->zc_cookie);
+	else
+		n->ops->zc_put(n->ctx, t->zc_cookie);
+}
+
 void me_win_free(struct me_conn *c)
 {
 	struct me_node *n = c->node;
@@ -79,10 +89,8 @@ void me_win_free(struct me_conn *c)
 
 	/* Nothing runs any more: drop what the entries still hold. */
 	for (i = 0; c->tx && i < c->window; i++) {
-		if (me_atomic_read(&c->tx[i].zc_held)) {
-			me_atomic_set(&c->tx[i].zc_held, 0);
-			n->ops->zc_put(n->ctx, c->tx[i].zc_cookie);
-		}
+		if (me_atomic_read(&c->tx[i].zc_held))
+			zc_put(n, &c->tx[i]);
 	}
 	if (c->tx)
 		n->ops->free(n->ctx, c->tx);
@@ -726,10 +734,8 @@ static void zc_drop_locked(struct me_conn *c, struct me_txslot *t)
 {
 	struct me_node *n = c->node;
 
-	if (zc_droppable(c, t)) {
-		me_atomic_set(&t->zc_held, 0);
-		n->ops->zc_put(n->ctx, t->zc_cookie);
-	}
+	if (zc_droppable(c, t))
+		zc_put(n, t);
 }
 
 /* Releases t->lock, dropping the entry's reference if it is droppable. */
@@ -834,19 +840,28 @@ static void slot_tx(struct me_conn *c, struct me_txslot *t, u32 link, u32 len, u
 {
 	struct me_node *n = c->node;
 	u32 pre;
+	int err;
 
 	/* Each transmission its own stamp: an ack names the copy it answers. */
 	me_wire_stamp(t->buf, me_wire_stamp_of(me_atomic64_read(&t->sent_ns)));
 	pre = carry_ack(c, t, len, now);
 	if (!t->zc) {
 		me_conn_tx(c, link, t->buf - pre, pre + len);
-	} else if (!me_atomic_read(&t->zc_held) ||
-		   n->ops->zc_tx(n->ctx, link, me_path_addr(c->pe, link), t->buf - pre,
-				 pre + ME_HDR_SEQ, t->zc_region, t->zc_off, len - ME_HDR_SEQ,
-				 t->zc_cookie)) {
-		/* (Without its reference the payload may not be read.) */
-		me_stat_inc(n, ME_ST_TX_FAIL);
+		return;
 	}
+	/* (Without its reference the payload may not be read.) */
+	if (!me_atomic_read(&t->zc_held))
+		err = -EINVAL;
+	else if (t->zc == ME_ZC_RESP)
+		err = n->ops->resp_tx(n->ctx, link, me_path_addr(c->pe, link), t->buf - pre,
+				      pre + ME_HDR_SEQ, t->zc_cookie, t->zc_off,
+				      len - ME_HDR_SEQ);
+	else
+		err = n->ops->zc_tx(n->ctx, link, me_path_addr(c->pe, link), t->buf - pre,
+				    pre + ME_HDR_SEQ, t->zc_region, t->zc_off, len - ME_HDR_SEQ,
+				    t->zc_cookie);
+	if (err)
+		me_stat_inc(n, ME_ST_TX_FAIL);
 }
 
 /* What one ack acked per path, for congestion control (cc.c). */

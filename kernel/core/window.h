@@ -21,6 +21,9 @@ struct me_conn;
  * each transmission exactly once.  The entry may be refilled with s +
  * window only after linfo reads (s, NONE).
  */
+#define ME_ZC_OP	1
+#define ME_ZC_RESP	2
+
 struct me_txslot {
 	me_lock_t lock;		/* Table 1 states 1 and 5a: held while the
 				 * entry's buffer is filled or transmitted */
@@ -31,14 +34,16 @@ struct me_txslot {
 	u64 first_ns;		/* first transmission, under lock */
 	u8 *buf;
 	/*
-	 * Payload by reference (me_plat_ops.zc_tx): buf holds the header
-	 * only, the payload is [zc_off, + len - header) of zc_region, and
-	 * zc_held says the entry holds a reference on operation zc_cookie's
-	 * payload.  Written under lock; zc_held is dropped (zc_put) by
-	 * whoever holds the lock once the entry is acknowledged or the
-	 * connection has ended (zc_settle() in window.c).
+	 * Payload by reference: buf holds the header only, the payload is
+	 * [zc_off, + len - header) of zc_region, and zc_held says the entry
+	 * holds a reference on it: ME_ZC_OP, operation zc_cookie's payload
+	 * (me_plat_ops.zc_tx, zc_put); ME_ZC_RESP, the region's memory a
+	 * read answer carries (resp_tx, resp_put, handle zc_cookie).
+	 * Written under lock; zc_held is dropped by whoever holds the lock
+	 * once the entry is acknowledged or the connection has ended
+	 * (zc_settle() in window.c).
 	 */
-	u8 zc;
+	u8 zc;			/* 0: copied into buf, or ME_ZC_* */
 	me_atomic_t zc_held;
 	u32 zc_region;
 	u64 zc_off;

@@ -143,6 +143,9 @@ const me_plat_ops ops = {
 	.timer_kick = nullptr,
 	.pace_kick = nullptr,
 	.pump_kick = nullptr,
+	.resp_hold = nullptr,
+	.resp_tx = nullptr,
+	.resp_put = nullptr,
 };
 
 // Everything queued for @n, as receive batches.

@@ -59,6 +59,9 @@ struct MtNode {
 	std::atomic<int> zc_bad{0};
 	std::atomic<int> misaddressed{0};	// frames sent to a wrong address
 	std::atomic<int> zc_tx_pkts{0};
+	// Read answers by reference (resp_hold): references held, packets.
+	std::atomic<int> resp_refs{0};
+	std::atomic<int> resp_tx_pkts{0};
 	// Pacing (ops.pace_kick): me_core_pace() is due at pace_at (0: not),
 	// run by the node's pacer thread.
 	std::mutex pace_mu;
@@ -184,6 +187,38 @@ int zc_tx(void *ctx, uint32_t link, uint64_t dst, const void *hdr, uint32_t hdr_
 	return tx(ctx, link, dst, pkt.data(), (uint32_t)pkt.size());
 }
 
+// The handle names the region (1, the source) while a reference is held.
+uint64_t resp_hold(void *ctx, uint32_t region, uint64_t off, uint32_t len)
+{
+	MtNode &n = M(ctx);
+	if (region != 1 || off + len > kMem)
+		return 0;
+	n.resp_refs++;
+	return region;
+}
+
+int resp_tx(void *ctx, uint32_t link, uint64_t dst, const void *hdr, uint32_t hdr_len,
+	    uint64_t handle, uint64_t off, uint32_t len)
+{
+	MtNode &n = M(ctx);
+	if (handle != 1 || n.resp_refs.load() <= 0 || off + len > kMem) {
+		n.zc_bad++;
+		return -EINVAL;
+	}
+	std::vector<uint8_t> pkt(hdr_len + len);
+	memcpy(pkt.data(), hdr, hdr_len);
+	memcpy(pkt.data() + hdr_len, n.src.data() + off, len);
+	n.resp_tx_pkts++;
+	return tx(ctx, link, dst, pkt.data(), (uint32_t)pkt.size());
+}
+
+void resp_put(void *ctx, uint64_t handle)
+{
+	MtNode &n = M(ctx);
+	if (handle != 1 || n.resp_refs.fetch_sub(1) <= 0)
+		n.zc_bad++;
+}
+
 void pace_kick(void *ctx, uint64_t at)
 {
 	MtNode &n = M(ctx);
@@ -203,7 +238,8 @@ void pump_kick(void *ctx)
 
 const me_plat_ops ops = {now_ns, tx, mr_check, mr_write, mr_local, mr_read,
 			 complete, alloc, pfree, zc_tx, zc_hold, zc_put, nullptr, nullptr, nullptr, nullptr,
-			 nullptr, nullptr, nullptr, nullptr, pace_kick, pump_kick};
+			 nullptr, nullptr, nullptr, nullptr, pace_kick, pump_kick,
+			 resp_hold, resp_tx, resp_put};
 
 enum class Mode {
 	plain,
@@ -492,6 +528,8 @@ void concurrent_rx(Mode mode)
 	EXPECT_GT(a.zc_tx_pkts.load(), 0);
 	for (int i = 0; i <= kMaxOps; i++)
 		EXPECT_EQ(a.zc_refs[i].load(), 0) << "cookie " << i;
+	EXPECT_GT(b.resp_tx_pkts.load(), 0);
+	EXPECT_EQ(b.resp_refs.load(), 0);
 	EXPECT_EQ(a.zc_bad.load(), 0);
 	EXPECT_EQ(b.zc_bad.load(), 0);
 	EXPECT_EQ(a.misaddressed.load() + b.misaddressed.load(), 0);

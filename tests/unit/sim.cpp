@@ -219,6 +219,43 @@ static int p_zc_tx(void *ctx, uint32_t link, uint64_t dst, const void *hdr, uint
 	return send_or_hold(n, link, dst, pkt.data(), (uint32_t)pkt.size());
 }
 
+// A read's answer by reference: the handle names the region while held.
+static uint64_t p_resp_hold(void *ctx, uint32_t region, uint64_t off, uint32_t len)
+{
+	Node &n = N(ctx);
+	auto it = n.regions.find(region);
+	if (it == n.regions.end() || off + len > it->second.mem.size())
+		return 0;
+	n.resp_held[n.resp_next] = region;
+	return n.resp_next++;
+}
+
+static int p_resp_tx(void *ctx, uint32_t link, uint64_t dst, const void *hdr, uint32_t hdr_len,
+		     uint64_t handle, uint64_t off, uint32_t len)
+{
+	Node &n = N(ctx);
+	auto h = n.resp_held.find(handle);
+	if (h == n.resp_held.end()) {
+		n.zc_bad++;
+		return -EINVAL;
+	}
+	auto it = n.regions.find(h->second);
+	if (it == n.regions.end() || off + len > it->second.mem.size())
+		return -ERANGE;
+	std::vector<uint8_t> pkt(hdr_len + len);
+	memcpy(pkt.data(), hdr, hdr_len);
+	memcpy(pkt.data() + hdr_len, it->second.mem.data() + off, len);
+	n.resp_tx_pkts++;
+	return send_or_hold(n, link, dst, pkt.data(), (uint32_t)pkt.size());
+}
+
+static void p_resp_put(void *ctx, uint64_t handle)
+{
+	Node &n = N(ctx);
+	if (!n.resp_held.erase(handle))
+		n.zc_bad++;
+}
+
 // Deterministic per seed, like everything else in the simulator.
 static uint32_t p_random_u32(void *ctx) { return (uint32_t)N(ctx).sim->rng.next(); }
 
@@ -240,6 +277,7 @@ static const me_plat_ops plat = {
 	p_rx_fill, p_mr_done, p_random_u32, p_retire, p_port_open, p_tx_burst,
 	p_mr_atomic, p_timer_kick, p_pace_kick,
 	nullptr,	// pump_kick: no receive batch here asks for a handoff
+	p_resp_hold, p_resp_tx, p_resp_put,
 };
 
 const me_plat_ops *sim_plat() { return &plat; }

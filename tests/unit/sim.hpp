@@ -114,6 +114,11 @@ struct Node {
 	uint64_t zc_revived = 0;	// hold on a completed op with none held:
 					// a use after free unless the cookie was reused
 	uint64_t zc_tx_pkts = 0;
+	// Read answers by reference (resp_hold): handle -> region, one per
+	// window entry holding one.
+	std::map<uint64_t, uint32_t> resp_held;
+	uint64_t resp_next = 1;
+	uint64_t resp_tx_pkts = 0;
 	// Transmit bursts (me_plat.h): packets held until the outermost close,
 	// as the module hands them to its driver.
 	int burst_depth = 0;
@@ -126,7 +131,7 @@ struct Node {
 		int64_t s = 0;
 		for (const auto &[c, r] : zc_refs)
 			s += r;
-		return s;
+		return s + (int64_t)resp_held.size();
 	}
 };
 

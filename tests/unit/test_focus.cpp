@@ -1130,10 +1130,76 @@ TEST(ZeroCopy, off__payload_copied)
 	Pair P(34, 1, {}, ca, cb);
 	ASSERT_NE(P.c, nullptr);
 	ASSERT_EQ(P.w->submit(P.c, 0, Op::WRITE, 300000), 0);
+	ASSERT_EQ(P.w->submit(P.c, 0, Op::READ, 300000), 0);
 	ASSERT_TRUE(P.sim.run([&] { return P.w->all_done(); }, P.sim.now + 1000000000ull));
 	P.w->check();
 	EXPECT_EQ(P.sim.nodes[0]->zc_tx_pkts, 0u);
 	EXPECT_TRUE(P.sim.nodes[0]->zc_refs.empty());
+	EXPECT_EQ(P.sim.nodes[1]->resp_tx_pkts, 0u);
+	EXPECT_EQ(P.sim.nodes[1]->resp_next, 1u) << "a reference was taken";
+}
+
+// A read's answer of at least zc_min bytes per packet goes by reference to
+// the region it reads (resp_hold), across loss, duplication and
+// reordering: retransmissions send from the region again, and every
+// entry's reference is dropped once acknowledged.
+TEST(ZeroCopy, read_answers_by_reference__references_dropped_after_acks)
+{
+	LinkParams lp;
+	lp.loss = 0.02;
+	lp.dup = 0.01;
+	lp.reorder = 0.05;
+	Pair P(35, 2, lp);
+	ASSERT_NE(P.c, nullptr);
+	for (int i = 0; i < 8; i++)
+		ASSERT_EQ(P.w->submit(P.c, 0, Op::READ, 100000 + i * 777), 0);
+	ASSERT_EQ(P.w->submit(P.c, 0, Op::READ, 700), 0);	// below zc_min: copied
+	ASSERT_TRUE(P.sim.run([&] { return P.w->all_done(); }, P.sim.now + 2000000000ull));
+	P.w->check();
+	Node &b = *P.sim.nodes[1];
+	EXPECT_GT(b.resp_tx_pkts, 100u);
+	EXPECT_GT(me_node_stat(b.node, ME_ST_TX_RTX_LOSS) + me_node_stat(b.node, ME_ST_TX_RTX_RTO),
+		  0u) << "no retransmission exercised the reference path";
+	ASSERT_TRUE(P.sim.run([&] { return P.sim.zc_outstanding() == 0; }, P.sim.now + 100000000));
+	EXPECT_EQ(P.sim.zc_bad(), 0u);
+}
+
+// The reader dies with answers in flight: the answering side's entries
+// drop their references on the region when it gives the connection up.
+TEST(ZeroCopy, reader_death__answer_references_dropped)
+{
+	Pair P(36, 2);
+	ASSERT_NE(P.c, nullptr);
+	for (int i = 0; i < 4; i++)
+		ASSERT_EQ(P.w->submit(P.c, 0, Op::READ, 400000), 0);
+	ASSERT_TRUE(P.sim.run([&] { return !P.sim.nodes[1]->resp_held.empty(); },
+			      P.sim.now + 100000000));
+	P.sim.nodes[0]->ticking = false;
+	P.sim.set_wire_up(0, false);
+	P.sim.set_wire_up(1, false);
+	ASSERT_TRUE(P.sim.run([&] { return me_conn_state(P.p) == ME_CS_DEAD; },
+			      P.sim.now + 20000000000ull));
+	EXPECT_TRUE(P.sim.nodes[1]->resp_held.empty());
+	EXPECT_EQ(P.sim.zc_bad(), 0u);
+}
+
+// The region a read reads is deregistered while its answer is being sent:
+// the rest of the answer cannot be built, and the connection ends as when
+// a copy fails; the entries' references go with it.
+TEST(ZeroCopy, region_gone_during_the_answer__connection_ends)
+{
+	Pair P(37, 1);
+	ASSERT_NE(P.c, nullptr);
+	ASSERT_EQ(P.w->submit(P.c, 0, Op::READ, 3 << 20), 0);
+	ASSERT_TRUE(P.sim.run([&] { return !P.sim.nodes[1]->resp_held.empty(); },
+			      P.sim.now + 100000000));
+	P.sim.nodes[1]->regions.erase(kSrc);
+	ASSERT_TRUE(P.sim.run([&] { return P.w->all_done(); }, P.sim.now + 20000000000ull));
+	EXPECT_NE(P.w->ops.begin()->second.status, 0);
+	EXPECT_EQ(me_conn_state(P.p), ME_CS_DEAD);
+	EXPECT_TRUE(P.sim.nodes[1]->resp_held.empty());
+	EXPECT_EQ(P.sim.zc_bad(), 0u);
+	P.w->check(false);
 }
 
 // A connection that dies with data in flight (its acks lost, then the peer

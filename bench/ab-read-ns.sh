@@ -1,0 +1,66 @@
+#!/bin/bash
+# Two builds of the module side by side, remote reads against writes, in
+# one guest: two namespaces joined by one veth pair, `me_bench --test
+# read` and `--test oneway` at 1 and 8 in flight, the modules alternating
+# in every round (same boot, same host contention).  Prints one CSV row
+# per run: label (module-mtu-depth), test, size, depth, MB/s, median us.
+#   scripts/vm --timeout 900 -- bench/ab-read-ns.sh OLD.ko NEW.ko [ROUNDS [MTUS [SIZES]]]
+# Defaults: 2 rounds, MTU 1500 and 9000, sizes 65536,1048576, 2 s each.
+# Output in /tmp/ab-read.
+set -euo pipefail
+top=$(cd "$(dirname "$0")/.." && pwd)
+B=$top/build/bin
+usage="usage: ab-read-ns.sh OLD.ko NEW.ko [ROUNDS [MTUS [SIZES]]]"
+ko_a=${1:?$usage}
+ko_b=${2:?$usage}
+rounds=${3:-2} mtus=${4:-1500 9000} sizes=${5:-65536,1048576}
+out=/tmp/ab-read
+rm -rf "$out"; mkdir -p "$out"
+: >"$out/all.csv"
+dmesg -C
+modprobe veth
+
+run() { # KO LABEL MTU
+	insmod "$1"
+	ip netns add a; ip netns add b
+	ip link add va netns a mtu "$3" type veth peer name vb netns b mtu "$3"
+	ip -n a link set va up; ip -n b link set vb up
+	ip -n a link set lo up; ip -n b link set lo up
+	ip netns exec a "$B/mectl" attach va
+	ip netns exec b "$B/mectl" attach vb
+	for ((i = 0; i < 100; i++)); do
+		ip netns exec a "$B/mectl" peers 2>/dev/null | grep -q alive && break
+		sleep 0.1
+	done
+	for d in 1 8; do
+		for t in read oneway; do
+			# The server serves one session, then exits.
+			ip netns exec b "$B/me_bench" server --idle 60 >"$out/server.log" 2>&1 &
+			local spid=$!
+			rm -f "$out/r.csv"
+			if ip netns exec a "$B/me_bench" client --test "$t" --sizes "$sizes" \
+				--depth "$d" --seconds 2 --csv "$out/r.csv" \
+				--label "$2-mtu$3-d$d" >"$out/client.log" 2>&1; then
+				grep -v '^label' "$out/r.csv" >>"$out/all.csv"
+			else
+				echo "ab-read-ns: $2 $t depth $d failed:" >&2
+				cat "$out/client.log" >&2
+			fi
+			wait "$spid" || true
+		done
+	done
+	ip netns del a; ip netns del b
+	sleep 0.5
+	rmmod multiedge
+}
+
+for ((r = 0; r < rounds; r++)); do
+	for mtu in $mtus; do
+		run "$ko_a" old "$mtu"
+		run "$ko_b" new "$mtu"
+	done
+done
+echo "label,test,size,depth,mbps,lat_median_us"
+cut -d, -f1-3,5,9,10 "$out/all.csv" | sort -t, -k2,2 -k1,1 -k3,3n
+dmesg | grep -E "WARNING|BUG|Oops" && exit 1
+exit 0

@@ -68,7 +68,7 @@ MODULE_PARM_DESC(link_dead_ms,
 static unsigned int tx_zc_min = 1024;
 module_param(tx_zc_min, uint, 0444);
 MODULE_PARM_DESC(tx_zc_min,
-		 "Payload bytes per packet from which writes, and answers to reads over a veth, are sent straight from the pinned pages (zero-copy transmit; default 1024, 0: always copy)");
+		 "Payload bytes per packet from which writes, and over a veth answers to reads of a page or more, are sent straight from the pinned pages (zero-copy transmit; default 1024, 0: always copy)");
 
 unsigned int me_engine_zc_min(void)
 {

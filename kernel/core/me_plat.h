@@ -248,7 +248,8 @@ struct me_plat_ops {
 	 * those bytes, taking whatever references the platform needs on that
 	 * memory until the frame is gone (it may return before); resp_put
 	 * drops the entry's reference, exactly once, when the entry is
-	 * acknowledged or its connection has ended.  resp_tx is only called
+	 * acknowledged or its connection has ended (at the latest when the
+	 * node is destroyed).  resp_tx is only called
 	 * while the reference is held.  Any context the core runs in; none
 	 * may sleep.
 	 */

@@ -358,9 +358,11 @@ static int link_xmit(struct me_net *mn, u32 idx, u64 to, const void *hdr, u32 hl
 	 * its payload would go into page fragments anyway: a frame in one
 	 * linear buffer is taken by the receiving softirq at once
 	 * (rx_direct), which at one read in flight is faster than the pages
-	 * saved (benchmarks.md).
+	 * saved (benchmarks.md).  Not with staging on either: a receive
+	 * area flips pool pages, never the answering process's (rx.c).
 	 */
-	copy = mr && sg && !st && !uarg && (!untracked(link) || plen < PAGE_SIZE);
+	copy = mr && sg && !st && !uarg &&
+	       (!untracked(link) || plen < PAGE_SIZE || me_stage_on());
 	ret = -ENOMEM;
 	lin = mr || !sg ? hlen : linear_len(hdr, hlen);
 	skb = me_link_alloc_skb(LL_RESERVED_SPACE(dev) + lin +

@@ -112,8 +112,9 @@ int me_link_xmit_staged(struct me_net *mn, u32 idx, u64 dst, const void *hdr, u3
  * A read's answer: @hdr followed by [off, off + plen) of @mr, which the
  * caller holds.  Over a veth, a page or more of payload by reference,
  * untracked (the skb's page references keep the pages, nothing waits for
- * its release); otherwise copied into the skb once.  Any context but
- * hard IRQ.
+ * its release), unless staging is on (page flips over veth); otherwise
+ * copied into the skb once, a page or more into pool pages a receive
+ * area may flip.  Any context but hard IRQ.
  */
 int me_link_xmit_answer(struct me_net *mn, u32 idx, u64 dst, const void *hdr, u32 hlen,
 			const struct me_mr *mr, u64 off, u32 plen);

@@ -48,6 +48,11 @@ u64 me_stage_pages(void)
 	return atomic64_read(&staged_pages);
 }
 
+bool me_stage_on(void)
+{
+	return tx_stage_kb;
+}
+
 static bool stage_wanted(struct me_net *mn, u32 len)
 {
 	unsigned int links = READ_ONCE(mn->nr_links);

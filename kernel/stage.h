@@ -33,5 +33,7 @@ void me_stage_release(struct me_net *mn, struct me_stage *st);
 struct page *me_stage_take(struct me_stage *st, u64 pos, u32 n);
 /* Pages staged now, all namespaces. */
 u64 me_stage_pages(void);
+/* Is staging on (tx_stage_kb): are page flips over veth wanted? */
+bool me_stage_on(void);
 
 #endif

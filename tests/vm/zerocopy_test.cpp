@@ -276,6 +276,14 @@ TEST_F(VethRefTest, ReadAnswersBelowAPageAreCopiedIntact)
 	EXPECT_EQ(read_at_every_alignment(), 0u);
 }
 
+// With staging on (page flips over veth wanted) read answers are copied
+// into pool pages, which a receive area may flip; never by reference.
+TEST_F(StagedTest, ReadAnswersAreCopiedIntact)
+{
+	ASSERT_NO_FATAL_FAILURE(SetUpPair(2, 9000));
+	EXPECT_EQ(read_at_every_alignment(), 0u);
+}
+
 // Frames of a write held 4 s in link 0's queue, untracked: the write
 // completes once placed (what they carried went again on link 1), the
 // user refills the buffer, and when the held frames arrive, reading the

@@ -10,6 +10,7 @@
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 B=$top/build/bin
+. "$top/bench/ns-module.sh"
 usage="usage: ab-read-ns.sh OLD.ko NEW.ko [ROUNDS [MTUS [SIZES]]]"
 ko_a=${1:?$usage}
 ko_b=${2:?$usage}
@@ -21,17 +22,11 @@ dmesg -C
 modprobe veth
 
 run() { # KO LABEL MTU
-	insmod "$1"
 	ip netns add a; ip netns add b
 	ip link add va netns a mtu "$3" type veth peer name vb netns b mtu "$3"
 	ip -n a link set va up; ip -n b link set vb up
 	ip -n a link set lo up; ip -n b link set lo up
-	ip netns exec a "$B/mectl" attach va
-	ip netns exec b "$B/mectl" attach vb
-	for ((i = 0; i < 100; i++)); do
-		ip netns exec a "$B/mectl" peers 2>/dev/null | grep -q alive && break
-		sleep 0.1
-	done
+	ns_load "$1" || exit 1
 	for d in 1 8; do
 		for t in read oneway; do
 			# The server serves one session, then exits.
@@ -50,8 +45,7 @@ run() { # KO LABEL MTU
 		done
 	done
 	ip netns del a; ip netns del b
-	sleep 0.5
-	rmmod multiedge
+	ns_unload
 }
 
 for ((r = 0; r < rounds; r++)); do

@@ -241,24 +241,16 @@ static int add_mr_copy(struct sk_buff *skb, const struct me_mr *mr, u64 off, u32
 	while (len) {
 		u32 n = min_t(u32, len, PAGE_SIZE);
 		struct page *page;
-		void *p;
-		int err;
 
 		if (i >= MAX_SKB_FRAGS)
 			return -EMSGSIZE;
-		page = me_pool_get(GFP_ATOMIC);
+		page = copy_piece(mr, off, 0, n);
 		if (!page)
 			return -ENOMEM;
-		p = kmap_local_page(page);
-		err = me_mr_read(mr, off, p, n);
-		kunmap_local(p);
-		/* Given to the skb either way: its release returns it. */
 		skb_fill_page_desc(skb, i++, page, 0, n);
 		skb->len += n;
 		skb->data_len += n;
 		skb->truesize += PAGE_SIZE;
-		if (err)
-			return err;
 		off += n;
 		len -= n;
 	}

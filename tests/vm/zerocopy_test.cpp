@@ -28,6 +28,10 @@ namespace {
 constexpr size_t kLen = 1 << 20;
 constexpr auto kHold = 4s;	// netem delay on link 0
 
+// Offsets and lengths off page boundaries, a page and one byte.
+constexpr std::pair<uint64_t, uint32_t> kCases[] = {
+	{0, kLen / 2}, {1, 4096}, {4095, 70001}, {kLen / 2 + 13, 200000}, {kLen - 1, 1}};
+
 uint64_t zc_frames(multiedge::Device &d)
 {
 	auto links = d.links();
@@ -81,44 +85,33 @@ protected:
 		ClusterTest::TearDown();
 	}
 
-	// Writes src to dst at offsets and lengths off page boundaries, a
-	// page and one byte; checks each completion and the bytes.
+	// Writes src to dst at kCases; checks each completion and the bytes.
 	void write_at_every_alignment()
 	{
 		const RemoteRegion rd = multiedge::remote_of(*mr_dst_);
-		const std::pair<uint64_t, uint32_t> cases[] = {{0, kLen / 2},
-							       {1, 4096},
-							       {4095, 70001},
-							       {kLen / 2 + 13, 200000},
-							       {kLen - 1, 1}};
 		uint64_t cookie = 1;
-		for (auto [off, len] : cases)
+		for (auto [off, len] : kCases)
 			ME_ASSERT_OK(conn_->write(*mr_src_, off, rd, off, len, cookie++));
 		for (uint64_t k = 1; k < cookie; k++) {
 			auto c = c_->dev(0).wait_for(k, 30s);
 			ME_ASSERT_OK(c);
 			EXPECT_TRUE(c->ok()) << c->describe();
 		}
-		for (auto [off, len] : cases)
+		for (auto [off, len] : kCases)
 			EXPECT_EQ(first_difference(src_->data() + off, dst_->data() + off, len), -1)
 				<< "at " << off << " +" << len;
 	}
 
-	// Reads dst (node 1's, refilled) into src at offsets and lengths off
-	// page boundaries; checks each completion and the bytes.  Returns
+	// Reads dst (node 1's, refilled) into src at kCases; checks each
+	// completion and the bytes.  Returns
 	// the frames node 1 sent by reference meanwhile.
 	uint64_t read_at_every_alignment()
 	{
 		fill_random(dst_->data(), kLen, 43);
 		const RemoteRegion rd = multiedge::remote_of(*mr_dst_);
-		const std::pair<uint64_t, uint32_t> cases[] = {{0, kLen / 2},
-							       {1, 4096},
-							       {4095, 70001},
-							       {kLen / 2 + 13, 200000},
-							       {kLen - 1, 1}};
 		const uint64_t before = zc_frames(c_->dev(1));
 		uint64_t cookie = 100;
-		for (auto [off, len] : cases)
+		for (auto [off, len] : kCases)
 			EXPECT_TRUE(conn_->read(*mr_src_, off, rd, off, len, cookie++).ok());
 		for (uint64_t k = 100; k < cookie; k++) {
 			auto c = c_->dev(0).wait_for(k, 30s);
@@ -127,7 +120,7 @@ protected:
 				EXPECT_TRUE(c->ok()) << c->describe();
 			}
 		}
-		for (auto [off, len] : cases)
+		for (auto [off, len] : kCases)
 			EXPECT_EQ(first_difference(dst_->data() + off, src_->data() + off, len), -1)
 				<< "at " << off << " +" << len;
 		return zc_frames(c_->dev(1)) - before;

@@ -311,8 +311,8 @@ static bool untracked(const struct me_link *link)
  * tracked by @uarg, whose callback runs once the skb's data are released,
  * or untracked over a veth (untracked()); or of their copies in @st, which
  * nothing tracks; copied instead for a device without scatter-gather, and
- * without @uarg or @st, a read's answer, where the link is not untracked)
- * on link @idx.
+ * for a read's answer, without @uarg or @st, except where it goes by
+ * reference: see the rule at `copy` below) on link @idx.
  * Without @mr, @hdr is the whole packet; a page or more of payload goes
  * into page fragments behind the header (linear_len).  Inside a transmit
  * burst the frame is held and sent when the burst ends (txbatch.c).

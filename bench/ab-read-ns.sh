@@ -6,6 +6,8 @@
 # per run: label (module-mtu-depth), test, size, depth, MB/s, median us.
 #   scripts/vm --timeout 900 -- bench/ab-read-ns.sh OLD.ko NEW.ko [ROUNDS [MTUS [SIZES]]]
 # Defaults: 2 rounds, MTU 1500 and 9000, sizes 65536,1048576, 2 s each.
+# PARAMS_OLD, PARAMS_NEW: module parameters for each (set them in a
+# wrapper run under scripts/vm, which does not pass the environment on).
 # Output in /tmp/ab-read.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -21,12 +23,12 @@ rm -rf "$out"; mkdir -p "$out"
 dmesg -C
 modprobe veth
 
-run() { # KO LABEL MTU
+run() { # KO LABEL MTU [PARAMS...]
 	ip netns add a; ip netns add b
 	ip link add va netns a mtu "$3" type veth peer name vb netns b mtu "$3"
 	ip -n a link set va up; ip -n b link set vb up
 	ip -n a link set lo up; ip -n b link set lo up
-	ns_load "$1" || exit 1
+	ns_load "$1" "${@:4}" || exit 1
 	for d in 1 8; do
 		for t in read oneway; do
 			# The server serves one session, then exits.
@@ -50,8 +52,10 @@ run() { # KO LABEL MTU
 
 for ((r = 0; r < rounds; r++)); do
 	for mtu in $mtus; do
-		run "$ko_a" old "$mtu"
-		run "$ko_b" new "$mtu"
+		# shellcheck disable=SC2086 # parameters, one word each
+		run "$ko_a" old "$mtu" ${PARAMS_OLD:-}
+		# shellcheck disable=SC2086
+		run "$ko_b" new "$mtu" ${PARAMS_NEW:-}
 	done
 done
 echo "label,test,size,depth,mbps,lat_median_us"

@@ -14,6 +14,8 @@ struct me_conn;
 #define ME_REGION_MSG	0xffffffffu
 /* Smallest packet size: a whole send (ME_SEND_MAX) fits one packet. */
 #define ME_MIN_PACKET	1280
+/* Packets above this are not worth their per-connection buffers. */
+#define ME_MAX_PACKET	9000
 
 int me_engine_init(void);		/* module parameters */
 /* Payload bytes per packet from which writes go by reference (0: never). */

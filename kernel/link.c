@@ -56,9 +56,6 @@ module_param(tx_veth_track, bool, 0444);
 MODULE_PARM_DESC(tx_veth_track,
 		 "Track frames sent by reference over a veth as over a NIC: the write completes once the stack released them, and the veth copies their pages (default 0: untracked, passed on as they are)");
 
-/* Packets above this are not worth their per-connection buffers. */
-#define ME_MAX_PACKET	9000
-
 /* Module-wide receive counters, per CPU (the handler runs on every CPU). */
 struct me_rx_pcpu {
 	u64 frames;
@@ -761,9 +758,12 @@ int me_link_init(void)
 		return -EINVAL;
 	}
 
-	ret = me_netns_init();
+	ret = me_rx_init();
 	if (ret)
 		return ret;
+	ret = me_netns_init();
+	if (ret)
+		goto err_rx;
 	ret = register_netdevice_notifier(&me_netdev_notifier);
 	if (ret)
 		goto err_netns;
@@ -781,6 +781,8 @@ err_pack:
 	unregister_netdevice_notifier(&me_netdev_notifier);
 err_netns:
 	me_netns_uninit();
+err_rx:
+	me_rx_exit();
 	return ret;
 }
 
@@ -801,6 +803,7 @@ void me_link_uninit(void)
 	 * into the module.
 	 */
 	me_train_uninit();
+	me_rx_exit();
 }
 
 u16 me_link_ethertype(void)

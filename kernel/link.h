@@ -66,6 +66,8 @@ struct me_link {
 	struct ptr_ring ring;
 	unsigned int nthreads;
 	unsigned int next_wake;		/* racy round robin, harmless */
+	atomic_t direct_left;		/* bytes by reference the softirq may take (rx.c) */
+	u64 idle_ns;			/* when the threads last went idle (rx.c) */
 	struct me_rx_thread threads[ME_RX_THREADS_MAX];
 };
 
@@ -127,6 +129,9 @@ u64 me_link_zc_skbs(void);
 void me_link_zc_released(void);
 
 /* Receive threads (rx.c). */
+/* The softirq's per-CPU frame buffers (rx_direct), module-wide. */
+int me_rx_init(void);
+void me_rx_exit(void);
 int me_rx_start(struct me_link *link, unsigned int packet_size);
 void me_rx_stop(struct me_link *link);
 /* A frame from @src (0: no valid address) to the link's threads. */

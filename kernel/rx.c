@@ -47,6 +47,21 @@ module_param(rx_direct, bool, 0444);
 MODULE_PARM_DESC(rx_direct,
 		 "Handle small frames in the NIC's softirq while the link's ring is empty (default 1; 0: always the threads)");
 
+/*
+ * Over a veth the softirq runs on the sending CPU: taking every frame by
+ * reference there would serialize a stream's sending and receiving on
+ * one CPU, which the threads spread over two (benchmarks.md, 2026-12-03).
+ * So it takes frames by reference only on a link whose threads have been
+ * idle for RX_DIRECT_IDLE_NS (a quiet link, not a stream's pause between
+ * bursts), this much each time they went idle, then wakes them.
+ */
+static unsigned int rx_direct_kb = 128;
+module_param(rx_direct_kb, uint, 0444);
+MODULE_PARM_DESC(rx_direct_kb,
+		 "Frames by reference (a veth's) the softirq handles itself each time the link's receive threads went idle, KiB (0..4096, default 128; 0: the threads take them)");
+
+#define RX_DIRECT_IDLE_NS	(100 * NSEC_PER_USEC)
+
 /* Frames in rings, all links: per CPU, since the handler and threads differ. */
 static DEFINE_PER_CPU(long, rx_queued);
 
@@ -64,6 +79,31 @@ static DEFINE_PER_CPU(long, rx_queued);
  * its entries when it exits.
  */
 static DEFINE_PER_CPU(struct task_struct *, rx_running);
+
+/*
+ * What the softirq builds a frame with page fragments on when it handles
+ * it itself (rx_direct_ok), as a thread does on its own: one per CPU,
+ * used with bottom halves off only, which do not nest on a CPU.
+ */
+struct me_rx_direct {
+	struct me_rx_frame frame;
+	u8 bounce[ME_MAX_PACKET];
+};
+
+static struct me_rx_direct __percpu *rx_direct_bufs;
+
+int me_rx_init(void)
+{
+	rx_direct_bufs = alloc_percpu(struct me_rx_direct);
+	return rx_direct_bufs ? 0 : -ENOMEM;
+}
+
+/* After the handler is gone (dev_remove_pack waited for it). */
+void me_rx_exit(void)
+{
+	free_percpu(rx_direct_bufs);
+	rx_direct_bufs = NULL;
+}
 
 /* Frames a thread hands the engine as one batch, at most; then it offers the CPU. */
 #define RX_BATCH	64
@@ -172,9 +212,8 @@ static bool frag_is_whole(const skb_frag_t *f, u32 off, u32 len)
  * frame must be copied whole (not a data frame, a frag list, too many
  * fragments).
  */
-static int frame_build(struct me_rx_thread *t, struct sk_buff *skb, u32 len)
+static int frame_build(struct me_rx_frame *fr, u8 *bounce, struct sk_buff *skb, u32 len)
 {
-	struct me_rx_frame *fr = &t->frame;
 	struct skb_shared_info *sh = skb_shinfo(skb);
 	u32 head = skb_headlen(skb), off = head, lin;
 	const u8 *hp;
@@ -182,7 +221,7 @@ static int frame_build(struct me_rx_thread *t, struct sk_buff *skb, u32 len)
 	unsigned int i;
 	u8 hb[2];
 
-	fr->buf = t->bounce;
+	fr->buf = bounce;
 	fr->len = len;
 	fr->nsegs = 0;
 	if (skb_has_frag_list(skb) || head >= len)
@@ -266,37 +305,45 @@ static void consume_keep_pages(const struct me_rx_frame *fr, struct sk_buff *skb
 		me_pool_put(keep[i]);
 }
 
-static void rx_one(struct me_rx_thread *t, struct sk_buff *skb, unsigned int bounce_len)
+/*
+ * Hands @skb from @src to the engine in batch @b and consumes it; a frame
+ * with page fragments is built on @fr, its linear part (or all of it, if
+ * it must be copied) in @bounce, @bounce_len (the packet size) long.
+ */
+static void rx_deliver(struct me_link *link, struct me_rx_batch *b, struct sk_buff *skb,
+		       u64 src, struct me_rx_frame *fr, u8 *bounce, unsigned int bounce_len)
 {
-	struct me_link *link = t->link;
 	const void *buf = skb->data;
-	u64 src = rx_cb(skb)->src;
 	u32 len = skb->len;
 	int segs;
 
-	t->batch.rx_ns = rx_cb(skb)->queued_ns;
 	if (skb_headlen(skb) < len) {
 		/* Only the engine's own bytes matter; the rest is padding. */
 		len = min(len, bounce_len);
-		segs = frame_build(t, skb, len);
+		segs = frame_build(fr, bounce, skb, len);
 		if (segs > 0) {
-			me_engine_rx_frame(link->mn, &t->batch, link->idx, src, &t->frame);
-			consume_keep_pages(&t->frame, skb);
-			goto out_consumed;
+			me_engine_rx_frame(link->mn, b, link->idx, src, fr);
+			consume_keep_pages(fr, skb);
+			return;
 		}
 		if (segs < 0) {
 			this_cpu_inc(link->stats->rx_copied);
-			if (skb_copy_bits(skb, 0, t->bounce, len))
+			if (skb_copy_bits(skb, 0, bounce, len))
 				goto out;
 		} else {	/* frame_build copied it all */
-			len = t->frame.len;
+			len = fr->len;
 		}
-		buf = t->bounce;
+		buf = bounce;
 	}
-	me_engine_rx(link->mn, &t->batch, link->idx, src, buf, len);
+	me_engine_rx(link->mn, b, link->idx, src, buf, len);
 out:
 	consume_skb(skb);
-out_consumed:
+}
+
+static void rx_one(struct me_rx_thread *t, struct sk_buff *skb, unsigned int bounce_len)
+{
+	t->batch.rx_ns = rx_cb(skb)->queued_ns;
+	rx_deliver(t->link, &t->batch, skb, rx_cb(skb)->src, &t->frame, t->bounce, bounce_len);
 	this_cpu_dec(rx_queued);
 }
 
@@ -352,6 +399,9 @@ static int rx_thread(void *arg)
 			smp_mb();
 			skb = ptr_ring_consume(&link->ring);
 			if (!skb) {
+				/* Idle: the softirq may take frames by reference again. */
+				WRITE_ONCE(link->idle_ns, ktime_get_ns());
+				atomic_set(&link->direct_left, rx_direct_kb * 1024);
 				if (!kthread_should_stop())
 					schedule();
 				WRITE_ONCE(t->sleeping, false);
@@ -373,8 +423,10 @@ static int rx_thread(void *arg)
  * against the threads, keep what wins)?  What saves the thread's wakeup,
  * and a context switch, per frame on a quiet link (a ping-pong's hop),
  * when nothing in it can sleep:
- *   - a frame in one linear buffer (small ones; no page to flip, which
- *     needs the thread's context; no bounce buffer);
+ *   - a frame in one linear buffer (small ones), or one whose page
+ *     fragments are a sender's memory (a veth's frame by reference:
+ *     shared, so no page to flip, which needs the thread's context),
+ *     built on this CPU's buffer (rx_direct_bufs);
  *   - of a connection already open, acks or sequenced traffic (an
  *     atomic's compare-and-exchange does not sleep either): never a
  *     HELLO, CONNECT or ACCEPT, which may create a peer or allocate a
@@ -390,17 +442,29 @@ static int rx_thread(void *arg)
  */
 static bool rx_direct_ok(struct me_link *link, const struct sk_buff *skb)
 {
+	u32 head = skb_headlen(skb);
 	u8 type;
 
-	if (!rx_direct || skb_is_nonlinear(skb) || skb->len < 2 || !__ptr_ring_empty(&link->ring))
+	if (!rx_direct || head < 2 || !__ptr_ring_empty(&link->ring))
+		return false;
+	if (skb_is_nonlinear(skb) &&
+	    (!skb_has_shared_frag(skb) || skb_has_frag_list(skb) || !in_softirq()))
 		return false;
 	type = skb->data[1];
 	/* An ack carrying a packet (wire 9): that packet decides. */
-	if (type == ME_PT_ACK && skb->len >= ME_HDR_ACK + 2 &&
-	    (skb->data[3] & ME_F_CARRY))
+	if (type == ME_PT_ACK && head >= 4 && (skb->data[3] & ME_F_CARRY)) {
+		if (head < ME_HDR_ACK + 2)
+			return false;
 		type = skb->data[ME_HDR_ACK + 1];
-	return type == ME_PT_ACK || type == ME_PT_NACK ||
-	       (type >= ME_PT_WRITE && type <= ME_PT_STATUS) || type == ME_PT_ATOMIC;
+	}
+	if (type != ME_PT_ACK && type != ME_PT_NACK &&
+	    (type < ME_PT_WRITE || type > ME_PT_STATUS) && type != ME_PT_ATOMIC)
+		return false;
+	/* By reference: within what is left of the budget (rx_direct_kb). */
+	return !skb_is_nonlinear(skb) ||
+	       (ktime_get_ns() - READ_ONCE(link->idle_ns) >= RX_DIRECT_IDLE_NS &&
+		atomic_read(&link->direct_left) > 0 &&
+		atomic_sub_return((int)skb->len, &link->direct_left) >= 0);
 }
 
 static void rx_direct_one(struct me_link *link, struct sk_buff *skb, u64 src)
@@ -412,7 +476,15 @@ static void rx_direct_one(struct me_link *link, struct sk_buff *skb, u64 src)
 	/* A receive thread's own ack over a veth (rx_running). */
 	b.handoff = link->copies_refs && num_online_cpus() > 1 &&
 		    this_cpu_read(rx_running) == current;
-	me_engine_rx(link->mn, &b, link->idx, src, skb->data, skb->len);
+	if (skb_is_nonlinear(skb)) {
+		/* Bottom halves are off (rx_direct_ok): this CPU's buffer is ours. */
+		struct me_rx_direct *d = this_cpu_ptr(rx_direct_bufs);
+
+		rx_deliver(link, &b, skb, src, &d->frame, d->bounce, link->mn->packet_size);
+		skb = NULL;
+	} else {
+		me_engine_rx(link->mn, &b, link->idx, src, skb->data, skb->len);
+	}
 	me_engine_rx_end(link->mn, &b, idx);
 	this_cpu_inc(link->stats->rx_direct);
 	consume_skb(skb);
@@ -500,11 +572,13 @@ int me_rx_start(struct me_link *link, unsigned int packet_size)
 	unsigned int i;
 	int ret;
 
-	if (rx_threads < 1 || rx_threads > ME_RX_THREADS_MAX || rx_ring < 64 || rx_ring > 65536) {
-		pr_err("bad parameter: rx_threads=%u (1..%u) rx_ring=%u (64..65536)\n",
-		       rx_threads, ME_RX_THREADS_MAX, rx_ring);
+	if (rx_threads < 1 || rx_threads > ME_RX_THREADS_MAX || rx_ring < 64 || rx_ring > 65536 ||
+	    rx_direct_kb > 4096) {
+		pr_err("bad parameter: rx_threads=%u (1..%u) rx_ring=%u (64..65536) rx_direct_kb=%u (0..4096)\n",
+		       rx_threads, ME_RX_THREADS_MAX, rx_ring, rx_direct_kb);
 		return -EINVAL;
 	}
+	atomic_set(&link->direct_left, rx_direct_kb * 1024);
 	ret = ptr_ring_init(&link->ring, rx_ring, GFP_KERNEL);
 	if (ret)
 		return ret;

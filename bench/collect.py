@@ -443,6 +443,7 @@ def table(rows, d):
             p(f"| {size_name(s)} | {fmt(mc)} | " + " | ".join(fmt(m) for m in mes) + " | "
               + " | ".join(fr(r) for r in rs) + f" | {fmt(tcp)} |")
         p("")
+        reads_table(ns, conds, p)
         mp = pick(ns, system="multiedge", test="pingpong", size=8)
         tp = pick(ns, system="tcp", test="pingpong", size=8)
         if mp or tp:
@@ -530,6 +531,27 @@ def table(rows, d):
     for name, what, ok in targets:
         p(f"| {name} | {what} | {'yes' if ok else 'NO'} |")
     return "\n".join(out) + "\n"
+
+
+def reads_table(ns, conds, p):
+    """Phase D's remote reads beside its one-way writes, per MTU."""
+    sizes = sorted({r["size"] for r in ns if r["system"] == "multiedge" and r["test"] == "read"
+                    and r["size"] >= 4096})
+    if not sizes:
+        return
+    p("#### Namespace testbed: remote reads against one-way writes (MB/s, one run each)")
+    p("")
+    p("| size | " + " | ".join(f"write {c.split()[-1]} | read {c.split()[-1]} | read/write"
+                            for c in conds) + " |")
+    p("|---:|" + "---:|---:|---:|" * len(conds))
+    for s in sizes:
+        cells = []
+        for c in conds:
+            w = val(pick(ns, system="multiedge", test="oneway", condition=c, size=s), "mbps")
+            rd = val(pick(ns, system="multiedge", test="read", condition=c, size=s), "mbps")
+            cells.append(f"{fmt(w)} | {fmt(rd)} | {fr(ratio(rd, w))}")
+        p(f"| {size_name(s)} | " + " | ".join(cells) + " |")
+    p("")
 
 
 def host_drops(d):

@@ -234,6 +234,9 @@ def netns(rows, d):
     for cond in sorted({r["condition"] for r in ns if r["system"] == "multiedge"}):
         xs, ys = series(ns, "mbps", system="multiedge", test="oneway", condition=cond)
         ax.plot(xs, ys, "o-", label=f"multiedge one-way, {cond}", markersize=4)
+        xs, ys = series(ns, "mbps", system="multiedge", test="read", condition=cond)
+        if xs:  # results from before phase D measured reads have none
+            ax.plot(xs, ys, "v--", label=f"multiedge remote read, {cond}", markersize=4)
     xs, ys = series(ns, "mbps", system="memcpy")
     need("memcpy in the namespace guest", xs)
     ax.plot(xs, ys, "k:", label="memcpy (same guest)")

@@ -92,8 +92,15 @@ struct me_rx_direct {
 
 static struct me_rx_direct __percpu *rx_direct_bufs;
 
+/* At module load: the parameters, and the softirq's frame buffers. */
 int me_rx_init(void)
 {
+	if (rx_threads < 1 || rx_threads > ME_RX_THREADS_MAX || rx_ring < 64 || rx_ring > 65536 ||
+	    rx_direct_kb > 4096) {
+		pr_err("bad parameter: rx_threads=%u (1..%u) rx_ring=%u (64..65536) rx_direct_kb=%u (0..4096)\n",
+		       rx_threads, ME_RX_THREADS_MAX, rx_ring, rx_direct_kb);
+		return -EINVAL;
+	}
 	rx_direct_bufs = alloc_percpu(struct me_rx_direct);
 	return rx_direct_bufs ? 0 : -ENOMEM;
 }
@@ -572,12 +579,6 @@ int me_rx_start(struct me_link *link, unsigned int packet_size)
 	unsigned int i;
 	int ret;
 
-	if (rx_threads < 1 || rx_threads > ME_RX_THREADS_MAX || rx_ring < 64 || rx_ring > 65536 ||
-	    rx_direct_kb > 4096) {
-		pr_err("bad parameter: rx_threads=%u (1..%u) rx_ring=%u (64..65536) rx_direct_kb=%u (0..4096)\n",
-		       rx_threads, ME_RX_THREADS_MAX, rx_ring, rx_direct_kb);
-		return -EINVAL;
-	}
 	atomic_set(&link->direct_left, rx_direct_kb * 1024);
 	ret = ptr_ring_init(&link->ring, rx_ring, GFP_KERNEL);
 	if (ret)

@@ -157,6 +157,21 @@ TEST_F(ModuleTest, RejectsPacingOutsideItsRange)
 	ASSERT_EQ(unload_module(), 0);
 }
 
+// The receive path's parameters (design.md): refused at load, not at the
+// first attach, and named in the log.
+TEST_F(ModuleTest, RejectsReceiveParametersOutsideTheirRange)
+{
+	for (const char *bad : {"rx_threads=0", "rx_threads=9", "rx_ring=63", "rx_ring=65537",
+				"rx_direct_kb=4097"}) {
+		KmsgReader log;
+		EXPECT_EQ(load_module(bad), EINVAL) << bad;
+		EXPECT_FALSE(module_loaded()) << bad;
+		EXPECT_TRUE(any_contains(log.read_new(), bad)) << bad;
+	}
+	ASSERT_EQ(load_module("rx_threads=8 rx_ring=65536 rx_direct_kb=4096"), 0);
+	ASSERT_EQ(unload_module(), 0);
+}
+
 TEST_F(ModuleTest, CustomEthertype)
 {
 	ASSERT_EQ(load_module("ethertype=0x88b6"), 0);

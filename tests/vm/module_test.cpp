@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstring>
 #include <fcntl.h>
+#include <initializer_list>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <thread>
@@ -63,6 +64,17 @@ bool any_contains(const std::vector<std::string> &lines, const std::string &s)
 {
 	return std::any_of(lines.begin(), lines.end(),
 			   [&](const std::string &l) { return l.find(s) != std::string::npos; });
+}
+
+// Each parameter setting fails the load with EINVAL and is named in the log.
+void expect_refused(std::initializer_list<const char *> settings)
+{
+	for (const char *bad : settings) {
+		KmsgReader log;
+		EXPECT_EQ(load_module(bad), EINVAL) << bad;
+		EXPECT_FALSE(module_loaded()) << bad;
+		EXPECT_TRUE(any_contains(log.read_new(), bad)) << bad;
+	}
 }
 
 me_query query_or_fail(int fd)
@@ -146,13 +158,7 @@ TEST_F(ModuleTest, RejectsAnAckHoldBeyondFourMilliseconds)
 // 1..4096 KiB; anything else is refused and named in the log.
 TEST_F(ModuleTest, RejectsPacingOutsideItsRange)
 {
-	for (const char *bad : {"pace_pct=99", "pace_pct=1001", "pace_burst_kb=0",
-				"pace_burst_kb=4097"}) {
-		KmsgReader log;
-		EXPECT_EQ(load_module(bad), EINVAL) << bad;
-		EXPECT_FALSE(module_loaded()) << bad;
-		EXPECT_TRUE(any_contains(log.read_new(), bad)) << bad;
-	}
+	expect_refused({"pace_pct=99", "pace_pct=1001", "pace_burst_kb=0", "pace_burst_kb=4097"});
 	ASSERT_EQ(load_module("pace_pct=1000 pace_burst_kb=4096"), 0);
 	ASSERT_EQ(unload_module(), 0);
 }
@@ -161,13 +167,8 @@ TEST_F(ModuleTest, RejectsPacingOutsideItsRange)
 // first attach, and named in the log.
 TEST_F(ModuleTest, RejectsReceiveParametersOutsideTheirRange)
 {
-	for (const char *bad : {"rx_threads=0", "rx_threads=9", "rx_ring=63", "rx_ring=65537",
-				"rx_direct_kb=4097"}) {
-		KmsgReader log;
-		EXPECT_EQ(load_module(bad), EINVAL) << bad;
-		EXPECT_FALSE(module_loaded()) << bad;
-		EXPECT_TRUE(any_contains(log.read_new(), bad)) << bad;
-	}
+	expect_refused({"rx_threads=0", "rx_threads=9", "rx_ring=63", "rx_ring=65537",
+			"rx_direct_kb=4097"});
 	ASSERT_EQ(load_module("rx_threads=8 rx_ring=65536 rx_direct_kb=4096"), 0);
 	ASSERT_EQ(unload_module(), 0);
 }

@@ -101,6 +101,9 @@ int me_rx_init(void)
 		       rx_threads, ME_RX_THREADS_MAX, rx_ring, rx_direct_kb);
 		return -EINVAL;
 	}
+	/* Only the softirq's frames by reference use them (rx_direct_ok). */
+	if (!rx_direct || !rx_direct_kb)
+		return 0;
 	rx_direct_bufs = alloc_percpu(struct me_rx_direct);
 	return rx_direct_bufs ? 0 : -ENOMEM;
 }
@@ -469,7 +472,7 @@ static bool rx_direct_ok(struct me_link *link, const struct sk_buff *skb)
 		return false;
 	/* By reference: within what is left of the budget (rx_direct_kb). */
 	return !skb_is_nonlinear(skb) ||
-	       (ktime_get_ns() - READ_ONCE(link->idle_ns) >= RX_DIRECT_IDLE_NS &&
+	       (rx_direct_kb && ktime_get_ns() - READ_ONCE(link->idle_ns) >= RX_DIRECT_IDLE_NS &&
 		atomic_read(&link->direct_left) > 0 &&
 		atomic_sub_return((int)skb->len, &link->direct_left) >= 0);
 }

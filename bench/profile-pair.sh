@@ -22,11 +22,15 @@ rec=$((secs - 2))
 [ "$rec" -ge 1 ] || { echo "profile-pair: SECONDS must be at least 3" >&2; exit 2; }
 node=${ME_NODE:?run under scripts/vm --nodes 2}
 sh=$top/build/profile-pair
+# Waits without starting a process (a sleep(1) in these polling loops is a
+# fork and an exec on the CPUs being measured; benchmarks.md, Method).
+exec {nap_fd}<> <(:)
+nap() { read -rt "$1" -u "$nap_fd" || :; }
 out=/tmp/profile
 mkdir -p "$out"
 command -v perf >/dev/null || { echo "profile-pair: perf not found (Debian package linux-perf)" >&2; exit 2; }
 [ "$node" -ne 0 ] || { rm -rf "$sh"; mkdir -p "$sh"; }
-for ((i = 0; i < 100; i++)); do [ -d "$sh" ] && break; sleep 0.1; done
+for ((i = 0; i < 100; i++)); do [ -d "$sh" ] && break; nap 0.1; done
 echo 0 >/proc/sys/kernel/kptr_restrict
 echo -1 >/proc/sys/kernel/perf_event_paranoid
 dmesg -C
@@ -36,17 +40,20 @@ ip addr add "10.9.0.$((node + 1))/24" dev eth0
 "$B/mectl" attach eth0 >/dev/null
 for ((i = 0; i < 300; i++)); do
 	"$B/mectl" peers 2>/dev/null | grep -q alive && break
-	sleep 0.1
+	nap 0.1
 done
 
-# eth0's frames received and sent and its virtio interrupts so far, one line.
+# eth0's frames received and sent, its virtio interrupts, and its bytes
+# received and sent so far, one line.
 net_snap() {
-	echo "$(cat /sys/class/net/eth0/statistics/rx_packets) $(cat /sys/class/net/eth0/statistics/tx_packets)" \
-		"$(awk '/virtio.*-(input|output)/ {for (i = 2; i <= NF && $i ~ /^[0-9]+$/; i++) n += $i} END {print n + 0}' /proc/interrupts)"
+	local st=/sys/class/net/eth0/statistics
+	echo "$(cat $st/rx_packets) $(cat $st/tx_packets)" \
+		"$(awk '/virtio.*-(input|output)/ {for (i = 2; i <= NF && $i ~ /^[0-9]+$/; i++) n += $i} END {print n + 0}' /proc/interrupts)" \
+		"$(cat $st/rx_bytes) $(cat $st/tx_bytes)"
 }
 export -f net_snap
 
-wait_for() { local i; for ((i = 0; i < 2400; i++)); do [ -e "$sh/$1" ] && return 0; sleep 0.05; done; echo "profile-pair: no $1" >&2; return 1; }
+wait_for() { local i; for ((i = 0; i < 2400; i++)); do [ -e "$sh/$1" ] && return 0; nap 0.05; done; echo "profile-pair: no $1" >&2; return 1; }
 
 if [ "$node" -eq 1 ]; then
 	"$B/me_bench" server --idle 120 >"$out/server.log" 2>&1 &
@@ -55,12 +62,13 @@ if [ "$node" -eq 1 ]; then
 		# Recording before node 0 starts: perf takes seconds to start here.
 		# Busy CPU from 1 s after the start for SECONDS-2 s.
 		perf record -a -o "$out/$sys.data" -- bash -c "
+			exec {nap}<> <(:)
 			touch $sh/recording-$sys
-			while [ ! -e $sh/start-$sys ]; do sleep 0.05; done
+			while [ ! -e $sh/start-$sys ]; do read -rt 0.05 -u \$nap || :; done
 			sleep 1; snap=\$(head -1 /proc/stat); net=\$(net_snap)
 			sleep $rec; echo \"\$snap\" >$sh/$sys.stat; head -1 /proc/stat >>$sh/$sys.stat
 			{ echo \"\$net\"; net_snap; } >$sh/$sys.net
-			while [ ! -e $sh/stop-$sys ]; do sleep 0.05; done" 2>/dev/null
+			while [ ! -e $sh/stop-$sys ]; do read -rt 0.05 -u \$nap || :; done" 2>/dev/null
 		awk '{b = $2+$3+$4+$7+$8+$9; t = b+$5+$6} NR == 1 {b0 = b; t0 = t}
 			NR == 2 {print b - b0, t - t0}' "$sh/$sys.stat" >"$sh/$sys.busy"
 		perf report -i "$out/$sys.data" --no-children --sort sym --stdio 2>/dev/null |
@@ -113,27 +121,40 @@ mb_s() { # SYS: MB/s of the run
 	tcp) python3 -c 'import json,sys; print("%.1f" % (json.load(open(sys.argv[1]))["end"]["sum_received"]["bits_per_second"] / 8e6))' "$sh/tcp.json" ;;
 	esac
 }
+# Per MB figures are per MB of payload moved within each node's recorded
+# window, not at the run's average rate: a run's start (congestion
+# control's first round trips, iperf3's ramp) would count against the
+# system that ramps slower.  Payload: the bytes the node's eth0 took in
+# (receiver) or sent (sender) in its window, less each frame's headers
+# (Ethernet 14 and multiedge's 88, or TCP/IP's 52 with timestamps; the
+# few acks and keepalives among them are counted as data frames).
+hdr() { case $1 in me) echo 102 ;; tcp) echo 66 ;; esac; }
 wait
 for sys in me tcp; do
 	read -r busy all <"$sh/$sys.busy"
 	read -r sbusy sall < <(awk '{b = $2+$3+$4+$7+$8+$9; t = b+$5+$6} NR == 1 {b0 = b; t0 = t}
 		NR == 2 {print b - b0, t - t0}' "$sh/$sys.sstat")
-	mbps=$(mb_s "$sys")
-	# jiffies are 1/100 s here (CONFIG_HZ_USER); us per MB = busy s * 1e6 / (MB/s * recorded s)
-	awk -v b="$busy" -v a="$all" -v sb="$sbusy" -v sa="$sall" -v m="$mbps" -v s="$rec" -v n="$sys" 'BEGIN {
-		printf "=== %s: %.1f MB/s, receiver busy %.0f%%, receiver CPU %.0f us/MB; sender busy %.0f%%, sender CPU %.0f us/MB\n",
-			n, m, 100 * b / a, (m > 0 ? b / 100 * 1e6 / (m * s) : 0),
-			(sa > 0 ? 100 * sb / sa : 0), (m > 0 ? sb / 100 * 1e6 / (m * s) : 0) }'
+	# jiffies are 1/100 s here (CONFIG_HZ_USER)
+	awk -v b="$busy" -v a="$all" -v sb="$sbusy" -v sa="$sall" -v m="$(mb_s "$sys")" -v s="$rec" \
+		-v n="$sys" -v h="$(hdr "$sys")" '
+		FILENAME ~ /snet$/ {if (FNR == 1) {p0 = $2; b0 = $5} else smb = ($5 - b0 - h * ($2 - p0)) / 1e6; next}
+		{if (FNR == 1) {p0 = $1; b0 = $4} else rmb = ($4 - b0 - h * ($1 - p0)) / 1e6}
+		END {
+		printf "=== %s: %.1f MB/s (the run), %.1f MB/s (the receiver\047s window); receiver busy %.0f%%, receiver CPU %.0f us/MB; sender busy %.0f%%, sender CPU %.0f us/MB\n",
+			n, m, rmb / s, 100 * b / a, (rmb > 0 ? b / 100 * 1e6 / rmb : 0),
+			(sa > 0 ? 100 * sb / sa : 0), (smb > 0 ? sb / 100 * 1e6 / smb : 0) }' \
+		"$sh/$sys.snet" "$sh/$sys.net"
 done
 # Frames each way and virtio interrupts per MB moved, on both nodes: a
 # frame or an interrupt costs the emulated machine far more than a byte.
 for sys in me tcp; do
-	mbps=$(mb_s "$sys")
-	awk -v m="$mbps" -v s="$rec" -v n="$sys" '
-		FNR == 1 {r0 = $1; t0 = $2; i0 = $3; next}
-		{mb = m * s; if (mb <= 0) mb = 1
+	awk -v n="$sys" -v h="$(hdr "$sys")" '
+		FNR == 1 {r0 = $1; t0 = $2; i0 = $3; rb0 = $4; tb0 = $5; next}
+		{snd = FILENAME ~ /snet$/
+		 mb = snd ? ($5 - tb0 - h * ($2 - t0)) / 1e6 : ($4 - rb0 - h * ($1 - r0)) / 1e6
+		 if (mb <= 0) mb = 1
 		 printf "=== %s: %s per MB: frames in %.0f, out %.0f, virtio interrupts %.0f\n",
-			n, (FILENAME ~ /snet$/ ? "sender" : "receiver"), ($1 - r0) / mb, ($2 - t0) / mb, ($3 - i0) / mb}' \
+			n, (snd ? "sender" : "receiver"), ($1 - r0) / mb, ($2 - t0) / mb, ($3 - i0) / mb}' \
 		"$sh/$sys.snet" "$sh/$sys.net"
 done
 for sys in me tcp; do

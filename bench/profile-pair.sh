@@ -122,12 +122,13 @@ mb_s() { # SYS: MB/s of the run
 	esac
 }
 # Per MB figures are per MB of payload moved within each node's recorded
-# window, not at the run's average rate: a run's start (congestion
-# control's first round trips, iperf3's ramp) would count against the
-# system that ramps slower.  Payload: the bytes the node's eth0 took in
-# (receiver) or sent (sender) in its window, less each frame's headers
-# (Ethernet 14 and multiedge's 88, or TCP/IP's 52 with timestamps; the
-# few acks and keepalives among them are counted as data frames).
+# window, not at the run's average rate: multiedge's has read 16-49%
+# below its window's rate where TCP's did not (benchmarks.md, 2026-12-03,
+# thirty-ninth, later), and the busy time is the window's.  Payload: the
+# bytes the node's eth0 took in (receiver) or sent (sender) in its
+# window, less each frame's headers (Ethernet 14 and multiedge's 88, or
+# TCP/IP's 52 with timestamps; the few acks and keepalives among them are
+# counted as data frames).
 hdr() { case $1 in me) echo 102 ;; tcp) echo 66 ;; esac; }
 wait
 for sys in me tcp; do

@@ -3,9 +3,9 @@
 # to node 1 over eth0 with multiedge and then with TCP (iperf3), each for
 # the same time, while node 1 records `perf record -a` and its busy CPU
 # over the middle of each run, and node 0 its own busy CPU over the same
-# stretch.  Prints both nodes' busy CPU per MB for both systems, their
-# frames each way and virtio interrupts per MB, and the receiver's
-# profiles' top symbols.
+# stretch.  Prints each system's rate over the run and over the window,
+# both nodes' busy CPU per MB moved in the window, their frames each way
+# and virtio interrupts per MB, and the receiver's profiles' top symbols.
 #   scripts/vm --nodes 2 --links 1 --timeout 600 -- bench/profile-pair.sh [SIZE [SECONDS [MTU]]]
 # Defaults: 1 MiB writes, 6 s (node 1 records the middle SECONDS-2 s), eth0
 # at MTU 1500 on both nodes.

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstring>
 #include <fcntl.h>
+#include <fstream>
 #include <initializer_list>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
@@ -85,13 +86,31 @@ me_query query_or_fail(int fd)
 	return q;
 }
 
-// A veth pair in the test's namespace, removed at scope exit.
+// Whether `ifname`'s operstate reads "up" within 5 s.  Linkwatch sets it
+// when it runs for the carrier, and attaches the device's qdisc then: a
+// frame sent before that meets the noop qdisc and is dropped.
+bool wait_operstate_up(const std::string &ifname)
+{
+	const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+	do {
+		std::ifstream f("/sys/class/net/" + ifname + "/operstate");
+		std::string state;
+		if (f >> state && state == "up")
+			return true;
+		std::this_thread::sleep_for(std::chrono::milliseconds(10));
+	} while (std::chrono::steady_clock::now() < deadline);
+	return false;
+}
+
+// A veth pair in the test's namespace, both ends up and passing frames,
+// removed at scope exit.
 class VethPair {
 public:
 	VethPair()
 	{
 		ok_ = modprobe("veth") == 0 && netns::add_veth("me-ta", "", "me-tb", "", 1500) &&
-		      netns::set_up("", "me-ta", true) && netns::set_up("", "me-tb", true);
+		      netns::set_up("", "me-ta", true) && netns::set_up("", "me-tb", true) &&
+		      wait_operstate_up("me-ta") && wait_operstate_up("me-tb");
 	}
 	~VethPair() { netns::del_link("", "me-ta"); }
 	bool ok() const { return ok_; }

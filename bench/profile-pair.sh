@@ -130,6 +130,13 @@ mb_s() { # SYS: MB/s of the run
 # TCP/IP's 52 with timestamps; the few acks and keepalives among them are
 # counted as data frames).
 hdr() { case $1 in me) echo 102 ;; tcp) echo 66 ;; esac; }
+# FILE (a .net or .snet window, two net_snap lines) SYS: MB of payload
+# the node took in (.net, the receiver) or sent (.snet, the sender).
+window_mb() {
+	awk -v h="$(hdr "$2")" -v snd="$([[ $1 == *.snet ]] && echo 1 || echo 0)" '
+		{p[NR] = snd ? $2 : $1; b[NR] = snd ? $5 : $4}
+		END {print (b[2] - b[1] - h * (p[2] - p[1])) / 1e6}' "$1"
+}
 wait
 for sys in me tcp; do
 	read -r busy all <"$sh/$sys.busy"
@@ -137,26 +144,22 @@ for sys in me tcp; do
 		NR == 2 {print b - b0, t - t0}' "$sh/$sys.sstat")
 	# jiffies are 1/100 s here (CONFIG_HZ_USER)
 	awk -v b="$busy" -v a="$all" -v sb="$sbusy" -v sa="$sall" -v m="$(mb_s "$sys")" -v s="$rec" \
-		-v n="$sys" -v h="$(hdr "$sys")" '
-		FILENAME ~ /snet$/ {if (FNR == 1) {p0 = $2; b0 = $5} else smb = ($5 - b0 - h * ($2 - p0)) / 1e6; next}
-		{if (FNR == 1) {p0 = $1; b0 = $4} else rmb = ($4 - b0 - h * ($1 - p0)) / 1e6}
-		END {
+		-v n="$sys" -v rmb="$(window_mb "$sh/$sys.net" "$sys")" -v smb="$(window_mb "$sh/$sys.snet" "$sys")" 'BEGIN {
 		printf "=== %s: %.1f MB/s (the run), %.1f MB/s (the receiver\047s window); receiver busy %.0f%%, receiver CPU %.0f us/MB; sender busy %.0f%%, sender CPU %.0f us/MB\n",
 			n, m, rmb / s, 100 * b / a, (rmb > 0 ? b / 100 * 1e6 / rmb : 0),
-			(sa > 0 ? 100 * sb / sa : 0), (smb > 0 ? sb / 100 * 1e6 / smb : 0) }' \
-		"$sh/$sys.snet" "$sh/$sys.net"
+			(sa > 0 ? 100 * sb / sa : 0), (smb > 0 ? sb / 100 * 1e6 / smb : 0) }'
 done
 # Frames each way and virtio interrupts per MB moved, on both nodes: a
 # frame or an interrupt costs the emulated machine far more than a byte.
 for sys in me tcp; do
-	awk -v n="$sys" -v h="$(hdr "$sys")" '
-		FNR == 1 {r0 = $1; t0 = $2; i0 = $3; rb0 = $4; tb0 = $5; next}
-		{snd = FILENAME ~ /snet$/
-		 mb = snd ? ($5 - tb0 - h * ($2 - t0)) / 1e6 : ($4 - rb0 - h * ($1 - r0)) / 1e6
-		 if (mb <= 0) mb = 1
-		 printf "=== %s: %s per MB: frames in %.0f, out %.0f, virtio interrupts %.0f\n",
-			n, (snd ? "sender" : "receiver"), ($1 - r0) / mb, ($2 - t0) / mb, ($3 - i0) / mb}' \
-		"$sh/$sys.snet" "$sh/$sys.net"
+	for f in "$sh/$sys.snet" "$sh/$sys.net"; do
+		awk -v n="$sys" -v who="$([[ $f == *.snet ]] && echo sender || echo receiver)" \
+			-v mb="$(window_mb "$f" "$sys")" '
+			FNR == 1 {r0 = $1; t0 = $2; i0 = $3; next}
+			{if (mb <= 0) mb = 1
+			 printf "=== %s: %s per MB: frames in %.0f, out %.0f, virtio interrupts %.0f\n",
+				n, who, ($1 - r0) / mb, ($2 - t0) / mb, ($3 - i0) / mb}' "$f"
+	done
 done
 for sys in me tcp; do
 	echo "=== $sys: receiver's profile"

@@ -7,6 +7,8 @@
 # server's acks per MB.
 #   scripts/vm --timeout 1200 -- bench/ab-ns.sh OLD.ko NEW.ko [REPS [SIZES [MTUS]]]
 # Defaults: 3 repetitions, sizes 65536,1048576, MTUs 1500 9000.
+# ME_A_PARAMS, ME_B_PARAMS: module parameters for each (the same .ko twice
+# compares two settings).
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 B=$top/build/bin
@@ -74,8 +76,10 @@ for ((r = 1; r <= reps; r++)); do
 			order="a b"
 			((r % 2)) || order="b a"
 			for which in $order; do
-				ko=$ko_a; [ "$which" = b ] && ko=$ko_b
-				ns_load "$ko" || exit 1
+				ko=$ko_a params=${ME_A_PARAMS:-}
+				[ "$which" = b ] && ko=$ko_b params=${ME_B_PARAMS:-}
+				# shellcheck disable=SC2086 # a list of parameters
+				ns_load "$ko" $params || exit 1
 				run_me "$which" "$mtu" "$size"
 			done
 			run_tcp "$mtu" "$size"
@@ -86,7 +90,7 @@ done
 ns_unload
 ip netns del a; ip netns del b
 
-python3 - "$out/rows" "$ko_a" "$ko_b" <<'EOF'
+python3 - "$out/rows" "$ko_a" "$ko_b" "${ME_A_PARAMS:-}" "${ME_B_PARAMS:-}" <<'EOF'
 import sys, statistics
 rows = [l.split() for l in open(sys.argv[1])]
 res = {}
@@ -94,7 +98,7 @@ for sysname, mtu, size, mbps, t0, t1, i0, i1, d0, d1, a0, a1 in rows:
     busy = int(t1) - int(t0)
     key = (int(mtu), int(size), sysname)
     res.setdefault(key, []).append((float(mbps), busy, int(d1) - int(d0), int(a1) - int(a0)))
-print("a = %s\nb = %s" % (sys.argv[2], sys.argv[3]))
+print("a = %s %s\nb = %s %s" % (sys.argv[2], sys.argv[4], sys.argv[3], sys.argv[5]))
 print("| MTU | size | system | MB/s (median) | per repetition | busy ticks/MB | data frames/MB | acks/MB |")
 print("|---:|---:|---|---:|---|---:|---:|---:|")
 for key in sorted(res):

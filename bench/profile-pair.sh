@@ -122,9 +122,10 @@ mb_s() { # SYS: MB/s of the run
 	esac
 }
 # Per MB figures are per MB of payload moved within each node's recorded
-# window, not at the run's average rate: multiedge's has read 16-49%
-# below its window's rate where TCP's did not (benchmarks.md, 2026-12-03,
-# thirty-ninth, later), and the busy time is the window's.  Payload: the
+# window, not at the run's average rate: the busy time is the window's,
+# and with perf recording the rate swings by up to 2x within a run, so
+# a window's rate may differ from the run's either way (benchmarks.md,
+# 2026-12-03, fortieth).  Payload: the
 # bytes the node's eth0 took in (receiver) or sent (sender) in its
 # window, less each frame's headers (Ethernet 14 and multiedge's 88, or
 # TCP/IP's 52 with timestamps; the few acks and keepalives among them are

@@ -380,16 +380,6 @@ static u64 round_trip(struct me_node *n, struct me_path *pa)
 }
 
 /*
- * How far above the base a delay shows a queue: half way to the target,
- * and beyond the path's own noise, which says nothing of a queue.
- */
-static u64 queue_above(struct me_node *n, struct me_path *pa, u64 base)
-{
-	return me_max_u64((me_cc_target(n, pa, base) - base) / 2,
-			  ME_CC_NOISE_K * me_atomic64_read(&pa->noise_ns));
-}
-
-/*
  * Did a queue lose this packet, or a lossy link?  A queue that overflows
  * has filled first: the delay was well above the base (half way to the
  * target, and beyond the path's own noise, which says nothing of a
@@ -404,19 +394,15 @@ static bool queue_loss(struct me_node *n, struct me_path *pa, u32 lost, u32 cwnd
 {
 	u64 delay = me_atomic64_read(&pa->cc_delay_ns), base = me_cc_base(pa);
 	u32 full = overflow_window(n, pa, base, now);
+	u64 above;
 
 	if (!delay || !base || (full && cwnd >= full))
 		return true;
-	if (delay >= base + queue_above(n, pa, base))
+	above = me_max_u64((me_cc_target(n, pa, base) - base) / 2,
+			   ME_CC_NOISE_K * me_atomic64_read(&pa->noise_ns));
+	if (delay >= base + above)
 		return true;
 	return lost >= 2 && (u64)lost * n->cfg.mtu * ME_CC_BURST >= cwnd;
-}
-
-bool me_cc_queued(struct me_node *n, struct me_path *pa)
-{
-	u64 delay = me_atomic64_read(&pa->cc_delay_ns), base = me_cc_base(pa);
-
-	return delay && base && delay >= base + queue_above(n, pa, base);
 }
 
 /*

@@ -36,11 +36,6 @@ void me_cc_probe_rtt(struct me_node *node, struct me_path *pa, u64 rtt_ns,
 		     bool quiet, u64 now);
 /* The delay the path's window aims at now (see cc.c). */
 u64 me_cc_target(struct me_node *node, struct me_path *pa, u64 base);
-/*
- * Does the path's last delay show a queue (as a queue's loss is judged)?
- * False before a delay was measured.
- */
-bool me_cc_queued(struct me_node *node, struct me_path *pa);
 /* A packet sent on the path was lost (found by later packets' acks). */
 void me_cc_lost(struct me_node *node, struct me_path *pa, u64 now);
 /* A packet sent on the path timed out. */

@@ -953,31 +953,24 @@ void me_path_suspect(struct me_node *n, struct me_peer *p, u32 link, u64 since)
 
 /*
  * The delivery rate of a path, sampled over rate_ns while it is kept
- * full.  A sample is what the path can carry only if the path showed a
- * queue (its delay, me_cc_queued()) through the sample: then the
- * estimate follows it.  Otherwise whatever held the path (its share of
- * link_window, rate_share; its congestion window) held it below what it
- * can carry, and the sample is a lower bound: it may raise the estimate,
- * never lower it.  Without that rule, a revived path's first round trips
- * (two packets of window) dragged its estimate to a tenth of its
- * sibling's, and the share and choice that follow the estimate kept it
- * there (guests: 0.5-1 MB of 16 MiB on the revived link); and a path held
- * by its share beside a sibling whose estimate times the round trip
- * exceeds link_window delivered less than its estimate each time, so the
- * estimate fell to nothing (guests: 8 Mbit/s beside 10 Gbit/s siblings
- * on tbf links of 71 Mbit/s, benchmarks.md 2026-12-03, fortieth), while
- * the siblings, held by their windows, kept their NICs' speed.  Without
- * congestion control there is no window and no delay: a path is held by
- * its share alone, and every sample counts.
+ * full.  Full by its share of link_window (rate_share), a sample is what
+ * the path can carry, and the estimate follows it.  Full by its
+ * congestion window (slow start after it came back, a congested path), a
+ * sample is that window per round trip, a lower bound: it may raise the
+ * estimate, never lower it.  Taken as a measure, a revived path's first
+ * round trips (two packets of window) dragged its estimate to a tenth of
+ * its sibling's, and the share and choice that follow the estimate kept
+ * it there (guests: 0.5-1 MB of 16 MiB on the revived link).
  */
 static void rate_update(struct me_node *n, struct me_path *pa, u64 now,
 			u64 maxrate)
 {
 	u64 d = me_atomic64_read(&pa->delivered);
 	u32 old = me_atomic_read(&pa->rate);
+	u64 share = rate_share(n, old, maxrate);
 	u64 cap = link_cap(n, pa, old, maxrate);
 	bool busy = me_atomic_read(&pa->inflight) >= cap / 2;
-	bool queued = !n->cfg.cc || me_cc_queued(n, pa);
+	bool by_cwnd = me_cc_window(n, pa) < share;
 	u64 dt = now - pa->rate_t0;
 
 	if (dt < n->cfg.rate_ns)
@@ -985,14 +978,14 @@ static void rate_update(struct me_node *n, struct me_path *pa, u64 now,
 	if (busy && pa->rate_busy && dt < 0xffffffffull) {
 		u64 sample = me_div_u64((d - pa->rate_d0) * 1000, (u32)dt);
 
-		if (sample && (sample > old || (queued && pa->rate_queued)))
+		if (sample && (sample > old || (!by_cwnd && !pa->rate_cwnd)))
 			me_atomic_set(&pa->rate,
 				      (u32)me_max_u64((3ull * old + sample) / 4, 1));
 	}
 	pa->rate_t0 = now;
 	pa->rate_d0 = d;
 	pa->rate_busy = busy;
-	pa->rate_queued = queued;
+	pa->rate_cwnd = by_cwnd;
 }
 
 /*

@@ -110,7 +110,7 @@ struct me_path {
 	u64 rate_t0;		/* (timer) */
 	u64 rate_d0;		/* (timer) */
 	bool rate_busy;		/* (timer) path saturated at rate_t0 */
-	bool rate_queued;	/* (timer) ... showing a queue (rate_update()) */
+	bool rate_cwnd;		/* (timer) ... by its congestion window */
 };
 
 /*

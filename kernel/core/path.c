@@ -954,13 +954,19 @@ void me_path_suspect(struct me_node *n, struct me_peer *p, u32 link, u64 since)
 /*
  * The delivery rate of a path, sampled over rate_ns while it is kept
  * full.  Full by its share of link_window (rate_share), a sample is what
- * the path can carry, and the estimate follows it.  Full by its
- * congestion window (slow start after it came back, a congested path), a
- * sample is that window per round trip, a lower bound: it may raise the
- * estimate, never lower it.  Taken as a measure, a revived path's first
- * round trips (two packets of window) dragged its estimate to a tenth of
- * its sibling's, and the share and choice that follow the estimate kept
- * it there (guests: 0.5-1 MB of 16 MiB on the revived link).
+ * the path can carry, and the estimate follows it, if that share let it
+ * carry its estimate for a round trip.  Full by its congestion window
+ * (slow start after it came back, a congested path), or by a share
+ * smaller than that, a sample is that window or share per round trip, a
+ * lower bound: it may raise the estimate, never lower it.  Taken as a
+ * measure, a revived path's first round trips (two packets of window)
+ * dragged its estimate to a tenth of its sibling's, and the share and
+ * choice that follow the estimate kept it there (guests: 0.5-1 MB of 16
+ * MiB on the revived link); and beside a sibling whose estimate times the
+ * round trip exceeds link_window (one never measured, at its NIC's
+ * speed) each sample of a path held by its share fell below the estimate
+ * that share came from, down to nothing (guests: 8 Mbit/s beside 10
+ * Gbit/s, benchmarks.md 2026-12-03, fortieth).
  */
 static void rate_update(struct me_node *n, struct me_path *pa, u64 now,
 			u64 maxrate)
@@ -971,6 +977,9 @@ static void rate_update(struct me_node *n, struct me_path *pa, u64 now,
 	u64 cap = link_cap(n, pa, old, maxrate);
 	bool busy = me_atomic_read(&pa->inflight) >= cap / 2;
 	bool by_cwnd = me_cc_window(n, pa) < share;
+	u64 rtt = me_min_u64(me_atomic64_read(&pa->cc_rtt_ns), 1ull << 34);
+	/* rate is bytes per microsecond: the estimate's bytes per round trip */
+	bool shows = !rtt || share >= me_div_u64((u64)old * rtt, 1000);
 	u64 dt = now - pa->rate_t0;
 
 	if (dt < n->cfg.rate_ns)
@@ -978,7 +987,7 @@ static void rate_update(struct me_node *n, struct me_path *pa, u64 now,
 	if (busy && pa->rate_busy && dt < 0xffffffffull) {
 		u64 sample = me_div_u64((d - pa->rate_d0) * 1000, (u32)dt);
 
-		if (sample && (sample > old || (!by_cwnd && !pa->rate_cwnd)))
+		if (sample && (sample > old || (!by_cwnd && !pa->rate_cwnd && shows)))
 			me_atomic_set(&pa->rate,
 				      (u32)me_max_u64((3ull * old + sample) / 4, 1));
 	}

@@ -254,6 +254,41 @@ TEST(MultiLink, revived_link__carries_its_share_again)
 	EXPECT_EQ(me_conn_state(M.c), ME_CS_ESTABLISHED);
 }
 
+// A link whose share of link_window is less than its estimate's worth of
+// one round trip delivers less than its estimate, whatever it could carry.
+// Taken as measures, such samples shrank the estimate, so the share, so
+// the next sample: beside a sibling at its NIC's speed that nothing had
+// lowered (held by its congestion window), a link that had been measured
+// alone fell to one packet per round trip (guests: 8 Mbit/s beside 10
+// Gbit/s; 1.3x one link with two, benchmarks.md 2026-12-03, fortieth).
+// Here link_window (256 KiB) covers 10 Gbit/s for 0.2 ms of a 2 ms round
+// trip: link 0 streams alone first, then link 1 comes back at its NIC's
+// speed.
+TEST(MultiLink, share_held_link__keeps_its_share_beside_an_unmeasured_sibling)
+{
+	LinkParams lp;
+	lp.delay_ns = 1000000;
+	Multi M(28, {lp, lp}, [](me_node_cfg &cf) { cf.rate_ns = 2000000; });
+	ASSERT_NE(M.c, nullptr);
+	me_node *a = M.sim.nodes[0]->node;
+	const me_node_cfg &cf = M.sim.nodes[0]->cfg;
+	M.sim.set_wire_up(1, false);
+	ASSERT_TRUE(M.sim.run([&] { return !me_link_alive(a, 1); },
+			      M.sim.now + cf.link_dead_ns + 4 * cf.tick_ns));
+	// The target region holds 10 writes of 1 MiB: 5 alone, 5 on both.
+	M.writes(5, 1 << 20, 20000000000ull);
+	M.sim.set_wire_up(1, true);
+	ASSERT_TRUE(M.sim.run([&] { return me_link_alive(a, 1) == 1; },
+			      M.sim.now + 100 * cf.hello_ns));
+	uint64_t b0 = M.sim.wires[0].bytes[0], b1 = M.sim.wires[1].bytes[0];
+	M.writes(5, 1 << 20, 20000000000ull);
+	M.w->check();
+	uint64_t d0 = M.sim.wires[0].bytes[0] - b0, d1 = M.sim.wires[1].bytes[0] - b1;
+	printf("both links up: link 0 %.1f MB, link 1 %.1f MB\n", d0 / 1e6, d1 / 1e6);
+	EXPECT_GT(d0, (d0 + d1) / 3) << "the link measured alone carries too little";
+	EXPECT_EQ(me_conn_state(M.c), ME_CS_ESTABLISHED);
+}
+
 // Two paths held by one bottleneck they share, the receiving host's CPU
 // (as one guest's veth links are), after one of them came back from a
 // cut.  An ack's hold is the time since the newest packet it answers

@@ -977,15 +977,15 @@ static void rate_update(struct me_node *n, struct me_path *pa, u64 now,
 	u64 cap = link_cap(n, pa, old, maxrate);
 	bool busy = me_atomic_read(&pa->inflight) >= cap / 2;
 	bool by_cwnd = me_cc_window(n, pa) < share;
-	u64 rtt = me_min_u64(me_atomic64_read(&pa->cc_rtt_ns), 1ull << 34);
-	/* rate is bytes per microsecond: the estimate's bytes per round trip */
-	bool shows = !rtt || share >= me_div_u64((u64)old * rtt, 1000);
 	u64 dt = now - pa->rate_t0;
 
 	if (dt < n->cfg.rate_ns)
 		return;
 	if (busy && pa->rate_busy && dt < 0xffffffffull) {
 		u64 sample = me_div_u64((d - pa->rate_d0) * 1000, (u32)dt);
+		u64 rtt = me_min_u64(me_atomic64_read(&pa->cc_rtt_ns), 1ull << 34);
+		/* rate is bytes per microsecond: the estimate's bytes per round trip */
+		bool shows = !rtt || share >= me_div_u64((u64)old * rtt, 1000);
 
 		if (sample && (sample > old || (!by_cwnd && !pa->rate_cwnd && shows)))
 			me_atomic_set(&pa->rate,

@@ -52,24 +52,49 @@ struct Multi {
 
 	uint64_t st(int node, me_stat s) { return me_node_stat(sim.nodes[node]->node, s); }
 
+	// Waits until node 0 declares link l dead; false if it never does.
+	bool wait_dead(uint32_t l)
+	{
+		me_node *a = sim.nodes[0]->node;
+		const me_node_cfg &cf = sim.nodes[0]->cfg;
+		bool dead = sim.run([&] { return !me_link_alive(a, l); },
+				    sim.now + cf.link_dead_ns + 4 * cf.tick_ns);
+		EXPECT_TRUE(dead) << "link " << l << " not declared dead";
+		return dead;
+	}
+
+	// Link l's cable back, and the wait until node 0 has it alive again.
+	bool revive(uint32_t l)
+	{
+		me_node *a = sim.nodes[0]->node;
+		const me_node_cfg &cf = sim.nodes[0]->cfg;
+		sim.set_wire_up((int)l, true);
+		bool alive = sim.run([&] { return me_link_alive(a, l) == 1; },
+				     sim.now + 100 * cf.hello_ns);
+		EXPECT_TRUE(alive) << "link " << l << " not alive again";
+		return alive;
+	}
+
 	// Link l's cable cut `after` ns into `before` writes of 1 MiB, the
 	// link declared dead, `alone` more over the others, then the cable
 	// back and the link alive again; false if either state never came.
 	bool cut_and_revive(uint32_t l, uint64_t after, int before, int alone)
 	{
-		me_node *a = sim.nodes[0]->node;
-		const me_node_cfg &cf = sim.nodes[0]->cfg;
 		sim.at(sim.now + after, [this, l] { sim.set_wire_up((int)l, false); });
 		writes(before, 1 << 20, 5000000000ull);
-		bool dead = sim.run([&] { return !me_link_alive(a, l); },
-				    sim.now + cf.link_dead_ns + 4 * cf.tick_ns);
-		EXPECT_TRUE(dead) << "link " << l << " not declared dead";
+		bool dead = wait_dead(l);
 		writes(alone, 1 << 20, 5000000000ull);
-		sim.set_wire_up((int)l, true);
-		bool alive = sim.run([&] { return me_link_alive(a, l) == 1; },
-				     sim.now + 100 * cf.hello_ns);
-		EXPECT_TRUE(alive) << "link " << l << " not alive again";
+		bool alive = revive(l);
 		return dead && alive;
+	}
+
+	// n writes of 1 MiB, checked: the bytes links 0 and 1 carried.
+	std::pair<uint64_t, uint64_t> per_link(int n)
+	{
+		uint64_t b0 = sim.wires[0].bytes[0], b1 = sim.wires[1].bytes[0];
+		writes(n, 1 << 20, 5000000000ull);
+		w->check();
+		return {sim.wires[0].bytes[0] - b0, sim.wires[1].bytes[0] - b1};
 	}
 
 	// Goodput of `bytes` in `ns` as a share of the summed link rates.
@@ -245,10 +270,7 @@ TEST(MultiLink, revived_link__carries_its_share_again)
 	});
 	ASSERT_NE(M.c, nullptr);
 	M.cut_and_revive(1, 5000000, 5, 2);
-	uint64_t b0 = M.sim.wires[0].bytes[0], b1 = M.sim.wires[1].bytes[0];
-	M.writes(4, 1 << 20, 5000000000ull);
-	M.w->check();
-	uint64_t d0 = M.sim.wires[0].bytes[0] - b0, d1 = M.sim.wires[1].bytes[0] - b1;
+	auto [d0, d1] = M.per_link(4);
 	printf("after the link came back: link 0 %.1f MB, link 1 %.1f MB\n", d0 / 1e6, d1 / 1e6);
 	EXPECT_GT(d1, (d0 + d1) / 3) << "the revived link carries too little";
 	EXPECT_EQ(me_conn_state(M.c), ME_CS_ESTABLISHED);
@@ -270,20 +292,12 @@ TEST(MultiLink, share_held_link__keeps_its_share_beside_an_unmeasured_sibling)
 	lp.delay_ns = 1000000;
 	Multi M(28, {lp, lp}, [](me_node_cfg &cf) { cf.rate_ns = 2000000; });
 	ASSERT_NE(M.c, nullptr);
-	me_node *a = M.sim.nodes[0]->node;
-	const me_node_cfg &cf = M.sim.nodes[0]->cfg;
 	M.sim.set_wire_up(1, false);
-	ASSERT_TRUE(M.sim.run([&] { return !me_link_alive(a, 1); },
-			      M.sim.now + cf.link_dead_ns + 4 * cf.tick_ns));
+	ASSERT_TRUE(M.wait_dead(1));
 	// The target region holds 10 writes of 1 MiB: 5 alone, 5 on both.
-	M.writes(5, 1 << 20, 20000000000ull);
-	M.sim.set_wire_up(1, true);
-	ASSERT_TRUE(M.sim.run([&] { return me_link_alive(a, 1) == 1; },
-			      M.sim.now + 100 * cf.hello_ns));
-	uint64_t b0 = M.sim.wires[0].bytes[0], b1 = M.sim.wires[1].bytes[0];
-	M.writes(5, 1 << 20, 20000000000ull);
-	M.w->check();
-	uint64_t d0 = M.sim.wires[0].bytes[0] - b0, d1 = M.sim.wires[1].bytes[0] - b1;
+	M.writes(5, 1 << 20, 5000000000ull);
+	ASSERT_TRUE(M.revive(1));
+	auto [d0, d1] = M.per_link(5);
 	printf("both links up: link 0 %.1f MB, link 1 %.1f MB\n", d0 / 1e6, d1 / 1e6);
 	EXPECT_GT(d0, (d0 + d1) / 3) << "the link measured alone carries too little";
 	EXPECT_EQ(me_conn_state(M.c), ME_CS_ESTABLISHED);

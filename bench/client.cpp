@@ -163,9 +163,11 @@ me::Status measure(const Context &cx, Test test, std::uint64_t session, unsigned
 		row.rtt_p99_us = l.p99_us;
 		row.lat_median_us = l.median_us / 2;
 		row.lat_p99_us = l.p99_us / 2;
+		row.lat_mean_us = l.mean_us / 2;
 	} else {
 		row.lat_median_us = l.median_us;
 		row.lat_p99_us = l.p99_us;
+		row.lat_mean_us = l.mean_us;
 	}
 	row.ops_per_s = static_cast<double>(row.ops) / row.seconds;
 	if (test == Test::OpRate) {

@@ -91,7 +91,7 @@ std::uint64_t op_seed(std::uint64_t salt, unsigned thread, std::uint64_t seq)
 LatencySummary summarize(std::vector<std::uint64_t> &ns)
 {
 	if (ns.empty())
-		return {NAN, NAN};
+		return {NAN, NAN, NAN};
 	auto at = [&](double q) {
 		auto k = static_cast<std::size_t>(q * static_cast<double>(ns.size() - 1) + 0.5);
 		std::nth_element(ns.begin(), ns.begin() + static_cast<std::ptrdiff_t>(k), ns.end());
@@ -99,7 +99,10 @@ LatencySummary summarize(std::vector<std::uint64_t> &ns)
 	};
 	double p99 = at(0.99);
 	double med = at(0.5);
-	return {med, p99};
+	double sum = 0;
+	for (auto v : ns)
+		sum += static_cast<double>(v);
+	return {med, p99, sum / static_cast<double>(ns.size()) / 1e3};
 }
 
 std::string human_size(std::uint64_t bytes)

@@ -68,11 +68,12 @@ bool stamp_matches(const std::byte *first, const std::byte *last, std::uint64_t 
 // A seed unique to (salt, thread, operation number).
 std::uint64_t op_seed(std::uint64_t salt, unsigned thread, std::uint64_t seq);
 
-// Median and 99th percentile of `ns` (reordered), in microseconds; both
-// NaN when it is empty.
+// Median, 99th percentile and mean of `ns` (reordered), in microseconds;
+// all NaN when it is empty.
 struct LatencySummary {
 	double median_us;
 	double p99_us;
+	double mean_us;
 };
 LatencySummary summarize(std::vector<std::uint64_t> &ns);
 

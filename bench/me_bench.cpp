@@ -1,12 +1,13 @@
 // me_bench: micro-benchmarks of multiedge (after §4.1 of the MultiEdge
 // paper): one-way and two-way remote-write throughput, ping-pong latency,
-// and the machine's memory-copy bandwidth for reference.  This file holds
-// the command line; the parts are
+// and for reference the machine's memory-copy bandwidth and TCP's
+// ping-pong.  This file holds the command line; the parts are
 //   client.cpp   sessions and measurements, rows
 //   server.cpp   serving sessions
 //   workers.cpp  the measuring loops (writer, ping-pong, echo, op rate)
 //   control.cpp  discovery and control messages
 //   memcpy.cpp   the memory-copy reference
+//   tcp.cpp      TCP's ping-pong, timed as multiedge's
 //   report.cpp   CSV / JSON Lines / progress lines;  cpu.cpp  /proc/stat
 #include <algorithm>
 #include <cerrno>
@@ -44,6 +45,8 @@ void usage(FILE *out)
 		"usage: me_bench server [--discover S] [--idle S] [--peer NODE] [--numa NODE] [--target T]\n"
 		"       me_bench client --test oneway|twoway|pingpong|oprate|read[,...] [options]\n"
 		"       me_bench memcpy [options]\n"
+		"       me_bench tcp-echo [--port P] [--idle S]\n"
+		"       me_bench tcp-pingpong --connect HOST [--port P] [options]\n"
 		"\n"
 		"Micro-benchmarks of multiedge between two nodes (multiedge.ko loaded, the same\n"
 		"links attached on both).  Start `me_bench server` on one node and\n"
@@ -66,6 +69,12 @@ void usage(FILE *out)
 		"            client's (throughput; the server's CPU is the responder's)\n"
 		"  memcpy    memory-copy bandwidth of this machine (no module needed): chunks\n"
 		"            of SIZE copied between two 64 MiB rings per thread\n"
+		"  tcp-pingpong  TCP's ping-pong for reference (no module needed): SIZE bytes\n"
+		"            sent over one TCP connection (TCP_NODELAY, blocking reads) to\n"
+		"            `me_bench tcp-echo` on HOST and read back, timed and summarised\n"
+		"            as pingpong is (RTT/2 median, p99, mean); each echo's stamp is\n"
+		"            checked.  The echo server exits when a client ends (unless\n"
+		"            --keep-server) or after --idle seconds without one\n"
 		"\n"
 		"The server serves one client session (test) at a time and exits 0 when a\n"
 		"client says it is finished, which a client does when it ends (unless\n"
@@ -105,11 +114,13 @@ void usage(FILE *out)
 		"                    or eager TLB invalidation)\n"
 		"  --misalign N      client, oneway: write N bytes (0..4095) past each slot's\n"
 		"                    start, on both sides (unaligned transfers)\n"
+		"  --connect HOST    tcp-pingpong: the host running `me_bench tcp-echo`\n"
+		"  --port P          tcp-pingpong, tcp-echo: TCP port (default 18516)\n"
 		"\n"
 		"Columns: label,test,size,threads,depth,ops,bytes,seconds,mbps,lat_median_us,\n"
 		"lat_p99_us,cpu_util,cpu_us_per_mb,links,rtt_median_us,rtt_p99_us,peer_cpu_util,\n"
 		"door,batch,ops_per_s,cpu_us_per_op,peer_cpu_us_per_op,calls_per_op,post_syscall_us,\n"
-		"pkts_per_op,rtx_pct,rto_per_s,peer_pkts_per_op\n"
+		"pkts_per_op,rtx_pct,rto_per_s,peer_pkts_per_op,lat_mean_us\n"
 		"  mbps           payload, 1e6 bytes/s (twoway: both directions summed)\n"
 		"  lat_*_us       per operation, post to completion; pingpong: RTT/2\n"
 		"  cpu_util       % of all CPUs of this machine busy during the measurement\n"
@@ -134,6 +145,7 @@ void usage(FILE *out)
 		"  rto_per_s      retransmission timeouts per second\n"
 		"  peer_pkts_per_op  pkts_per_op of the server's engine (over Begin..End,\n"
 		"                 scaled to the measured time as peer_cpu_us_per_op is)\n"
+		"  lat_mean_us    the mean of what lat_median_us is the median of\n"
 		"Unknown values are empty in CSV and null in JSON.\n"
 		"\n"
 		"Exit status: 0 on success, 1 on any failure (including a data mismatch),\n"
@@ -242,9 +254,12 @@ int main(int argc, char **argv)
 		usage(stdout);
 		return 0;
 	}
-	if (mode != "server" && mode != "client" && mode != "memcpy")
-		bad_usage("unknown mode '" + std::string(mode) + "' (server, client or memcpy)");
+	if (mode != "server" && mode != "client" && mode != "memcpy" && mode != "tcp-echo" &&
+	    mode != "tcp-pingpong")
+		bad_usage("unknown mode '" + std::string(mode) +
+			  "' (server, client, memcpy, tcp-echo or tcp-pingpong)");
 	const bool server = mode == "server", client = mode == "client", copy = mode == "memcpy";
+	const bool echo = mode == "tcp-echo", tcp = mode == "tcp-pingpong";
 
 	Options o;
 	for (int i = 2; i < argc; i++) {
@@ -253,7 +268,7 @@ int main(int argc, char **argv)
 			usage(stdout);
 			return 0;
 		}
-		if (a == "--keep-server" && client) {
+		if (a == "--keep-server" && (client || tcp)) {
 			o.keep_server = true;
 			continue;
 		}
@@ -269,7 +284,7 @@ int main(int argc, char **argv)
 		if (a == "--test") {
 			o.tests = parse_tests(takes(client));
 		} else if (a == "--sizes") {
-			std::string_view v = takes(client || copy);
+			std::string_view v = takes(client || copy || tcp);
 			if (v.find(',') != std::string_view::npos) {
 				o.size_list.clear();
 				o.min_size = UINT64_MAX;
@@ -313,24 +328,25 @@ int main(int argc, char **argv)
 		} else if (a == "--batch") {
 			o.batch = static_cast<unsigned>(parse_uint(argv[i], takes(client), 1, 1024));
 		} else if (a == "--seconds") {
-			o.seconds = parse_seconds(argv[i], takes(client || copy), 1e-3);
+			o.seconds = parse_seconds(argv[i], takes(client || copy || tcp), 1e-3);
 		} else if (a == "--warmup") {
-			o.warmup = parse_seconds(argv[i], takes(client || copy), 0);
+			o.warmup = parse_seconds(argv[i], takes(client || copy || tcp), 0);
 		} else if (a == "--min-iters") {
-			o.min_iters = parse_uint(argv[i], takes(client || copy), 1, 1ull << 40);
+			o.min_iters = parse_uint(argv[i], takes(client || copy || tcp), 1, 1ull << 40);
 		} else if (a == "--numa") {
 			o.numa = static_cast<int>(parse_uint(argv[i], takes(true), 0, 4095));
 		} else if (a == "--csv") {
-			o.csv = takes(client || copy);
+			o.csv = takes(client || copy || tcp);
 		} else if (a == "--json") {
-			o.json = takes(client || copy);
+			o.json = takes(client || copy || tcp);
 		} else if (a == "--label") {
-			o.label = takes(client || copy);
+			o.label = takes(client || copy || tcp);
 		} else if (a == "--discover") {
-			o.discover = std::chrono::seconds(parse_uint(argv[i], takes(!copy), 1, 86400));
+			o.discover = std::chrono::seconds(
+				parse_uint(argv[i], takes(server || client || tcp), 1, 86400));
 		} else if (a == "--peer") {
 			o.peer = static_cast<std::uint32_t>(
-				parse_uint(argv[i], takes(!copy), 1, UINT32_MAX));
+				parse_uint(argv[i], takes(server || client), 1, UINT32_MAX));
 		} else if (a == "--target") {
 			std::string_view v = takes(server);
 			if (v == "pinned")
@@ -346,11 +362,20 @@ int main(int argc, char **argv)
 		} else if (a == "--misalign") {
 			o.misalign = parse_uint(argv[i], takes(client), 0, 4095);
 		} else if (a == "--idle") {
-			o.idle = std::chrono::seconds(parse_uint(argv[i], takes(server), 1, 86400 * 7));
+			o.idle = std::chrono::seconds(
+				parse_uint(argv[i], takes(server || echo), 1, 86400 * 7));
+		} else if (a == "--connect") {
+			o.connect = takes(tcp);
+			if (o.connect.empty())
+				bad_usage("--connect needs a host name or address");
+		} else if (a == "--port") {
+			o.port = static_cast<std::uint16_t>(parse_uint(argv[i], takes(tcp || echo), 1, 65535));
 		} else {
 			bad_usage("unknown option '" + std::string(a) + "'");
 		}
 	}
+	if (tcp && o.connect.empty())
+		bad_usage("tcp-pingpong needs --connect HOST (where `me_bench tcp-echo` runs)");
 	if (client && o.tests.empty())
 		bad_usage("the client needs --test oneway|twoway|pingpong|oprate|read");
 	if (client && o.batch > o.depth)
@@ -365,5 +390,9 @@ int main(int argc, char **argv)
 		return bench::run_server(o);
 	if (client)
 		return bench::run_client(o);
+	if (echo)
+		return bench::run_tcp_echo(o);
+	if (tcp)
+		return bench::run_tcp_pingpong(o);
 	return bench::run_memcpy(o);
 }

@@ -113,6 +113,7 @@ me::Status run(const Options &o)
 		auto l = summarize(lat);
 		row.lat_median_us = l.median_us;
 		row.lat_p99_us = l.p99_us;
+		row.lat_mean_us = l.mean_us;
 		if (phase.cpu_ok) {
 			row.cpu_util = cpu_util(phase.cpu_start, phase.cpu_end);
 			row.cpu_us_per_mb = cpu_us_per_mb(phase.cpu_start, phase.cpu_end, row.bytes);

@@ -40,6 +40,10 @@ struct Options {
 	// server
 	std::chrono::seconds idle{600};
 	Target target = Target::Pinned;	// what the client writes into
+
+	// tcp-pingpong and tcp-echo
+	std::string connect;		// tcp-pingpong: the echo server's host
+	std::uint16_t port = 18516;
 };
 
 // Binds this thread (and the threads and memory it creates later) to
@@ -53,5 +57,7 @@ std::vector<std::uint64_t> sweep_sizes(const Options &opts);
 int run_client(const Options &opts);
 int run_server(const Options &opts);
 int run_memcpy(const Options &opts);
+int run_tcp_echo(const Options &opts);
+int run_tcp_pingpong(const Options &opts);
 
 } // namespace bench

@@ -127,8 +127,9 @@ def fig7(rows, d):
 
 def fig8(rows, d):
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    lines = [("multiedge ping-pong (RTT/2)", dict(system="multiedge", test="pingpong", phase="A"), "o-", True),
-             ("TCP qperf tcp_lat (RTT/2)", dict(system="tcp", test="pingpong", phase="A"), "s-", True),
+    lines = [("multiedge ping-pong (RTT/2, median)", dict(system="multiedge", test="pingpong", phase="A"), "o-", True),
+             ("TCP me_bench tcp-pingpong (RTT/2, median)", dict(system="tcp", test="tcp-pingpong", phase="A"), "s-", False),
+             ("TCP qperf tcp_lat (RTT/2, mean)", dict(system="tcp", test="pingpong", phase="A"), "s:", True),
              ("Soft-RoCE ib_write_lat (RTT/2, busy-poll)", dict(system="softroce", test="write_lat", phase="A"), "^-", False),
              ("Soft-RoCE ib_send_lat -e (RTT/2, events)", dict(system="softroce", test="send_lat", phase="A"), "^--", False),
              ("Soft-RoCE ib_read_lat (full RTT)", dict(system="softroce", test="read_lat", phase="A"), "v:", False)]

@@ -14,7 +14,7 @@ constexpr const char *kCsvHeader =
 	"label,test,size,threads,depth,ops,bytes,seconds,mbps,lat_median_us,lat_p99_us,"
 	"cpu_util,cpu_us_per_mb,links,rtt_median_us,rtt_p99_us,peer_cpu_util,door,batch,ops_per_s,"
 	"cpu_us_per_op,peer_cpu_us_per_op,calls_per_op,post_syscall_us,pkts_per_op,rtx_pct,"
-	"rto_per_s,peer_pkts_per_op\n";
+	"rto_per_s,peer_pkts_per_op,lat_mean_us\n";
 
 std::string csv_text(const std::string &s)
 {
@@ -113,7 +113,7 @@ me::Status Sink::write(const Row &r)
 	if (csv_) {
 		std::fprintf(csv_,
 			     "%s,%s,%" PRIu64 ",%u,%u,%" PRIu64 ",%" PRIu64
-			     ",%s,%s,%s,%s,%s,%s,%u,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s\n",
+			     ",%s,%s,%s,%s,%s,%s,%u,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s\n",
 			     csv_text(r.label).c_str(), csv_text(r.test).c_str(), r.size, r.threads,
 			     r.depth, r.ops, r.bytes, num(r.seconds, false).c_str(),
 			     num(r.mbps, false).c_str(), num(r.lat_median_us, false).c_str(),
@@ -127,7 +127,7 @@ me::Status Sink::write(const Row &r)
 			     num(r.calls_per_op, false).c_str(),
 			     num(r.post_syscall_us, false).c_str(), num(r.pkts_per_op, false).c_str(),
 			     num(r.rtx_pct, false).c_str(), num(r.rto_per_s, false).c_str(),
-			     num(r.peer_pkts_per_op, false).c_str());
+			     num(r.peer_pkts_per_op, false).c_str(), num(r.lat_mean_us, false).c_str());
 		if (std::fflush(csv_) != 0 || std::ferror(csv_))
 			return me::Error::from_errno(errno, "cannot write to " + csv_path_);
 	}
@@ -140,7 +140,7 @@ me::Status Sink::write(const Row &r)
 			     "\"rtt_p99_us\":%s,\"peer_cpu_util\":%s,\"door\":%s,\"batch\":%s,"
 			     "\"ops_per_s\":%s,\"cpu_us_per_op\":%s,\"peer_cpu_us_per_op\":%s,"
 			     "\"calls_per_op\":%s,\"post_syscall_us\":%s,\"pkts_per_op\":%s,"
-			     "\"rtx_pct\":%s,\"rto_per_s\":%s,\"peer_pkts_per_op\":%s}\n",
+			     "\"rtx_pct\":%s,\"rto_per_s\":%s,\"peer_pkts_per_op\":%s,\"lat_mean_us\":%s}\n",
 			     json_text(r.label).c_str(), json_text(r.test).c_str(), r.size, r.threads,
 			     r.depth, r.ops, r.bytes, num(r.seconds, true).c_str(),
 			     num(r.mbps, true).c_str(), num(r.lat_median_us, true).c_str(),
@@ -155,7 +155,7 @@ me::Status Sink::write(const Row &r)
 			     num(r.calls_per_op, true).c_str(),
 			     num(r.post_syscall_us, true).c_str(), num(r.pkts_per_op, true).c_str(),
 			     num(r.rtx_pct, true).c_str(), num(r.rto_per_s, true).c_str(),
-			     num(r.peer_pkts_per_op, true).c_str());
+			     num(r.peer_pkts_per_op, true).c_str(), num(r.lat_mean_us, true).c_str());
 		if (std::fflush(json_) != 0 || std::ferror(json_))
 			return me::Error::from_errno(errno, "cannot write to " + json_path_);
 	}
@@ -208,6 +208,8 @@ std::string progress_line(const Row &r)
 	out.assign(s, static_cast<std::size_t>(std::max(0, std::min<int>(n, sizeof(s) - 1))));
 	if (std::isfinite(r.rtt_median_us))
 		out += "  (rtt median " + us(r.rtt_median_us) + " us, p99 " + us(r.rtt_p99_us) + " us)";
+	if (std::isfinite(r.lat_mean_us))
+		out += "  mean " + us(r.lat_mean_us) + " us";
 	if (std::isfinite(r.peer_cpu_util)) {
 		std::snprintf(s, sizeof(s), "  server cpu %.0f%%", r.peer_cpu_util);
 		out += s;

@@ -13,7 +13,7 @@ namespace bench {
 
 struct Row {
 	std::string label;
-	std::string test;		// oneway, twoway, pingpong, oprate, memcpy
+	std::string test;		// oneway, twoway, pingpong, oprate, read, memcpy, tcp-pingpong
 	std::uint64_t size = 0;		// bytes per operation
 	unsigned threads = 1;
 	unsigned depth = 1;
@@ -42,6 +42,7 @@ struct Row {
 	double rtx_pct = NAN;		// retransmissions per 100 data packets sent
 	double rto_per_s = NAN;		// retransmission timeouts per second
 	double peer_pkts_per_op = NAN;	// pkts_per_op of the server's engine
+	double lat_mean_us = NAN;	// per op, as lat_median_us (qperf reports a mean)
 };
 
 // Where rows go.  Both files are opened in append mode; the CSV header is

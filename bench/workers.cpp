@@ -22,9 +22,6 @@ constexpr std::chrono::seconds kStuck{60};
 // Cookies of read-back checks, above any slot cookie.
 constexpr std::uint64_t kCheckCookie = 1ull << 40;
 
-// Where a measuring loop is.
-enum class State { Warm, Measure, Drain };
-
 me::Status completion_error(const me::Completion &c)
 {
 	if (c.type == me::CompletionType::ConnClosed || c.type == me::CompletionType::ConnDead ||
@@ -39,51 +36,6 @@ std::string hex(std::uint64_t v)
 	std::snprintf(s, sizeof(s), "%016" PRIx64, v);
 	return s;
 }
-
-// Tracks the warm-up / measure / drain steps of one thread.
-class Stepper {
-public:
-	Stepper(const RunSpec &spec, Phase &phase) : spec_(spec), phase_(phase), begin_(Clock::now()) {}
-
-	// One operation completed at `now` after `ns`; returns whether to
-	// post another.
-	bool completed(Clock::time_point now, std::uint64_t ns, ThreadResult &r)
-	{
-		switch (state_) {
-		case State::Warm:
-			if (!said_warm_ && seconds_between(begin_, now) >= spec_.warmup) {
-				said_warm_ = true;
-				phase_.warm();
-			}
-			if (phase_.measuring()) {
-				state_ = State::Measure;
-				t0_ = now;
-			}
-			break;
-		case State::Measure:
-			r.ops++;
-			r.bytes += spec_.size;
-			r.lat_ns.push_back(ns);
-			if (r.ops >= spec_.min_ops && seconds_between(t0_, now) >= spec_.seconds) {
-				state_ = State::Drain;
-				phase_.finished();
-			}
-			break;
-		case State::Drain:
-			break;
-		}
-		return state_ != State::Drain;
-	}
-
-	bool measuring() const noexcept { return state_ == State::Measure; }
-
-private:
-	const RunSpec &spec_;
-	Phase &phase_;
-	Clock::time_point begin_, t0_;
-	State state_ = State::Warm;
-	bool said_warm_ = false;
-};
 
 // Says once per process that a wait was interrupted without a signal.
 void note_eintr()

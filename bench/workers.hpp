@@ -103,6 +103,53 @@ struct ThreadResult {
 	double syscall_us = NAN;
 };
 
+// Tracks the warm-up / measure / drain steps of one thread.
+class Stepper {
+public:
+	enum class State { Warm, Measure, Drain };
+
+	Stepper(const RunSpec &spec, Phase &phase) : spec_(spec), phase_(phase), begin_(Clock::now()) {}
+
+	// One operation completed at `now` after `ns`; returns whether to
+	// post another.
+	bool completed(Clock::time_point now, std::uint64_t ns, ThreadResult &r)
+	{
+		switch (state_) {
+		case State::Warm:
+			if (!said_warm_ && seconds_between(begin_, now) >= spec_.warmup) {
+				said_warm_ = true;
+				phase_.warm();
+			}
+			if (phase_.measuring()) {
+				state_ = State::Measure;
+				t0_ = now;
+			}
+			break;
+		case State::Measure:
+			r.ops++;
+			r.bytes += spec_.size;
+			r.lat_ns.push_back(ns);
+			if (r.ops >= spec_.min_ops && seconds_between(t0_, now) >= spec_.seconds) {
+				state_ = State::Drain;
+				phase_.finished();
+			}
+			break;
+		case State::Drain:
+			break;
+		}
+		return state_ != State::Drain;
+	}
+
+	bool measuring() const noexcept { return state_ == State::Measure; }
+
+private:
+	const RunSpec &spec_;
+	Phase &phase_;
+	Clock::time_point begin_, t0_;
+	State state_ = State::Warm;
+	bool said_warm_ = false;
+};
+
 // Back-to-back writes of spec.size bytes, spec.depth in flight, from
 // slot s of ep's source to slot s of `target` (slot = s * size); then
 // reads back the stamp windows of every slot's last write and compares.

@@ -18,3 +18,6 @@ $(ME_BENCH): $(BENCH_OBJS) $(LIBME_A)
 	$(CXX) -pthread -o $@ $(BENCH_OBJS) $(LIBME_A) $(LIBME_LIBS) -lnuma
 
 -include $(BENCH_OBJS:.o=.d)
+
+# me_bench's TCP ping-pong and echo over the host's loopback.
+HOST_SCRIPTS += $(TOP)/tests/bench/me-bench-tcp-check

@@ -33,8 +33,8 @@ namespace bench {
 
 namespace {
 
-// No echo for this long means the peer is stuck.
-constexpr int kStuckSeconds = 60;
+// No progress for this long means the server is stuck.
+constexpr long kStuckSeconds = 60;
 // The largest size a client may ask for (me_bench's own limit).
 constexpr std::uint64_t kMaxSize = 256u << 20;
 
@@ -87,11 +87,24 @@ me::Status write_full(const Socket &s, const std::byte *p, std::size_t len)
 		ssize_t n = ::send(s.fd(), p, len, MSG_NOSIGNAL);
 		if (n < 0 && errno == EINTR)
 			continue;
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			return failure("the peer took nothing for too long (socket timeout)");
 		if (n < 0)
 			return errno_error("cannot send to the peer");
 		p += n;
 		len -= static_cast<std::size_t>(n);
 	}
+	return {};
+}
+
+// Both directions of `s` give up after `seconds` without progress (a
+// peer that vanished without closing, or stopped reading).
+me::Status set_timeouts(const Socket &s, long seconds)
+{
+	timeval tv{seconds, 0};
+	if (::setsockopt(s.fd(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) ||
+	    ::setsockopt(s.fd(), SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)))
+		return errno_error("cannot set the socket's timeouts");
 	return {};
 }
 
@@ -105,8 +118,7 @@ me::Status read_full(const Socket &s, std::byte *p, std::size_t len, bool *eof =
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-			return failure("no answer from the peer for " + std::to_string(kStuckSeconds) +
-				       " s");
+			return failure("the peer sent nothing for too long (socket timeout)");
 		if (n < 0)
 			return errno_error("cannot receive from the peer");
 		if (n == 0) {
@@ -171,11 +183,13 @@ me::Result<Socket> listen_on(std::uint16_t port)
 	return s;
 }
 
-// Echoes one client's messages until it closes.  Returns whether the
-// client asked the server to exit (size 0).
-me::Result<bool> echo_client(Socket c)
+// Echoes one client's messages until it closes (or is silent for `idle`).
+// Returns whether the client asked the server to exit (size 0).
+me::Result<bool> echo_client(Socket c, std::chrono::seconds idle)
 {
 	if (auto st = no_delay(c); !st)
+		return st.error();
+	if (auto st = set_timeouts(c, static_cast<long>(idle.count())); !st)
 		return st.error();
 	std::array<std::byte, 8> hello{};
 	bool eof = false;
@@ -224,7 +238,7 @@ me::Status echo(const Options &o)
 			return errno_error("cannot accept a client");
 		}
 		// A client's failure ends its connection, not the server.
-		auto quit = echo_client(std::move(c));
+		auto quit = echo_client(std::move(c), o.idle);
 		if (!quit)
 			std::fprintf(stderr, "me_bench tcp-echo: %s\n", quit.error().message().c_str());
 		else if (quit.value())
@@ -233,7 +247,7 @@ me::Status echo(const Options &o)
 }
 
 // A connection to the server, retried for `patience` (the server may be
-// starting), with a receive timeout of kStuckSeconds.
+// starting), giving up after kStuckSeconds without progress.
 me::Result<Socket> connect_to(const Options &o, std::chrono::seconds patience)
 {
 	addrinfo hints{};
@@ -254,9 +268,8 @@ me::Result<Socket> connect_to(const Options &o, std::chrono::seconds patience)
 				continue;
 			}
 			if (::connect(s.fd(), a->ai_addr, a->ai_addrlen) == 0) {
-				timeval tv{kStuckSeconds, 0};
-				if (::setsockopt(s.fd(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)))
-					return errno_error("cannot set a receive timeout");
+				if (auto st = set_timeouts(s, kStuckSeconds); !st)
+					return st.error();
 				if (auto st = no_delay(s); !st)
 					return st.error();
 				return s;

@@ -170,6 +170,17 @@ static enum hrtimer_restart pace_fire(struct hrtimer *t)
 	return HRTIMER_NORESTART;
 }
 
+/* The ack timer (softirq): acks held for a reply that did not come. */
+static enum hrtimer_restart ack_fire(struct hrtimer *t)
+{
+	struct me_net *mn = container_of(t, struct me_net, ack_timer);
+	int idx = srcu_read_lock(&mn->conn_srcu);
+
+	me_core_acks(mn->core);
+	srcu_read_unlock(&mn->conn_srcu, idx);
+	return HRTIMER_NORESTART;
+}
+
 /* What receive batches handed off (plat_pump_kick), in a worker. */
 static void pump_work_fn(struct work_struct *w)
 {
@@ -188,6 +199,8 @@ int me_engine_net_init(struct me_net *mn)
 	INIT_WORK(&mn->retire_work, retire_work_fn);
 	hrtimer_init(&mn->pace_timer, CLOCK_MONOTONIC, HRTIMER_MODE_ABS_SOFT);
 	mn->pace_timer.function = pace_fire;
+	hrtimer_init(&mn->ack_timer, CLOCK_MONOTONIC, HRTIMER_MODE_ABS_SOFT);
+	mn->ack_timer.function = ack_fire;
 	INIT_WORK(&mn->pump_work, pump_work_fn);
 	spin_lock_init(&mn->pace_lock);
 	mn->pace_off = true;
@@ -430,6 +443,33 @@ static void plat_pace_kick(void *ctx, u64 at_ns)
 }
 
 /*
+ * me_core_acks() at @at_ns, unless the ack timer is due sooner; @at_ns 0:
+ * no ack is held any more.  Checked under the lock that orders the
+ * requests, so a hold that raced with the release keeps its timer.
+ */
+static void plat_ack_kick(void *ctx, u64 at_ns)
+{
+	struct me_net *mn = ctx;
+	struct me_node *core = READ_ONCE(mn->core);
+	ktime_t at = ns_to_ktime(at_ns);
+	unsigned long flags;
+
+	spin_lock_irqsave(&mn->pace_lock, flags);
+	if (mn->pace_off || !core) {
+		/* Not started, or stopping: the engine's stop cancels it. */
+	} else if (at_ns) {
+		if (!hrtimer_is_queued(&mn->ack_timer) ||
+		    ktime_before(at, hrtimer_get_expires(&mn->ack_timer)))
+			hrtimer_start_range_ns(&mn->ack_timer, at, 10 * NSEC_PER_USEC,
+					       HRTIMER_MODE_ABS_SOFT);
+	} else if (!me_core_acks_held(core)) {
+		/* If it is running, it finds none held and stops. */
+		hrtimer_try_to_cancel(&mn->ack_timer);
+	}
+	spin_unlock_irqrestore(&mn->pace_lock, flags);
+}
+
+/*
  * me_core_pace() from an unbound worker, which the scheduler runs on a
  * CPU other than a busy one: the receive thread that handed the work off
  * fills its own (rx.c, rx_running).
@@ -471,6 +511,7 @@ static const struct me_plat_ops me_plat = {
 	.resp_hold = plat_resp_hold,
 	.resp_tx = plat_resp_tx,
 	.resp_put = plat_resp_put,
+	.ack_kick = plat_ack_kick,
 };
 
 /* ---- lifecycle ---- */
@@ -483,19 +524,24 @@ static const struct me_plat_ops me_plat = {
 static bool timer_sleep(struct me_net *mn, u64 ns, bool idle)
 {
 	ktime_t period = ns_to_ktime(ns);
+	/* Late by a tick at most: the wake may be a retransmission timeout. */
+	u64 slack = min_t(u64, ns / 4, (u64)tick_us * NSEC_PER_USEC);
 
 	set_current_state(TASK_INTERRUPTIBLE);
 	if (!kthread_should_stop() && (!idle || me_core_timer_idle(mn->core)))
-		schedule_hrtimeout_range(&period, period / 4, HRTIMER_MODE_REL);
+		schedule_hrtimeout_range(&period, slack, HRTIMER_MODE_REL);
 	__set_current_state(TASK_RUNNING);
 	return !idle || me_core_timer_idle(mn->core);
 }
 
 /*
- * Every tick_us while anything times out; the core's longer period
- * while nothing does (an idle node wakes a few hundred times a second,
- * not thousands).  A kick ends the idle sleep, and the next pass comes
- * a tick later, as if the timer had ticked all along.
+ * Every tick_us while the next tick has work (an ack owed, an op not
+ * sent); else until the core's next deadline (a retransmission timeout,
+ * at most the idle period), so an idle node, or one whose packets are
+ * acked before they time out, wakes a few hundred times a second, not
+ * thousands.  A kick ends the long sleep, and the next pass comes a tick
+ * later, as if the timer had ticked all along.  Held acks have their own
+ * timer (plat_ack_kick).
  */
 static int timer_thread(void *arg)
 {
@@ -644,6 +690,7 @@ void me_engine_stop(struct me_net *mn)
 	mn->pace_off = true;
 	spin_unlock_irq(&mn->pace_lock);
 	hrtimer_cancel(&mn->pace_timer);
+	hrtimer_cancel(&mn->ack_timer);
 	cancel_work_sync(&mn->pump_work);
 	/* Nothing retires any more: free what waits for its grace period. */
 	flush_work(&mn->retire_work);

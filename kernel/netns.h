@@ -51,10 +51,12 @@ struct me_net {
 	struct task_struct *timer;	/* drives me_core_timer() */
 	/*
 	 * Pacing (pace_pct): calls me_core_pace() when the core asks
-	 * (plat_pace_kick); pace_off, under pace_lock, keeps it from being
-	 * started again once the engine stops.
+	 * (plat_pace_kick); pace_off, under pace_lock, keeps it and the
+	 * ack timer from being started again once the engine stops.
 	 */
 	struct hrtimer pace_timer;
+	/* Calls me_core_acks() when a held ack's hold ends (plat_ack_kick). */
+	struct hrtimer ack_timer;
 	spinlock_t pace_lock;
 	bool pace_off;
 	/* The same call from another thread (plat_pump_kick), same lock. */

@@ -858,13 +858,15 @@ void me_conn_timer(struct me_conn *c, u64 now)
 	me_msg_pump(c);
 }
 
-bool me_conn_quiet(struct me_conn *c)
+u64 me_conn_due(struct me_conn *c, u64 now)
 {
 	u32 st = me_atomic_read(&c->state);
 
 	if (st == ME_CS_CLOSED || st == ME_CS_DEAD)
-		return c->inflight_swept || me_win_tx_idle(c);
-	return st != ME_CS_CLOSING && me_win_quiet(c) && me_msg_quiet(c);
+		return c->inflight_swept || me_win_tx_idle(c) ? ME_NEVER : now;
+	if (st == ME_CS_CLOSING || !me_msg_quiet(c))
+		return now;
+	return me_win_due(c, now);
 }
 
 int me_conn_write(struct me_conn *c, const struct me_rw *rw)

@@ -79,6 +79,8 @@ struct me_conn {
 	u64 rto_probe_ns;	/* (timer) last timeout that resent only the
 				 * oldest packet (window.c) */
 	u64 rto_first_ns;	/* (timer) first timeout since backoff was 0 */
+	u64 rto_due_ns;		/* (timer) the earliest timeout of what the
+				 * last pass found in flight (window.c) */
 	me_atomic_t tx_fill;	/* the peer's acks say ME_F_FILL: packets
 				 * are filled, not cut at its pages (msg.c) */
 
@@ -182,11 +184,14 @@ void me_conn_rx_abort(struct me_conn *c);
 void me_conn_peer_restarted(struct me_node *n, u32 peer, u32 new_inc);
 void me_conn_timer(struct me_conn *c, u64 now);
 /*
- * Nothing of it needs the timer before an idle timer's next pass
+ * When it next needs the timer, after a pass at @now: @now for work the
+ * next tick does (an op not sent, an ack owed, a close under way), the
+ * earliest retransmission timeout while only packets are in flight,
+ * ME_NEVER when nothing needs it before an idle timer's next pass
  * (node.c idle_period()): its remaining timeouts (connect, abort,
  * answer, linger) are that coarse.
  */
-bool me_conn_quiet(struct me_conn *c);
+u64 me_conn_due(struct me_conn *c, u64 now);
 /* Released, ended and lingered: may leave the table (timer only). */
 bool me_conn_reclaimable(struct me_conn *c, u64 now);
 /* Take it out of the table, free its slot, hand it to ops->retire. */

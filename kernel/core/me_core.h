@@ -291,20 +291,30 @@ void me_core_rx_batch_end(struct me_rx_batch *b);
 
 /*
  * The protocol's timers.  Returns the ns within which the host calls it
- * again: cfg.tick_ns while a connection has anything that times out
- * (packets in flight, an ack owed, an op or answer not yet sent, a close
- * under way); longer (a quarter of the shortest of ka_ns, link_dead_ns,
- * hello_ns and connect_rto_ns) while none has, which leaves an idle
- * node's host asleep.  Activity after such a pass calls
- * ops->timer_kick once; a host sleeping on the long period must then
- * call again within cfg.tick_ns.  me_core_timer_idle() says, after the
- * host prepared to sleep, whether the long period still holds (no kick
- * has come since the pass).
+ * again: cfg.tick_ns while a connection has work the next tick does (an
+ * ack owed, an op or answer not yet sent, a close under way); longer
+ * while none has: until the earliest retransmission timeout of the
+ * packets in flight, at most a quarter of the shortest of ka_ns,
+ * link_dead_ns, hello_ns and connect_rto_ns, which leaves a node's host
+ * asleep.  Work due sooner after such a pass calls ops->timer_kick
+ * once; a host sleeping on the long period must then call again within
+ * cfg.tick_ns.  me_core_timer_idle() says, after the host prepared to
+ * sleep, whether the long period still holds (no kick has come since
+ * the pass).
  */
 u64 me_core_timer(struct me_node *node);
 bool me_core_timer_idle(struct me_node *node);
 /* Something outside the core needs the tick (the host's own timed work). */
 void me_core_kick(struct me_node *node);
+/*
+ * The ack timer (ops->ack_kick): sends the acks held for a reply whose
+ * hold is over, and asks for another call when the next one's ends.
+ * Any context but hard IRQ; the host holds what keeps connections found
+ * in the table from being freed, as for a receive.
+ */
+void me_core_acks(struct me_node *node);
+/* Peers whose ack is held for a reply (ops->ack_kick's cancel). */
+u32 me_core_acks_held(struct me_node *node);
 /*
  * Pacing (cfg.pace_pct): the time ops->pace_kick asked for came; pumps
  * the connections pacing stopped.  Also the host's answer to

@@ -227,9 +227,10 @@ int me_msg_submit(struct me_conn *c, u32 type, const struct me_rw *rw)
 	me_atomic_set(&op->state, OPST(head, ME_OP_QUEUED));	/* publish */
 	me_atomic_set(&c->op_head, head + 1);
 	me_unlock(&c->sub_lock);
-	me_node_busy(n);	/* the pump's retries, until it is sent */
 	if (!rw || !(rw->flags & ME_RW_MORE))
 		me_msg_pump(c);
+	else
+		me_node_busy(n);	/* the timer pumps it if no submit does */
 	return 0;
 }
 
@@ -1326,6 +1327,14 @@ static void drain_packs(struct me_conn *c)
  * pump_again first; the holder loops while it is set and re-checks after
  * unlocking, so a request racing with the unlock is never lost.
  */
+/* With pump_lock held: nothing is left to send (ops, answers). */
+static bool pump_done(struct me_conn *c)
+{
+	return c->cur_kind == 0 && c->op_pack == me_atomic_read(&c->op_head) &&
+	       me_atomic_read(&c->resp[c->resp_tail & (c->nresp - 1)].ready) !=
+	       c->resp_tail + 1;
+}
+
 void me_msg_pump(struct me_conn *c)
 {
 	struct me_node *n = c->node;
@@ -1344,6 +1353,9 @@ again:
 	drain_packs(c);
 	if (n->ops->tx_burst)
 		n->ops->tx_burst(n->ctx, false);
+	/* Stopped by the window, credit or pacing: the timer pumps again. */
+	if (!pump_done(c))
+		me_node_busy(n);
 	me_unlock(&c->pump_lock);
 	if (me_atomic_read(&c->pump_again))
 		goto again;
@@ -1356,9 +1368,7 @@ bool me_msg_quiet(struct me_conn *c)
 	/* A pump under way is not quiet; the lock makes its fields ours. */
 	if (!me_trylock(&c->pump_lock))
 		return false;
-	quiet = c->cur_kind == 0 && c->op_pack == me_atomic_read(&c->op_head) &&
-		me_atomic_read(&c->resp[c->resp_tail & (c->nresp - 1)].ready) !=
-		c->resp_tail + 1;
+	quiet = pump_done(c);
 	me_unlock(&c->pump_lock);
 	if (me_atomic_read(&c->pump_again)) {
 		/* A pump lost the lock to us and left its work: do it now. */

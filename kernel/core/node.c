@@ -323,15 +323,20 @@ int me_core_rx_batch(struct me_node *n, struct me_rx_batch *b, u32 link, u64 src
 }
 
 /*
- * The idle timer.  A pass that finds no connection needing the tick
- * returns a longer period (idle_period()), and the first work created
- * after it (me_node_busy(): packets sent, an ack owed, an op queued, a
- * connection ending) kicks the host's timer awake.  A handshake of two
- * flags, each side storing its own before reading the other's (full
+ * The sleeping timer.  A pass that finds nothing due within a tick
+ * returns the time to the earliest deadline it found (a retransmission
+ * timeout), at most the idle period (idle_period()); the first work
+ * created after it that is due sooner (me_node_busy(): an ack owed, an
+ * op queued, a connection ending; me_node_due(): a packet whose timeout
+ * comes before the wake) kicks the host's timer awake.  A handshake of
+ * two flags, each side storing its own before reading the other's (full
  * barriers), so that either the pass sees the work or the work sees the
- * idle timer and kicks it:
+ * sleeping timer and kicks it:
  *   work:  busy = 1;  if (xchg(idle, 0)) kick
- *   timer: busy = 0;  scan;  idle = 1;  if (busy) idle = 0 (tick)
+ *   timer: wake = 0; busy = 0;  scan;  wake = W; idle = 1;
+ *          if (busy) idle = 0 (tick)
+ * Work due at or after W stored its state before it read W (a barrier),
+ * so the pass at W sees it.
  */
 void me_node_kick_slow(struct me_node *n)
 {
@@ -343,6 +348,11 @@ void me_node_kick_slow(struct me_node *n)
 void me_core_kick(struct me_node *n)
 {
 	me_node_busy(n);
+}
+
+u32 me_core_acks_held(struct me_node *n)
+{
+	return me_atomic_read(&n->acks_held);
 }
 
 bool me_core_timer_idle(struct me_node *n)
@@ -363,9 +373,10 @@ static u64 idle_period(struct me_node *n)
 	return me_max_u64(p / 4, n->cfg.tick_ns);
 }
 
-/* After a quiet pass: may the host sleep the idle period? */
-static bool timer_go_idle(struct me_node *n)
+/* After a pass that found nothing due within a tick: may the host sleep until @wake? */
+static bool timer_go_idle(struct me_node *n, u64 wake)
 {
+	me_atomic64_set(&n->timer_wake_ns, wake);
 	me_atomic_xchg(&n->timer_idle, 1);
 	if (!me_atomic_read(&n->timer_busy))
 		return true;
@@ -396,14 +407,14 @@ static bool timer_late(struct me_node *n, u64 now)
 
 u64 me_core_timer(struct me_node *n)
 {
-	bool quiet = true;
 	u32 i, cnt;
-	u64 now, next;
+	u64 now, due, next;
 
 	if (!me_trylock(&n->timer_lock))
 		return n->cfg.tick_ns;
 	/* Kicks are for a sleeping timer; work from now on marks this pass. */
 	me_atomic_set(&n->timer_idle, 0);
+	me_atomic64_set(&n->timer_wake_ns, 0);
 	me_atomic_xchg(&n->timer_busy, 0);
 	now = me_now(n);
 	if (timer_late(n, now)) {
@@ -412,7 +423,7 @@ u64 me_core_timer(struct me_node *n)
 		me_unlock(&n->timer_lock);
 		return n->cfg.tick_ns;
 	}
-	me_path_timer(n, now);
+	due = me_min_u64(now + idle_period(n), me_path_timer(n, now));
 	cnt = me_atomic_read(&n->nconns);
 	for (i = 0; i < cnt; i++) {
 		struct me_conn *c = me_ptr_load((void **)&n->conns[i]);
@@ -424,11 +435,14 @@ u64 me_core_timer(struct me_node *n)
 			me_conn_retire(c);	/* c is gone */
 			continue;
 		}
-		if (quiet)
-			quiet = me_conn_quiet(c);
+		if (due > now + n->cfg.tick_ns)
+			due = me_min_u64(due, me_conn_due(c, now));
 	}
-	next = quiet && timer_go_idle(n) ? idle_period(n) : n->cfg.tick_ns;
-	n->timer_due_ns = me_now(n) + next;
+	now = me_now(n);
+	next = due > now + n->cfg.tick_ns ? due - now : n->cfg.tick_ns;
+	if (next > n->cfg.tick_ns && !timer_go_idle(n, now + next))
+		next = n->cfg.tick_ns;
+	n->timer_due_ns = now + next;
 	me_unlock(&n->timer_lock);
 	return next;
 }

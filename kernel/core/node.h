@@ -9,6 +9,9 @@
 #include "me_core.h"
 #include "path.h"
 
+/* A deadline that never comes (me_conn_due()). */
+#define ME_NEVER	(~(u64)0)
+
 #define ME_STAT_SHARDS	8	/* a power of two */
 /* Counters per shard: ME_ST_MAX_ in whole lines of 8, and one line more. */
 #define ME_STAT_STRIDE	(((ME_ST_MAX_ + 7) & ~7) + 8)
@@ -29,6 +32,7 @@ struct me_node {
 	me_atomic_t npeers;	/* slots used so far */
 	me_lock_t peer_lock;	/* taking/freeing slots, HELLO, names */
 	u64 last_scan_ns;	/* (timer) last walk over every path */
+	bool scan_full;		/* (timer) it found a path kept full */
 	/*
 	 * Connection table: slot (id - 1) & slot_mask.  Pointers are
 	 * published with a release store after the connection is fully set
@@ -46,12 +50,16 @@ struct me_node {
 	me_lock_t ctl_lock;	/* control path: connect/accept/death */
 	me_lock_t timer_lock;	/* me_core_timer is never re-entered */
 	/*
-	 * The idle timer's handshake (node.c): timer_busy, work for the
+	 * The sleeping timer's handshake (node.c): timer_busy, work for the
 	 * timer created since its pass began; timer_idle, the pass found
-	 * none and the host may sleep the long period.
+	 * nothing due within a tick and the host may sleep until
+	 * timer_wake_ns (0 during a pass and while it ticks).
 	 */
 	me_atomic_t timer_busy;
 	me_atomic_t timer_idle;
+	me_atomic64_t timer_wake_ns;
+	/* Peers whose ack waits for a reply (me_peer.held_conn set). */
+	me_atomic_t acks_held;
 	/* (timer_lock) when the next pass is due; the last one judged nothing */
 	u64 timer_due_ns;
 	bool timer_skipped;
@@ -107,9 +115,9 @@ static inline bool me_zc_type(u32 type)
 }
 
 /*
- * Work for the timer was just created (packets in flight, an ack owed, an
- * op queued): after the state that needs it is stored.  Cheap while the
- * timer ticks anyway: one read.
+ * Work that needs the timer's tick was just created (an ack owed, an op
+ * the pump could not send, a connection ending): after the state that
+ * needs it is stored.  Cheap while the timer ticks anyway: one read.
  */
 void me_node_kick_slow(struct me_node *n);
 
@@ -117,6 +125,22 @@ static inline void me_node_busy(struct me_node *n)
 {
 	if (!me_atomic_read(&n->timer_busy))
 		me_node_kick_slow(n);
+}
+
+/*
+ * Work the timer must look at by @at (a packet's retransmission timeout),
+ * after the state that needs it is stored: a timer asleep until @at or
+ * sooner is left asleep; else as me_node_busy().
+ */
+static inline void me_node_due(struct me_node *n, u64 at)
+{
+	u64 wake;
+
+	me_smp_mb();	/* the work's state before the look (node.c) */
+	wake = me_atomic64_read(&n->timer_wake_ns);
+	if (wake && wake <= at)
+		return;
+	me_node_busy(n);
 }
 
 /*

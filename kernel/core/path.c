@@ -345,12 +345,13 @@ static void send_ka(struct me_node *n, struct me_peer *p, u32 link, u32 kind,
  * Forget every path of a peer slot (new incarnation, slot reuse), and
  * how quickly we answered it (window.c).
  */
-static void peer_reset_paths(struct me_peer *p)
+static void peer_reset_paths(struct me_node *n, struct me_peer *p)
 {
 	u32 l;
 
 	me_atomic_set(&p->reply_mode, 0);
-	me_atomic_set(&p->held_conn, 0);
+	if (me_atomic_xchg(&p->held_conn, 0))
+		me_win_held_released(n);
 	me_atomic64_set(&p->req_ns, 0);
 	me_atomic64_set(&p->reply_ns, 0);
 
@@ -413,7 +414,7 @@ static struct me_peer *peer_take_slot(struct me_node *n, u32 id)
 		me_stat_inc(n, ME_ST_PEER_EVICTED);
 	}
 	p = &n->peers[i];
-	peer_reset_paths(p);
+	peer_reset_paths(n, p);
 	for (l = 0; l < ME_MAX_LINKS; l++) {
 		struct me_path *pa = &p->path[l];
 
@@ -473,7 +474,7 @@ static struct me_peer *hello_rx(struct me_node *n, u32 link, u64 addr,
 			return NULL;
 		}
 		/* A restart, believed: the old incarnation is gone. */
-		peer_reset_paths(p);
+		peer_reset_paths(n, p);
 		me_atomic_set(&p->inc, h->src_inc);
 		*restarted = h->src_inc;
 	}
@@ -958,7 +959,8 @@ void me_path_suspect(struct me_node *n, struct me_peer *p, u32 link, u64 since)
  * carry its estimate for a round trip.  Full by its congestion window
  * (slow start after it came back, a congested path), or by a share
  * smaller than that, a sample is that window or share per round trip, a
- * lower bound: it may raise the estimate, never lower it.  Taken as a
+ * lower bound: it may raise the estimate, never lower it.  Returns
+ * whether the path is kept full now.  Taken as a
  * measure, a revived path's first round trips (two packets of window)
  * dragged its estimate to a tenth of its sibling's, and the share and
  * choice that follow the estimate kept it there (guests: 0.5-1 MB of 16
@@ -968,7 +970,7 @@ void me_path_suspect(struct me_node *n, struct me_peer *p, u32 link, u64 since)
  * that share came from, down to nothing (guests: 8 Mbit/s beside 10
  * Gbit/s, benchmarks.md 2026-12-03, fortieth).
  */
-static void rate_update(struct me_node *n, struct me_path *pa, u64 now,
+static bool rate_update(struct me_node *n, struct me_path *pa, u64 now,
 			u64 maxrate)
 {
 	u64 d = me_atomic64_read(&pa->delivered);
@@ -980,7 +982,7 @@ static void rate_update(struct me_node *n, struct me_path *pa, u64 now,
 	u64 dt = now - pa->rate_t0;
 
 	if (dt < n->cfg.rate_ns)
-		return;
+		return busy;
 	if (busy && pa->rate_busy && dt < 0xffffffffull) {
 		u64 sample = me_div_u64((d - pa->rate_d0) * 1000, (u32)dt);
 		u64 rtt = me_min_u64(me_atomic64_read(&pa->cc_rtt_ns), 1ull << 34);
@@ -995,6 +997,7 @@ static void rate_update(struct me_node *n, struct me_path *pa, u64 now,
 	pa->rate_d0 = d;
 	pa->rate_busy = busy;
 	pa->rate_cwnd = by_cwnd;
+	return busy;
 }
 
 /*
@@ -1027,17 +1030,18 @@ static u32 ka_due(struct me_node *n, struct me_path *pa, u64 now)
 	       KA_BEACON : KA_PROBE;
 }
 
-static void path_timer(struct me_node *n, struct me_peer *p, u32 link, u64 now,
+/* Returns whether the path is kept full (rate_update()). */
+static bool path_timer(struct me_node *n, struct me_peer *p, u32 link, u64 now,
 		       u64 maxrate)
 {
 	struct me_path *pa = &p->path[link];
 	u32 kind;
 
 	if (!me_atomic_read(&pa->known))
-		return;
+		return false;
 	if (!link_up(n, link)) {
 		path_down(n, p, link, true);
-		return;
+		return false;
 	}
 	if (me_atomic_read(&pa->alive) &&
 	    (!fresh(n, &pa->last_rx_ns, now) || !fresh(n, &pa->heard_ns, now)))
@@ -1047,7 +1051,7 @@ static void path_timer(struct me_node *n, struct me_peer *p, u32 link, u64 now,
 		pa->last_ka_ns = now;
 		send_ka(n, p, link, kind, now);
 	}
-	rate_update(n, pa, now, maxrate);
+	return rate_update(n, pa, now, maxrate);
 }
 
 /* Under peer_lock: a peer nobody needs and nothing heard of for long. */
@@ -1065,7 +1069,7 @@ static void peer_maybe_forget(struct me_node *n, u32 slot, u64 now)
 	me_unlock(&n->peer_lock);
 }
 
-void me_path_timer(struct me_node *n, u64 now)
+u64 me_path_timer(struct me_node *n, u64 now)
 {
 	u32 i, l, cnt;
 
@@ -1080,8 +1084,9 @@ void me_path_timer(struct me_node *n, u64 now)
 		}
 	}
 	if (me_elapsed(now, n->last_scan_ns) < scan_period(n))
-		return;
+		goto out;
 	n->last_scan_ns = now;
+	n->scan_full = false;
 	cnt = me_atomic_read(&n->npeers);
 	for (i = 0; i < cnt; i++) {
 		struct me_peer *p = &n->peers[i];
@@ -1091,11 +1096,13 @@ void me_path_timer(struct me_node *n, u64 now)
 			continue;
 		maxrate = max_rate(n, p);
 		for (l = 0; l < ME_MAX_LINKS; l++)
-			if (n->links[l].present)
-				path_timer(n, p, l, now, maxrate);
+			if (n->links[l].present && path_timer(n, p, l, now, maxrate))
+				n->scan_full = true;
 		if (!me_atomic_read(&p->conns))
 			peer_maybe_forget(n, i, now);
 	}
+out:
+	return n->scan_full ? n->last_scan_ns + scan_period(n) : ME_NEVER;
 }
 
 /* ---- links ---- */

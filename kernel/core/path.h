@@ -226,7 +226,13 @@ void me_path_reorder_spend(struct me_peer *p, u32 link, u64 srtt, u64 now);
 void me_path_suspect(struct me_node *node, struct me_peer *p, u32 link, u64 since);
 /* When the path last showed progress (an ack advanced acked_txno). */
 u64 me_path_acked_ns(struct me_peer *p, u32 link);
-void me_path_timer(struct me_node *node, u64 now);
+/*
+ * Hellos, and every scan period the walk over every path (keepalives,
+ * deaths, delivery rates).  Returns when it next needs the timer: the
+ * next walk while a path is kept full (its rate is sampled then), else
+ * ME_NEVER (the idle period is soon enough).
+ */
+u64 me_path_timer(struct me_node *node, u64 now);
 
 static inline struct me_path *me_pth(struct me_peer *p, u32 link)
 {

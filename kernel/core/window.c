@@ -341,17 +341,19 @@ static void ack_or_defer(struct me_conn *c, const struct me_hdr *h, u32 bytes)
  * the last ack, from a peer whose requests we have answered quickly
  * (me_win_tx_commit): it is held until the next packet we send that peer,
  * on any connection, takes it along (slot_tx), or for cfg.ack_hold_ns
- * (me_win_timer).  A request and its reply then cost a frame each way
+ * (the ack timer, me_core_acks()).  A request and its reply then cost a
+ * frame each way
  * instead of two, also when they travel on two connections (one each
  * way, as the libfabric provider and me_bench open them).  One ack per
  * peer waits at a time; another is sent at once.
  */
 static bool ack_hold(struct me_conn *c, const struct me_hdr *h, u32 unacked)
 {
+	struct me_node *n = c->node;
 	struct me_peer *pe = c->pe;
 	u32 held;
 
-	if (!c->node->cfg.ack_hold_ns || !(h->flags & ME_F_LAST) ||
+	if (!n->cfg.ack_hold_ns || !(h->flags & ME_F_LAST) ||
 	    (h->type != ME_PT_WRITE && h->type != ME_PT_NOTIFY && h->type != ME_PT_PACK &&
 	     h->type != ME_PT_ATOMIC && h->type != ME_PT_READ_REQ))
 		return false;
@@ -360,17 +362,87 @@ static bool ack_hold(struct me_conn *c, const struct me_hdr *h, u32 unacked)
 		me_atomic64_set(&pe->req_ns, h->now);
 		return false;
 	}
-	if (unacked >= c->node->cfg.ack_every)
+	if (unacked >= n->cfg.ack_every)
 		return false;
+	/*
+	 * Under the ack's lock, so that an ack being built (which clears
+	 * flag and slot) is never left with one set and the other not; an
+	 * ack being built now takes this packet's along.
+	 */
+	if (!me_trylock(&c->ack_lock))
+		return false;
+	held = me_atomic_read(&pe->held_conn);
+	if (held != c->id) {
+		if (held || me_atomic_cmpxchg(&pe->held_conn, 0, c->id) != 0) {
+			me_unlock(&c->ack_lock);
+			return false;	/* another connection's waits */
+		}
+		me_atomic_add_return(&n->acks_held, 1);
+	}
 	me_atomic64_set(&c->held_ns, h->now);
 	me_atomic_set(&c->ack_held, 1);
-	held = me_atomic_read(&pe->held_conn);
-	if (held != c->id && (held || me_atomic_cmpxchg(&pe->held_conn, 0, c->id) != 0)) {
-		me_atomic_set(&c->ack_held, 0);
-		return false;
-	}
-	me_stat_inc(c->node, ME_ST_ACK_HELD);
+	me_unlock(&c->ack_lock);
+	me_stat_inc(n, ME_ST_ACK_HELD);
+	if (n->ops->ack_kick)
+		n->ops->ack_kick(n->ctx, h->now + n->cfg.ack_hold_ns);
 	return true;
+}
+
+void me_win_held_released(struct me_node *n)
+{
+	if (me_atomic_add_return(&n->acks_held, -1) == 0 && n->ops->ack_kick)
+		n->ops->ack_kick(n->ctx, 0);
+}
+
+/*
+ * The ack of c held for a reply, if any: sent when its hold is over, and
+ * ME_NEVER returned; else when the hold ends.
+ */
+static u64 held_ack_due(struct me_conn *c, u64 now)
+{
+	struct me_node *n = c->node;
+	u64 held;
+
+	if (!me_atomic_read(&c->ack_held))
+		return ME_NEVER;
+	held = me_atomic64_read(&c->held_ns);
+	if (me_elapsed(now, held) < n->cfg.ack_hold_ns)
+		return held + n->cfg.ack_hold_ns;
+	/*
+	 * No reply took it along in time.  Unless a packet left for the
+	 * peer meanwhile without it (too large, or racing with it), acks
+	 * stop waiting for replies until one comes quickly again.
+	 */
+	if (me_atomic64_read(&c->pe->reply_ns) < held)
+		me_atomic_set(&c->pe->reply_mode, 0);
+	me_stat_inc(n, ME_ST_ACK_HOLD_EXPIRED);
+	me_win_send_ack(c, false);
+	return ME_NEVER;
+}
+
+void me_core_acks(struct me_node *n)
+{
+	u32 i, cnt = me_atomic_read(&n->npeers);
+	u64 now = me_now(n), next = ME_NEVER;
+
+	for (i = 0; i < cnt && me_atomic_read(&n->acks_held); i++) {
+		struct me_peer *pe = &n->peers[i];
+		u32 id = me_atomic_read(&pe->held_conn);
+		struct me_conn *c;
+
+		if (!id)
+			continue;
+		c = me_conn_get(n, id);
+		if (!c || c->pe != pe) {
+			/* Its connection is gone: nothing waits there. */
+			if (me_atomic_cmpxchg(&pe->held_conn, id, 0) == id)
+				me_win_held_released(n);
+			continue;
+		}
+		next = me_min_u64(next, held_ack_due(c, now));
+	}
+	if (next != ME_NEVER && n->ops->ack_kick)
+		n->ops->ack_kick(n->ctx, next);
 }
 
 /*
@@ -473,16 +545,17 @@ void me_win_rx_data(struct me_conn *c, u32 link, const struct me_hdr *h,
 	/* Ack coalescing (EMP's "collection of frames"), nack on a gap. */
 	unacked = me_atomic_add_return(&c->unacked, 1);
 	me_atomic_add_return(&c->unacked_bytes, len);
-	me_node_busy(n);	/* an ack owed: held or deferred, the timer sends it */
 	cum = me_atomic_read(&c->rcv_cum);
 	if (me_seq_lt(cum, s) && me_atomic_read(&c->nack_cum) != cum)
 		nack = true;
 	if (nack)
 		me_win_send_ack(c, true);
 	else if ((h->flags & ME_F_ACKREQ) && ack_hold(c, h, unacked))
-		return;
+		return;		/* the ack timer sends it if no reply does */
 	else if ((h->flags & ME_F_ACKREQ) || unacked >= n->cfg.ack_every)
 		ack_or_defer(c, h, me_atomic_read(&c->unacked_bytes));
+	else
+		me_node_busy(n);	/* an ack owed: the timer sends it */
 }
 
 /*
@@ -506,7 +579,8 @@ static bool ack_build(struct me_conn *c, bool nack, u16 flags, u8 *buf, u64 now)
 	me_atomic_set(&c->unacked_bytes, 0);
 	if (me_atomic_read(&c->ack_held)) {
 		me_atomic_set(&c->ack_held, 0);
-		me_atomic_cmpxchg(&c->pe->held_conn, c->id, 0);
+		if (me_atomic_cmpxchg(&c->pe->held_conn, c->id, 0) == c->id)
+			me_win_held_released(n);
 	}
 	me_node_hdr(n, &h, nack ? ME_PT_NACK : ME_PT_ACK, c->peer);
 	h.flags = flags;
@@ -576,8 +650,11 @@ void me_win_send_ack(struct me_conn *c, bool nack)
 	int link;
 	bool dup;
 
-	if (!me_trylock(&c->ack_lock))
+	if (!me_trylock(&c->ack_lock)) {
+		/* Its holder may have looked before our packet: the timer. */
+		me_node_busy(n);
 		return;
+	}
 	dup = ack_build(c, nack, 0, buf, me_now(n));
 	/* On the newest packet's link: the hold is its (path.c). */
 	link = (int)me_atomic_read(&c->ack_link);
@@ -1153,7 +1230,7 @@ void me_win_tx_commit(struct me_conn *c, struct me_txslot *t, u32 seq,
 	me_path_sent(n, pe, link, len, now);
 	me_atomic64_set(&t->linfo, LI(seq, txno, 0, link));
 	me_atomic_set(&c->snd_max, seq + 1);
-	me_node_busy(n);	/* its retransmission timer */
+	me_node_due(n, now + rto_ns(c));	/* its retransmission timeout */
 	slot_tx(c, t, link, len, now);
 	me_stat_inc(n, ME_ST_TX_DATA);
 	me_cstat_add(c, ME_CST_TX_PKTS, 1);
@@ -1166,10 +1243,24 @@ bool me_win_tx_idle(struct me_conn *c)
 	return me_atomic_read(&c->snd_una) == me_atomic_read(&c->snd_max);
 }
 
-bool me_win_quiet(struct me_conn *c)
+u64 me_win_due(struct me_conn *c, u64 now)
 {
-	return me_win_tx_idle(c) && !me_atomic_read(&c->ack_held) &&
-	       !me_atomic_read(&c->unacked);
+	u64 due = ME_NEVER;
+
+	if (me_atomic_read(&c->ack_held)) {
+		/* The ack timer sends it; without one, the pass then. */
+		if (!c->node->ops->ack_kick)
+			due = me_atomic64_read(&c->held_ns) + c->node->cfg.ack_hold_ns;
+	} else if (me_atomic_read(&c->unacked)) {
+		return now;
+	}
+	/*
+	 * Packets sent since the pass looked at the window (rto_due_ns)
+	 * made it tick (me_node_due() during a pass).
+	 */
+	if (!me_win_tx_idle(c))
+		due = me_min_u64(due, c->rto_due_ns);
+	return due;
 }
 
 void me_win_failover(struct me_conn *c, u32 link)
@@ -1190,26 +1281,12 @@ void me_win_timer(struct me_conn *c, u64 now)
 	struct me_node *n = c->node;
 	u32 una, max, s, st = me_atomic_read(&c->state);
 	bool fired = false, oldest_done = false, probe;
-	u64 rto;
+	u64 rto, due = ME_NEVER;
 
-	if (me_atomic_read(&c->ack_held)) {
-		u64 held = me_atomic64_read(&c->held_ns);
-
-		if (me_elapsed(now, held) >= n->cfg.ack_hold_ns) {
-			/*
-			 * No reply took it along in time.  Unless a packet
-			 * left for the peer meanwhile without it (too large,
-			 * or racing with it), acks stop waiting for replies
-			 * until one comes quickly again.
-			 */
-			if (me_atomic64_read(&c->pe->reply_ns) < held)
-				me_atomic_set(&c->pe->reply_mode, 0);
-			me_stat_inc(n, ME_ST_ACK_HOLD_EXPIRED);
-			me_win_send_ack(c, false);
-		}
-	} else if (me_atomic_read(&c->unacked)) {
+	if (me_atomic_read(&c->ack_held))
+		held_ack_due(c, now);
+	else if (me_atomic_read(&c->unacked))
 		me_win_send_ack(c, false);
-	}
 	if (st != ME_CS_ESTABLISHED && st != ME_CS_CLOSING)
 		return;
 	if (c->mode == ME_MODE_ORDERED)
@@ -1233,10 +1310,16 @@ void me_win_timer(struct me_conn *c, u64 now)
 	 */
 	probe = !c->rto_probe_ns || me_elapsed(now, c->rto_probe_ns) >= 4 * rto ||
 		me_path_heard_from(n, c->pe) < c->rto_probe_ns;
+	/*
+	 * Each packet's own timeout, or the next pass's if it is due and
+	 * could not go (no path, its entry busy), feeds the earliest, which
+	 * is when a timer with nothing else to do passes next (node.c).
+	 * A retransmission's is an RTO from now at least.
+	 */
 	for (s = una; me_seq_lt(s, max); s++) {
 		struct me_txslot *t = &c->tx[s & (c->window - 1)];
 		u64 li = me_atomic64_read(&t->linfo);
-		u64 sent = me_atomic64_read(&t->sent_ns);
+		u64 sent = me_atomic64_read(&t->sent_ns), last;
 		u32 l = li_link(li);
 
 		if (li_seq(li) != s || l == ME_LINK_NONE)
@@ -1259,9 +1342,14 @@ void me_win_timer(struct me_conn *c, u64 now)
 			u64 wait = me_max_u64(rto, me_path_reorder(n, c->pe, l,
 					      me_atomic64_read(&c->srtt_ns)));
 
-			if (me_elapsed(now, sent) >= wait &&
-			    retransmit(c, s, ME_ST_TX_RTX_RTO))
+			if (me_elapsed(now, sent) < wait) {
+				due = me_min_u64(due, sent + wait);
+			} else if (retransmit(c, s, ME_ST_TX_RTX_RTO)) {
 				fired = true;
+				due = me_min_u64(due, now + rto);
+			} else {
+				due = now;
+			}
 			continue;
 		}
 		/*
@@ -1274,9 +1362,17 @@ void me_win_timer(struct me_conn *c, u64 now)
 		 * connections on the link must not hold its timer back
 		 * (issue 14: an ordered connection starved for seconds).
 		 */
-		sent = me_max_u64(sent, me_path_acked_ns(c->pe, l));
-		if (now < sent || now - sent < rto)
+		last = me_max_u64(sent, me_path_acked_ns(c->pe, l));
+		if (now < last || now - last < rto) {
+			/*
+			 * Its own timeout first, while ahead: the link's
+			 * later packets may be acked before the progress
+			 * one, and then it is lost (above).
+			 */
+			due = me_min_u64(due, sent + rto > now ? sent + rto : last + rto);
 			continue;
+		}
+		sent = last;
 		/*
 		 * After the probe, every timed-out packet goes again, not
 		 * only the oldest as TCP does: the acks of retransmissions
@@ -1284,13 +1380,19 @@ void me_win_timer(struct me_conn *c, u64 now)
 		 * arrived), so a lost tail would otherwise take one timer
 		 * pass per packet.
 		 */
-		if (retransmit(c, s, ME_ST_TX_RTX_RTO))
+		if (retransmit(c, s, ME_ST_TX_RTX_RTO)) {
 			fired = true;
+			due = me_min_u64(due, now + rto);
+		} else {
+			due = now;
+		}
 		if (fired && probe)
 			c->rto_probe_ns = now;
 		if (oldest_done) {
-			if (fired && probe)
+			if (fired && probe) {
+				due = now;
 				break;
+			}
 			continue;
 		}
 		oldest_done = true;
@@ -1307,9 +1409,12 @@ void me_win_timer(struct me_conn *c, u64 now)
 		 */
 		if (now - sent >= n->cfg.ka_ns)
 			me_path_suspect(n, c->pe, l, sent);
-		if (fired && probe)
+		if (fired && probe) {
+			due = now;	/* those after it: the next pass */
 			break;
+		}
 	}
+	c->rto_due_ns = due;
 	if (fired) {
 		me_stat_inc(n, ME_ST_RTO_FIRED);
 		if (me_atomic_read(&c->backoff) < 16 &&

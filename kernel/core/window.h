@@ -11,6 +11,7 @@
 #include "wire.h"
 
 struct me_conn;
+struct me_node;
 
 /*
  * Transmit ring entry; entry i holds sequence numbers s with
@@ -113,8 +114,15 @@ void me_win_tx_commit(struct me_conn *c, struct me_txslot *t, u32 seq,
 		      u32 len, u32 link, u64 now);
 void me_win_tx_abort(struct me_conn *c, struct me_txslot *t);
 bool me_win_tx_idle(struct me_conn *c);
-/* Nothing in flight and no ack owed: nothing of the window times out. */
-bool me_win_quiet(struct me_conn *c);
+/*
+ * When the window next needs the timer after its pass at @now (conn.h,
+ * me_conn_due()): now for an ack owed, the earliest retransmission
+ * timeout of what is in flight, ME_NEVER for neither (a held ack is the
+ * ack timer's, me_core_acks()).
+ */
+u64 me_win_due(struct me_conn *c, u64 now);
+/* A peer's held ack was sent or dropped (me_core_acks()' count). */
+void me_win_held_released(struct me_node *n);
 
 /*
  * Our CLOSE is next and every op before it completed (the pump): sets the

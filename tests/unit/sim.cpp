@@ -270,6 +270,7 @@ static bool p_port_open(void *ctx, uint32_t port) { return N(ctx).open_ports.cou
 
 static void p_timer_kick(void *ctx) { N(ctx).sim->timer_kick(N(ctx)); }
 static void p_pace_kick(void *ctx, uint64_t at) { N(ctx).sim->pace_kick(N(ctx), at); }
+static void p_ack_kick(void *ctx, uint64_t at) { N(ctx).sim->ack_kick(N(ctx), at); }
 
 static const me_plat_ops plat = {
 	p_now, p_tx, p_mr_check, p_mr_write, p_mr_local, p_mr_read,
@@ -277,7 +278,7 @@ static const me_plat_ops plat = {
 	p_rx_fill, p_mr_done, p_random_u32, p_retire, p_port_open, p_tx_burst,
 	p_mr_atomic, p_timer_kick, p_pace_kick,
 	nullptr,	// pump_kick: no receive batch here asks for a handoff
-	p_resp_hold, p_resp_tx, p_resp_put,
+	p_resp_hold, p_resp_tx, p_resp_put, p_ack_kick,
 };
 
 const me_plat_ops *sim_plat() { return &plat; }
@@ -389,7 +390,11 @@ Node &Sim::add_node(const me_node_cfg &cfg)
 	nodes.push_back(std::move(n));
 	Node &r = *nodes.back();
 	start_node(r);
-	schedule_tick(r, now + cfg.tick_ns);
+	// Hosts' timers keep their own phases: the same one on every node
+	// would time their retransmissions together (an incast's senders).
+	// Derived from the index, so that the seed's draws stay the tests'.
+	schedule_tick(r, now + 1 + (((uint64_t)r.idx + 1) * 0x9E3779B97F4A7C15ull >> 24) %
+				     cfg.tick_ns);
 	return r;
 }
 
@@ -419,6 +424,9 @@ void Sim::restart(int idx, uint32_t new_inc)
 	me_node_destroy(n.node);
 	n.cfg.incarnation = new_inc;
 	n.conn_over.clear();
+	n.pace_at = 0;		// the old engine's requests die with it
+	n.ack_at = 0;
+	n.ack_gen++;
 	start_node(n);
 }
 
@@ -488,6 +496,36 @@ void Sim::pace_kick(Node &n, uint64_t at)
 		m.pace_at = 0;
 		m.pace_calls++;
 		me_core_pace(m.node);
+	});
+}
+
+void Sim::ack_kick(Node &n, uint64_t at)
+{
+	if (!at) {
+		if (n.ack_at && !me_core_acks_held(n.node)) {
+			n.ack_at = 0;
+			n.ack_gen++;
+			n.ack_cancels++;
+		}
+		return;
+	}
+	if (n.ack_at && n.ack_at <= at)
+		return;		// a call is due sooner
+	n.ack_at = at;
+	const uint64_t gen = ++n.ack_gen;
+	me_node *engine = n.node;
+	int idx = n.idx;
+	this->at(std::max(at, now), [this, idx, engine, gen] {
+		Node &m = *nodes[idx];
+		if (m.node != engine || m.ack_gen != gen)
+			return;	// restarted, dropped or moved since
+		m.ack_at = 0;
+		if (now < m.frozen_until) {
+			ack_kick(m, m.frozen_until);
+			return;
+		}
+		m.ack_calls++;
+		me_core_acks(m.node);
 	});
 }
 

@@ -99,6 +99,12 @@ struct Node {
 	// Pacing (ops.pace_kick): me_core_pace() is due at pace_at (0: not).
 	uint64_t pace_at = 0;
 	uint64_t pace_calls = 0;
+	// The ack timer (ops.ack_kick): me_core_acks() is due at ack_at (0:
+	// not); ack_gen names the current request, ack_cancels counts drops.
+	uint64_t ack_at = 0;
+	uint64_t ack_gen = 0;
+	uint64_t ack_calls = 0;
+	uint64_t ack_cancels = 0;
 	// Frames waiting for the link's receive thread (Sim::rx_batch_ns).
 	struct Queued { uint64_t src, t; std::vector<uint8_t> pkt; };	// t: arrival
 	std::map<uint32_t, std::vector<Queued>> rxq;
@@ -261,6 +267,9 @@ public:
 	void timer_kick(Node &n);
 	// ops.pace_kick: me_core_pace() at `at`, as a high-resolution timer.
 	void pace_kick(Node &n, uint64_t at);
+	// ops.ack_kick: me_core_acks() at `at`, or none (0) while no ack
+	// is held, as the module's hrtimer.
+	void ack_kick(Node &n, uint64_t at);
 
 private:
 	struct Ev {

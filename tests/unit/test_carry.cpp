@@ -405,3 +405,54 @@ TEST(Carry, close_after_the_last_answer__answer_completes)
 	EXPECT_EQ(stat(sim, 0, ME_ST_ACK_HOLD_EXPIRED), 0u);
 	pp.w.check();	// every answer completed with success
 }
+
+// With the module's timing (1 ms tick, 1 ms hold, 5 ms minimum RTO), a
+// ping-pong wakes neither timer: each request's ack rides on its answer
+// and the ack timer that the hold armed is dropped (ops.ack_kick(0));
+// the packets time out no sooner than the sleeping timer's next pass.
+// The timers pass at their idle period, not every tick.  The last,
+// unanswered request is acked by the ack timer when its hold ends, not
+// at a tick after it.
+TEST(Carry, ping_pong__no_tick_no_kick__the_ack_timer_sends_what_no_answer_took)
+{
+	Sim sim(606);
+	me_node_cfg ca = module_cfg(1), cb = module_cfg(2);
+	ca.ack_hold_ns = cb.ack_hold_ns = 1000000;
+	LinkParams lp;
+	lp.delay_ns = 20000;
+	setup_pair(sim, 1, lp, ca, cb);
+	PingPong pp(sim, 606, 64, 64, 0);
+	ASSERT_NE(pp.c[0], nullptr);
+	sim.run_for(100000000);
+	Node &a = *sim.nodes[0], &b = *sim.nodes[1];
+	const uint64_t pa = a.timer_passes, pb = b.timer_passes, ka = a.timer_kicks,
+		       kb = b.timer_kicks, xb = b.ack_cancels, t0 = sim.now;
+	uint64_t done = 0;
+	sim.cqe_hook = [&, inner = sim.cqe_hook](Node &n, const me_cqe &q) {
+		inner(n, q);
+		if (n.idx == 0 && q.type == ME_CQE_WRITE && pp.asked == pp.rounds)
+			done = sim.now;
+	};
+	pp.rounds = 1000;
+	pp.answered = 999;
+	pp.post(0, 64);
+	ASSERT_TRUE(sim.run([&] { return done != 0; }, sim.now + 10000000000ull));
+	const uint64_t ms = (pp.last_ask - t0) / 1000000;
+	printf("%d round trips in %llu ms: timer passes %llu and %llu, kicks %llu and %llu, held acks dropped %llu, last request acked %llu us after it was sent\n",
+	       pp.asked - 1, (unsigned long long)ms, (unsigned long long)(a.timer_passes - pa),
+	       (unsigned long long)(b.timer_passes - pb), (unsigned long long)(a.timer_kicks - ka),
+	       (unsigned long long)(b.timer_kicks - kb), (unsigned long long)(b.ack_cancels - xb),
+	       (unsigned long long)(done - pp.last_ask) / 1000);
+	ASSERT_GE(ms, 20u);
+	EXPECT_EQ(a.timer_kicks, ka);
+	EXPECT_EQ(b.timer_kicks, kb);
+	// The idle period is 5 ms: a pass per 5 ms and a few, not per ms.
+	EXPECT_LE(a.timer_passes - pa, ms / 5 + 3);
+	EXPECT_LE(b.timer_passes - pb, ms / 5 + 3);
+	EXPECT_GE(b.ack_cancels - xb, 900u);
+	EXPECT_GE(done - pp.last_ask, cb.ack_hold_ns);
+	EXPECT_LT(done - pp.last_ask, cb.ack_hold_ns + 200000);
+	EXPECT_EQ(stat(sim, 1, ME_ST_ACK_HOLD_EXPIRED), 1u);
+	sim.run_for(20000000);
+	pp.w.check();
+}

@@ -57,8 +57,12 @@ struct Multi {
 	{
 		me_node *a = sim.nodes[0]->node;
 		const me_node_cfg &cf = sim.nodes[0]->cfg;
+		// Judged by the walk over the paths, every quarter of the
+		// keepalive period (at most 1 ms; path.c scan_period()).
+		const uint64_t walk = std::min<uint64_t>(std::min(cf.ka_ns, cf.link_dead_ns) / 4,
+							 1000000);
 		bool dead = sim.run([&] { return !me_link_alive(a, l); },
-				    sim.now + cf.link_dead_ns + 4 * cf.tick_ns);
+				    sim.now + cf.link_dead_ns + walk + 4 * cf.tick_ns);
 		EXPECT_TRUE(dead) << "link " << l << " not declared dead";
 		return dead;
 	}

@@ -146,6 +146,7 @@ const me_plat_ops ops = {
 	.resp_hold = nullptr,
 	.resp_tx = nullptr,
 	.resp_put = nullptr,
+	.ack_kick = nullptr,	// held acks: the timer's passes send them
 };
 
 // Everything queued for @n, as receive batches.

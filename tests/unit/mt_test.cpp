@@ -239,7 +239,8 @@ void pump_kick(void *ctx)
 const me_plat_ops ops = {now_ns, tx, mr_check, mr_write, mr_local, mr_read,
 			 complete, alloc, pfree, zc_tx, zc_hold, zc_put, nullptr, nullptr, nullptr, nullptr,
 			 nullptr, nullptr, nullptr, nullptr, pace_kick, pump_kick,
-			 resp_hold, resp_tx, resp_put};
+			 resp_hold, resp_tx, resp_put,
+			 nullptr /* ack_kick: the timer's passes send held acks */};
 
 enum class Mode {
 	plain,

@@ -38,7 +38,7 @@
 
 static unsigned int tick_us = 1000;
 module_param(tick_us, uint, 0444);
-MODULE_PARM_DESC(tick_us, "Protocol timer period in microseconds (100..100000, default 1000)");
+MODULE_PARM_DESC(tick_us, "Protocol timer tick in microseconds, while the next tick has work; else it sleeps to its earliest deadline (100..100000, default 1000)");
 
 static unsigned int window_kb = 2048;
 module_param(window_kb, uint, 0444);

@@ -1322,11 +1322,6 @@ static void drain_packs(struct me_conn *c)
 	}
 }
 
-/*
- * One packetizer at a time (trylock).  Whoever wants packets sent sets
- * pump_again first; the holder loops while it is set and re-checks after
- * unlocking, so a request racing with the unlock is never lost.
- */
 /* With pump_lock held: nothing is left to send (ops, answers). */
 static bool pump_done(struct me_conn *c)
 {
@@ -1335,6 +1330,11 @@ static bool pump_done(struct me_conn *c)
 	       c->resp_tail + 1;
 }
 
+/*
+ * One packetizer at a time (trylock).  Whoever wants packets sent sets
+ * pump_again first; the holder loops while it is set and re-checks after
+ * unlocking, so a request racing with the unlock is never lost.
+ */
 void me_msg_pump(struct me_conn *c)
 {
 	struct me_node *n = c->node;

@@ -373,7 +373,7 @@ static u64 idle_period(struct me_node *n)
 	return me_max_u64(p / 4, n->cfg.tick_ns);
 }
 
-/* After a pass that found nothing due within a tick: may the host sleep until @wake? */
+/* After a pass that found nothing due within a tick: may it sleep to @wake? */
 static bool timer_go_idle(struct me_node *n, u64 wake)
 {
 	me_atomic64_set(&n->timer_wake_ns, wake);

@@ -454,5 +454,10 @@ TEST(Carry, ping_pong__no_tick_no_kick__the_ack_timer_sends_what_no_answer_took)
 	EXPECT_LT(done - pp.last_ask, cb.ack_hold_ns + 200000);
 	EXPECT_EQ(stat(sim, 1, ME_ST_ACK_HOLD_EXPIRED), 1u);
 	sim.run_for(20000000);
+	// Nothing held is left counted, and no ack timer is left armed.
+	for (Node *n : {&a, &b}) {
+		EXPECT_EQ(me_core_acks_held(n->node), 0u) << n->idx;
+		EXPECT_EQ(n->ack_at, 0u) << n->idx;
+	}
 	pp.w.check();
 }

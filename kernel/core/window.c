@@ -336,16 +336,16 @@ static void ack_or_defer(struct me_conn *c, const struct me_hdr *h, u32 bytes)
 
 /*
  * May the ack this packet asks for wait for a reply to carry it (wire 9)?
- * The last packet of a write, notify or PACK, or a READ_REQ or ATOMIC (always
- * answered, so always carried), fewer than ack_every since
- * the last ack, from a peer whose requests we have answered quickly
- * (me_win_tx_commit): it is held until the next packet we send that peer,
- * on any connection, takes it along (slot_tx), or for cfg.ack_hold_ns
- * (the ack timer, me_core_acks()).  A request and its reply then cost a
- * frame each way
- * instead of two, also when they travel on two connections (one each
- * way, as the libfabric provider and me_bench open them).  One ack per
- * peer waits at a time; another is sent at once.
+ * The last packet of a write, notify or PACK, or a READ_REQ or ATOMIC
+ * (always answered, so always carried), fewer than ack_every since the
+ * last ack, from a peer whose requests we have answered quickly
+ * (me_win_tx_commit): it is held until the next packet we send that
+ * peer, on any connection, takes it along (slot_tx), or for
+ * cfg.ack_hold_ns (the ack timer, me_core_acks()).  A request and its
+ * reply then cost a frame each way instead of two, also when they
+ * travel on two connections (one each way, as the libfabric provider
+ * and me_bench open them).  One ack per peer waits at a time; another
+ * is sent at once.
  */
 static bool ack_hold(struct me_conn *c, const struct me_hdr *h, u32 unacked)
 {

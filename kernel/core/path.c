@@ -21,11 +21,11 @@
  * of a packet we sent on the path proves it arrived.  A path quiet in
  * either direction for ka_ns gets a KEEPALIVE from each end every ka_ns
  * (ka_due()): an unanswered beacon while it is alive, else a probe,
- * answered at once.  Every keepalive echoes the peer's newest one, so
- * each end measures a round trip from the keepalive that answers its
- * own.  So a NIC that still receives but no longer transmits goes dead
- * on both sides: its peers stop hearing it, and it stops being told that
- * it is heard.  A dead path keeps being
+ * answered at once.  A keepalive echoes the peer's newest one (the first
+ * we send after it came), so each end measures a round trip from the
+ * keepalive that answers its own.  So a NIC that still receives but no
+ * longer transmits goes dead on both sides: its peers stop hearing it,
+ * and it stops being told that it is heard.  A dead path keeps being
  * probed, and its connections' packets in flight on it go again on the
  * others (me_win_failover).
  *
@@ -270,11 +270,11 @@ static u32 failed_links(struct me_peer *p)
 
 /*
  * The peer's last keepalive on the path: its stamp and when it reached
- * us, a pair written by receive threads and read by whoever sends our
- * next keepalive.  The stamp is cleared while the pair changes and read
- * on both sides of the arrival, so a reader never pairs one keepalive's
- * stamp with another's arrival (two written at once may mix arrivals
- * microseconds apart).
+ * us, a pair written by receive threads and taken by whoever sends our
+ * next keepalive.  The stamp is cleared while the pair changes and
+ * taken by an exchange with its value read before the arrival, so a
+ * taker never pairs one keepalive's stamp with another's arrival (two
+ * written at once may mix arrivals microseconds apart).
  */
 static void peer_stamp_set(struct me_path *pa, u64 stamp, u64 at)
 {
@@ -283,12 +283,19 @@ static void peer_stamp_set(struct me_path *pa, u64 stamp, u64 at)
 	me_atomic64_set(&pa->peer_stamp, stamp);
 }
 
-static u64 peer_stamp_get(struct me_path *pa, u64 *at)
+/*
+ * Each stamp is echoed once, by the first keepalive we send after it
+ * came.  The peer takes the first answer to reach it as its sample: of
+ * several answers crossing a jittery path the first to arrive is the
+ * least delayed, and the path's noise (cc.c) read a tenth low.  The
+ * first sent is any one of them.
+ */
+static u64 peer_stamp_take(struct me_path *pa, u64 *at)
 {
 	u64 s = me_atomic64_read(&pa->peer_stamp);
 
 	*at = me_atomic64_read(&pa->peer_stamp_ns);
-	return s == me_atomic64_read(&pa->peer_stamp) ? s : 0;
+	return s && me_atomic64_cmpxchg(&pa->peer_stamp, s, 0) == s ? s : 0;
 }
 
 /*
@@ -297,7 +304,7 @@ static u64 peer_stamp_get(struct me_path *pa, u64 *at)
  */
 static void ka_sent(struct me_path *pa, u64 now)
 {
-	u32 i = me_atomic_add_return(&pa->ka_seq, 1) & 1;
+	u32 i = me_atomic_add_return(&pa->ka_seq, 1) % ME_KA_STAMPS;
 
 	me_atomic64_set(&pa->ka_stamp[i], 0);
 	me_atomic64_set(&pa->ka_tx[i], me_atomic_read(&pa->inflight) ? ~0ull :
@@ -310,9 +317,10 @@ enum { KA_NONE, KA_BEACON, KA_PROBE, KA_REPLY };
 
 /*
  * A keepalive of `kind`.  Each carries our clock, and echoes the peer's
- * newest keepalive with how long it waited here, so that the peer
- * measures a round trip from it: a reply answers the probe the peer just
- * sent, and each end's beacon the other's last.
+ * newest keepalive, if no keepalive of ours echoed it yet, with how long
+ * it waited here, so that the peer measures a round trip from it: a
+ * reply answers the probe the peer just sent, and each end's beacon the
+ * other's last.
  */
 static void send_ka(struct me_node *n, struct me_peer *p, u32 link, u32 kind,
 		    u64 now)
@@ -328,7 +336,7 @@ static void send_ka(struct me_node *n, struct me_peer *p, u32 link, u32 kind,
 	h.h.heard_us = heard_age_us(pa, now);
 	h.h.down = failed_links(p);
 	h.h.stamp = now;
-	echo = peer_stamp_get(pa, &at);
+	echo = peer_stamp_take(pa, &at);
 	if (echo && me_elapsed(now, at) <= 0xffffffffu) {
 		h.h.echo = echo;
 		h.h.hold = (u32)me_elapsed(now, at);
@@ -347,7 +355,7 @@ static void send_ka(struct me_node *n, struct me_peer *p, u32 link, u32 kind,
  */
 static void peer_reset_paths(struct me_node *n, struct me_peer *p)
 {
-	u32 l;
+	u32 l, i;
 
 	me_atomic_set(&p->reply_mode, 0);
 	if (me_atomic_xchg(&p->held_conn, 0))
@@ -363,8 +371,8 @@ static void peer_reset_paths(struct me_node *n, struct me_peer *p)
 		me_atomic64_set(&pa->last_rx_ns, 0);
 		me_atomic64_set(&pa->heard_ns, 0);
 		me_atomic64_set(&pa->data_rx_ns, 0);
-		me_atomic64_set(&pa->ka_stamp[0], 0);
-		me_atomic64_set(&pa->ka_stamp[1], 0);
+		for (i = 0; i < ME_KA_STAMPS; i++)
+			me_atomic64_set(&pa->ka_stamp[i], 0);
 		me_atomic64_set(&pa->peer_stamp, 0);
 		me_atomic64_set(&pa->peer_stamp_ns, 0);
 		me_atomic_set(&pa->rtt_us, 0);
@@ -624,14 +632,15 @@ void me_path_rx(struct me_node *n, u32 link, u64 addr, const struct me_hdr *h,
 		}
 		/*
 		 * The echo is our own clock: only an answer to one of our
-		 * last two keepalives, once each (a forged or repeated one
-		 * would feed the round trip and the noise, cc.c).  A reply
-		 * answers our probe, a beacon or probe our last keepalive.
+		 * last ME_KA_STAMPS keepalives, once each (a forged or
+		 * repeated one would feed the round trip and the noise,
+		 * cc.c).  A reply answers our probe, a beacon or probe one
+		 * of our keepalives its sender had not answered yet.
 		 */
 		if (h->h.echo && h->h.echo <= now && now - h->h.echo < 10000000000ull) {
 			u32 i;
 
-			for (i = 0; i < 2; i++) {
+			for (i = 0; i < ME_KA_STAMPS; i++) {
 				if (me_atomic64_cmpxchg(&pa->ka_stamp[i], h->h.echo, 0) ==
 				    h->h.echo) {
 					probe_rx(n, pa, h, i);

@@ -12,6 +12,9 @@
 
 struct me_node;
 
+/* Our keepalives on a path an echo may answer (path.c ka_sent()). */
+#define ME_KA_STAMPS	8
+
 /* Per local link.  (timer): touched only by me_core_timer(). */
 struct me_link {
 	bool present;		/* set once by me_link_add() */
@@ -71,15 +74,18 @@ struct me_path {
 	me_atomic_t noise_n;	/* samples in it, up to ME_CC_NOISE_N */
 	me_atomic64_t data_rx_ns; /* last sequenced packet from the peer here */
 	/*
-	 * Our last two keepalives here (path.c ka_sent()): their stamps,
-	 * the only echoes a round trip is taken with, each once (0: none
-	 * or taken), and tx_pkts when each left with nothing in flight (~0:
-	 * it left behind data).  Two: the peer's beacon may answer our
-	 * previous one when it crossed our last.
+	 * Our last ME_KA_STAMPS keepalives here (path.c ka_sent()): their
+	 * stamps, the only echoes a round trip is taken with, each once
+	 * (0: none or taken), and tx_pkts when each left with nothing in
+	 * flight (~0: it left behind data).  Several: the peer's keepalive
+	 * may answer one of ours after we sent more (the two ends' cross,
+	 * and answers may be held up longer than a period); with two,
+	 * every answer slower than two of our periods was dropped, and the
+	 * path's noise read half of what it was (cc.c, Cc.noise__*).
 	 */
 	me_atomic_t ka_seq;
-	me_atomic64_t ka_stamp[2];
-	me_atomic64_t ka_tx[2];
+	me_atomic64_t ka_stamp[ME_KA_STAMPS];
+	me_atomic64_t ka_tx[ME_KA_STAMPS];
 	me_atomic64_t peer_stamp; /* the peer's last keepalive's stamp, 0:
 				   * none: what ours echo */
 	me_atomic64_t peer_stamp_ns; /* ... when it reached our host */

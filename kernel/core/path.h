@@ -97,6 +97,8 @@ struct me_path {
 	me_atomic_t round_lost;	/* packets found lost in that round */
 	me_atomic_t round_cwnd;	/* cwnd before the round's first loss */
 	me_atomic64_t cc_qloss_ns; /* last loss taken for a queue's, 0: none */
+	me_atomic64_t cc_calm_ns; /* a queue's loss round within ME_CC_CALM_RTTS
+				   * of another (no doubling after), 0: none */
 	me_atomic_t qfull_win;	/* window a queue overflowed at (cc.c) */
 	me_atomic_t undo_cwnd;	/* before the timeouts of the last episode
 				 * shrank it, 0: nothing to undo */

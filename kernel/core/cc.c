@@ -69,6 +69,8 @@
  * for those kept a stream on a link losing 1% at random at 0.35 of what
  * it moved without congestion control, 0.29 where the replies jitter by
  * up to 1 ms (simulator, Cc.random_loss__costs_a_fifth_not_half).
+ * The probe that opens a timeout episode (window.c) cuts nothing
+ * (me_cc_probe()); the timeouts after it that the peer answered do.
  * A retransmission timeout on a path whose queue lost packets within the
  * last ME_CC_LOSS_RTTS round trips (congestion: a queue overflowed)
  * drops it to one MTU.  On a path that lost nothing, or only at random,
@@ -523,6 +525,37 @@ void me_cc_timeout(struct me_node *n, struct me_path *pa, u64 now)
 	}
 	/* An outage: the ssthresh the first timeouts set stays. */
 	me_atomic_set(&pa->cwnd, cc_min(n));
+}
+
+/*
+ * The probe that opens a timeout episode (window.c) cuts nothing, as
+ * TCP's tail loss probe: it asks whether anything was lost.  Its answer
+ * decides: a DUP (the receiver had the packet: its ack was late, a
+ * paused receiver) leaves nothing to undo; holes the acks then show are
+ * losses (me_cc_lost()); a timeout after it that the peer answered
+ * meanwhile is me_cc_timeout()'s.  Cutting at the probe and undoing at
+ * the DUP failed where random losses taken for a queue's refuse the
+ * undo: between two guests at 1% loss nine timeouts in ten were a
+ * paused receiver's and each left the window at one packet
+ * (benchmarks.md, Loss).  Probes to a peer that stays silent still
+ * count: the ME_CC_RTO_RESET-th without an ack drops the window to one
+ * MTU (an outage).
+ */
+void me_cc_probe(struct me_node *n, struct me_path *pa, u64 now)
+{
+	u32 cwnd = me_atomic_read(&pa->cwnd);
+
+	if (!n->cfg.cc)
+		return;
+	/*
+	 * The acks that a pause held back come with its delay: none of
+	 * them shrinks the window for a round trip, and a DUP gives back
+	 * what later ones took.
+	 */
+	undo_save(pa, cwnd, now);
+	me_atomic64_set(&pa->cc_dec_ns, now);
+	if (me_atomic_add_return(&pa->rto_run, 1) >= ME_CC_RTO_RESET)
+		me_atomic_set(&pa->cwnd, cc_min(n));
 }
 
 void me_cc_spurious(struct me_node *n, struct me_path *pa, u64 now)

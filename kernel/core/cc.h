@@ -40,6 +40,8 @@ u64 me_cc_target(struct me_node *node, struct me_path *pa, u64 base);
 void me_cc_lost(struct me_node *node, struct me_path *pa, u64 now);
 /* A packet sent on the path timed out. */
 void me_cc_timeout(struct me_node *node, struct me_path *pa, u64 now);
+/* The first timeout of an episode, resent as a probe, was on the path. */
+void me_cc_probe(struct me_node *node, struct me_path *pa, u64 now);
 /*
  * The peer received a packet twice: a retransmission was not needed.
  * Gives the path back the window its last timeouts took, unless a queue

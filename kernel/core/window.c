@@ -988,9 +988,10 @@ static void account(struct me_conn *c, u32 s, struct ack_sum *sum)
 
 /*
  * Table 1 state 5a: retransmit sequence number s unless another thread is
- * already doing it (entry trylock) or it was acked meanwhile.
+ * already doing it (entry trylock) or it was acked meanwhile.  `probe`:
+ * the timeout that opens an episode (me_win_timer()).
  */
-static bool retransmit(struct me_conn *c, u32 s, enum me_stat why)
+static bool retransmit(struct me_conn *c, u32 s, enum me_stat why, bool probe)
 {
 	struct me_node *n = c->node;
 	struct me_txslot *t = &c->tx[s & (c->window - 1)];
@@ -1026,6 +1027,8 @@ static bool retransmit(struct me_conn *c, u32 s, enum me_stat why)
 	me_atomic64_add_return(&me_pth(c->pe, li_link(li))->lost_pkts, 1);
 	if (why == ME_ST_TX_RTX_LOSS)
 		me_cc_lost(n, me_pth(c->pe, li_link(li)), now);
+	else if (why == ME_ST_TX_RTX_RTO && probe)
+		me_cc_probe(n, me_pth(c->pe, li_link(li)), now);
 	else if (why == ME_ST_TX_RTX_RTO)
 		me_cc_timeout(n, me_pth(c->pe, li_link(li)), now);
 	me_path_reorder_spend(c->pe, li_link(li), me_atomic64_read(&c->srtt_ns), now);
@@ -1130,7 +1133,7 @@ void me_win_rx_ack(struct me_conn *c, u32 link, const struct me_hdr *h)
 			    me_path_lost(n, c->pe, li_link(li), li_txno(li)) &&
 			    me_elapsed(h->now, me_atomic64_read(&t->sent_ns)) >=
 			    me_path_reorder(n, c->pe, li_link(li), srtt))
-				retransmit(c, s, ME_ST_TX_RTX_LOSS);
+				retransmit(c, s, ME_ST_TX_RTX_LOSS, false);
 		}
 	}
 	if (sum.links) {
@@ -1272,7 +1275,7 @@ void me_win_failover(struct me_conn *c, u32 link)
 		u64 li = me_atomic64_read(&c->tx[s & (c->window - 1)].linfo);
 
 		if (li_seq(li) == s && li_link(li) == link)
-			retransmit(c, s, ME_ST_TX_RTX_FAIL);
+			retransmit(c, s, ME_ST_TX_RTX_FAIL, false);
 	}
 }
 
@@ -1299,8 +1302,9 @@ void me_win_timer(struct me_conn *c, u64 now)
 	 * The first timeout of an episode resends only the oldest packet
 	 * that timed out, as a probe (RFC 5682's F-RTO): a receiver that
 	 * paused past the RTO then acks the originals, and only one packet
-	 * went twice, not the window (its DUP undoes what the timeout did to
-	 * the congestion window, cc.c).  A timeout within four RTOs of the
+	 * went twice, not the window.  The probe leaves the congestion
+	 * window as it is (cc.c me_cc_probe()): what it finds decides.  A
+	 * timeout within four RTOs of the
 	 * probe resends them all: the loss is real (a lost tail costs one
 	 * RTO more than without the probe).  Unless the peer has sent us
 	 * nothing since the probe, on any path: then it is paused (an
@@ -1344,7 +1348,7 @@ void me_win_timer(struct me_conn *c, u64 now)
 
 			if (me_elapsed(now, sent) < wait) {
 				due = me_min_u64(due, sent + wait);
-			} else if (retransmit(c, s, ME_ST_TX_RTX_RTO)) {
+			} else if (retransmit(c, s, ME_ST_TX_RTX_RTO, false)) {
 				fired = true;
 				due = me_min_u64(due, now + rto);
 			} else {
@@ -1380,7 +1384,7 @@ void me_win_timer(struct me_conn *c, u64 now)
 		 * arrived), so a lost tail would otherwise take one timer
 		 * pass per packet.
 		 */
-		if (retransmit(c, s, ME_ST_TX_RTX_RTO)) {
+		if (retransmit(c, s, ME_ST_TX_RTX_RTO, probe && !fired)) {
 			fired = true;
 			due = me_min_u64(due, now + rto);
 		} else {

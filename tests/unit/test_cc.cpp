@@ -1,11 +1,12 @@
 // SPDX-License-Identifier: GPL-2.0
 // Congestion control's answer to retransmission timeouts (cc.c): a pause
 // of the receiver longer than the RTO makes every packet in flight time
-// out at once; that costs half the window, not all of it, and only
-// timeouts in a row with no ack between them (an outage), or a timeout
-// soon after losses (congestion), reset the window to one packet; a
-// timeout the receiver proves needless (it got the packet twice) is
-// undone.
+// out at once; the probe that opens the episode cuts nothing, a timeout
+// after it that the peer answered costs half the window, not all of it,
+// and only timeouts in a row with no ack between them (an outage), or a
+// timeout soon after losses (congestion), reset the window to one
+// packet; what the acks a pause held back took is given back once the
+// receiver proves the resend needless (it got the packet twice).
 #include "harness.hpp"
 
 using namespace mesim;
@@ -307,10 +308,10 @@ TEST(Cc, stalling_shallow_port__resent_share)
 }
 
 // One packet lost at random and then a pause of the receiver past the
-// RTO: the timeout halves the window, it does not reset it (only a
-// queue's loss makes a timeout congestion), and once the receiver says
-// it got the resent packets twice the window comes back.
-TEST(Cc, timeout_after_a_random_loss__halves_and_is_undone)
+// RTO: the timeout's probe does not reset the window (only a queue's
+// loss makes a timeout congestion), and once the receiver says it got
+// the resent packet twice the window is what it was.
+TEST(Cc, timeout_after_a_random_loss__no_reset_and_undone)
 {
 	LossyStream S(77, true, 0, 0);
 	ASSERT_NE(S.c, nullptr);
@@ -342,9 +343,9 @@ TEST(Cc, timeout_after_a_random_loss__halves_and_is_undone)
 	const uint32_t before = cwnd_of(sim, 0);
 	ASSERT_TRUE(sim.run([&] { return rto_fired(sim) > fired0; }, sim.now + 100000000));
 	const uint32_t shrunk = cwnd_of(sim, 0);
-	// Half of what it was then (the acks already in flight when they
-	// stopped may have grown it since `before`), not one packet.
-	EXPECT_GE(shrunk + mtu, before / 2) << "a timeout after a random loss reset the window";
+	// The probe cut nothing (the acks already in flight when they
+	// stopped may have grown it since `before`); not one packet.
+	EXPECT_GE(shrunk + mtu, before) << "a timeout after a random loss cut the window";
 
 	hold = false;
 	const uint64_t spurious0 = me_node_stat(sim.nodes[0]->node, ME_ST_RTX_SPURIOUS);
@@ -361,7 +362,7 @@ TEST(Cc, timeout_after_a_random_loss__halves_and_is_undone)
 	EXPECT_EQ(S.w.bad, 0);
 }
 
-TEST(Cc, timeouts__halve_the_window_until_three_in_a_row)
+TEST(Cc, timeouts__probes_cut_nothing_until_three_in_a_row)
 {
 	const uint32_t mtu = kMtu;
 	Stream S(71);
@@ -372,8 +373,8 @@ TEST(Cc, timeouts__halve_the_window_until_three_in_a_row)
 	const uint32_t grown = cwnd_of(sim, 0);
 	ASSERT_GE(grown, 8 * mtu) << "the window never grew";
 
-	// The receiver's acks stop (as if its receive thread stalled): the
-	// first timeout halves the window.
+	// The receiver falls silent (as if its host stalled): the first
+	// timeout sends a probe and leaves the window.
 	bool hold = true;
 	sim.drop_hook = [&](const TxEvent &e) { return hold && e.node == 1; };
 	const uint64_t fired0 = rto_fired(sim);
@@ -382,15 +383,15 @@ TEST(Cc, timeouts__halve_the_window_until_three_in_a_row)
 	uint32_t after = cwnd_of(sim, 0);
 	printf("window %u B after growing; %u B before the first timeout, %u B after it\n", grown,
 	       before, after);
-	EXPECT_GE(after, before / 2 - mtu);
-	EXPECT_LE(after, before / 2 + mtu);
+	EXPECT_GE(after + mtu, before) << "the probe cut the window";
 
-	// Still no ack: the third timeout in a row resets it to one packet.
+	// Still nothing from the peer: every timeout is another probe, and
+	// the third in a row resets the window to one packet.
 	ASSERT_TRUE(sim.run([&] { return rto_fired(sim) >= fired0 + 3; }, sim.now + 1000000000));
 	EXPECT_EQ(cwnd_of(sim, 0), mtu);
 
 	// Acks again: everything completes, and the next single timeout
-	// halves the window it grew back to, it does not reset it.
+	// does not reset the window it grew back to.
 	hold = false;
 	ASSERT_TRUE(sim.run([&] { return w.all_done(); }, sim.now + 2000000000));
 	ASSERT_NO_FATAL_FAILURE(S.grow());
@@ -400,7 +401,7 @@ TEST(Cc, timeouts__halve_the_window_until_three_in_a_row)
 	ASSERT_GT(before, 2 * mtu);
 	ASSERT_TRUE(sim.run([&] { return rto_fired(sim) > fired1; }, sim.now + 100000000));
 	after = cwnd_of(sim, 0);
-	EXPECT_GE(after, before / 2 - mtu);
+	EXPECT_GE(after + mtu, before);
 	EXPECT_GT(after, mtu) << "a first timeout after acks counted as one in a row";
 	hold = false;
 	sim.drop_hook = nullptr;
@@ -408,10 +409,57 @@ TEST(Cc, timeouts__halve_the_window_until_three_in_a_row)
 	w.check();
 }
 
+// The data stop arriving while the peer still answers (its keepalives,
+// every 0.5 ms here): the probe cuts nothing, the timeout after it that
+// the peer answered is a loss and halves the window (no queue lost
+// anything lately: not congestion), and the third in a row without an
+// ack resets it.
+TEST(Cc, timeout_the_peer_answered__halves)
+{
+	const uint32_t mtu = kMtu;
+	Sim sim(73);
+	me_node_cfg a = module_cfg(1, kMtu), b = module_cfg(2, kMtu);
+	a.ka_ns = b.ka_ns = 500000;
+	LinkParams lp;
+	lp.gbps = 1;
+	lp.delay_ns = 200000;
+	setup_pair(sim, 1, lp, a, b, 16 << 20);
+	me_conn *c = sim.connect(0, 1, ME_MODE_UNORDERED);
+	ASSERT_NE(c, nullptr);
+	Workload w(sim, 73);
+	for (int i = 0; i < 40; i++) {
+		while (w.pending() < 16)
+			ASSERT_EQ(w.submit(c, 0, Op::WRITE, 64 * 1024), 0);
+		sim.run_for(500000);
+	}
+	const uint32_t before = cwnd_of(sim, 0);
+	ASSERT_GE(before, 8 * mtu) << "the window never grew";
+
+	bool hold = true;
+	sim.drop_hook = [&](const TxEvent &e) {
+		return hold && e.node == 0 && e.parsed && e.h.type == ME_PT_WRITE;
+	};
+	const uint64_t fired0 = rto_fired(sim);
+	ASSERT_TRUE(sim.run([&] { return rto_fired(sim) > fired0; }, sim.now + 100000000));
+	const uint32_t probed = cwnd_of(sim, 0);
+	ASSERT_TRUE(sim.run([&] { return rto_fired(sim) > fired0 + 1; }, sim.now + 100000000));
+	const uint32_t second = cwnd_of(sim, 0);
+	printf("window %u B before, %u B after the probe, %u B after the timeout after it\n",
+	       before, probed, second);
+	EXPECT_GE(probed + mtu, before) << "the probe cut the window";
+	EXPECT_GE(second + mtu, probed / 2);
+	EXPECT_LE(second, probed / 2 + mtu) << "the answered timeout did not halve the window";
+	hold = false;
+	sim.drop_hook = nullptr;
+	ASSERT_TRUE(sim.run([&] { return w.all_done(); }, sim.now + 2000000000));
+	w.check();
+}
+
 // A timeout whose packet had arrived (only its ack was late or lost) is
-// no congestion: the receiver gets the packet twice, says so in its next
-// ack (ME_F_DUP), and the sender gets back the window the timeout took.
-TEST(Cc, needless_retransmission__gives_the_window_back)
+// no congestion: the probe cuts nothing, the receiver gets the packet
+// twice and says so in its next ack (ME_F_DUP), and the sender gives
+// back what the late acks took (their delay includes the pause).
+TEST(Cc, needless_retransmission__leaves_the_window)
 {
 	const uint32_t mtu = kMtu;
 	Stream S(72);
@@ -425,10 +473,10 @@ TEST(Cc, needless_retransmission__gives_the_window_back)
 	const uint32_t before = cwnd_of(sim, 0);
 	ASSERT_GE(before, 8 * mtu) << "the window never grew";
 	ASSERT_TRUE(sim.run([&] { return rto_fired(sim) > fired0; }, sim.now + 100000000));
-	const uint32_t shrunk = cwnd_of(sim, 0);
-	EXPECT_LE(shrunk, before / 2 + mtu);
+	const uint32_t probed = cwnd_of(sim, 0);
+	EXPECT_GE(probed + mtu, before) << "the probe cut the window";
 
-	// The acks flow again: the resent packets are duplicates at node 1.
+	// The acks flow again: the resent packet is a duplicate at node 1.
 	hold = false;
 	sim.drop_hook = nullptr;
 	const uint64_t spurious0 = me_node_stat(sim.nodes[0]->node, ME_ST_RTX_SPURIOUS);
@@ -437,11 +485,9 @@ TEST(Cc, needless_retransmission__gives_the_window_back)
 	}, sim.now + 100000000)) << "no ack said a packet came twice";
 	EXPECT_GT(me_node_stat(sim.nodes[1]->node, ME_ST_RX_DUP), 0u);
 	const uint32_t after = cwnd_of(sim, 0);
-	printf("window %u B before the timeout, %u B after it, %u B once the peer said the "
-	       "packet came twice\n", before, shrunk, after);
-	// What the timeout halved (the window then, a little under `before`:
-	// the acks in flight when they stopped had moved it).
-	EXPECT_GE(after + mtu, 2 * shrunk);
+	printf("window %u B before the timeout, %u B after its probe, %u B once the peer said the "
+	       "packet came twice\n", before, probed, after);
+	EXPECT_GE(after + mtu, probed);
 	ASSERT_TRUE(sim.run([&] { return S.w.all_done(); }, sim.now + 2000000000));
 	S.w.check();
 }

@@ -63,9 +63,9 @@
  * if a lossy link did (TCP Veno's random loss).  A queue overflows after
  * it filled: the delay was at least half way from the base to the target
  * and beyond the path's noise (queue_loss()), or it lost a burst, an
- * eighth of the window in the round, or the round began at or above the
- * window the path remembers its queue overflowing at and lost a second
- * packet.  A lossy link
+ * eighth of the window and three packets at least in the round, or the
+ * round began at or above the window the path remembers its queue
+ * overflowing at and lost a second packet.  A lossy link
  * loses a packet now and then, with the delay near the base.  Halving
  * for those kept a stream on a link losing 1% at random at 0.35 of what
  * it moved without congestion control, 0.29 where the replies jitter by
@@ -400,7 +400,9 @@ static u64 round_trip(struct me_node *n, struct me_path *pa)
  * has filled first: the delay was well above the base (half way to the
  * target, and beyond the path's own noise, which says nothing of a
  * queue), or it lost a burst (a 1/ME_CC_BURST share of the window within
- * one round trip; a lossy link loses a packet now and then), or the
+ * one round trip, three packets at least: a lossy link loses a packet
+ * now and then, and at 1% two in a round of a window of 8-10 packets
+ * about every 250 rounds), or the
  * round began at or above the window the path's queue overflowed at
  * (on a path whose delay cannot show it) and lost a second packet: an
  * overflow drops what comes while the queue is full, and one loss
@@ -422,7 +424,7 @@ static bool queue_loss(struct me_node *n, struct me_path *pa, u32 lost, u32 cwnd
 			   ME_CC_NOISE_K * me_atomic64_read(&pa->noise_ns));
 	if (delay >= base + above)
 		return true;
-	return lost >= 2 && (u64)lost * n->cfg.mtu * ME_CC_BURST >= cwnd;
+	return lost >= 3 && (u64)lost * n->cfg.mtu * ME_CC_BURST >= cwnd;
 }
 
 /*

@@ -4,7 +4,8 @@
 # `netem` drops LOSS% of the frames on both guests' eth0; for each of RUNS
 # runs it prints the run's MB/s, the sender's engine counters over the
 # run (data packets, resent by loss and by timeout, timeouts, needless
-# ones, losses taken for a queue's and for random) and its path to node 1
+# ones, losses taken for a queue's -- by which rule -- and for random,
+# the window's cuts by each cause, resets, undos) and its path to node 1
 # every 0.25 s (round trip and delay of data, base, noise, target, window,
 # bytes in flight).
 #   scripts/vm --nodes 2 --links 1 --timeout 300 -- bench/loss-trace.sh [LOSS [SIZE [SECS [RUNS]]]]
@@ -49,7 +50,7 @@ nap 1
 
 # The sender's counters, NAME=VALUE.
 counters() {
-	"$B/mectl" stats | awk '$1 ~ /^(tx_data|tx_rtx_loss|tx_rtx_rto|rto_fired|rtx_spurious|cc_loss_queue|cc_loss_random)$/ {
+	"$B/mectl" stats | awk '$1 ~ /^(tx_data|tx_rtx_loss|tx_rtx_rto|rto_fired|rtx_spurious|cc_loss_queue|cc_loss_random|cc_queue_delay|cc_queue_burst|cc_queue_full|cc_cut_loss|cc_cut_delay|cc_cut_rto|cc_reset|cc_undo|cc_calm)$/ {
 		printf "%s=%s ", $1, $2}'
 }
 # Over a run: each counter's growth.

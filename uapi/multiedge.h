@@ -93,8 +93,10 @@
  * bridge); me_query (VER5) trains_segmented.
  * 24: ME_STAT_TIMER_LATE (timer passes that came late after a stall of
  * the host and judged no timeout).
+ * 25: ME_STAT_CC_QUEUE_DELAY ... ME_STAT_CC_CALM: which rule of congestion
+ * control took a loss for a queue's, and what cut or restored a window.
  */
-#define ME_ABI_VERSION		24
+#define ME_ABI_VERSION		25
 
 /* Default ethertype: IEEE 802.1 Local Experimental 1. */
 #define ME_DEFAULT_ETHERTYPE	0x88B5
@@ -957,6 +959,16 @@ enum me_stat_index {
 	ME_STAT_SHARED_LOST,	/* shared connections the peer had lost, ended for its new one */
 	/* ABI 24 */
 	ME_STAT_TIMER_LATE,	/* timer passes that came late and judged nothing: the host stalled */
+	/* ABI 25: congestion control's decisions (protocol.md) */
+	ME_STAT_CC_QUEUE_DELAY,	/* of cc_loss_queue: the delay showed a queue */
+	ME_STAT_CC_QUEUE_BURST,	/* ... the round lost a burst */
+	ME_STAT_CC_QUEUE_FULL,	/* ... the round began at the window a queue overflowed at */
+	ME_STAT_CC_CUT_LOSS,	/* windows cut by a loss round */
+	ME_STAT_CC_CUT_DELAY,	/* windows cut by a delay above the target */
+	ME_STAT_CC_CUT_RTO,	/* windows halved by a timeout */
+	ME_STAT_CC_RESET,	/* windows dropped to one MTU by timeouts */
+	ME_STAT_CC_UNDO,	/* windows given back: the timeouts were needless */
+	ME_STAT_CC_CALM,	/* paths kept from doubling: a queue's second loss round */
 	ME_STAT_COUNT
 };
 

@@ -62,7 +62,7 @@
  * what it was before the round: by half if a queue lost them, by a fifth
  * if a lossy link did (TCP Veno's random loss).  A queue overflows after
  * it filled: the delay was at least half way from the base to the target
- * and beyond the path's noise (queue_loss()), or it lost a burst, an
+ * and beyond the path's noise (loss_cause()), or it lost a burst, an
  * eighth of the window and three packets at least in the round, or the
  * round began at or above the window the path remembers its queue
  * overflowing at and lost a second packet.  A lossy link
@@ -219,6 +219,7 @@ static void decrease(struct me_node *n, struct me_path *pa, u32 cwnd, u64 d,
 
 	set_window(n, pa, cwnd, w);
 	me_atomic_set(&pa->ssthresh, (u32)me_max_u64(w, cc_min(n)));
+	me_stat_inc(n, ME_ST_CC_CUT_DELAY);
 }
 
 /* Was a loss of the path taken for a queue's within rtts round trips? */
@@ -409,22 +410,28 @@ static u64 round_trip(struct me_node *n, struct me_path *pa)
  * alone taken for a queue's lowers that window to where it struck
  * (between two guests at 1% random loss 35% of the losses were taken
  * for a queue's, 7% once a second one is needed here).  Without a delay
- * measured yet, a queue.
+ * measured yet, a queue.  Returns the rule that said a queue's
+ * (ME_ST_CC_QUEUE_*; ME_ST_CC_LOSS_QUEUE: no delay yet), or
+ * ME_ST_CC_LOSS_RANDOM.
  */
-static bool queue_loss(struct me_node *n, struct me_path *pa, u32 lost, u32 cwnd,
-		       u64 now)
+static enum me_stat loss_cause(struct me_node *n, struct me_path *pa, u32 lost,
+			       u32 cwnd, u64 now)
 {
 	u64 delay = me_atomic64_read(&pa->cc_delay_ns), base = me_cc_base(pa);
 	u32 full = overflow_window(n, pa, base, now);
 	u64 above;
 
-	if (!delay || !base || (full && cwnd >= full && lost >= 2))
-		return true;
+	if (!delay || !base)
+		return ME_ST_CC_LOSS_QUEUE;
+	if (full && cwnd >= full && lost >= 2)
+		return ME_ST_CC_QUEUE_FULL;
 	above = me_max_u64((me_cc_target(n, pa, base) - base) / 2,
 			   ME_CC_NOISE_K * me_atomic64_read(&pa->noise_ns));
 	if (delay >= base + above)
-		return true;
-	return lost >= 3 && (u64)lost * n->cfg.mtu * ME_CC_BURST >= cwnd;
+		return ME_ST_CC_QUEUE_DELAY;
+	if (lost >= 3 && (u64)lost * n->cfg.mtu * ME_CC_BURST >= cwnd)
+		return ME_ST_CC_QUEUE_BURST;
+	return ME_ST_CC_LOSS_RANDOM;
 }
 
 /*
@@ -438,7 +445,8 @@ static bool queue_loss(struct me_node *n, struct me_path *pa, u32 lost, u32 cwnd
  * for the target, and calms the path (me_cc_acked()); one alone may
  * have been a random loss that struck while a burst queued.
  */
-static void queue_overflowed(struct me_path *pa, u32 from, u64 round, u64 rtt, u64 now)
+static void queue_overflowed(struct me_node *n, struct me_path *pa, u32 from,
+			     u64 round, u64 rtt, u64 now)
 {
 	u64 last = me_atomic64_read(&pa->cc_qloss_ns);
 	u32 full = remembered_full(pa, now);
@@ -446,8 +454,10 @@ static void queue_overflowed(struct me_path *pa, u32 from, u64 round, u64 rtt, u
 	if (!last || last < round) {
 		me_atomic_set(&pa->qfull_win, full && from > full ?
 			      full - full / ME_CC_FULL_GAIN + from / ME_CC_FULL_GAIN : from);
-		if (last && me_elapsed(now, last) < ME_CC_CALM_RTTS * rtt)
+		if (last && me_elapsed(now, last) < ME_CC_CALM_RTTS * rtt) {
 			me_atomic64_set(&pa->cc_calm_ns, now);
+			me_stat_inc(n, ME_ST_CC_CALM);
+		}
 	}
 	me_atomic64_set(&pa->cc_qloss_ns, now);
 }
@@ -456,6 +466,7 @@ void me_cc_lost(struct me_node *n, struct me_path *pa, u64 now)
 {
 	u32 cwnd = me_atomic_read(&pa->cwnd), lost, from, w;
 	u64 start = me_atomic64_read(&pa->cc_loss_ns);
+	enum me_stat cause;
 	bool queue;
 
 	if (!n->cfg.cc)
@@ -472,10 +483,13 @@ void me_cc_lost(struct me_node *n, struct me_path *pa, u64 now)
 	}
 	lost = me_atomic_add_return(&pa->round_lost, 1);
 	from = me_max_u32(me_atomic_read(&pa->round_cwnd), cc_min(n));
-	queue = queue_loss(n, pa, lost, from, now);
+	cause = loss_cause(n, pa, lost, from, now);
+	queue = cause != ME_ST_CC_LOSS_RANDOM;
 	me_stat_inc(n, queue ? ME_ST_CC_LOSS_QUEUE : ME_ST_CC_LOSS_RANDOM);
+	if (cause != ME_ST_CC_LOSS_QUEUE && cause != ME_ST_CC_LOSS_RANDOM)
+		me_stat_inc(n, cause);
 	if (queue)
-		queue_overflowed(pa, from, me_atomic64_read(&pa->cc_loss_ns),
+		queue_overflowed(n, pa, from, me_atomic64_read(&pa->cc_loss_ns),
 				 round_trip(n, pa), now);
 	w = (u32)((u64)from * (1024 - (queue ? ME_CC_MAX_MDF : ME_CC_RANDOM_MDF)) / 1024);
 	if (cwnd <= w)
@@ -483,6 +497,7 @@ void me_cc_lost(struct me_node *n, struct me_path *pa, u64 now)
 	me_atomic64_set(&pa->cc_dec_ns, now);
 	set_window(n, pa, cwnd, w);
 	me_atomic_set(&pa->ssthresh, me_max_u32(w, cc_min(n)));
+	me_stat_inc(n, ME_ST_CC_CUT_LOSS);
 }
 
 /*
@@ -512,8 +527,10 @@ void me_cc_timeout(struct me_node *n, struct me_path *pa, u64 now)
 		/* Congestion: one MTU; timeouts in a row keep the first ssthresh. */
 		undo_save(pa, cwnd, now);
 		me_atomic64_set(&pa->cc_dec_ns, now);
-		if (cwnd > cc_min(n))
+		if (cwnd > cc_min(n)) {
 			me_atomic_set(&pa->ssthresh, me_max_u32(cwnd / 2, cc_min(n)));
+			me_stat_inc(n, ME_ST_CC_RESET);
+		}
 		me_atomic_set(&pa->cwnd, cc_min(n));
 		return;
 	}
@@ -528,10 +545,13 @@ void me_cc_timeout(struct me_node *n, struct me_path *pa, u64 now)
 	if (me_atomic_add_return(&pa->rto_run, 1) < ME_CC_RTO_RESET) {
 		set_window(n, pa, cwnd, (u64)cwnd * (1024 - ME_CC_MAX_MDF) / 1024);
 		me_atomic_set(&pa->ssthresh, me_atomic_read(&pa->cwnd));
+		me_stat_inc(n, ME_ST_CC_CUT_RTO);
 		return;
 	}
 	/* An outage: the ssthresh the first timeouts set stays. */
 	me_atomic_set(&pa->cwnd, cc_min(n));
+	if (cwnd > cc_min(n))
+		me_stat_inc(n, ME_ST_CC_RESET);
 }
 
 /*
@@ -561,8 +581,11 @@ void me_cc_probe(struct me_node *n, struct me_path *pa, u64 now)
 	 */
 	undo_save(pa, cwnd, now);
 	me_atomic64_set(&pa->cc_dec_ns, now);
-	if (me_atomic_add_return(&pa->rto_run, 1) >= ME_CC_RTO_RESET)
+	if (me_atomic_add_return(&pa->rto_run, 1) >= ME_CC_RTO_RESET) {
 		me_atomic_set(&pa->cwnd, cc_min(n));
+		if (cwnd > cc_min(n))
+			me_stat_inc(n, ME_ST_CC_RESET);
+	}
 }
 
 void me_cc_spurious(struct me_node *n, struct me_path *pa, u64 now)
@@ -581,4 +604,5 @@ void me_cc_spurious(struct me_node *n, struct me_path *pa, u64 now)
 						me_atomic_read(&pa->undo_ssthresh)));
 	set_window(n, pa, me_atomic_read(&pa->cwnd),
 		   me_max_u32(me_atomic_read(&pa->cwnd), was));
+	me_stat_inc(n, ME_ST_CC_UNDO);
 }

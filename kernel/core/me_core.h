@@ -179,6 +179,16 @@ enum me_stat {
 				 * ended for its new CONNECT (conn.c) */
 	ME_ST_TIMER_LATE,	/* timer passes that came late and judged
 				 * nothing: the host stalled (node.c) */
+	/* Congestion control's decisions (cc.c). */
+	ME_ST_CC_QUEUE_DELAY,	/* of CC_LOSS_QUEUE: the delay showed a queue */
+	ME_ST_CC_QUEUE_BURST,	/* ... the round lost a burst */
+	ME_ST_CC_QUEUE_FULL,	/* ... at the window a queue overflowed at */
+	ME_ST_CC_CUT_LOSS,	/* windows cut by a loss round */
+	ME_ST_CC_CUT_DELAY,	/* windows cut by a delay above the target */
+	ME_ST_CC_CUT_RTO,	/* windows halved by a timeout */
+	ME_ST_CC_RESET,		/* windows dropped to one MTU by timeouts */
+	ME_ST_CC_UNDO,		/* windows given back after needless timeouts */
+	ME_ST_CC_CALM,		/* paths calmed (no doubling) */
 	ME_ST_MAX_
 };
 

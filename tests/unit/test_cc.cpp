@@ -33,6 +33,12 @@ uint64_t rto_fired(Sim &sim)
 	return me_node_stat(sim.nodes[0]->node, ME_ST_RTO_FIRED);
 }
 
+// Node 0's counter `st`.
+uint64_t stat0(Sim &sim, me_stat st)
+{
+	return me_node_stat(sim.nodes[0]->node, st);
+}
+
 constexpr uint32_t kMtu = 9000;
 
 // Bytes of the workload's operations that completed successfully.
@@ -329,6 +335,7 @@ TEST(Cc, timeout_after_a_random_loss__no_reset_and_undone)
 		return e.parsed && e.h.type == ME_PT_WRITE && ++n == 100;
 	};
 	const uint64_t lost0 = me_node_stat(sim.nodes[0]->node, ME_ST_TX_RTX_LOSS);
+	const uint64_t cut0 = stat0(sim, ME_ST_CC_CUT_LOSS);
 	ASSERT_TRUE(sim.run([&] {
 		S.post();
 		return me_node_stat(sim.nodes[0]->node, ME_ST_TX_RTX_LOSS) > lost0;
@@ -337,6 +344,7 @@ TEST(Cc, timeout_after_a_random_loss__no_reset_and_undone)
 	EXPECT_GE(after_loss, grown * 3 / 4) << "a random loss cut more than a fifth";
 	EXPECT_EQ(me_node_stat(sim.nodes[0]->node, ME_ST_CC_LOSS_RANDOM), 1u);
 	EXPECT_EQ(me_node_stat(sim.nodes[0]->node, ME_ST_CC_LOSS_QUEUE), 0u);
+	EXPECT_EQ(stat0(sim, ME_ST_CC_CUT_LOSS), cut0 + 1) << "the loss round's cut not counted";
 
 	hold = true;
 	const uint64_t fired0 = rto_fired(sim);
@@ -349,10 +357,13 @@ TEST(Cc, timeout_after_a_random_loss__no_reset_and_undone)
 
 	hold = false;
 	const uint64_t spurious0 = me_node_stat(sim.nodes[0]->node, ME_ST_RTX_SPURIOUS);
+	const uint64_t undo0 = stat0(sim, ME_ST_CC_UNDO), reset0 = stat0(sim, ME_ST_CC_RESET);
 	ASSERT_TRUE(sim.run([&] {
 		return me_node_stat(sim.nodes[0]->node, ME_ST_RTX_SPURIOUS) > spurious0;
 	}, sim.now + 100000000)) << "no ack said a packet came twice";
 	const uint32_t undone = cwnd_of(sim, 0);
+	EXPECT_EQ(stat0(sim, ME_ST_CC_UNDO), undo0 + 1) << "the undo not counted";
+	EXPECT_EQ(stat0(sim, ME_ST_CC_RESET), reset0);
 	printf("window %u B grown, %u B after a random loss, %u B before the timeout, %u B after "
 	       "it, %u B once the peer said the packet came twice\n", grown, after_loss, before,
 	       shrunk, undone);
@@ -387,8 +398,10 @@ TEST(Cc, timeouts__probes_cut_nothing_until_three_in_a_row)
 
 	// Still nothing from the peer: every timeout is another probe, and
 	// the third in a row resets the window to one packet.
+	const uint64_t reset0 = stat0(sim, ME_ST_CC_RESET);
 	ASSERT_TRUE(sim.run([&] { return rto_fired(sim) >= fired0 + 3; }, sim.now + 1000000000));
 	EXPECT_EQ(cwnd_of(sim, 0), mtu);
+	EXPECT_EQ(stat0(sim, ME_ST_CC_RESET), reset0 + 1) << "the reset not counted";
 
 	// Acks again: everything completes, and the next single timeout
 	// does not reset the window it grew back to.
@@ -439,11 +452,13 @@ TEST(Cc, timeout_the_peer_answered__halves)
 	sim.drop_hook = [&](const TxEvent &e) {
 		return hold && e.node == 0 && e.parsed && e.h.type == ME_PT_WRITE;
 	};
-	const uint64_t fired0 = rto_fired(sim);
+	const uint64_t fired0 = rto_fired(sim), halved0 = stat0(sim, ME_ST_CC_CUT_RTO);
 	ASSERT_TRUE(sim.run([&] { return rto_fired(sim) > fired0; }, sim.now + 100000000));
 	const uint32_t probed = cwnd_of(sim, 0);
+	EXPECT_EQ(stat0(sim, ME_ST_CC_CUT_RTO), halved0) << "the probe counted as a cut";
 	ASSERT_TRUE(sim.run([&] { return rto_fired(sim) > fired0 + 1; }, sim.now + 100000000));
 	const uint32_t second = cwnd_of(sim, 0);
+	EXPECT_EQ(stat0(sim, ME_ST_CC_CUT_RTO), halved0 + 1) << "the halving not counted";
 	printf("window %u B before, %u B after the probe, %u B after the timeout after it\n",
 	       before, probed, second);
 	EXPECT_GE(probed + mtu, before) << "the probe cut the window";
@@ -523,10 +538,16 @@ TEST(Cc, timeout_after_losses__resets_the_window)
 	}, sim.now + 100000000));
 	EXPECT_GT(me_node_stat(sim.nodes[0]->node, ME_ST_CC_LOSS_QUEUE), 0u)
 		<< "a quarter of the packets lost was not taken for a queue's";
+	// Each taken for a queue's by one rule, or before a delay was measured.
+	EXPECT_LE(stat0(sim, ME_ST_CC_QUEUE_DELAY) + stat0(sim, ME_ST_CC_QUEUE_BURST) +
+		  stat0(sim, ME_ST_CC_QUEUE_FULL), stat0(sim, ME_ST_CC_LOSS_QUEUE));
+	EXPECT_GT(stat0(sim, ME_ST_CC_QUEUE_DELAY) + stat0(sim, ME_ST_CC_QUEUE_BURST) +
+		  stat0(sim, ME_ST_CC_QUEUE_FULL), 0u) << "no rule named";
 	hold = true;
-	const uint64_t fired0 = rto_fired(sim);
+	const uint64_t fired0 = rto_fired(sim), reset0 = stat0(sim, ME_ST_CC_RESET);
 	ASSERT_TRUE(sim.run([&] { return rto_fired(sim) > fired0; }, sim.now + 100000000));
 	EXPECT_EQ(cwnd_of(sim, 0), mtu);
+	EXPECT_EQ(stat0(sim, ME_ST_CC_RESET), reset0 + 1) << "the reset not counted";
 	sim.drop_hook = nullptr;
 	ASSERT_TRUE(sim.run([&] { return w.all_done(); }, sim.now + 2000000000));
 	w.check();

@@ -45,7 +45,8 @@
  * the noise in its delay; it remembers the window its queues overflowed
  * at instead (the smallest since it was last forgotten, moving up by a
  * quarter of the way to a larger one; forgotten ME_CC_BASE_NS after the
- * last queue's loss), and from 3/4 of it the window grows by one MTU per
+ * last loss that set it, which the delay did not show to be a queue's),
+ * and from 3/4 of it the window grows by one MTU per
  * ME_CC_FULL_SLOW windows acked: a queue that overflows whenever the
  * receiving host stalls (an emulated guest's socket buffer) is then met
  * every few hundred round trips, not every few dozen.  A path whose
@@ -65,7 +66,7 @@
  * and beyond the path's noise (loss_cause()), or it lost a burst, an
  * eighth of the window and three packets at least in the round, or the
  * round began at or above the window the path remembers its queue
- * overflowing at and lost a second packet.  A lossy link
+ * overflowing at and lost a third packet.  A lossy link
  * loses a packet now and then, with the delay near the base.  Halving
  * for those kept a stream on a link losing 1% at random at 0.35 of what
  * it moved without congestion control, 0.29 where the replies jitter by
@@ -134,6 +135,7 @@ void me_cc_start(struct me_node *n, struct me_path *pa, u64 now)
 	me_atomic64_set(&pa->cc_loss_ns, 0);
 	me_atomic64_set(&pa->cc_qloss_ns, 0);
 	me_atomic64_set(&pa->cc_calm_ns, 0);
+	me_atomic64_set(&pa->cc_qfull_ns, 0);
 	me_atomic_set(&pa->qfull_win, 0);
 	me_atomic_set(&pa->round_lost, 0);
 	me_atomic_set(&pa->round_cwnd, 0);
@@ -241,7 +243,7 @@ static bool calm_lately(struct me_path *pa, u64 rtt, u64 now)
 /* The window the path's queues overflowed at; 0: none lately. */
 static u32 remembered_full(struct me_path *pa, u64 now)
 {
-	u64 loss = me_atomic64_read(&pa->cc_qloss_ns);
+	u64 loss = me_atomic64_read(&pa->cc_qfull_ns);
 
 	if (!loss || me_elapsed(now, loss) >= ME_CC_BASE_NS)
 		return 0;
@@ -405,11 +407,13 @@ static u64 round_trip(struct me_node *n, struct me_path *pa)
  * now and then, and at 1% two in a round of a window of 8-10 packets
  * about every 250 rounds), or the
  * round began at or above the window the path's queue overflowed at
- * (on a path whose delay cannot show it) and lost a second packet: an
+ * (on a path whose delay cannot show it) and lost a third packet: an
  * overflow drops what comes while the queue is full, and one loss
  * alone taken for a queue's lowers that window to where it struck
  * (between two guests at 1% random loss 35% of the losses were taken
- * for a queue's, 7% once a second one is needed here).  Without a delay
+ * for a queue's, 7% once a second one was needed here; a window of 8
+ * packets loses a second in 8% of its loss rounds at 1%, a third in
+ * 0.3%).  Without a delay
  * measured yet, a queue.  Returns the rule that said a queue's
  * (ME_ST_CC_QUEUE_*; ME_ST_CC_LOSS_QUEUE: no delay yet), or
  * ME_ST_CC_LOSS_RANDOM.
@@ -423,7 +427,7 @@ static enum me_stat loss_cause(struct me_node *n, struct me_path *pa, u32 lost,
 
 	if (!delay || !base)
 		return ME_ST_CC_LOSS_QUEUE;
-	if (full && cwnd >= full && lost >= 2)
+	if (full && cwnd >= full && lost >= 3)
 		return ME_ST_CC_QUEUE_FULL;
 	above = me_max_u64((me_cc_target(n, pa, base) - base) / 2,
 			   ME_CC_NOISE_K * me_atomic64_read(&pa->noise_ns));
@@ -443,21 +447,33 @@ static enum me_stat loss_cause(struct me_node *n, struct me_path *pa, u32 lost,
  * again a quarter at a time.  A second such round within
  * ME_CC_CALM_RTTS round trips of the last proves a queue too shallow
  * for the target, and calms the path (me_cc_acked()); one alone may
- * have been a random loss that struck while a burst queued.
+ * have been a random loss that struck while a burst queued.  A loss
+ * the delay showed to be a queue's (`shown`) sets no window: the delay
+ * shows that queue again before it overflows.  Remembered, random
+ * losses that came while a pause of the receiving host held the acks
+ * (between two guests at 1% loss, a few a second) lowered the window
+ * to where they struck and refreshed it, and the creep above held the
+ * window at 8-17 KB: with a fifth off per loss, a window of W packets
+ * that grows by 1/8 MTU per round trip loses one packet every 100/W
+ * round trips at 1% and settles where 0.2 W = 100 / (8 W), W = 8.
  */
 static void queue_overflowed(struct me_node *n, struct me_path *pa, u32 from,
-			     u64 round, u64 rtt, u64 now)
+			     u64 round, u64 rtt, bool shown, u64 now)
 {
 	u64 last = me_atomic64_read(&pa->cc_qloss_ns);
+	u64 last_full = me_atomic64_read(&pa->cc_qfull_ns);
 	u32 full = remembered_full(pa, now);
 
-	if (!last || last < round) {
-		me_atomic_set(&pa->qfull_win, full && from > full ?
-			      full - full / ME_CC_FULL_GAIN + from / ME_CC_FULL_GAIN : from);
-		if (last && me_elapsed(now, last) < ME_CC_CALM_RTTS * rtt) {
-			me_atomic64_set(&pa->cc_calm_ns, now);
-			me_stat_inc(n, ME_ST_CC_CALM);
-		}
+	if (!shown) {
+		if (!last_full || last_full < round)
+			me_atomic_set(&pa->qfull_win, full && from > full ?
+				      full - full / ME_CC_FULL_GAIN +
+				      from / ME_CC_FULL_GAIN : from);
+		me_atomic64_set(&pa->cc_qfull_ns, now);
+	}
+	if ((!last || last < round) && last && me_elapsed(now, last) < ME_CC_CALM_RTTS * rtt) {
+		me_atomic64_set(&pa->cc_calm_ns, now);
+		me_stat_inc(n, ME_ST_CC_CALM);
 	}
 	me_atomic64_set(&pa->cc_qloss_ns, now);
 }
@@ -490,7 +506,7 @@ void me_cc_lost(struct me_node *n, struct me_path *pa, u64 now)
 		me_stat_inc(n, cause);
 	if (queue)
 		queue_overflowed(n, pa, from, me_atomic64_read(&pa->cc_loss_ns),
-				 round_trip(n, pa), now);
+				 round_trip(n, pa), cause == ME_ST_CC_QUEUE_DELAY, now);
 	w = (u32)((u64)from * (1024 - (queue ? ME_CC_MAX_MDF : ME_CC_RANDOM_MDF)) / 1024);
 	if (cwnd <= w)
 		return;		/* cut this far already */

@@ -100,6 +100,7 @@ struct me_path {
 	me_atomic64_t cc_calm_ns; /* a queue's loss round within ME_CC_CALM_RTTS
 				   * of another (no doubling after), 0: none */
 	me_atomic_t qfull_win;	/* window a queue overflowed at (cc.c) */
+	me_atomic64_t cc_qfull_ns; /* last loss that set or kept it, 0: none */
 	me_atomic_t undo_cwnd;	/* before the timeouts of the last episode
 				 * shrank it, 0: nothing to undo */
 	me_atomic_t undo_ssthresh;

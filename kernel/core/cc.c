@@ -46,10 +46,10 @@
  * at instead (the smallest since it was last forgotten, moving up by a
  * quarter of the way to a larger one; forgotten ME_CC_BASE_NS after the
  * last loss that set it, which the delay did not show to be a queue's),
- * and from 3/4 of it the window grows by one MTU per
- * ME_CC_FULL_SLOW windows acked: a queue that overflows whenever the
- * receiving host stalls (an emulated guest's socket buffer) is then met
- * every few hundred round trips, not every few dozen.  A path whose
+ * and from 3/4 of it the window grows by one MTU per ME_CC_FULL_SLOW
+ * windows acked: a queue that overflows whenever the receiving host
+ * stalls (an emulated guest's socket buffer) is then met every few
+ * hundred round trips, not every few dozen.  A path whose
  * delay shows its queue remembers nothing: its losses near a queue's
  * delay may be random, and a window held below the least of them would
  * sink with each (simulator, Cc.lossy_quiet_path_behind_a_switch__*).
@@ -405,18 +405,16 @@ static u64 round_trip(struct me_node *n, struct me_path *pa)
  * queue), or it lost a burst (a 1/ME_CC_BURST share of the window within
  * one round trip, three packets at least: a lossy link loses a packet
  * now and then, and at 1% two in a round of a window of 8-10 packets
- * about every 250 rounds), or the
- * round began at or above the window the path's queue overflowed at
- * (on a path whose delay cannot show it) and lost a third packet: an
- * overflow drops what comes while the queue is full, and one loss
- * alone taken for a queue's lowers that window to where it struck
- * (between two guests at 1% random loss 35% of the losses were taken
- * for a queue's, 7% once a second one was needed here; a window of 8
- * packets loses a second in 8% of its loss rounds at 1%, a third in
- * 0.3%).  Without a delay
- * measured yet, a queue.  Returns the rule that said a queue's
- * (ME_ST_CC_QUEUE_*; ME_ST_CC_LOSS_QUEUE: no delay yet), or
- * ME_ST_CC_LOSS_RANDOM.
+ * about every 250 rounds), or the round began at or above the window the
+ * path's queue overflowed at (on a path whose delay cannot show it) and
+ * lost a third packet: an overflow drops what comes while the queue is
+ * full, and one loss alone taken for a queue's lowers that window to
+ * where it struck (between two guests at 1% random loss 35% of the
+ * losses were taken for a queue's, 7% once a second one was needed here;
+ * a window of 8 packets loses a second in 8% of its loss rounds at 1%, a
+ * third in 0.3%).  Without a delay measured yet, a queue.  Returns the
+ * rule that said a queue's (ME_ST_CC_QUEUE_*; ME_ST_CC_LOSS_QUEUE: no
+ * delay yet), or ME_ST_CC_LOSS_RANDOM.
  */
 static enum me_stat loss_cause(struct me_node *n, struct me_path *pa, u32 lost,
 			       u32 cwnd, u64 now)
@@ -471,7 +469,7 @@ static void queue_overflowed(struct me_node *n, struct me_path *pa, u32 from,
 				      from / ME_CC_FULL_GAIN : from);
 		me_atomic64_set(&pa->cc_qfull_ns, now);
 	}
-	if ((!last || last < round) && last && me_elapsed(now, last) < ME_CC_CALM_RTTS * rtt) {
+	if (last && last < round && me_elapsed(now, last) < ME_CC_CALM_RTTS * rtt) {
 		me_atomic64_set(&pa->cc_calm_ns, now);
 		me_stat_inc(n, ME_ST_CC_CALM);
 	}

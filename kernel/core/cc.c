@@ -44,12 +44,14 @@
  * A path whose target its noise sets cannot see a queue shallower than
  * the noise in its delay; it remembers the window its queues overflowed
  * at instead (the smallest since it was last forgotten, moving up by a
- * quarter of the way to a larger one; forgotten ME_CC_BASE_NS after the
- * last loss that set it, which the delay did not show to be a queue's),
- * and from 3/4 of it the window grows by one MTU per ME_CC_FULL_SLOW
- * windows acked: a queue that overflows whenever the receiving host
- * stalls (an emulated guest's socket buffer) is then met every few
- * hundred round trips, not every few dozen.  A path whose
+ * quarter of the way to a larger one; forgotten ME_CC_FULL_RTTS round
+ * trips, at most ME_CC_BASE_NS, after the last loss that set it, which
+ * the delay did not show to be a queue's: at 1% random loss a window of
+ * 8-15 packets loses three in one round every few seconds, and a memory
+ * of 10 s never lapsed), and from 3/4 of it the window grows by one MTU
+ * per ME_CC_FULL_SLOW windows acked: a queue that overflows whenever the
+ * receiving host stalls (an emulated guest's socket buffer) is then met
+ * every few hundred round trips, not every few dozen.  A path whose
  * delay shows its queue remembers nothing: its losses near a queue's
  * delay may be random, and a window held below the least of them would
  * sink with each (simulator, Cc.lossy_quiet_path_behind_a_switch__*).
@@ -108,6 +110,7 @@
 #define ME_CC_CALM_RTTS	1024	/* no doubling this long after a queue's 2nd loss round */
 #define ME_CC_FULL_GAIN	4	/* the overflow window rises 1/4 of the way per round */
 #define ME_CC_FULL_SLOW	8	/* near it: 1 MTU per this many windows acked */
+#define ME_CC_FULL_RTTS	1024	/* it is forgotten this long after the last overflow */
 #define ME_CC_RANDOM_MDF 205	/* a loss without a queue: a fifth off (Veno) */
 #define ME_CC_BURST	8	/* a round losing 1/8 of its window: a queue's */
 #define ME_CC_NOISE_K	3	/* the target is at least base + K x noise */
@@ -240,12 +243,21 @@ static bool calm_lately(struct me_path *pa, u64 rtt, u64 now)
 	return t && me_elapsed(now, t) < ME_CC_CALM_RTTS * rtt;
 }
 
+/* The path's last round trip, or the minimum RTO before there is one. */
+static u64 round_trip(struct me_node *n, struct me_path *pa)
+{
+	u64 r = me_atomic64_read(&pa->cc_rtt_ns);
+
+	return r ? r : n->cfg.rto_min_ns;
+}
+
 /* The window the path's queues overflowed at; 0: none lately. */
-static u32 remembered_full(struct me_path *pa, u64 now)
+static u32 remembered_full(struct me_node *n, struct me_path *pa, u64 now)
 {
 	u64 loss = me_atomic64_read(&pa->cc_qfull_ns);
 
-	if (!loss || me_elapsed(now, loss) >= ME_CC_BASE_NS)
+	if (!loss || me_elapsed(now, loss) >= me_min_u64(ME_CC_BASE_NS,
+			ME_CC_FULL_RTTS * round_trip(n, pa)))
 		return 0;
 	return me_atomic_read(&pa->qfull_win);
 }
@@ -263,7 +275,7 @@ static u64 quiet_target(struct me_node *n, u64 base)
  */
 static u32 overflow_window(struct me_node *n, struct me_path *pa, u64 base, u64 now)
 {
-	u32 full = remembered_full(pa, now);
+	u32 full = remembered_full(n, pa, now);
 
 	if (!full || !base || base + ME_CC_NOISE_K * me_atomic64_read(&pa->noise_ns) <=
 	    quiet_target(n, base))
@@ -390,13 +402,6 @@ void me_cc_probe_rtt(struct me_node *n, struct me_path *pa, u64 rtt,
 		me_atomic64_set(&pa->noise_ns, noise - noise / k + ex / k);
 }
 
-/* The path's last round trip, or the minimum RTO before there is one. */
-static u64 round_trip(struct me_node *n, struct me_path *pa)
-{
-	u64 r = me_atomic64_read(&pa->cc_rtt_ns);
-
-	return r ? r : n->cfg.rto_min_ns;
-}
 
 /*
  * Did a queue lose this packet, or a lossy link?  A queue that overflows
@@ -460,7 +465,7 @@ static void queue_overflowed(struct me_node *n, struct me_path *pa, u32 from,
 {
 	u64 last = me_atomic64_read(&pa->cc_qloss_ns);
 	u64 last_full = me_atomic64_read(&pa->cc_qfull_ns);
-	u32 full = remembered_full(pa, now);
+	u32 full = remembered_full(n, pa, now);
 
 	if (!shown) {
 		if (!last_full || last_full < round)

@@ -1240,57 +1240,71 @@ TEST_F(OpsTest, PostMoreSendsABatchPackedAtItsLast)
 	Device &b = c_->dev(1);
 	const RemoteRegion rw = multiedge::remote_of(*mr_target_);
 	std::vector<uint8_t> want(target_->data(), target_->data() + kLen);
-	const uint64_t packs0 = engine_stat(a, "tx_packs"), packed0 = engine_stat(a, "tx_packed");
-
 	constexpr uint32_t kOps = 64, kBad = 20;
-	std::map<uint64_t, int> expect;	// cookie -> errno
-	std::map<uint32_t, uint64_t> notifies;	// imm -> target offset
-	uint64_t off = 0;
-	for (uint32_t i = 0; i < kOps; i++) {
-		const uint32_t len = 1 + (i * 37) % 200;
-		const bool notify = i % 4 == 1;
-		me_post p = post_of(notify ? ME_OP_NOTIFY : ME_OP_WRITE, conn_->id(), mr_local_->id(),
-				    i * 512, len);
-		p.cookie = 1000 + i;
-		p.remote_region = rw.id;
-		const uint64_t key = i == kBad ? rw.key ^ 1 : rw.key;
-		p.remote_key = static_cast<uint32_t>(key);
-		p.remote_key_hi = static_cast<uint32_t>(key >> 32);
-		p.remote_off = off;
-		p.imm = notify ? 0x5000 + i : 0;
-		p.flags = i + 1 < kOps ? ME_POST_F_MORE : 0;
-		ASSERT_EQ(io(fd0(), ME_IOC_POST, &p), 0) << "post " << i;
-		expect[p.cookie] = i == kBad ? EACCES : 0;
-		if (i != kBad) {
-			std::memcpy(want.data() + off, local_->data() + i * 512, len);
-			if (notify)
-				notifies[p.imm] = off;
+	// One batch; its ops packed and its PACK frames.
+	auto batch = [&](uint32_t attempt, uint64_t *packed_out, uint64_t *packs_out) {
+		const uint64_t packs0 = engine_stat(a, "tx_packs"), packed0 = engine_stat(a, "tx_packed");
+		std::map<uint64_t, int> expect;	// cookie -> errno
+		std::map<uint32_t, uint64_t> notifies;	// imm -> target offset
+		uint64_t off = 0;
+		for (uint32_t i = 0; i < kOps; i++) {
+			const uint32_t len = 1 + (i * 37) % 200;
+			const bool notify = i % 4 == 1;
+			me_post p = post_of(notify ? ME_OP_NOTIFY : ME_OP_WRITE, conn_->id(), mr_local_->id(),
+					    i * 512, len);
+			p.cookie = 1000 + 100 * attempt + i;
+			p.remote_region = rw.id;
+			const uint64_t key = i == kBad ? rw.key ^ 1 : rw.key;
+			p.remote_key = static_cast<uint32_t>(key);
+			p.remote_key_hi = static_cast<uint32_t>(key >> 32);
+			p.remote_off = off;
+			p.imm = notify ? 0x5000 + i : 0;
+			p.flags = i + 1 < kOps ? ME_POST_F_MORE : 0;
+			ASSERT_EQ(io(fd0(), ME_IOC_POST, &p), 0) << "post " << i;
+			expect[p.cookie] = i == kBad ? EACCES : 0;
+			if (i != kBad) {
+				std::memcpy(want.data() + off, local_->data() + i * 512, len);
+				if (notify)
+					notifies[p.imm] = off;
+			}
+			off += len + 3;
 		}
-		off += len + 3;
-	}
-	for (const auto &[cookie, err] : expect) {
-		auto done = a.wait_for(cookie, std::chrono::seconds(30));
-		ME_ASSERT_OK(done);
-		EXPECT_EQ(errno_name(done->status), errno_name(err)) << done->describe();
-	}
-	EXPECT_EQ(first_difference(target_->data(), want.data(), kLen), -1)
-		<< "the target holds other bytes than the batch's good posts";
-	std::map<uint32_t, uint64_t> got;
-	for (int tries = 0; got.size() < notifies.size() && tries < 100; tries++) {
-		auto cs = b.wait(64, std::chrono::milliseconds(100));
-		ME_ASSERT_OK(cs);
-		for (const auto &c : cs.value()) {
-			EXPECT_EQ(c.type, multiedge::CompletionType::Notify) << c.describe();
-			EXPECT_EQ(got.count(c.imm), 0u) << "notify " << c.imm << " twice";
-			got[c.imm] = c.off;
+		for (const auto &[cookie, err] : expect) {
+			auto done = a.wait_for(cookie, std::chrono::seconds(30));
+			ME_ASSERT_OK(done);
+			EXPECT_EQ(errno_name(done->status), errno_name(err)) << done->describe();
 		}
+		EXPECT_EQ(first_difference(target_->data(), want.data(), kLen), -1)
+			<< "the target holds other bytes than the batch's good posts";
+		std::map<uint32_t, uint64_t> got;
+		for (int tries = 0; got.size() < notifies.size() && tries < 100; tries++) {
+			auto cs = b.wait(64, std::chrono::milliseconds(100));
+			ME_ASSERT_OK(cs);
+			for (const auto &c : cs.value()) {
+				EXPECT_EQ(c.type, multiedge::CompletionType::Notify) << c.describe();
+				EXPECT_EQ(got.count(c.imm), 0u) << "notify " << c.imm << " twice";
+				got[c.imm] = c.off;
+			}
+		}
+		EXPECT_EQ(got, notifies);
+		const uint64_t packs = engine_stat(a, "tx_packs") - packs0;
+		const uint64_t packed = engine_stat(a, "tx_packed") - packed0;
+		std::printf("batch of %u posts: %llu in %llu PACK frames\n", kOps,
+			    (unsigned long long)packed, (unsigned long long)packs);
+		*packed_out = packed;
+		*packs_out = packs;
+	};
+	// Queued whole before the last post: at most one of them goes alone,
+	// unless the poster lost its CPU for a timer tick (1 ms) between two
+	// posts -- the timer then sends what is queued, and a lone op goes
+	// alone (a guest under TCG stops for 50-250 ms now and then: 62 of 64
+	// once).  Up to three batches; one must pack.
+	uint64_t packed = 0, packs = 0;
+	for (uint32_t attempt = 0; attempt < 3 && packed < kOps - 1; attempt++) {
+		batch(attempt, &packed, &packs);
+		if (HasFatalFailure())
+			return;
 	}
-	EXPECT_EQ(got, notifies);
-	const uint64_t packs = engine_stat(a, "tx_packs") - packs0;
-	const uint64_t packed = engine_stat(a, "tx_packed") - packed0;
-	std::printf("batch of %u posts: %llu in %llu PACK frames\n", kOps,
-		    (unsigned long long)packed, (unsigned long long)packs);
-	// Queued whole before the last post: at most one of them goes alone.
 	EXPECT_GE(packed, kOps - 1);
 	EXPECT_LE(packs, kOps / 4);
 

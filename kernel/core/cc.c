@@ -402,7 +402,6 @@ void me_cc_probe_rtt(struct me_node *n, struct me_path *pa, u64 rtt,
 		me_atomic64_set(&pa->noise_ns, noise - noise / k + ex / k);
 }
 
-
 /*
  * Did a queue lose this packet, or a lossy link?  A queue that overflows
  * has filled first: the delay was well above the base (half way to the

@@ -35,7 +35,15 @@
  * of 0.3-0.6 ms, a noise of 0.7-1.3 ms); if that spread were
  * exponential, three means above the base leave one idle sample in
  * twenty above the target.  On a fabric of real hosts the noise is a few
- * microseconds and cc_target_ns rules.  Below the target the window
+ * microseconds and cc_target_ns rules.  On a path whose target its noise
+ * sets, the delay the window answers is the least of its own samples over
+ * the current and the previous round trip (a period as long as the last
+ * one): a queue delays every packet, a host that stalls only those it
+ * held, and answering each sample cut the window a hundred times a second
+ * between two guests on a clean link (0.84x TCP's rate; about 1.2x that
+ * since).  The loss rules still read the last sample: a stall that
+ * overflows a shallow queue shows there (reading the least, the
+ * simulator's stalling port resent 8%).  Below the target the window
  * grows: by the bytes acked while under ssthresh or while the delay is
  * nearer the base than the target (unless a queue lost packets in two
  * loss rounds within ME_CC_CALM_RTTS round trips, the second within the
@@ -156,6 +164,7 @@ static void winmin_reset(struct me_winmin *w, u64 now)
 void me_cc_forget(struct me_path *pa, u64 now)
 {
 	winmin_reset(&pa->base, now);
+	winmin_reset(&pa->standing, now);
 	me_atomic64_set(&pa->noise_ns, 0);
 	me_atomic_set(&pa->noise_n, 0);
 	me_atomic64_set(&pa->cc_rtt_ns, 0);
@@ -268,6 +277,13 @@ static u64 quiet_target(struct me_node *n, u64 base)
 	return me_max_u64(n->cfg.cc_target_ns, base + base / 2);
 }
 
+/* Does the path's noise set its target (over base `base`)? */
+static bool noisy(struct me_node *n, struct me_path *pa, u64 base)
+{
+	return base && base + ME_CC_NOISE_K * me_atomic64_read(&pa->noise_ns) >
+		       quiet_target(n, base);
+}
+
 /*
  * That window, on a path (of base `base`) whose target its noise sets:
  * its delay cannot show a queue shallower than the noise; 0: none, or
@@ -277,10 +293,7 @@ static u32 overflow_window(struct me_node *n, struct me_path *pa, u64 base, u64 
 {
 	u32 full = remembered_full(n, pa, now);
 
-	if (!full || !base || base + ME_CC_NOISE_K * me_atomic64_read(&pa->noise_ns) <=
-	    quiet_target(n, base))
-		return 0;
-	return full;
+	return full && noisy(n, pa, base) ? full : 0;
 }
 
 void me_cc_acked(struct me_node *n, struct me_path *pa, u32 bytes, u64 rtt,
@@ -288,7 +301,7 @@ void me_cc_acked(struct me_node *n, struct me_path *pa, u32 bytes, u64 rtt,
 {
 	u32 cwnd = me_atomic_read(&pa->cwnd), full;
 	bool own = delay;
-	u64 base, target;
+	u64 base, target, standing;
 
 	if (!n->cfg.cc)
 		return;
@@ -301,6 +314,7 @@ void me_cc_acked(struct me_node *n, struct me_path *pa, u32 bytes, u64 rtt,
 		me_atomic64_set(&pa->cc_rtt_ns, rtt);
 		me_atomic64_set(&pa->cc_delay_ns, delay);
 		base = winmin_add(&pa->base, delay, ME_CC_BASE_NS, now);
+		standing = winmin_add(&pa->standing, delay, rtt, now);
 	} else {
 		/*
 		 * No delay of the path's own in this ack: its packets
@@ -318,8 +332,18 @@ void me_cc_acked(struct me_node *n, struct me_path *pa, u32 bytes, u64 rtt,
 		rtt = me_atomic64_read(&pa->cc_rtt_ns);
 		if (!rtt)
 			rtt = n->cfg.rto_min_ns;
+		standing = winmin_read(&pa->standing);
 	}
 	target = me_cc_target(n, pa, base);
+	/*
+	 * On a path whose target its noise sets, the delay that stood for
+	 * a round trip: a queue delays every packet, a host that stalls
+	 * (a thread waiting for a CPU) the few it held, and cutting for
+	 * those held the window at a fraction of what the path carries
+	 * (benchmarks.md, Throughput, 2026-12-05).
+	 */
+	if (noisy(n, pa, base) && standing)
+		delay = standing;
 	if (delay < target) {
 		/*
 		 * Near the window a queue overflowed at, creep: a queue

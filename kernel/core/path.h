@@ -92,6 +92,7 @@ struct me_path {
 	me_atomic64_t cc_dec_ns; /* last decrease of cwnd */
 	me_atomic64_t cc_rtt_ns; /* last round-trip sample of data */
 	me_atomic64_t cc_delay_ns; /* ... without the hosts' queues */
+	struct me_winmin standing; /* least delay of the last 1-2 round trips */
 	me_atomic_t rto_run;	/* timeouts since the last ack on the path */
 	me_atomic64_t cc_loss_ns; /* first loss of the last loss round, 0: none */
 	me_atomic_t round_lost;	/* packets found lost in that round */

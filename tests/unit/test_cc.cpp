@@ -313,6 +313,69 @@ TEST(Cc, stalling_shallow_port__resent_share)
 	}
 }
 
+// A receiving host that stalls once (an emulated guest's vCPU waiting
+// for a host core): node 0 streams two 64 KiB writes at a time to node 1
+// over one 1 Gbit/s link, 300 us each way, whose replies wait 0-1 ms more
+// (a noisy host: the keepalives' noise sets the path's target, some 2 ms
+// above its base), and then node 1 stops for 4 ms.  The packets it held
+// come back late by milliseconds and the later ones do not: one stall is
+// no queue, and the window, which answers the least delay of the last one
+// or two round trips (cc.c), is not cut for it.  Answering each sample,
+// it was cut 3-6 times in the 20 ms before the stall (the replies' wait
+// alone lifts single samples past the target) and 2-5 times after it.
+TEST(Cc, stalling_receiver__one_stall_cuts_nothing)
+{
+	for (uint64_t seed : {1, 2, 3}) {
+		Sim sim(seed);
+		Workload w(sim, seed);
+		me_node_cfg a = module_cfg(1, 1500), b = module_cfg(2, 1500);
+		sim.add_node(a);
+		sim.add_node(b);
+		LinkParams to, from;
+		to.gbps = from.gbps = 1;
+		to.delay_ns = from.delay_ns = 300000;
+		from.reorder = 1.0;
+		from.reorder_ns = 1000000;
+		sim.add_link(0, 1, to, from);
+		sim.add_region(0, kSrc, 1 << 20, kKey, ME_ACC_READ);
+		fill_pattern(sim.nodes[0]->regions[kSrc], kSrc, 1000);
+		sim.add_region(1, kDst, 64 << 20, kKey, ME_ACC_WRITE);
+		me_conn *c = sim.connect(0, 1, ME_MODE_UNORDERED);
+		ASSERT_NE(c, nullptr);
+		sim.run_for(1000000000);	// keepalives learn the path's noise
+		auto run = [&](uint64_t ns) {
+			const uint64_t end = sim.now + ns;
+			while (sim.now < end) {
+				int r = 0;
+				while (w.pending() < 2 &&
+				       (r = w.submit(c, 0, Op::WRITE, 64 * 1024)) == 0) {
+				}
+				if (r == -ENOSPC && !w.pending())
+					w.dst_next[1][0] = 0;
+				sim.run_for(100000);
+			}
+		};
+		run(300000000);
+		const me_path_info_core pa = path_of(sim, 0, 0);
+		const uint64_t cut0 = stat0(sim, ME_ST_CC_CUT_DELAY);
+		run(20000000);
+		const uint64_t steady = stat0(sim, ME_ST_CC_CUT_DELAY) - cut0;
+		const uint32_t before = cwnd_of(sim, 0);
+		sim.nodes[1]->frozen_until = sim.now + 4000000;
+		run(20000000);
+		const uint64_t cuts = stat0(sim, ME_ST_CC_CUT_DELAY) - cut0 - steady;
+		printf("seed %llu: base %u us, noise %u us, target %u us; window %u B before the "
+		       "stall, %u B after; cut by delay %llu times in 20 ms before it, %llu after\n",
+		       (unsigned long long)seed, pa.base_us, pa.noise_us, pa.target_us, before,
+		       cwnd_of(sim, 0), (unsigned long long)steady, (unsigned long long)cuts);
+		EXPECT_EQ(steady, 0u) << "the delay cut the window without a stall";
+		EXPECT_EQ(cuts, 0u) << "one stall's late packets cut the window";
+		EXPECT_GE(cwnd_of(sim, 0), before);
+		ASSERT_TRUE(sim.run([&] { return w.all_done(); }, sim.now + 2000000000));
+		EXPECT_EQ(w.bad, 0);
+	}
+}
+
 // One packet lost at random and then a pause of the receiver past the
 // RTO: the timeout's probe does not reset the window (only a queue's
 // loss makes a timeout congestion), and once the receiver says it got

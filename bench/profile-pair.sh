@@ -10,6 +10,9 @@
 # Defaults: 1 MiB writes, 6 s (node 1 records the middle SECONDS-2 s), eth0
 # at MTU 1500 on both nodes.
 # ME_KO: another module to load; ME_MODULE_PARAMS: its parameters;
+# ME_PERF=0: no perf (its sampling costs a TCG guest a share of its CPU
+# per frame, so busy figures with it run high); the CPU splits and the
+# threads' figures are printed either way;
 # ME_BENCH_ARGS: more me_bench client options (--depth 16); ME_PATHS=1:
 # sample the sender's paths.  Set them in the guest (a wrapper script run
 # under scripts/vm): scripts/vm does not pass the host's environment on.
@@ -53,6 +56,21 @@ net_snap() {
 }
 export -f net_snap
 
+# One line per thread that may work for a stream on this node (the
+# module's, softirq, the benchmark programs'): comm, CPU ticks (user +
+# system), voluntary and involuntary context switches so far.
+thr_snap() {
+	local d c
+	for d in /proc/[0-9]*; do
+		read -r c <"$d/comm" 2>/dev/null || continue
+		case $c in me-*|ksoftirqd*|iperf3|me_bench) ;; *) continue ;; esac
+		awk -v c="$c" 'FNR == 1 && FILENAME ~ /stat$/ {sub(/.*\) /, ""); t = $12 + $13}
+			/^voluntary_ctxt/ {v = $2} /^nonvoluntary_ctxt/ {n = $2}
+			END {print c, t, v, n}' "$d/stat" "$d/status" 2>/dev/null
+	done
+}
+export -f thr_snap
+
 wait_for() { local i; for ((i = 0; i < 2400; i++)); do [ -e "$sh/$1" ] && return 0; nap 0.05; done; echo "profile-pair: no $1" >&2; return 1; }
 
 if [ "$node" -eq 1 ]; then
@@ -61,16 +79,23 @@ if [ "$node" -eq 1 ]; then
 	for sys in me tcp; do
 		# Recording before node 0 starts: perf takes seconds to start here.
 		# Busy CPU from 1 s after the start for SECONDS-2 s.
-		perf record -a -o "$out/$sys.data" -- bash -c "
+		rec_cmd=(perf record -a -o "$out/$sys.data" --)
+		[ "${ME_PERF:-1}" != 0 ] || rec_cmd=()
+		"${rec_cmd[@]}" bash -c "
 			exec {nap}<> <(:)
 			touch $sh/recording-$sys
 			while [ ! -e $sh/start-$sys ]; do read -rt 0.05 -u \$nap || :; done
-			sleep 1; snap=\$(head -1 /proc/stat); net=\$(net_snap)
+			sleep 1; snap=\$(head -1 /proc/stat); net=\$(net_snap); thr_snap >$sh/$sys.thr0
 			sleep $rec; echo \"\$snap\" >$sh/$sys.stat; head -1 /proc/stat >>$sh/$sys.stat
-			{ echo \"\$net\"; net_snap; } >$sh/$sys.net
+			{ echo \"\$net\"; net_snap; } >$sh/$sys.net; thr_snap >$sh/$sys.thr1
 			while [ ! -e $sh/stop-$sys ]; do read -rt 0.05 -u \$nap || :; done" 2>/dev/null
 		awk '{b = $2+$3+$4+$7+$8+$9; t = b+$5+$6} NR == 1 {b0 = b; t0 = t}
 			NR == 2 {print b - b0, t - t0}' "$sh/$sys.stat" >"$sh/$sys.busy"
+		if [ "${ME_PERF:-1}" = 0 ]; then
+			: >"$sh/$sys.profile"; : >"$sh/$sys.threads"; : >"$sh/$sys.mythreads"
+			touch "$sh/recorded-$sys"
+			continue
+		fi
 		perf report -i "$out/$sys.data" --no-children --sort sym --stdio 2>/dev/null |
 			grep -v '^#' | grep -v '^$' | head -45 >"$sh/$sys.profile" || true
 		perf report -i "$out/$sys.data" --no-children --sort comm --stdio 2>/dev/null |
@@ -90,8 +115,9 @@ fi
 
 # The sender's busy CPU over the same stretch as the receiver's.
 sender_busy() { # SYS
-	(sleep 1; head -1 /proc/stat >"$sh/$1.sstat"; net_snap >"$sh/$1.snet"
-	 sleep "$rec"; head -1 /proc/stat >>"$sh/$1.sstat"; net_snap >>"$sh/$1.snet") &
+	(sleep 1; head -1 /proc/stat >"$sh/$1.sstat"; net_snap >"$sh/$1.snet"; thr_snap >"$sh/$1.sthr0"
+	 sleep "$rec"; head -1 /proc/stat >>"$sh/$1.sstat"; net_snap >>"$sh/$1.snet"
+	 thr_snap >"$sh/$1.sthr1") &
 }
 
 wait_for recording-me
@@ -162,7 +188,35 @@ for sys in me tcp; do
 				n, who, ($1 - r0) / mb, ($2 - t0) / mb, ($3 - i0) / mb}' "$f"
 	done
 done
+# Where each node's busy time went (/proc/stat: user, system, hard and
+# soft interrupts, 1/100 s ticks), and each thread's CPU and sleeps
+# (voluntary context switches: a receive thread's wakeups) per MB.
 for sys in me tcp; do
+	for who in sender receiver; do
+		if [ "$who" = sender ]; then
+			st=$sh/$sys.sstat net=$sh/$sys.snet t0=$sh/$sys.sthr0 t1=$sh/$sys.sthr1
+		else
+			st=$sh/$sys.stat net=$sh/$sys.net t0=$sh/$sys.thr0 t1=$sh/$sys.thr1
+		fi
+		mb=$(window_mb "$net" "$sys")
+		awk -v n="$sys" -v w="$who" -v mb="$mb" '
+			NR == 1 {split($0, a); next}
+			{if (mb <= 0) mb = 1
+			 printf "=== %s: %s CPU per MB (us): user %.0f, system %.0f, irq %.0f, softirq %.0f\n",
+				n, w, ($2 + $3 - a[2] - a[3]) * 1e4 / mb, ($4 - a[4]) * 1e4 / mb,
+				($7 - a[7]) * 1e4 / mb, ($8 - a[8]) * 1e4 / mb}' "$st"
+		[ -s "$t0" ] && [ -s "$t1" ] || continue
+		awk -v n="$sys" -v w="$who" -v mb="$mb" '
+			FNR == NR {t[$1] += $2; v[$1] += $3; x[$1] += $4; next}
+			{c[$1] += $2; cv[$1] += $3; cx[$1] += $4}
+			END {if (mb <= 0) mb = 1
+			 for (k in c) if (c[k] - t[k] > 0 || cv[k] - v[k] > 0)
+				printf "=== %s: %s thread %s per MB: CPU %.0f us, sleeps %.0f, preempted %.0f\n",
+					n, w, k, (c[k] - t[k]) * 1e4 / mb, (cv[k] - v[k]) / mb, (cx[k] - x[k]) / mb}' "$t0" "$t1"
+	done
+done
+for sys in me tcp; do
+	[ -s "$sh/$sys.profile" ] || continue
 	echo "=== $sys: receiver's profile"
 	cat "$sh/$sys.profile"
 	echo "=== $sys: receiver's threads"

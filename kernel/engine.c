@@ -187,6 +187,17 @@ static void pump_work_fn(struct work_struct *w)
 	pace_run(container_of(w, struct me_net, pump_work));
 }
 
+/* Ends a sleep of the timer thread (timer_sleep). */
+static enum hrtimer_restart timer_wake_fire(struct hrtimer *t)
+{
+	struct me_net *mn = container_of(t, struct me_net, timer_wake);
+	struct task_struct *task = READ_ONCE(mn->timer);
+
+	if (task)
+		wake_up_process(task);
+	return HRTIMER_NORESTART;
+}
+
 int me_engine_net_init(struct me_net *mn)
 {
 	int i, ret;
@@ -201,6 +212,8 @@ int me_engine_net_init(struct me_net *mn)
 	mn->pace_timer.function = pace_fire;
 	hrtimer_init(&mn->ack_timer, CLOCK_MONOTONIC, HRTIMER_MODE_ABS_SOFT);
 	mn->ack_timer.function = ack_fire;
+	hrtimer_init(&mn->timer_wake, CLOCK_MONOTONIC, HRTIMER_MODE_ABS);
+	mn->timer_wake.function = timer_wake_fire;
 	INIT_WORK(&mn->pump_work, pump_work_fn);
 	spin_lock_init(&mn->pace_lock);
 	mn->pace_off = true;
@@ -412,15 +425,21 @@ static bool plat_port_open(void *ctx, u32 port)
 }
 
 /*
- * The core's work needs the timer (me_core.h): wake it from its idle
- * sleep.  The engine holds a reference on the thread until the core is
- * gone, so this never meets a freed task.
+ * The core's work needs the timer (me_core.h): its idle sleep ends a
+ * tick from now, when it would have ticked anyway (timer_thread), unless
+ * it ends sooner.  Only the end moves: a wakeup now would be followed
+ * by a tick's sleep, two context switches for each kick.
  */
 static void plat_timer_kick(void *ctx)
 {
 	struct me_net *mn = ctx;
+	u64 tick = (u64)tick_us * NSEC_PER_USEC;
+	ktime_t at = ktime_add_ns(ktime_get(), tick);
 
-	wake_up_process(mn->timer);
+	/* A stale look costs at most a tick's lateness or one early wake. */
+	if (!hrtimer_is_queued(&mn->timer_wake) ||
+	    ktime_before(at, hrtimer_get_expires(&mn->timer_wake)))
+		hrtimer_start_range_ns(&mn->timer_wake, at, tick / 4, HRTIMER_MODE_ABS);
 }
 
 /*
@@ -517,21 +536,27 @@ static const struct me_plat_ops me_plat = {
 /* ---- lifecycle ---- */
 
 /*
- * Sleeps @ns, or until a kick (plat_timer_kick) when @idle: then false
- * if the idle period no longer holds (a kick came, or was due before
- * the sleep began and found us awake).
+ * Sleeps @ns; when @idle, a kick (plat_timer_kick) ends it a tick after
+ * the kick instead.  The timer is armed before the idle flag is read,
+ * and a kick clears the flag before it looks at the timer (both with
+ * full barriers between): either the kick finds the long sleep armed
+ * and shortens it, or this finds the flag cleared and sleeps a tick.
  */
-static bool timer_sleep(struct me_net *mn, u64 ns, bool idle)
+static void timer_sleep(struct me_net *mn, u64 ns, bool idle)
 {
-	ktime_t period = ns_to_ktime(ns);
-	/* Late by a tick at most: the wake may be a retransmission timeout. */
-	u64 slack = min_t(u64, ns / 4, (u64)tick_us * NSEC_PER_USEC);
+	u64 tick = (u64)tick_us * NSEC_PER_USEC;
 
 	set_current_state(TASK_INTERRUPTIBLE);
-	if (!kthread_should_stop() && (!idle || me_core_timer_idle(mn->core)))
-		schedule_hrtimeout_range(&period, slack, HRTIMER_MODE_REL);
+	/* Late by a tick at most: the wake may be a retransmission timeout. */
+	hrtimer_start_range_ns(&mn->timer_wake, ns_to_ktime(ns), min(ns / 4, tick),
+			       HRTIMER_MODE_REL);
+	smp_mb();
+	if (idle && !me_core_timer_idle(mn->core))
+		hrtimer_start_range_ns(&mn->timer_wake, ns_to_ktime(tick), tick / 4,
+				       HRTIMER_MODE_REL);
+	if (!kthread_should_stop())
+		schedule();
 	__set_current_state(TASK_RUNNING);
-	return !idle || me_core_timer_idle(mn->core);
 }
 
 /*
@@ -553,8 +578,7 @@ static int timer_thread(void *arg)
 
 		if (me_shared_timer(mn))
 			next = tick;
-		if (!timer_sleep(mn, next, next > tick) && !kthread_should_stop())
-			timer_sleep(mn, tick, false);
+		timer_sleep(mn, next, next > tick);
 	}
 	return 0;
 }
@@ -698,6 +722,8 @@ void me_engine_stop(struct me_net *mn)
 	list_del(&mn->node);
 	mutex_unlock(&me_engines_lock);
 	me_node_destroy(core);
+	/* No kick arms it any more; the thread's own sleep may have. */
+	hrtimer_cancel(&mn->timer_wake);
 	put_task_struct(mn->timer);
 	mn->timer = NULL;
 	WRITE_ONCE(mn->core, NULL);

@@ -50,6 +50,11 @@ struct me_net {
 	u32 packet_size;
 	struct task_struct *timer;	/* drives me_core_timer() */
 	/*
+	 * Ends the timer thread's sleeps; a kick brings an idle sleep's end
+	 * forward (plat_timer_kick) instead of waking the thread.
+	 */
+	struct hrtimer timer_wake;
+	/*
 	 * Pacing (pace_pct): calls me_core_pace() when the core asks
 	 * (plat_pace_kick); pace_off, under pace_lock, keeps it and the
 	 * ack timer from being started again once the engine stops.

@@ -62,7 +62,7 @@ export -f net_snap
 thr_snap() {
 	local d c
 	for d in /proc/[0-9]*; do
-		read -r c <"$d/comm" 2>/dev/null || continue
+		read -r c 2>/dev/null <"$d/comm" || continue
 		case $c in me-*|ksoftirqd*|iperf3|me_bench) ;; *) continue ;; esac
 		awk -v c="$c" 'FNR == 1 && FILENAME ~ /stat$/ {sub(/.*\) /, ""); t = $12 + $13}
 			/^voluntary_ctxt/ {v = $2} /^nonvoluntary_ctxt/ {n = $2}

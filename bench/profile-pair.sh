@@ -46,27 +46,52 @@ for ((i = 0; i < 300; i++)); do
 	nap 0.1
 done
 
+# The snapshots below use shell builtins only: a process started inside
+# a window (a cat, an awk, a sleep) costs a TCG guest tens of
+# milliseconds of CPU, counted as the stream's (an earlier version
+# started about a dozen per window).
 # eth0's frames received and sent, its virtio interrupts, and its bytes
 # received and sent so far, one line.
 net_snap() {
-	local st=/sys/class/net/eth0/statistics
-	echo "$(cat $st/rx_packets) $(cat $st/tx_packets)" \
-		"$(awk '/virtio.*-(input|output)/ {for (i = 2; i <= NF && $i ~ /^[0-9]+$/; i++) n += $i} END {print n + 0}' /proc/interrupts)" \
-		"$(cat $st/rx_bytes) $(cat $st/tx_bytes)"
+	local st=/sys/class/net/eth0/statistics rp tp rb tb irq=0 line i
+	local -a w
+	read -r rp <$st/rx_packets; read -r tp <$st/tx_packets
+	read -r rb <$st/rx_bytes; read -r tb <$st/tx_bytes
+	while read -r line; do
+		[[ $line =~ virtio.*-(input|output) ]] || continue
+		read -r -a w <<<"$line"
+		for ((i = 1; i < ${#w[@]}; i++)); do
+			[[ ${w[i]} =~ ^[0-9]+$ ]] || break
+			irq=$((irq + w[i]))
+		done
+	done </proc/interrupts
+	echo "$rp $tp $irq $rb $tb"
 }
 export -f net_snap
+
+# The first line of /proc/stat (the CPU's busy and idle ticks).
+cpu_snap() { local l; read -r l </proc/stat; echo "$l"; }
+export -f cpu_snap
 
 # One line per thread that may work for a stream on this node (the
 # module's, softirq, the benchmark programs'): comm, CPU ticks (user +
 # system), voluntary and involuntary context switches so far.
 thr_snap() {
-	local d c
+	local d c s k val v n
+	local -a f
 	for d in /proc/[0-9]*; do
 		read -r c 2>/dev/null <"$d/comm" || continue
 		case $c in me-*|ksoftirqd*|iperf3|me_bench) ;; *) continue ;; esac
-		awk -v c="$c" 'FNR == 1 && FILENAME ~ /stat$/ {sub(/.*\) /, ""); t = $12 + $13}
-			/^voluntary_ctxt/ {v = $2} /^nonvoluntary_ctxt/ {n = $2}
-			END {print c, t, v, n}' "$d/stat" "$d/status" 2>/dev/null
+		read -r s 2>/dev/null <"$d/stat" || continue
+		read -r -a f <<<"${s##*) }"
+		v=0 n=0
+		while read -r k val; do
+			case $k in
+			voluntary_ctxt_switches:) v=$val ;;
+			nonvoluntary_ctxt_switches:) n=$val ;;
+			esac
+		done 2>/dev/null <"$d/status"
+		echo "$c $((f[11] + f[12])) $v $n"
 	done
 }
 export -f thr_snap
@@ -85,9 +110,10 @@ if [ "$node" -eq 1 ]; then
 			exec {nap}<> <(:)
 			touch $sh/recording-$sys
 			while [ ! -e $sh/start-$sys ]; do read -rt 0.05 -u \$nap || :; done
-			sleep 1; snap=\$(head -1 /proc/stat); net=\$(net_snap); thr_snap >$sh/$sys.thr0
-			sleep $rec; echo \"\$snap\" >$sh/$sys.stat; head -1 /proc/stat >>$sh/$sys.stat
-			{ echo \"\$net\"; net_snap; } >$sh/$sys.net; thr_snap >$sh/$sys.thr1
+			read -rt 1 -u \$nap || :
+			thr_snap >$sh/$sys.thr0; net_snap >$sh/$sys.net; cpu_snap >$sh/$sys.stat
+			read -rt $rec -u \$nap || :
+			cpu_snap >>$sh/$sys.stat; net_snap >>$sh/$sys.net; thr_snap >$sh/$sys.thr1
 			while [ ! -e $sh/stop-$sys ]; do read -rt 0.05 -u \$nap || :; done" 2>/dev/null
 		awk '{b = $2+$3+$4+$7+$8+$9; t = b+$5+$6} NR == 1 {b0 = b; t0 = t}
 			NR == 2 {print b - b0, t - t0}' "$sh/$sys.stat" >"$sh/$sys.busy"
@@ -115,8 +141,8 @@ fi
 
 # The sender's busy CPU over the same stretch as the receiver's.
 sender_busy() { # SYS
-	(sleep 1; head -1 /proc/stat >"$sh/$1.sstat"; net_snap >"$sh/$1.snet"; thr_snap >"$sh/$1.sthr0"
-	 sleep "$rec"; head -1 /proc/stat >>"$sh/$1.sstat"; net_snap >>"$sh/$1.snet"
+	(nap 1; thr_snap >"$sh/$1.sthr0"; net_snap >"$sh/$1.snet"; cpu_snap >"$sh/$1.sstat"
+	 nap "$rec"; cpu_snap >>"$sh/$1.sstat"; net_snap >>"$sh/$1.snet"
 	 thr_snap >"$sh/$1.sthr1") &
 }
 

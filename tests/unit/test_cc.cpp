@@ -586,9 +586,9 @@ TEST(Cc, timeout_after_losses__resets_the_window)
 	// Every fourth data packet is lost until the acks found losses taken
 	// for a queue's; then the acks stop.  Not the first loss found: how
 	// many holes the first ack shows, and so whether it shows a burst,
-	// depends on when the receiver sent it (on the seed, and on whether
-	// its timer or its ack timer sent an ack owed).  A round losing a
-	// quarter of a window of 8 packets or more shows one.
+	// depends on when the receiver sent it (4 of seeds 70-81 failed
+	// that way).  A round losing a quarter of a window of 8 packets or
+	// more shows one.
 	const uint64_t queue0 = stat0(sim, ME_ST_CC_LOSS_QUEUE);
 	int n = 0;
 	bool hold = false;

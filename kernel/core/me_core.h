@@ -304,9 +304,9 @@ void me_core_rx_batch_end(struct me_rx_batch *b);
  * again: cfg.tick_ns while a connection has work the next tick does (an
  * ack owed, an op or answer not yet sent, a close under way); longer
  * while none has: until the earliest retransmission timeout of the
- * packets in flight, at most a quarter of the shortest of ka_ns,
- * link_dead_ns, hello_ns and connect_rto_ns, which leaves a node's host
- * asleep.  Work due sooner after such a pass calls ops->timer_kick
+ * packets in flight, the next keepalive, death of a path or HELLO
+ * (served within a quarter of ka_ns and link_dead_ns), at most a quarter
+ * of connect_rto_ns, which leaves a node's host asleep.  Work due sooner after such a pass calls ops->timer_kick
  * once; a host sleeping on the long period must then call again within
  * cfg.tick_ns.  me_core_timer_idle() says, after the host prepared to
  * sleep, whether the long period still holds (no kick has come since

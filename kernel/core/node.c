@@ -361,16 +361,15 @@ bool me_core_timer_idle(struct me_node *n)
 }
 
 /*
- * How long an idle node's timer sleeps: a quarter of the shortest of
- * what it still times then (keepalives and deaths of paths, HELLOs,
- * CONNECT retries), never below the tick.
+ * How long an idle node's timer sleeps at most: a quarter of the CONNECT
+ * retry time (a connection being set up has no deadline of its own
+ * here), never below the tick.  The paths' keepalives and deaths and the
+ * HELLOs set their own deadlines (me_path_timer()); closed connections
+ * are retired at the next pass after their linger.
  */
 static u64 idle_period(struct me_node *n)
 {
-	u64 p = me_min_u64(me_min_u64(n->cfg.ka_ns, n->cfg.link_dead_ns),
-			   me_min_u64(n->cfg.hello_ns, n->cfg.connect_rto_ns));
-
-	return me_max_u64(p / 4, n->cfg.tick_ns);
+	return me_max_u64(n->cfg.connect_rto_ns / 4, n->cfg.tick_ns);
 }
 
 /* After a pass that found nothing due within a tick: may it sleep to @wake? */

@@ -32,6 +32,7 @@ struct me_node {
 	me_atomic_t npeers;	/* slots used so far */
 	me_lock_t peer_lock;	/* taking/freeing slots, HELLO, names */
 	u64 last_scan_ns;	/* (timer) last walk over every path */
+	u64 paths_due_ns;	/* (timer) ... the paths' next deadline then */
 	bool scan_full;		/* (timer) it found a path kept full */
 	/*
 	 * Connection table: slot (id - 1) & slot_mask.  Pointers are

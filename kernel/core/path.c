@@ -58,7 +58,8 @@
  *
  * Scale: HELLOs cost one frame per link per hello_ns; keepalives one
  * beacon each way per path per ka_ns when the path carries nothing; the
- * timer scans paths every few ms (scan_period()), not every tick.
+ * timer scans paths every few ms (scan_period()), not every tick, and an
+ * idle node's timer sleeps to the paths' next deadline (paths_due()).
  */
 #include "path.h"
 #include "node.h"
@@ -1063,6 +1064,22 @@ static bool path_timer(struct me_node *n, struct me_peer *p, u32 link, u64 now,
 	return rate_update(n, pa, now, maxrate);
 }
 
+/*
+ * When a known path next needs the timer: its keepalive (ka_due(): the
+ * older of its two directions a ka_ns old, and ka_ns since its last)
+ * or, alive, its death (path_timer(): that direction link_dead_ns old).
+ */
+static u64 path_due(struct me_node *n, struct me_path *pa)
+{
+	u64 quiet = me_min_u64(me_atomic64_read(&pa->last_rx_ns),
+			       me_atomic64_read(&pa->heard_ns));
+	u64 due = me_max_u64(quiet, pa->last_ka_ns) + n->cfg.ka_ns;
+
+	if (me_atomic_read(&pa->alive))
+		due = me_min_u64(due, quiet + n->cfg.link_dead_ns + 1);
+	return due;
+}
+
 /* Under peer_lock: a peer nobody needs and nothing heard of for long. */
 static void peer_maybe_forget(struct me_node *n, u32 slot, u64 now)
 {
@@ -1078,8 +1095,29 @@ static void peer_maybe_forget(struct me_node *n, u32 slot, u64 now)
 	me_unlock(&n->peer_lock);
 }
 
+/*
+ * The next time the paths need the timer, from the last scan: their
+ * deadlines, each served by the first pass at or after it, but no pass
+ * sooner than a quarter of the keepalive and death times after the scan
+ * (the resolution they always had), so that the deadlines of many paths
+ * share passes.  An idle node with one neighbour passes once per
+ * keepalive, not four times.  The least of them is recomputed at each
+ * scan only: a path heard since moved its own later.
+ */
+static u64 paths_due(struct me_node *n, u64 hello)
+{
+	u64 due = me_min_u64(n->paths_due_ns, hello);
+	u64 slack = me_min_u64(n->cfg.ka_ns, n->cfg.link_dead_ns) / 4;
+
+	due = me_max_u64(due, n->last_scan_ns + slack);
+	if (n->scan_full)
+		due = me_min_u64(due, n->last_scan_ns + scan_period(n));
+	return due;
+}
+
 u64 me_path_timer(struct me_node *n, u64 now)
 {
+	u64 hello = ME_NEVER;
 	u32 i, l, cnt;
 
 	for (l = 0; l < ME_MAX_LINKS; l++) {
@@ -1091,10 +1129,12 @@ u64 me_path_timer(struct me_node *n, u64 now)
 			k->last_hello_ns = now;
 			send_hello(n, l, ME_ADDR_BCAST, ME_NODE_BCAST);
 		}
+		hello = me_min_u64(hello, k->last_hello_ns + n->cfg.hello_ns);
 	}
 	if (me_elapsed(now, n->last_scan_ns) < scan_period(n))
-		goto out;
+		return paths_due(n, hello);
 	n->last_scan_ns = now;
+	n->paths_due_ns = ME_NEVER;
 	n->scan_full = false;
 	cnt = me_atomic_read(&n->npeers);
 	for (i = 0; i < cnt; i++) {
@@ -1104,14 +1144,19 @@ u64 me_path_timer(struct me_node *n, u64 now)
 		if (!me_atomic_read(&n->pids[i]))
 			continue;
 		maxrate = max_rate(n, p);
-		for (l = 0; l < ME_MAX_LINKS; l++)
-			if (n->links[l].present && path_timer(n, p, l, now, maxrate))
+		for (l = 0; l < ME_MAX_LINKS; l++) {
+			if (!n->links[l].present)
+				continue;
+			if (path_timer(n, p, l, now, maxrate))
 				n->scan_full = true;
+			if (me_atomic_read(&p->path[l].known) && link_up(n, l))
+				n->paths_due_ns = me_min_u64(n->paths_due_ns,
+							     path_due(n, &p->path[l]));
+		}
 		if (!me_atomic_read(&p->conns))
 			peer_maybe_forget(n, i, now);
 	}
-out:
-	return n->scan_full ? n->last_scan_ns + scan_period(n) : ME_NEVER;
+	return paths_due(n, hello);
 }
 
 /* ---- links ---- */
@@ -1148,14 +1193,17 @@ int me_link_add(struct me_node *n, u32 idx, u32 mtu, u32 rate_mbps)
 	/* A scan that misses a slot still being added only skips it once. */
 	if (idx >= me_atomic_read(&n->links_hi))
 		me_atomic_set(&n->links_hi, idx + 1);
+	me_node_busy(n);	/* its first HELLO: an idle timer sleeps long */
 	return 0;
 }
 
 void me_link_set_admin(struct me_node *n, u32 idx, bool up)
 {
 	if (idx < ME_MAX_LINKS && n->links[idx].present &&
-	    !me_atomic_read(&n->links[idx].deleted))
+	    !me_atomic_read(&n->links[idx].deleted)) {
 		me_atomic_set(&n->links[idx].admin_up, up);
+		me_node_busy(n);	/* the timer takes its paths down or up */
+	}
 }
 
 void me_link_del(struct me_node *n, u32 idx)
@@ -1165,6 +1213,7 @@ void me_link_del(struct me_node *n, u32 idx)
 	me_atomic_set(&n->links[idx].deleted, 1);
 	/* The timer takes its paths down and moves their packets elsewhere. */
 	me_atomic_set(&n->links[idx].admin_up, 0);
+	me_node_busy(n);
 }
 
 void me_link_counts(struct me_node *n, u32 idx, u32 *nbrs, u32 *alive, u32 *only)

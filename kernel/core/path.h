@@ -240,7 +240,8 @@ u64 me_path_acked_ns(struct me_peer *p, u32 link);
  * Hellos, and every scan period the walk over every path (keepalives,
  * deaths, delivery rates).  Returns when it next needs the timer: the
  * next walk while a path is kept full (its rate is sampled then), else
- * ME_NEVER (the idle period is soon enough).
+ * the next HELLO or the paths' next keepalive or death, no sooner than
+ * a quarter of ka_ns and link_dead_ns after the walk (path.c).
  */
 u64 me_path_timer(struct me_node *node, u64 now);
 

@@ -407,13 +407,14 @@ TEST(Carry, close_after_the_last_answer__answer_completes)
 }
 
 // With the module's timing (1 ms tick, 1 ms hold, 5 ms minimum RTO), a
-// ping-pong wakes neither timer: each request's ack rides on its answer
-// and the ack timer that the hold armed is dropped (ops.ack_kick(0));
-// the packets time out no sooner than the sleeping timer's next pass.
-// The timers pass at their idle period, not every tick.  The last,
-// unanswered request is acked by the ack timer when its hold ends, not
-// at a tick after it.
-TEST(Carry, ping_pong__no_tick_no_kick__the_ack_timer_sends_what_no_answer_took)
+// ping-pong kicks each timer once: its first packet times out before
+// the idle timer's next pass (a keepalive's, up to 20 ms away); after
+// it the timer passes by each packet's timeout, which the next packet's
+// never comes before.  Each request's ack rides on its answer and the
+// ack timer that the hold armed is dropped (ops.ack_kick(0)).  The
+// timers pass every 5 ms, not every tick.  The last, unanswered request
+// is acked by the ack timer when its hold ends, not at a tick after it.
+TEST(Carry, ping_pong__no_tick_one_kick__the_ack_timer_sends_what_no_answer_took)
 {
 	Sim sim(606);
 	me_node_cfg ca = module_cfg(1), cb = module_cfg(2);
@@ -444,9 +445,9 @@ TEST(Carry, ping_pong__no_tick_no_kick__the_ack_timer_sends_what_no_answer_took)
 	       (unsigned long long)(b.timer_kicks - kb), (unsigned long long)(b.ack_cancels - xb),
 	       (unsigned long long)(done - pp.last_ask) / 1000);
 	ASSERT_GE(ms, 20u);
-	EXPECT_EQ(a.timer_kicks, ka);
-	EXPECT_EQ(b.timer_kicks, kb);
-	// The idle period is 5 ms: a pass per 5 ms and a few, not per ms.
+	EXPECT_LE(a.timer_kicks, ka + 1);
+	EXPECT_LE(b.timer_kicks, kb + 1);
+	// The minimum RTO is 5 ms: a pass per 5 ms and a few, not per ms.
 	EXPECT_LE(a.timer_passes - pa, ms / 5 + 3);
 	EXPECT_LE(b.timer_passes - pb, ms / 5 + 3);
 	EXPECT_GE(b.ack_cancels - xb, 900u);

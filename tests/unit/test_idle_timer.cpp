@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 // The idle timer: a node whose connections have nothing that times out
-// runs its timer at the path scan's period (ka_ns / 4), not every tick,
-// and the first work after that (a write, an ack owed) kicks it back to
-// the tick, so nothing waits for the long period.  The simulator runs
+// runs its timer at its paths' deadlines (a keepalive every ka_ns), not
+// every tick, and the first work after that (a write, an ack owed) kicks
+// it back to the tick, so nothing waits for the long period.  The simulator runs
 // each node's timer as the module does (Sim::tick, Sim::timer_kick).
 #include "harness.hpp"
 
@@ -10,8 +10,9 @@ using namespace mesim;
 
 namespace {
 
-// Two nodes with the module's timing (1 ms tick, 20 ms keepalives: an
-// idle period of 5 ms), one link of 50 us, a connection up and settled.
+// Two nodes with the module's timing (1 ms tick, 20 ms keepalives, 100
+// ms HELLOs and CONNECT retries), one link of 50 us, a connection up and
+// settled.
 struct IdlePair {
 	Sim sim;
 	me_conn *c = nullptr;
@@ -39,32 +40,33 @@ struct IdlePair {
 
 }  // namespace
 
-// Idle for a second, both nodes' timers ran every 5 ms (about 200
-// passes, not the 1000 of a 1 ms tick), and the path stayed alive on
-// the keepalives those passes send.
-TEST(IdleTimer, idle_node_runs_its_timer_at_the_scan_period)
+// Idle for a second, both nodes' timers passed for their keepalives
+// (every 20 ms) and HELLOs (every 100 ms): about 60 passes, not the 200
+// of a pass every quarter keepalive nor the 1000 of a 1 ms tick, and the
+// path stayed alive on the keepalives those passes send.
+TEST(IdleTimer, idle_node_runs_its_timer_at_its_deadlines)
 {
 	IdlePair P(91);
 	ASSERT_NE(P.c, nullptr);
 	for (int i = 0; i < 2; i++) {
 		const uint64_t passes = P.passes_over(i, 1000000000);
 		printf("node %d idle for 1 s: %llu timer passes\n", i, (unsigned long long)passes);
-		EXPECT_GE(passes, 150u);
-		EXPECT_LE(passes, 260u);
+		EXPECT_GE(passes, 50u);
+		EXPECT_LE(passes, 80u);
 	}
 	EXPECT_NE(me_peer_alive_links(P.sim.nodes[0]->node, 2), 0u);
 	EXPECT_NE(me_peer_alive_links(P.sim.nodes[1]->node, 1), 0u);
 	EXPECT_EQ(me_conn_state(P.c), (uint32_t)ME_CS_ESTABLISHED);
 }
 
-// Work after idle intervals of every phase against the 5 ms period
-// wakes neither timer: the write's or read's packets time out (5 ms
-// at least) no sooner than the sleeping timer's next pass, and the
+// Work after idle intervals of every phase against the 20 ms sleep
+// kicks each timer at most once: a packet that times out (5 ms at least)
+// before the sleeping timer's next pass asks for it sooner, and the
 // receiver's ack goes at once (an ack request), with the answer, or by
 // the ack timer (ops.ack_kick) when its hold ends.  Each node's timer
-// passes at most once in the millisecond of the op (its own period),
-// and the ops complete in a round trip.
-TEST(IdleTimer, work_after_idle__completes_without_waking_the_timers)
+// passes at most once in the millisecond of the op, and the ops
+// complete in a round trip.
+TEST(IdleTimer, work_after_idle__kicks_each_timer_once_at_most)
 {
 	IdlePair P(92);
 	ASSERT_NE(P.c, nullptr);
@@ -79,8 +81,8 @@ TEST(IdleTimer, work_after_idle__completes_without_waking_the_timers)
 		ASSERT_TRUE(P.sim.run([&] { return P.w.all_done(); }, P.sim.now + 1000000000));
 		worst = std::max(worst, P.sim.now - t0);
 		P.sim.run_for(t0 + 1000000 - std::min(P.sim.now, t0 + 1000000));
-		EXPECT_EQ(a.timer_kicks, ka) << i;
-		EXPECT_EQ(b.timer_kicks, kb) << i;
+		EXPECT_LE(a.timer_kicks, ka + 1) << i;
+		EXPECT_LE(b.timer_kicks, kb + 1) << i;
 		EXPECT_LE(a.timer_passes, pa + 1) << i;
 		EXPECT_LE(b.timer_passes, pb + 1) << i;
 	}

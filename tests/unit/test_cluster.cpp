@@ -348,3 +348,30 @@ TEST(Cluster, peer_table__bounded_and_forgets_silent_peers)
 		return k == 4;
 	}, C.sim.now + 50000000)) << "another node took the slot";
 }
+
+// Sixteen idle nodes on one switch with the module's timing: each node's
+// timer passes for its fifteen paths' keepalives, which share passes (no
+// pass sooner than a quarter keepalive after the last walk): at most
+// about 200 passes a second however many paths, and every path stays
+// alive on the beacons those passes send.
+TEST(Cluster, sixteen_idle_nodes__timer_passes_shared_by_the_paths)
+{
+	Cluster C(74, 16, 1, [](uint32_t id) { return module_cfg(id); });
+	ASSERT_TRUE(C.sim.run([&] { return C.meshed(1); }, 1000000000)) << "discovery";
+	C.sim.run_for(200000000);
+	std::vector<uint64_t> p0;
+	for (int i = 0; i < 16; i++)
+		p0.push_back(C.sim.nodes[i]->timer_passes);
+	C.sim.run_for(1000000000);
+	uint64_t least = ~0ull, most = 0;
+	for (int i = 0; i < 16; i++) {
+		const uint64_t p = C.sim.nodes[i]->timer_passes - p0[i];
+		least = std::min(least, p);
+		most = std::max(most, p);
+	}
+	printf("16 idle nodes, 1 s: %llu-%llu timer passes per node\n",
+	       (unsigned long long)least, (unsigned long long)most);
+	EXPECT_GE(least, 50u);
+	EXPECT_LE(most, 210u);
+	EXPECT_TRUE(C.meshed(1)) << "a path went down";
+}

@@ -562,9 +562,9 @@ static void timer_sleep(struct me_net *mn, u64 ns, bool idle)
 /*
  * Every tick_us while the next tick has work (an ack owed, an op not
  * sent); else until the core's next deadline (a retransmission timeout,
- * at most the idle period), so an idle node, or one whose packets are
- * acked before they time out, wakes a few hundred times a second, not
- * thousands.  A kick ends the long sleep, and the next pass comes a tick
+ * a path's keepalive, at most the idle period), so an idle node wakes
+ * some 60 times a second and one whose packets are acked before they
+ * time out a few hundred, not thousands.  A kick ends the long sleep, and the next pass comes a tick
  * later, as if the timer had ticked all along.  Held acks have their own
  * timer (plat_ack_kick).
  */

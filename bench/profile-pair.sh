@@ -45,6 +45,7 @@ for ((i = 0; i < 300; i++)); do
 	"$B/mectl" peers 2>/dev/null | grep -q alive && break
 	nap 0.1
 done
+touch "$sh/node$node-ready"	# after node 0 emptied the directory: it is attached
 
 # The snapshots below use shell builtins only: a process started inside
 # a window (a cat, an awk, a sleep) costs a TCG guest tens of
@@ -96,9 +97,17 @@ thr_snap() {
 }
 export -f thr_snap
 
-wait_for() { local i; for ((i = 0; i < 2400; i++)); do [ -e "$sh/$1" ] && return 0; nap 0.05; done; echo "profile-pair: no $1" >&2; return 1; }
+# Up to 120 s; a failure names what the other node got to (its files).
+wait_for() {
+	local i
+	for ((i = 0; i < 2400; i++)); do [ -e "$sh/$1" ] && return 0; nap 0.05; done
+	echo "profile-pair: node $node waited 120 s for $1; build/profile-pair holds:" \
+		"$(cd "$sh" && echo *)" >&2
+	return 1
+}
 
 if [ "$node" -eq 1 ]; then
+	exec 3>&2	# for the recording's own messages (its stderr is perf's)
 	"$B/me_bench" server --idle 120 >"$out/server.log" 2>&1 &
 	iperf3 -s -1 >"$out/iperf-server.log" 2>&1 &
 	for sys in me tcp; do
@@ -109,7 +118,10 @@ if [ "$node" -eq 1 ]; then
 		"${rec_cmd[@]}" bash -c "
 			exec {nap}<> <(:)
 			touch $sh/recording-$sys
-			while [ ! -e $sh/start-$sys ]; do read -rt 0.05 -u \$nap || :; done
+			for ((i = 0; i < 2400; i++)); do
+				[ -e $sh/start-$sys ] && break; read -rt 0.05 -u \$nap || :
+			done
+			[ -e $sh/start-$sys ] || { echo 'profile-pair: node 1 waited 120 s for start-$sys' >&3; exit 1; }
 			read -rt 1 -u \$nap || :
 			thr_snap >$sh/$sys.thr0; net_snap >$sh/$sys.net; cpu_snap >$sh/$sys.stat
 			read -rt $rec -u \$nap || :

@@ -70,9 +70,22 @@ net_snap() {
 }
 export -f net_snap
 
-# The first line of /proc/stat (the CPU's busy and idle ticks).
-cpu_snap() { local l; read -r l </proc/stat; echo "$l"; }
+# The first line of /proc/stat (the CPUs' busy and idle ticks) and the
+# uptime (s).  The busy ticks miss time: a tick counts one jiffy to what
+# the CPU was doing when it came, and ticks a TCG vCPU takes late (long
+# stretches with interrupts off under a network load) count one for
+# several; idle time is measured by the clock.  So busy time is also
+# taken as the uptime's share of all CPUs less the idle ticks.
+cpu_snap() { local l u; read -r l </proc/stat; read -r u _ </proc/uptime; echo "$l $u"; }
 export -f cpu_snap
+ncpu=$(getconf _NPROCESSORS_ONLN)
+# FILE (two cpu_snap lines): busy and all ticks, by the ticks and by the
+# clock (uptime x CPUs less idle and iowait).
+busy_of() {
+	awk -v nc="$ncpu" '{b = $2+$3+$4+$7+$8+$9; t = b+$5+$6; u = $12}
+		NR == 1 {b0 = b; t0 = t; u0 = u}
+		NR == 2 {c = (u - u0) * 100 * nc; print b - b0, t - t0, c - ((t - b) - (t0 - b0)), c}' "$1"
+}
 
 # One line per thread that may work for a stream on this node (the
 # module's, softirq, the benchmark programs'): comm, CPU ticks (user +
@@ -127,8 +140,7 @@ if [ "$node" -eq 1 ]; then
 			read -rt $rec -u \$nap || :
 			cpu_snap >>$sh/$sys.stat; net_snap >>$sh/$sys.net; thr_snap >$sh/$sys.thr1
 			while [ ! -e $sh/stop-$sys ]; do read -rt 0.05 -u \$nap || :; done" 2>/dev/null
-		awk '{b = $2+$3+$4+$7+$8+$9; t = b+$5+$6} NR == 1 {b0 = b; t0 = t}
-			NR == 2 {print b - b0, t - t0}' "$sh/$sys.stat" >"$sh/$sys.busy"
+		busy_of "$sh/$sys.stat" >"$sh/$sys.busy"
 		if [ "${ME_PERF:-1}" = 0 ]; then
 			: >"$sh/$sys.profile"; : >"$sh/$sys.threads"; : >"$sh/$sys.mythreads"
 			touch "$sh/recorded-$sys"
@@ -204,15 +216,22 @@ window_mb() {
 }
 wait
 for sys in me tcp; do
-	read -r busy all <"$sh/$sys.busy"
-	read -r sbusy sall < <(awk '{b = $2+$3+$4+$7+$8+$9; t = b+$5+$6} NR == 1 {b0 = b; t0 = t}
-		NR == 2 {print b - b0, t - t0}' "$sh/$sys.sstat")
-	# jiffies are 1/100 s here (CONFIG_HZ_USER)
-	awk -v b="$busy" -v a="$all" -v sb="$sbusy" -v sa="$sall" -v m="$(mb_s "$sys")" -v s="$rec" \
+	read -r busy all cbusy call <"$sh/$sys.busy"
+	read -r sbusy sall scbusy scall < <(busy_of "$sh/$sys.sstat")
+	# Ticks are 1/100 s here (USER_HZ).  The busy figures are the
+	# clock's (cpu_snap); the ticks' own, and the share of the window
+	# they missed, follow.
+	awk -v b="$cbusy" -v a="$call" -v sb="$scbusy" -v sa="$scall" -v m="$(mb_s "$sys")" \
+		-v tb="$busy" -v ta="$all" -v tsb="$sbusy" -v tsa="$sall" -v nc="$ncpu" \
 		-v n="$sys" -v rmb="$(window_mb "$sh/$sys.net" "$sys")" -v smb="$(window_mb "$sh/$sys.snet" "$sys")" 'BEGIN {
+		if (rmb <= 0) rmb = 1e-9
+		if (smb <= 0) smb = 1e-9
 		printf "=== %s: %.1f MB/s (the run), %.1f MB/s (the receiver\047s window); receiver busy %.0f%%, receiver CPU %.0f us/MB; sender busy %.0f%%, sender CPU %.0f us/MB\n",
-			n, m, rmb / s, 100 * b / a, (rmb > 0 ? b / 100 * 1e6 / rmb : 0),
-			(sa > 0 ? 100 * sb / sa : 0), (smb > 0 ? sb / 100 * 1e6 / smb : 0) }'
+			n, m, (a > 0 ? rmb / (a / 100 / nc) : 0), (a > 0 ? 100 * b / a : 0),
+			b / 100 * 1e6 / rmb, (sa > 0 ? 100 * sb / sa : 0), sb / 100 * 1e6 / smb
+		printf "=== %s: by the busy ticks alone: receiver %.0f us/MB, sender %.0f us/MB; ticks missing from the window: receiver %.0f%%, sender %.0f%%\n",
+			n, tb / 100 * 1e6 / rmb, tsb / 100 * 1e6 / smb,
+			(a > 0 ? 100 * (a - ta) / a : 0), (sa > 0 ? 100 * (sa - tsa) / sa : 0) }'
 done
 # Frames each way and virtio interrupts per MB moved, on both nodes: a
 # frame or an interrupt costs the emulated machine far more than a byte.
@@ -227,7 +246,8 @@ for sys in me tcp; do
 	done
 done
 # Where each node's busy time went (/proc/stat: user, system, hard and
-# soft interrupts, 1/100 s ticks), and each thread's CPU and sleeps
+# soft interrupts, 1/100 s ticks; "no tick": busy by the clock that no
+# tick counted), and each thread's CPU and sleeps
 # (voluntary context switches: a receive thread's wakeups) per MB.
 for sys in me tcp; do
 	for who in sender receiver; do
@@ -237,12 +257,13 @@ for sys in me tcp; do
 			st=$sh/$sys.stat net=$sh/$sys.net t0=$sh/$sys.thr0 t1=$sh/$sys.thr1
 		fi
 		mb=$(window_mb "$net" "$sys")
-		awk -v n="$sys" -v w="$who" -v mb="$mb" '
+		read -r tb _ cb _ < <(busy_of "$st")
+		awk -v n="$sys" -v w="$who" -v mb="$mb" -v lost="$((cb - tb))" '
 			NR == 1 {split($0, a); next}
 			{if (mb <= 0) mb = 1
-			 printf "=== %s: %s CPU per MB (us): user %.0f, system %.0f, irq %.0f, softirq %.0f\n",
+			 printf "=== %s: %s CPU per MB (us): user %.0f, system %.0f, irq %.0f, softirq %.0f, no tick %.0f\n",
 				n, w, ($2 + $3 - a[2] - a[3]) * 1e4 / mb, ($4 - a[4]) * 1e4 / mb,
-				($7 - a[7]) * 1e4 / mb, ($8 - a[8]) * 1e4 / mb}' "$st"
+				($7 - a[7]) * 1e4 / mb, ($8 - a[8]) * 1e4 / mb, lost * 1e4 / mb}' "$st"
 		[ -s "$t0" ] && [ -s "$t1" ] || continue
 		awk -v n="$sys" -v w="$who" -v mb="$mb" '
 			FNR == NR {t[$1] += $2; v[$1] += $3; x[$1] += $4; next}

@@ -1,4 +1,5 @@
-// me_bench: how busy the whole machine's CPUs were, from /proc/stat.
+// me_bench: how busy the whole machine's CPUs were, from /proc/stat and
+// /proc/uptime.
 #pragma once
 
 #include <cstdint>
@@ -7,13 +8,14 @@
 
 namespace bench {
 
-// The first ("cpu") line of /proc/stat, in clock ticks summed over all CPUs.
+// The CPUs' time in clock ticks summed over all CPUs: the whole by the
+// clock (uptime x CPUs online), the idle and iowait from /proc/stat.
 struct CpuTimes {
 	std::uint64_t busy = 0;		// total - idle - iowait
-	std::uint64_t total = 0;	// user..steal (guest time is inside user)
+	std::uint64_t total = 0;	// uptime x CPUs, in ticks
 };
 
-// Fails only if /proc/stat cannot be read or parsed.
+// Fails only if /proc/stat or /proc/uptime cannot be read or parsed.
 me::Result<CpuTimes> read_cpu_times();
 
 // Percent of all CPUs busy between a and b (NaN if no tick passed).

@@ -72,10 +72,11 @@ export -f net_snap
 
 # The first line of /proc/stat (the CPUs' busy and idle ticks) and the
 # uptime (s).  The busy ticks miss time: a tick counts one jiffy to what
-# the CPU was doing when it came, and ticks a TCG vCPU takes late (long
-# stretches with interrupts off under a network load) count one for
-# several; idle time is measured by the clock.  So busy time is also
-# taken as the uptime's share of all CPUs less the idle ticks.
+# the CPU was doing when it came, and a TCG vCPU's ticks come late while
+# QEMU emulates a device for it or the host runs the other guest (a
+# late tick counts one for several); idle time is measured by the
+# clock.  So busy time is taken as the uptime's share of all CPUs less
+# the idle ticks (benchmarks.md, 2026-12-06).
 cpu_snap() { local l u; read -r l </proc/stat; read -r u _ </proc/uptime; echo "$l $u"; }
 export -f cpu_snap
 ncpu=$(getconf _NPROCESSORS_ONLN)
@@ -84,7 +85,8 @@ ncpu=$(getconf _NPROCESSORS_ONLN)
 busy_of() {
 	awk -v nc="$ncpu" '{b = $2+$3+$4+$7+$8+$9; t = b+$5+$6; u = $12}
 		NR == 1 {b0 = b; t0 = t; u0 = u}
-		NR == 2 {c = (u - u0) * 100 * nc; print b - b0, t - t0, c - ((t - b) - (t0 - b0)), c}' "$1"
+		NR == 2 {c = (u - u0) * 100 * nc
+			printf "%d %d %.0f %.0f\n", b - b0, t - t0, c - ((t - b) - (t0 - b0)), c}' "$1"
 }
 
 # One line per thread that may work for a stream on this node (the

@@ -326,9 +326,9 @@ int me_core_rx_batch(struct me_node *n, struct me_rx_batch *b, u32 link, u64 src
  * The sleeping timer.  A pass that finds nothing due within a tick
  * returns the time to the earliest deadline it found (a retransmission
  * timeout, a path's keepalive or death, a HELLO), at most the idle
- * period (idle_period()); the first work
- * created after it that is due sooner (me_node_busy(): an ack owed, an
- * op queued, a connection ending; me_node_due(): a packet whose timeout
+ * period (idle_period()); the first work created after it that is due
+ * sooner (me_node_busy(): an ack owed, an op queued, a connection
+ * ending, a link added or changed; me_node_due(): a packet whose timeout
  * comes before the wake) kicks the host's timer awake.  A handshake of
  * two flags, each side storing its own before reading the other's (full
  * barriers), so that either the pass sees the work or the work sees the

@@ -40,11 +40,14 @@ ip addr add "10.9.0.$((node + 1))/24" dev eth0
 "$B/mectl" attach eth0 >/dev/null
 for ((i = 0; i < 300; i++)); do "$B/mectl" peers 2>/dev/null | grep -q alive && break; nap 0.1; done
 
-# One snapshot: the busy and total ticks of /proc/stat, eth0's frames in
-# and out, interrupts, context switches, and the softirqs by kind.
+# One snapshot: the busy and total time in 1/100 s (total by the clock,
+# uptime x CPUs; busy that less the idle ticks: a TCG guest's busy ticks
+# miss time, benchmarks.md 2026-12-06), eth0's frames in and out,
+# interrupts, context switches, and the softirqs by kind.
 snap() {
-	awk '/^cpu / {b = $2+$3+$4+$7+$8+$9; print "busy", b; print "ticks", b+$5+$6}
-	     /^intr/ {print "intr", $2} /^ctxt/ {print "ctxt", $2}' /proc/stat
+	awk -v nc="$(getconf _NPROCESSORS_ONLN)" 'FNR == NR {up = $1; next}
+	     /^cpu / {t = up * 100 * nc; printf "busy %.0f\nticks %.0f\n", t - ($5 + $6), t}
+	     /^intr/ {print "intr", $2} /^ctxt/ {print "ctxt", $2}' /proc/uptime /proc/stat
 	echo "rx_frames $(cat /sys/class/net/eth0/statistics/rx_packets)"
 	echo "tx_frames $(cat /sys/class/net/eth0/statistics/tx_packets)"
 	awk '$1 ~ /^(TIMER|NET_RX|HRTIMER|RCU|SCHED):$/ {s = 0; for (i = 2; i <= NF; i++) s += $i;

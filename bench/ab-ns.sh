@@ -21,13 +21,9 @@ out=/tmp/ab
 rm -rf "$out"; mkdir -p "$out"
 modprobe veth
 
-# Busy time in 1/100 s by the clock (uptime x CPUs less the idle and
-# iowait ticks: a TCG guest's busy ticks miss time, benchmarks.md
-# 2026-12-06), and the idle ticks.
-busy_ticks() {
-	awk -v nc="$(getconf _NPROCESSORS_ONLN)" 'FNR == NR {up = $1; next}
-		/^cpu / {printf "%.0f %d\n", up * 100 * nc - ($5 + $6), $5}' /proc/uptime /proc/stat
-}
+. "$top/bench/cpu-clock.sh"
+# Busy time in 1/100 s (the clock's less the idle ticks), and the idle.
+busy_ticks() { local t i; read -r t i < <(cpu_clock); echo "$((t - i)) $i"; }
 
 setup_ns() { # MTU
 	ip netns del a 2>/dev/null || true; ip netns del b 2>/dev/null || true

@@ -40,14 +40,16 @@ ip addr add "10.9.0.$((node + 1))/24" dev eth0
 "$B/mectl" attach eth0 >/dev/null
 for ((i = 0; i < 300; i++)); do "$B/mectl" peers 2>/dev/null | grep -q alive && break; nap 0.1; done
 
-# One snapshot: the busy and total time in 1/100 s (total by the clock,
-# uptime x CPUs; busy that less the idle ticks: a TCG guest's busy ticks
-# miss time, benchmarks.md 2026-12-06), eth0's frames in and out,
-# interrupts, context switches, and the softirqs by kind.
+. "$top/bench/cpu-clock.sh"
+# One snapshot: the busy and whole time in 1/100 s (cpu-clock.sh), eth0's
+# frames in and out, interrupts, context switches, and the softirqs by
+# kind.
 snap() {
-	awk -v nc="$(getconf _NPROCESSORS_ONLN)" 'FNR == NR {up = $1; next}
-	     /^cpu / {t = up * 100 * nc; printf "busy %.0f\nticks %.0f\n", t - ($5 + $6), t}
-	     /^intr/ {print "intr", $2} /^ctxt/ {print "ctxt", $2}' /proc/uptime /proc/stat
+	local t i
+	read -r t i < <(cpu_clock)
+	echo "busy $((t - i))"
+	echo "ticks $t"
+	awk '/^intr/ {print "intr", $2} /^ctxt/ {print "ctxt", $2}' /proc/stat
 	echo "rx_frames $(cat /sys/class/net/eth0/statistics/rx_packets)"
 	echo "tx_frames $(cat /sys/class/net/eth0/statistics/tx_packets)"
 	awk '$1 ~ /^(TIMER|NET_RX|HRTIMER|RCU|SCHED):$/ {s = 0; for (i = 2; i <= NF; i++) s += $i;
@@ -61,7 +63,7 @@ record() { # SYS
 		exec {n}<> <(:)
 		touch $sh/rec-$1-$node
 		while [ ! -e $sh/start-$1 ]; do read -rt 0.02 -u \$n || :; done
-		read -rt 1 -u \$n; $(declare -f snap); snap >$sh/$1-$node.0
+		read -rt 1 -u \$n; $(declare -f cpu_clock snap); snap >$sh/$1-$node.0
 		read -rt $rec -u \$n; snap >$sh/$1-$node.1
 		while [ ! -e $sh/stop-$1 ]; do read -rt 0.05 -u \$n || :; done" 2>/dev/null
 	[ "$perf" != 1 ] || perf report -i "/tmp/$1.data" --no-children --sort comm,sym --stdio 2>/dev/null |

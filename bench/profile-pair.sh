@@ -76,7 +76,8 @@ export -f net_snap
 # QEMU emulates a device for it or the host runs the other guest (a
 # late tick counts one for several); idle time is measured by the
 # clock.  So busy time is taken as the uptime's share of all CPUs less
-# the idle ticks (benchmarks.md, 2026-12-06).
+# the idle ticks (benchmarks.md, 2026-12-06), as bench/cpu-clock.sh
+# does, here with builtins: no process inside the window.
 cpu_snap() { local l u; read -r l </proc/stat; read -r u _ </proc/uptime; echo "$l $u"; }
 export -f cpu_snap
 ncpu=$(getconf _NPROCESSORS_ONLN)

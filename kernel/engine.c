@@ -564,9 +564,9 @@ static void timer_sleep(struct me_net *mn, u64 ns, bool idle)
  * sent); else until the core's next deadline (a retransmission timeout,
  * a path's keepalive, at most the idle period), so an idle node wakes
  * some 60 times a second and one whose packets are acked before they
- * time out a few hundred, not thousands.  A kick ends the long sleep, and the next pass comes a tick
- * later, as if the timer had ticked all along.  Held acks have their own
- * timer (plat_ack_kick).
+ * time out a few hundred, not thousands.  A kick ends the long sleep,
+ * and the next pass comes a tick later, as if the timer had ticked all
+ * along.  Held acks have their own timer (plat_ack_kick).
  */
 static int timer_thread(void *arg)
 {

@@ -306,11 +306,11 @@ void me_core_rx_batch_end(struct me_rx_batch *b);
  * while none has: until the earliest retransmission timeout of the
  * packets in flight, the next keepalive, death of a path or HELLO
  * (served within a quarter of ka_ns and link_dead_ns), at most a quarter
- * of connect_rto_ns, which leaves a node's host asleep.  Work due sooner after such a pass calls ops->timer_kick
- * once; a host sleeping on the long period must then call again within
- * cfg.tick_ns.  me_core_timer_idle() says, after the host prepared to
- * sleep, whether the long period still holds (no kick has come since
- * the pass).
+ * of connect_rto_ns, which leaves a node's host asleep.  Work due sooner
+ * after such a pass calls ops->timer_kick once; a host sleeping on the
+ * long period must then call again within cfg.tick_ns.
+ * me_core_timer_idle() says, after the host prepared to sleep, whether
+ * the long period still holds (no kick has come since the pass).
  */
 u64 me_core_timer(struct me_node *node);
 bool me_core_timer_idle(struct me_node *node);

@@ -2,8 +2,9 @@
 // The idle timer: a node whose connections have nothing that times out
 // runs its timer at its paths' deadlines (a keepalive every ka_ns), not
 // every tick, and the first work after that (a write, an ack owed) kicks
-// it back to the tick, so nothing waits for the long period.  The simulator runs
-// each node's timer as the module does (Sim::tick, Sim::timer_kick).
+// it back to the tick, so nothing waits for the long period.  The
+// simulator runs each node's timer as the module does (Sim::tick,
+// Sim::timer_kick).
 #include "harness.hpp"
 
 using namespace mesim;

@@ -452,8 +452,9 @@ static int place_payload(struct me_conn *c, const struct me_hdr *h, u32 region, 
 /*
  * Places one write/notify packet; its STATUS credit is reserved.  whole:
  * the packet is its whole message (a PACK entry), so no byte count.
+ * Returns whether it queued a STATUS (a failure) for the pump to send.
  */
-static void place(struct me_conn *c, const struct me_hdr *h, bool whole)
+static bool place(struct me_conn *c, const struct me_hdr *h, bool whole)
 {
 	struct me_node *n = c->node;
 	u32 pay = h->payload_len;
@@ -467,12 +468,12 @@ static void place(struct me_conn *c, const struct me_hdr *h, bool whole)
 				    !whole);
 	if (!whole && !rmsg_account(c, h, pay, err != 0, &any_err)) {
 		resp_unreserve(c);
-		return;
+		return false;
 	}
 	/* Once per message: every packet of it saw the same check. */
 	if (!key_checked(c, &err)) {
 		resp_unreserve(c);
-		return;
+		return false;
 	}
 	if (n->ops->mr_done && c->mode != ME_MODE_ORDERED)
 		n->ops->mr_done(n->ctx, h->d.region, h->d.addr, h->d.msg_len);
@@ -495,17 +496,23 @@ static void place(struct me_conn *c, const struct me_hdr *h, bool whole)
 	/* Success is told by the ack of the message's last packet. */
 	if (!err) {
 		resp_unreserve(c);
-		return;
+		return false;
 	}
 	push_status(c, h->d.op_id, err);
+	return true;
 }
 
 static int rx_write(struct me_conn *c, const struct me_hdr *h)
 {
 	if (!resp_reserve(c, 1))
 		return -EAGAIN;
-	place(c, h, false);
-	me_msg_pump(c);
+	/*
+	 * Only a STATUS is this packet's to send: a write placed is told by
+	 * the ack, which the batch sends (a pump per packet of a stream found
+	 * nothing to send, 4% of a receive thread).
+	 */
+	if (place(c, h, false))
+		me_msg_pump(c);
 	return 0;
 }
 
@@ -520,6 +527,7 @@ static int rx_pack(struct me_conn *c, const struct me_hdr *h)
 	const u8 *p = h->payload;
 	u32 rem = h->payload_len, i;
 	struct me_pack_ent e;
+	bool status = false;
 	struct me_hdr m;
 
 	if (!resp_reserve(c, h->d.msg_len))
@@ -544,9 +552,10 @@ static int rx_pack(struct me_conn *c, const struct me_hdr *h)
 		m.d.imm = e.imm;
 		m.d.key = e.key;
 		m.d.addr = e.addr;
-		place(c, &m, true);
+		status |= place(c, &m, true);
 	}
-	me_msg_pump(c);
+	if (status)
+		me_msg_pump(c);
 	return 0;
 }
 

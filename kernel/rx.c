@@ -226,22 +226,21 @@ static int frame_build(struct me_rx_frame *fr, u8 *bounce, struct sk_buff *skb, 
 {
 	struct skb_shared_info *sh = skb_shinfo(skb);
 	u32 head = skb_headlen(skb), off = head, lin;
-	const u8 *hp;
 	bool owned, flip;
 	unsigned int i;
-	u8 hb[2];
+	u8 type;
 
 	fr->buf = bounce;
 	fr->len = len;
 	fr->nsegs = 0;
 	if (skb_has_frag_list(skb) || head >= len)
 		return -1;
-	/* The type first: other frames are copied whole by the caller. */
-	hp = skb_header_pointer(skb, 0, sizeof(hb), hb);
-	if (!hp || (hp[1] != ME_PT_WRITE && hp[1] != ME_PT_NOTIFY && hp[1] != ME_PT_READ_RESP))
-		return -1;
 	lin = max(head, min_t(u32, len, ME_HDR_MAX));
-	if (skb_copy_bits(skb, 0, fr->buf, lin))
+	if (lin < 2 || skb_copy_bits(skb, 0, fr->buf, lin))
+		return -1;
+	/* Other frames are copied whole by the caller. */
+	type = fr->buf[1];
+	if (type != ME_PT_WRITE && type != ME_PT_NOTIFY && type != ME_PT_READ_RESP)
 		return -1;
 	/*
 	 * Pages of a clone, a page pool or a sender's memory (tracked, or
@@ -292,6 +291,20 @@ u64 me_rx_frame_src(const struct sk_buff *skb)
 }
 
 /*
+ * Frees a frame the engine is done with into this CPU's NAPI cache of skb
+ * heads, which the driver's next receive takes its skb from, instead of
+ * the slab (a receive thread freed each head through the slab's slow
+ * path while the driver refilled the cache from it in bulk).  The cache
+ * is the softirq's: bottom halves off around it.
+ */
+static void rx_consume(struct sk_buff *skb)
+{
+	local_bh_disable();
+	napi_consume_skb(skb, 1);
+	local_bh_enable();
+}
+
+/*
  * Frees @skb, keeping the whole pages only it held (frame_build) for the
  * page pool: the frames and staged writes this host builds next take
  * them instead of fresh ones, which the page allocator zeroes (Debian's
@@ -310,7 +323,7 @@ static void consume_keep_pages(const struct me_rx_frame *fr, struct sk_buff *skb
 			get_page(keep[n++]);
 		}
 	}
-	consume_skb(skb);
+	rx_consume(skb);
 	for (i = 0; i < n; i++)
 		me_pool_put(keep[i]);
 }
@@ -347,7 +360,7 @@ static void rx_deliver(struct me_link *link, struct me_rx_batch *b, struct sk_bu
 	}
 	me_engine_rx(link->mn, b, link->idx, src, buf, len);
 out:
-	consume_skb(skb);
+	rx_consume(skb);
 }
 
 static void rx_one(struct me_rx_thread *t, struct sk_buff *skb, unsigned int bounce_len)
@@ -497,7 +510,8 @@ static void rx_direct_one(struct me_link *link, struct sk_buff *skb, u64 src)
 	}
 	me_engine_rx_end(link->mn, &b, idx);
 	this_cpu_inc(link->stats->rx_direct);
-	consume_skb(skb);
+	if (skb)
+		rx_consume(skb);
 }
 
 /*

@@ -78,9 +78,13 @@ static bool link_is_up(const struct net_device *dev)
 	return netif_running(dev) && netif_oper_up(dev);
 }
 
-/* Softirq (or a threaded NAPI context with BH off), under rcu_read_lock. */
-static int me_link_rcv(struct sk_buff *skb, struct net_device *dev,
-		       struct packet_type *pt, struct net_device *orig_dev)
+/*
+ * Softirq (or a threaded NAPI context with BH off), under rcu_read_lock:
+ * @skb, which arrived on @dev, to its link, stamped @now.  *@wake is set
+ * to the link whose ring took it (a thread to wake), else left alone.
+ */
+static int link_rcv_one(struct sk_buff *skb, struct net_device *dev, u64 now,
+			struct me_link **wake)
 {
 	/* A train counts as the frames it carries (train.c). */
 	unsigned int frames = me_train_frames(skb);
@@ -102,7 +106,8 @@ static int me_link_rcv(struct sk_buff *skb, struct net_device *dev,
 	}
 	this_cpu_inc(link->stats->rx_frames);
 	this_cpu_add(link->stats->rx_bytes, skb->len);
-	me_rx_queue_from(link, skb, me_rx_frame_src(skb));
+	if (me_rx_enqueue(link, skb, me_rx_frame_src(skb), now))
+		*wake = link;
 	return NET_RX_SUCCESS;
 
 drop:
@@ -111,8 +116,49 @@ drop:
 	return NET_RX_DROP;
 }
 
+/* One frame (a backlog's, a veth's, a driver without receive lists). */
+static int me_link_rcv(struct sk_buff *skb, struct net_device *dev,
+		       struct packet_type *pt, struct net_device *orig_dev)
+{
+	struct me_link *wake = NULL;
+	int ret = link_rcv_one(skb, dev, ktime_get_ns(), &wake);
+
+	if (wake)
+		me_rx_wake(wake);
+	return ret;
+}
+
+/*
+ * A NAPI poll's frames for us, as a list (netif_receive_skb_list(), GRO's
+ * flush: up to gro_normal_batch at a time): one clock read for all of
+ * them, which arrived before the poll began, and one wakeup per link
+ * instead of one per frame.  A list holds frames of one original device;
+ * each frame's own device (a VLAN's) finds its link.
+ */
+static void me_link_rcv_list(struct list_head *head, struct packet_type *pt,
+			     struct net_device *orig_dev)
+{
+	struct me_link *wake = NULL, *link;
+	struct sk_buff *skb, *next;
+	u64 now = ktime_get_ns();
+
+	list_for_each_entry_safe(skb, next, head, list) {
+		skb_list_del_init(skb);
+		link = NULL;
+		link_rcv_one(skb, skb->dev, now, &link);
+		if (link && link != wake) {
+			if (wake)
+				me_rx_wake(wake);
+			wake = link;
+		}
+	}
+	if (wake)
+		me_rx_wake(wake);
+}
+
 static struct packet_type me_packet_type __read_mostly = {
 	.func = me_link_rcv,
+	.list_func = me_link_rcv_list,
 	.ignore_outgoing = true,
 };
 

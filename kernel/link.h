@@ -134,9 +134,17 @@ int me_rx_init(void);
 void me_rx_exit(void);
 int me_rx_start(struct me_link *link, unsigned int packet_size);
 void me_rx_stop(struct me_link *link);
-/* A frame from @src (0: no valid address) to the link's threads. */
-void me_rx_queue_from(struct me_link *link, struct sk_buff *skb, u64 src);
-/* The same for frames chained by ->next (a train's), one wakeup for all. */
+/*
+ * Softirq, under rcu_read_lock (the link cannot be stopped meanwhile).
+ * A frame from @src (0: no valid address) to the link's threads, stamped
+ * @now (ktime_get_ns(), the engine's clock): true if it went to the ring
+ * and a thread is to be woken (me_rx_wake(), once for any number of
+ * frames), false if the softirq took it itself (rx_direct) or dropped it.
+ */
+bool me_rx_enqueue(struct me_link *link, struct sk_buff *skb, u64 src, u64 now);
+/* Wakes one of the link's threads that may be asleep, if any. */
+void me_rx_wake(struct me_link *link);
+/* Frames chained by ->next (a train's): one clock read, one wakeup. */
 void me_rx_queue_list(struct me_link *link, struct sk_buff *list, u64 src);
 u64 me_rx_frame_src(const struct sk_buff *skb);
 u64 me_rx_queued(void);

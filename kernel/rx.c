@@ -463,7 +463,7 @@ static int rx_thread(void *arg)
  * bottom-half safe already: the engine's locks are _bh (me_types.h), and
  * areas' page locks and page table updates know softirq (area.c).
  */
-static bool rx_direct_ok(struct me_link *link, const struct sk_buff *skb)
+static bool rx_direct_ok(struct me_link *link, const struct sk_buff *skb, u64 now)
 {
 	u32 head = skb_headlen(skb);
 	u8 type;
@@ -483,9 +483,13 @@ static bool rx_direct_ok(struct me_link *link, const struct sk_buff *skb)
 	if (type != ME_PT_ACK && type != ME_PT_NACK &&
 	    (type < ME_PT_WRITE || type > ME_PT_STATUS) && type != ME_PT_ATOMIC)
 		return false;
-	/* By reference: within what is left of the budget (rx_direct_kb). */
+	/*
+	 * By reference: within what is left of the budget (rx_direct_kb).
+	 * @now may be older than the threads' last idle stamp (read before
+	 * a list's frames): signed, that is "not idle long enough".
+	 */
 	return !skb_is_nonlinear(skb) ||
-	       (rx_direct_kb && ktime_get_ns() - READ_ONCE(link->idle_ns) >= RX_DIRECT_IDLE_NS &&
+	       (rx_direct_kb && (s64)(now - READ_ONCE(link->idle_ns)) >= RX_DIRECT_IDLE_NS &&
 		atomic_read(&link->direct_left) > 0 &&
 		atomic_sub_return((int)skb->len, &link->direct_left) >= 0);
 }
@@ -514,14 +518,9 @@ static void rx_direct_one(struct me_link *link, struct sk_buff *skb, u64 src)
 		rx_consume(skb);
 }
 
-/*
- * Queues @skb for the link's threads, stamped @now (the engine's clock,
- * plat_now_ns) and @src; true if it went to the ring (the caller wakes a
- * thread), false if the softirq took it (rx_direct) or it was dropped.
- */
-static bool rx_enqueue(struct me_link *link, struct sk_buff *skb, u64 src, u64 now)
+bool me_rx_enqueue(struct me_link *link, struct sk_buff *skb, u64 src, u64 now)
 {
-	if (rx_direct_ok(link, skb)) {
+	if (rx_direct_ok(link, skb, now)) {
 		rx_direct_one(link, skb, src);
 		return false;
 	}
@@ -536,8 +535,7 @@ static bool rx_enqueue(struct me_link *link, struct sk_buff *skb, u64 src, u64 n
 	return true;
 }
 
-/* Wakes one of the link's threads that may be asleep, if any. */
-static void rx_wake(struct me_link *link)
+void me_rx_wake(struct me_link *link)
 {
 	unsigned int i;
 
@@ -554,14 +552,6 @@ static void rx_wake(struct me_link *link)
 	}
 }
 
-/* Softirq, under rcu_read_lock: the link cannot be stopped meanwhile. */
-void me_rx_queue_from(struct me_link *link, struct sk_buff *skb, u64 src)
-{
-	if (rx_enqueue(link, skb, src, ktime_get_ns()))
-		rx_wake(link);
-}
-
-/* The same for the frames of a train (chained by ->next): one clock read, one wakeup. */
 void me_rx_queue_list(struct me_link *link, struct sk_buff *list, u64 src)
 {
 	u64 now = ktime_get_ns();
@@ -572,10 +562,10 @@ void me_rx_queue_list(struct me_link *link, struct sk_buff *list, u64 src)
 
 		list = list->next;
 		skb_mark_not_on_list(skb);
-		queued |= rx_enqueue(link, skb, src, now);
+		queued |= me_rx_enqueue(link, skb, src, now);
 	}
 	if (queued)
-		rx_wake(link);
+		me_rx_wake(link);
 }
 
 static void drain(struct me_link *link)

@@ -36,8 +36,8 @@ wait_for() { # FILE: up to 120 s
 	echo "ab-pair: node $node waited 120 s for $1" >&2
 	return 1
 }
-[ "$node" -ne 0 ] || { rm -rf "$sh"; mkdir -p "$sh"; }
-for ((i = 0; i < 100; i++)); do [ -d "$sh" ] && break; nap 0.1; done
+. "$top/bench/pair-dir.sh"
+pair_dir "$sh"
 dmesg -C
 ip link set eth0 mtu 1500 up
 ip addr add "10.9.0.$((node + 1))/24" dev eth0

@@ -22,8 +22,8 @@ sh=$top/build/loss-trace
 # Waits without starting a process (benchmarks.md, Method).
 exec {nap_fd}<> <(:)
 nap() { read -rt "$1" -u "$nap_fd" || :; }
-[ "$node" -ne 0 ] || { rm -rf "$sh"; mkdir -p "$sh"; }
-for ((i = 0; i < 100; i++)); do [ -d "$sh" ] && break; nap 0.1; done
+. "$top/bench/pair-dir.sh"
+pair_dir "$sh"
 dmesg -C
 insmod "${ME_KO:-$top/kernel/multiedge.ko}" ${ME_MODULE_PARAMS:-} || exit 1
 ip link set eth0 mtu 1500 up

@@ -29,8 +29,8 @@ perf=${PERF:-0}
 # Waits without starting a process (benchmarks.md, Method).
 exec {nap_fd}<> <(:)
 nap() { read -rt "$1" -u "$nap_fd" || :; }
-[ "$node" -ne 0 ] || { rm -rf "$sh"; mkdir -p "$sh"; }
-for ((i = 0; i < 100; i++)); do [ -d "$sh" ] && break; nap 0.1; done
+. "$top/bench/pair-dir.sh"
+pair_dir "$sh"
 echo 0 >/proc/sys/kernel/kptr_restrict
 echo -1 >/proc/sys/kernel/perf_event_paranoid
 dmesg -C

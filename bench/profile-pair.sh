@@ -32,8 +32,8 @@ nap() { read -rt "$1" -u "$nap_fd" || :; }
 out=/tmp/profile
 mkdir -p "$out"
 command -v perf >/dev/null || { echo "profile-pair: perf not found (Debian package linux-perf)" >&2; exit 2; }
-[ "$node" -ne 0 ] || { rm -rf "$sh"; mkdir -p "$sh"; }
-for ((i = 0; i < 100; i++)); do [ -d "$sh" ] && break; nap 0.1; done
+. "$top/bench/pair-dir.sh"
+pair_dir "$sh"
 echo 0 >/proc/sys/kernel/kptr_restrict
 echo -1 >/proc/sys/kernel/perf_event_paranoid
 dmesg -C

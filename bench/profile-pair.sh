@@ -12,7 +12,11 @@
 # ME_KO: another module to load; ME_MODULE_PARAMS: its parameters;
 # ME_PERF=0: no perf (its sampling costs a TCG guest a share of its CPU
 # per frame, so busy figures with it run high); the CPU splits and the
-# threads' figures are printed either way;
+# threads' figures are printed either way; ME_PERF=sender: the sender
+# records instead, from its run's start to its stop; ME_PERF_ARGS: more
+# perf record options (-g); ME_PERF_CALLERS="sym ...": with -g and
+# ME_PERF=sender, the call chains into those symbols; ME_PERF_ANNOTATE=
+# "sym ...": with ME_PERF=sender, their hottest instructions;
 # ME_BENCH_ARGS: more me_bench client options (--depth 16); ME_PATHS=1:
 # sample the sender's paths.  Set them in the guest (a wrapper script run
 # under scripts/vm): scripts/vm does not pass the host's environment on.
@@ -122,6 +126,16 @@ wait_for() {
 	return 1
 }
 
+# Which node records: the receiver (ME_PERF unset or 1), the sender
+# (ME_PERF=sender) or neither (0).
+rperf=0 sperf=0
+case ${ME_PERF:-1} in
+1) rperf=1 ;;
+sender) sperf=1 ;;
+0) ;;
+*) echo "profile-pair: ME_PERF is 1, 0 or sender, not '$ME_PERF'" >&2; exit 2 ;;
+esac
+
 if [ "$node" -eq 1 ]; then
 	exec 3>&2	# for the recording's own messages (its stderr is perf's)
 	"$B/me_bench" server --idle 120 >"$out/server.log" 2>&1 &
@@ -129,8 +143,8 @@ if [ "$node" -eq 1 ]; then
 	for sys in me tcp; do
 		# Recording before node 0 starts: perf takes seconds to start here.
 		# Busy CPU from 1 s after the start for SECONDS-2 s.
-		rec_cmd=(perf record -a -o "$out/$sys.data" --)
-		[ "${ME_PERF:-1}" != 0 ] || rec_cmd=()
+		rec_cmd=(perf record -a ${ME_PERF_ARGS:-} -o "$out/$sys.data" --)
+		[ "$rperf" = 1 ] || rec_cmd=()
 		"${rec_cmd[@]}" bash -c "
 			exec {nap}<> <(:)
 			touch $sh/recording-$sys
@@ -144,7 +158,7 @@ if [ "$node" -eq 1 ]; then
 			cpu_snap >>$sh/$sys.stat; net_snap >>$sh/$sys.net; thr_snap >$sh/$sys.thr1
 			while [ ! -e $sh/stop-$sys ]; do read -rt 0.05 -u \$nap || :; done" 2>/dev/null
 		busy_of "$sh/$sys.stat" >"$sh/$sys.busy"
-		if [ "${ME_PERF:-1}" = 0 ]; then
+		if [ "$rperf" = 0 ]; then
 			: >"$sh/$sys.profile"; : >"$sh/$sys.threads"; : >"$sh/$sys.mythreads"
 			touch "$sh/recorded-$sys"
 			continue
@@ -173,7 +187,25 @@ sender_busy() { # SYS
 	 thr_snap >"$sh/$1.sthr1") &
 }
 
+# ME_PERF=sender: the sender records from before the run's start to its
+# stop, as the receiver does by default.
+sender_perf() { # SYS
+	[ "$sperf" = 1 ] || return 0
+	perf record -q -a ${ME_PERF_ARGS:-} -o "$out/$1.sdata" -- bash -c "
+		exec {nap}<> <(:)
+		touch $sh/srecording-$1
+		while [ ! -e $sh/stop-$1 ]; do read -rt 0.05 -u \$nap || :; done" 2>/dev/null &
+	spid=$!
+	wait_for "srecording-$1"
+}
+# After the run's stop: perf writes its file before the next run starts.
+sender_perf_end() {
+	[ "$sperf" = 1 ] || return 0
+	wait "$spid" || true
+}
+
 wait_for recording-me
+sender_perf me
 touch "$sh/start-me"
 sender_busy me
 # ME_PATHS=1: the sender's paths (RTT, delay, congestion window, in flight)
@@ -182,7 +214,9 @@ sender_busy me
 "$B/me_bench" client --test oneway --sizes "$size" --seconds "$secs" --min-iters 8 \
 	${ME_BENCH_ARGS:-} --csv "$sh/me.csv" --label pair >"$out/me.log" 2>&1
 touch "$sh/stop-me"
+sender_perf_end
 wait_for recording-tcp
+sender_perf tcp
 touch "$sh/start-tcp"
 sender_busy tcp
 for ((i = 0; i < 50; i++)); do
@@ -190,6 +224,7 @@ for ((i = 0; i < 50; i++)); do
 	sleep 0.2
 done
 touch "$sh/stop-tcp"
+sender_perf_end
 wait_for recorded-tcp
 touch "$sh/finished"
 wait_for node1-done
@@ -285,6 +320,30 @@ for sys in me tcp; do
 	cat "$sh/$sys.threads"
 	echo "=== $sys: the module's threads on the receiver, by symbol"
 	cat "$sh/$sys.mythreads"
+done
+for sys in me tcp; do
+	[ -e "$out/$sys.sdata" ] || continue
+	echo "=== $sys: sender's profile"
+	perf report -i "$out/$sys.sdata" --no-children --sort sym --stdio 2>/dev/null |
+		grep -v '^#' | grep -v '^$' | head -45 || true
+	echo "=== $sys: sender's threads"
+	perf report -i "$out/$sys.sdata" --no-children --sort comm --stdio 2>/dev/null |
+		grep -v '^#' | grep -v '^$' | head -8 || true
+	echo "=== $sys: the sender's threads by symbol"
+	perf report -i "$out/$sys.sdata" --no-children --sort comm,sym --stdio 2>/dev/null |
+		grep -E '^ +[0-9.]+% +(me|iperf3|ksoftirqd)' | head -40 || true
+	# ME_PERF_CALLERS="sym ...": who calls them (needs ME_PERF_ARGS=-g).
+	for f in ${ME_PERF_CALLERS:-}; do
+		echo "=== $sys: the sender's calls to $f"
+		perf report -i "$out/$sys.sdata" --no-children -S "$f" -G --stdio 2>/dev/null |
+			grep -v '^#' | grep -v '^$' | head -80 || true
+	done
+	# ME_PERF_ANNOTATE="sym ...": their hottest instructions.
+	for f in ${ME_PERF_ANNOTATE:-}; do
+		echo "=== $sys: the sender's hottest instructions of $f"
+		perf annotate -i "$out/$sys.sdata" --stdio -l "$f" 2>/dev/null |
+			grep -E '^ +[0-9]+\.[0-9]+ ' | sort -rn | head -30 || true
+	done
 done
 if [ -e "$sh/me.paths" ]; then
 	echo "=== me: the sender's paths during the run (mectl neighbours)"

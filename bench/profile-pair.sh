@@ -14,9 +14,8 @@
 # per frame, so busy figures with it run high); the CPU splits and the
 # threads' figures are printed either way; ME_PERF=sender: the sender
 # records instead, from its run's start to its stop; ME_PERF_ARGS: more
-# perf record options (-g); ME_PERF_CALLERS="sym ...": with -g and
-# ME_PERF=sender, the call chains into those symbols; ME_PERF_ANNOTATE=
-# "sym ...": with ME_PERF=sender, their hottest instructions;
+# perf record options (-g); ME_PERF_CALLERS, ME_PERF_ANNOTATE: see
+# perf_detail() below;
 # ME_BENCH_ARGS: more me_bench client options (--depth 16); ME_PATHS=1:
 # sample the sender's paths.  Set them in the guest (a wrapper script run
 # under scripts/vm): scripts/vm does not pass the host's environment on.
@@ -126,6 +125,24 @@ wait_for() {
 	return 1
 }
 
+# ME_PERF_CALLERS="sym ...": the call chains into those symbols (needs
+# ME_PERF_ARGS=-g); ME_PERF_ANNOTATE="sym ...": their hottest
+# instructions (printed from a recording without -g; with it this perf
+# printed none).  Read while the module is loaded (its symbols).
+perf_detail() { # DATA SYS WHO
+	local f
+	for f in ${ME_PERF_CALLERS:-}; do
+		echo "=== $2: the $3's calls to $f"
+		perf report -i "$1" --no-children -S "$f" -G --stdio 2>/dev/null |
+			grep -v '^#' | grep -v '^$' | head -80 || true
+	done
+	for f in ${ME_PERF_ANNOTATE:-}; do
+		echo "=== $2: the $3's hottest instructions of $f"
+		perf annotate -i "$1" --stdio -l "$f" 2>/dev/null |
+			grep -E '^ +[0-9]+\.[0-9]+ ' | sort -rn | head -30 || true
+	done
+}
+
 # Which node records: the receiver (ME_PERF unset or 1), the sender
 # (ME_PERF=sender) or neither (0).
 rperf=0 sperf=0
@@ -170,6 +187,7 @@ if [ "$node" -eq 1 ]; then
 		# The module's own threads (receive, timer) by symbol.
 		perf report -i "$out/$sys.data" --no-children --sort comm,sym --stdio 2>/dev/null |
 			grep -E '^ +[0-9.]+% +me-' | head -40 >"$sh/$sys.mythreads" || true
+		perf_detail "$out/$sys.data" "$sys" receiver >"$sh/$sys.detail"
 		touch "$sh/recorded-$sys"
 	done
 	wait_for finished
@@ -320,6 +338,7 @@ for sys in me tcp; do
 	cat "$sh/$sys.threads"
 	echo "=== $sys: the module's threads on the receiver, by symbol"
 	cat "$sh/$sys.mythreads"
+	cat "$sh/$sys.detail"
 done
 for sys in me tcp; do
 	[ -e "$out/$sys.sdata" ] || continue
@@ -332,18 +351,7 @@ for sys in me tcp; do
 	echo "=== $sys: the sender's threads by symbol"
 	perf report -i "$out/$sys.sdata" --no-children --sort comm,sym --stdio 2>/dev/null |
 		grep -E '^ +[0-9.]+% +(me|iperf3|ksoftirqd)' | head -40 || true
-	# ME_PERF_CALLERS="sym ...": who calls them (needs ME_PERF_ARGS=-g).
-	for f in ${ME_PERF_CALLERS:-}; do
-		echo "=== $sys: the sender's calls to $f"
-		perf report -i "$out/$sys.sdata" --no-children -S "$f" -G --stdio 2>/dev/null |
-			grep -v '^#' | grep -v '^$' | head -80 || true
-	done
-	# ME_PERF_ANNOTATE="sym ...": their hottest instructions.
-	for f in ${ME_PERF_ANNOTATE:-}; do
-		echo "=== $sys: the sender's hottest instructions of $f"
-		perf annotate -i "$out/$sys.sdata" --stdio -l "$f" 2>/dev/null |
-			grep -E '^ +[0-9]+\.[0-9]+ ' | sort -rn | head -30 || true
-	done
+	perf_detail "$out/$sys.sdata" "$sys" sender
 done
 if [ -e "$sh/me.paths" ]; then
 	echo "=== me: the sender's paths during the run (mectl neighbours)"

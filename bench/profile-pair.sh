@@ -125,6 +125,15 @@ wait_for() {
 	return 1
 }
 
+# The first N lines of a recording's profile sorted by KEYS (perf report
+# --sort); with COMM, only the lines of the threads whose names match it.
+perf_top() { # DATA KEYS N [COMM]
+	local pat='^ +[0-9.]+% '
+	[ -z "${4:-}" ] || pat+=" +$4"
+	perf report -i "$1" --no-children --sort "$2" --stdio 2>/dev/null |
+		grep -E "$pat" | head -"$3" || true
+}
+
 # ME_PERF_CALLERS="sym ...": the call chains into those symbols (needs
 # ME_PERF_ARGS=-g); ME_PERF_ANNOTATE="sym ...": their hottest
 # instructions (printed from a recording without -g; with it this perf
@@ -180,13 +189,10 @@ if [ "$node" -eq 1 ]; then
 			touch "$sh/recorded-$sys"
 			continue
 		fi
-		perf report -i "$out/$sys.data" --no-children --sort sym --stdio 2>/dev/null |
-			grep -v '^#' | grep -v '^$' | head -45 >"$sh/$sys.profile" || true
-		perf report -i "$out/$sys.data" --no-children --sort comm --stdio 2>/dev/null |
-			grep -v '^#' | grep -v '^$' | head -8 >"$sh/$sys.threads" || true
+		perf_top "$out/$sys.data" sym 45 >"$sh/$sys.profile"
+		perf_top "$out/$sys.data" comm 8 >"$sh/$sys.threads"
 		# The module's own threads (receive, timer) by symbol.
-		perf report -i "$out/$sys.data" --no-children --sort comm,sym --stdio 2>/dev/null |
-			grep -E '^ +[0-9.]+% +me-' | head -40 >"$sh/$sys.mythreads" || true
+		perf_top "$out/$sys.data" comm,sym 40 'me-' >"$sh/$sys.mythreads"
 		perf_detail "$out/$sys.data" "$sys" receiver >"$sh/$sys.detail"
 		touch "$sh/recorded-$sys"
 	done
@@ -343,14 +349,11 @@ done
 for sys in me tcp; do
 	[ -e "$out/$sys.sdata" ] || continue
 	echo "=== $sys: sender's profile"
-	perf report -i "$out/$sys.sdata" --no-children --sort sym --stdio 2>/dev/null |
-		grep -v '^#' | grep -v '^$' | head -45 || true
+	perf_top "$out/$sys.sdata" sym 45
 	echo "=== $sys: sender's threads"
-	perf report -i "$out/$sys.sdata" --no-children --sort comm --stdio 2>/dev/null |
-		grep -v '^#' | grep -v '^$' | head -8 || true
+	perf_top "$out/$sys.sdata" comm 8
 	echo "=== $sys: the sender's threads by symbol"
-	perf report -i "$out/$sys.sdata" --no-children --sort comm,sym --stdio 2>/dev/null |
-		grep -E '^ +[0-9.]+% +(me|iperf3|ksoftirqd)' | head -40 || true
+	perf_top "$out/$sys.sdata" comm,sym 40 '(me|iperf3|ksoftirqd)'
 	perf_detail "$out/$sys.sdata" "$sys" sender
 done
 if [ -e "$sh/me.paths" ]; then

@@ -54,22 +54,25 @@ touch "$sh/node$node-ready"	# after node 0 emptied the directory: it is attached
 # a window (a cat, an awk, a sleep) costs a TCG guest tens of
 # milliseconds of CPU, counted as the stream's (an earlier version
 # started about a dozen per window).
-# eth0's frames received and sent, its virtio interrupts, and its bytes
-# received and sent so far, one line.
+# eth0's frames received and sent, its virtio interrupts, its bytes
+# received and sent so far, and the interrupts of its receive and its
+# transmit queues, one line.
 net_snap() {
-	local st=/sys/class/net/eth0/statistics rp tp rb tb irq=0 line i
+	local st=/sys/class/net/eth0/statistics rp tp rb tb line i q
+	local -A irq=([input]=0 [output]=0)
 	local -a w
 	read -r rp <$st/rx_packets; read -r tp <$st/tx_packets
 	read -r rb <$st/rx_bytes; read -r tb <$st/tx_bytes
 	while read -r line; do
 		[[ $line =~ virtio.*-(input|output) ]] || continue
+		q=${BASH_REMATCH[1]}
 		read -r -a w <<<"$line"
 		for ((i = 1; i < ${#w[@]}; i++)); do
 			[[ ${w[i]} =~ ^[0-9]+$ ]] || break
-			irq=$((irq + w[i]))
+			irq[$q]=$((irq[$q] + w[i]))
 		done
 	done </proc/interrupts
-	echo "$rp $tp $irq $rb $tb"
+	echo "$rp $tp $((irq[input] + irq[output])) $rb $tb ${irq[input]} ${irq[output]}"
 }
 export -f net_snap
 
@@ -301,10 +304,11 @@ for sys in me tcp; do
 	for f in "$sh/$sys.snet" "$sh/$sys.net"; do
 		awk -v n="$sys" -v who="$([[ $f == *.snet ]] && echo sender || echo receiver)" \
 			-v mb="$(window_mb "$f" "$sys")" '
-			FNR == 1 {r0 = $1; t0 = $2; i0 = $3; next}
+			FNR == 1 {r0 = $1; t0 = $2; i0 = $3; in0 = $6; out0 = $7; next}
 			{if (mb <= 0) mb = 1
-			 printf "=== %s: %s per MB: frames in %.0f, out %.0f, virtio interrupts %.0f\n",
-				n, who, ($1 - r0) / mb, ($2 - t0) / mb, ($3 - i0) / mb}' "$f"
+			 printf "=== %s: %s per MB: frames in %.0f, out %.0f, virtio interrupts %.0f (receive queue %.0f, transmit queue %.0f)\n",
+				n, who, ($1 - r0) / mb, ($2 - t0) / mb, ($3 - i0) / mb,
+				($6 - in0) / mb, ($7 - out0) / mb}' "$f"
 	done
 done
 # Where each node's busy time went (/proc/stat: user, system, hard and

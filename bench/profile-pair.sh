@@ -242,6 +242,8 @@ sender_busy me
 	${ME_BENCH_ARGS:-} --csv "$sh/me.csv" --label pair >"$out/me.log" 2>&1
 touch "$sh/stop-me"
 sender_perf_end
+# Outside both windows: what the sender's engine did (resends, window cuts).
+"$B/mectl" counters >"$sh/tx-counters.txt" 2>&1 || true
 wait_for recording-tcp
 sender_perf tcp
 touch "$sh/start-tcp"
@@ -366,6 +368,8 @@ if [ -e "$sh/me.paths" ]; then
 fi
 echo "=== receiver's counters"
 cat "$sh/rx-counters.txt"
+echo "=== sender's counters (after multiedge's run)"
+cat "$sh/tx-counters.txt"
 rmmod multiedge
 dmesg | grep -E "WARNING|BUG|Oops" && exit 1
 exit 0

@@ -283,6 +283,18 @@ static int plat_mr_check(void *ctx, u32 region, u64 key, u64 off, u64 len, u32 a
 	return me_mr_check_remote(ctx, region, key, off, len, to_access(access));
 }
 
+/* A placement's result, counted for its connection (mectl's copies). */
+static int copies_counted(struct me_net *mn, u32 conn, int ret)
+{
+	if (ret >= 0 && conn) {
+		u32 slot = me_node_slot(mn->core, conn);
+
+		if (slot != ME_NO_SLOT)
+			atomic64_inc(&mn->conn_copies[slot]);
+	}
+	return ret;
+}
+
 static int plat_mr_write(void *ctx, u32 conn, u32 region, u64 key, u64 off, const void *src,
 			 u32 len, void *rx)
 {
@@ -296,14 +308,28 @@ static int plat_mr_write(void *ctx, u32 conn, u32 region, u64 key, u64 off, cons
 		/* A send is copied into its receive buffer, pages and all. */
 		return !ret && len >= PAGE_SIZE ? ME_PLACE_COPIED : ret;
 	}
-	ret = me_mr_place(mn, region, off, src, len, rx);
-	if (ret >= 0 && conn) {
-		u32 slot = me_node_slot(mn->core, conn);
+	return copies_counted(mn, conn, me_mr_place(mn, region, off, src, len, rx));
+}
 
-		if (slot != ME_NO_SLOT)
-			atomic64_inc(&mn->conn_copies[slot]);
+/* A peer's write packet: one reference on its region, checked and placed. */
+static int plat_mr_place(void *ctx, u32 conn, u32 region, u64 key, u64 addr, u64 len,
+			 u64 off, const void *src, u32 n, void *rx)
+{
+	struct me_net *mn = ctx;
+	struct me_mr *mr;
+	int err;
+
+	if (region == ME_REGION_MSG) {
+		err = plat_mr_check(ctx, region, key, addr, len, ME_ACC_WRITE);
+		return err || !n ? err : plat_mr_write(ctx, conn, region, key, off, src, n, rx);
 	}
-	return ret;
+	mr = me_mr_get_remote(mn, region, key, addr, len, ME_ACCESS_REMOTE_WRITE, &err);
+	if (!mr)
+		return err;
+	if (n)
+		err = copies_counted(mn, conn, me_mr_place_on(mr, off, src, n, rx));
+	me_mr_put(mr);
+	return err;
 }
 
 static int plat_mr_local(void *ctx, u32 region, u64 off, u64 len, u32 access)
@@ -531,6 +557,7 @@ static const struct me_plat_ops me_plat = {
 	.resp_tx = plat_resp_tx,
 	.resp_put = plat_resp_put,
 	.ack_kick = plat_ack_kick,
+	.mr_place = plat_mr_place,
 };
 
 /* ---- lifecycle ---- */

@@ -562,23 +562,19 @@ static bool flip_is_eager(const struct me_mr *mr)
 	return flip_eager;
 }
 
-int me_mr_place(struct me_net *mn, u32 id, u64 off, const void *src, u32 len,
-		struct me_rx_frame *fr)
+int me_mr_place_on(struct me_mr *mr, u64 off, const void *src, u32 len,
+		   struct me_rx_frame *fr)
 {
-	int err;
-	struct me_mr *mr = me_mr_get_range(mn, id, off, len, &err);
 	bool copied = false;
 	u32 fo = 0;
 	u64 pos;
 
-	if (!mr)
-		return err;
+	if (!mr_in_range(mr, off, len))
+		return -ERANGE;
 	if (fr) {
 		/* The engine passes payload out of the frame it was given. */
-		if ((const u8 *)src < fr->buf || (const u8 *)src + len > fr->buf + fr->len) {
-			me_mr_put(mr);
+		if ((const u8 *)src < fr->buf || (const u8 *)src + len > fr->buf + fr->len)
 			return -EFAULT;
-		}
 		fo = (const u8 *)src - fr->buf;
 	}
 	pos = (mr->addr & ~PAGE_MASK) + off;
@@ -604,8 +600,20 @@ int me_mr_place(struct me_net *mn, u32 id, u64 off, const void *src, u32 len,
 		pos += n;
 		len -= n;
 	}
-	me_mr_put(mr);
 	return copied ? ME_PLACE_COPIED : 0;
+}
+
+int me_mr_place(struct me_net *mn, u32 id, u64 off, const void *src, u32 len,
+		struct me_rx_frame *fr)
+{
+	int err;
+	struct me_mr *mr = me_mr_get_range(mn, id, off, len, &err);
+
+	if (!mr)
+		return err;
+	err = me_mr_place_on(mr, off, src, len, fr);
+	me_mr_put(mr);
+	return err;
 }
 
 int me_mr_atomic_on(struct me_mr *mr, u64 off, u32 size, u32 aop, u64 operand, u64 compare,

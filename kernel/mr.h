@@ -82,6 +82,9 @@ int me_mr_copy_from(struct me_net *mn, u32 id, u64 off, void *dst, u32 len);
  */
 int me_mr_place(struct me_net *mn, u32 id, u64 off, const void *src, u32 len,
 		struct me_rx_frame *fr);
+/* The same into a region the caller holds (-ERANGE outside it). */
+int me_mr_place_on(struct me_mr *mr, u64 off, const void *src, u32 len,
+		   struct me_rx_frame *fr);
 /*
  * Applies a remote atomic operation (core/aop.h) to [off, off + size) of
  * region @id (the engine checked access and range); *old the value found.

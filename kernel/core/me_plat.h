@@ -269,6 +269,19 @@ struct me_plat_ops {
 	 * hard IRQ, with core locks held; must not sleep.
 	 */
 	void (*ack_kick)(void *ctx, u64 at_ns);
+
+	/*
+	 * A peer's write or notify packet, checked and placed with one look
+	 * at the region (optional: without it the core calls mr_check and
+	 * then mr_write, a data packet's two lookups of its region): as
+	 * mr_check(region, key, addr, len, ME_ACC_WRITE) of the packet's
+	 * whole message [addr, addr + len), then, if that passed and n is
+	 * not 0, as mr_write(conn, region, key, off, src, n, rx) of the
+	 * packet's own bytes (off within the message).  Returns mr_check's
+	 * error, or what mr_write returns; called where mr_write is.
+	 */
+	int (*mr_place)(void *ctx, u32 conn, u32 region, u64 key, u64 addr, u64 len,
+			u64 off, const void *src, u32 n, void *rx);
 };
 
 #endif /* ME_PLAT_H */

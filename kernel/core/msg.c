@@ -422,21 +422,18 @@ static bool key_checked(struct me_conn *c, int *err)
 }
 
 /*
- * Delivers a data packet's payload to [off, off + pay) of region (mr_write).
- * cut: the sender cut the packet out of its message (chunk_len), not a
- * PACK entry.  Such a packet that starts at a page of ours with a whole
- * page of payload was cut at our page boundaries so its pages could be
- * flipped; whether they were, or were copied after all (from our own copy
- * of the frame, or as the host chose), tells the sender through our acks
- * whether to go on cutting there (ME_F_FILL, wire 16).  0 or a negative
- * errno.
+ * ret: what placing a data packet's payload at [off, off + pay) of a
+ * region returned (mr_write, mr_place).  cut: the sender cut the packet
+ * out of its message (chunk_len), not a PACK entry.  Such a packet that
+ * starts at a page of ours with a whole page of payload was cut at our
+ * page boundaries so its pages could be flipped; whether they were, or
+ * were copied after all (from our own copy of the frame, or as the host
+ * chose), tells the sender through our acks whether to go on cutting
+ * there (ME_F_FILL, wire 16).  0 or a negative errno.
  */
-static int place_payload(struct me_conn *c, const struct me_hdr *h, u32 region, u64 key,
-			 u64 off, bool cut)
+static int placed(struct me_conn *c, const struct me_hdr *h, u64 off, bool cut, int ret)
 {
-	struct me_node *n = c->node;
 	u32 pay = h->payload_len;
-	int ret = n->ops->mr_write(n->ctx, c->id, region, key, off, h->payload, pay, h->rx);
 	bool copied;
 
 	if (ret < 0)
@@ -447,6 +444,35 @@ static int place_payload(struct me_conn *c, const struct me_hdr *h, u32 region, 
 			me_atomic_set(&c->rx_copies, copied);
 	}
 	return 0;
+}
+
+/* Delivers a data packet's payload to [off, off + pay) of region (mr_write). */
+static int place_payload(struct me_conn *c, const struct me_hdr *h, u32 region, u64 key,
+			 u64 off, bool cut)
+{
+	struct me_node *n = c->node;
+
+	return placed(c, h, off, cut, n->ops->mr_write(n->ctx, c->id, region, key, off,
+						       h->payload, h->payload_len, h->rx));
+}
+
+/* A write/notify packet's access check and placement: 0 or an errno. */
+static int check_place(struct me_conn *c, const struct me_hdr *h, bool whole)
+{
+	struct me_node *n = c->node;
+	u64 off = h->d.addr + h->d.msg_off;
+	int err;
+
+	if (n->ops->mr_place)
+		return placed(c, h, off, !whole,
+			      n->ops->mr_place(n->ctx, c->id, h->d.region, h->d.key, h->d.addr,
+					       h->d.msg_len, off, h->payload, h->payload_len,
+					       h->rx));
+	err = n->ops->mr_check(n->ctx, h->d.region, h->d.key, h->d.addr,
+			       h->d.msg_len, ME_ACC_WRITE);
+	if (!err && h->payload_len)
+		err = place_payload(c, h, h->d.region, h->d.key, off, !whole);
+	return err;
 }
 
 /*
@@ -461,11 +487,7 @@ static bool place(struct me_conn *c, const struct me_hdr *h, bool whole)
 	bool any_err = false;
 	int err;
 
-	err = n->ops->mr_check(n->ctx, h->d.region, h->d.key, h->d.addr,
-			       h->d.msg_len, ME_ACC_WRITE);
-	if (!err && pay)
-		err = place_payload(c, h, h->d.region, h->d.key, h->d.addr + h->d.msg_off,
-				    !whole);
+	err = check_place(c, h, whole);
 	if (!whole && !rmsg_account(c, h, pay, err != 0, &any_err)) {
 		resp_unreserve(c);
 		return false;

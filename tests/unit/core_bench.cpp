@@ -97,6 +97,15 @@ int mr_write(void *ctx, uint32_t, uint32_t region, uint64_t, uint64_t off, const
 	return 0;
 }
 
+// As the kernel does: a write packet's check and placement in one call.
+int mr_place(void *ctx, uint32_t conn, uint32_t region, uint64_t key, uint64_t addr,
+	     uint64_t len, uint64_t off, const void *src, uint32_t n, void *rx)
+{
+	int err = mr_check(ctx, region, key, addr, len, ME_ACC_WRITE);
+
+	return err || !n ? err : mr_write(ctx, conn, region, key, off, src, n, rx);
+}
+
 int mr_read(void *ctx, uint32_t region, uint64_t off, void *dst, uint32_t len)
 {
 	Node &n = N(ctx);
@@ -147,6 +156,7 @@ const me_plat_ops ops = {
 	.resp_tx = nullptr,
 	.resp_put = nullptr,
 	.ack_kick = nullptr,	// held acks: the timer's passes send them
+	.mr_place = mr_place,
 };
 
 // Everything queued for @n, as receive batches.

@@ -240,7 +240,8 @@ const me_plat_ops ops = {now_ns, tx, mr_check, mr_write, mr_local, mr_read,
 			 complete, alloc, pfree, zc_tx, zc_hold, zc_put, nullptr, nullptr, nullptr, nullptr,
 			 nullptr, nullptr, nullptr, nullptr, pace_kick, pump_kick,
 			 resp_hold, resp_tx, resp_put,
-			 nullptr /* ack_kick: the timer's passes send held acks */};
+			 nullptr /* ack_kick: the timer's passes send held acks */,
+			 nullptr /* mr_place: the core's mr_check, then mr_write */};
 
 enum class Mode {
 	plain,

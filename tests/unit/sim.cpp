@@ -268,6 +268,16 @@ static void p_retire(void *ctx, me_conn *c)
 
 static bool p_port_open(void *ctx, uint32_t port) { return N(ctx).open_ports.count(port); }
 
+// As a host with one lookup for both (the kernel's): the check, then the write.
+static int p_mr_place(void *ctx, uint32_t conn, uint32_t region, uint64_t key, uint64_t addr,
+		      uint64_t len, uint64_t off, const void *src, uint32_t n, void *rx)
+{
+	int err = p_mr_check(ctx, region, key, addr, len, ME_ACC_WRITE);
+
+	N(ctx).mr_places++;
+	return err || !n ? err : p_mr_write(ctx, conn, region, key, off, src, n, rx);
+}
+
 static void p_timer_kick(void *ctx) { N(ctx).sim->timer_kick(N(ctx)); }
 static void p_pace_kick(void *ctx, uint64_t at) { N(ctx).sim->pace_kick(N(ctx), at); }
 static void p_ack_kick(void *ctx, uint64_t at) { N(ctx).sim->ack_kick(N(ctx), at); }
@@ -278,7 +288,7 @@ static const me_plat_ops plat = {
 	p_rx_fill, p_mr_done, p_random_u32, p_retire, p_port_open, p_tx_burst,
 	p_mr_atomic, p_timer_kick, p_pace_kick,
 	nullptr,	// pump_kick: no receive batch here asks for a handoff
-	p_resp_hold, p_resp_tx, p_resp_put, p_ack_kick,
+	p_resp_hold, p_resp_tx, p_resp_put, p_ack_kick, p_mr_place,
 };
 
 const me_plat_ops *sim_plat() { return &plat; }

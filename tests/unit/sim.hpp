@@ -81,6 +81,7 @@ struct Node {
 	std::map<uint32_t, std::vector<std::pair<uint64_t, uint32_t>>> undone;
 	uint64_t mr_dones = 0;
 	uint64_t atomics = 0;	// atomics applied (mr_atomic)
+	uint64_t mr_places = 0;	// write packets checked and placed in one call (mr_place)
 	uint64_t rx_bad = 0;	// payload read outside the frame, or early notify
 	std::vector<int> link_wire;	// local link index -> wire id, or -1
 	std::vector<int> link_port;	// local link index -> switch port, or -1

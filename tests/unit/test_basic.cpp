@@ -38,6 +38,11 @@ TEST_P(BasicSizes, write_read_notify__land_exactly_once)
 		sim.run_for(1000000);
 		w.check();
 		EXPECT_EQ(sim.credit_violations, 0u);
+		// Every write and notify packet was checked and placed in one
+		// call (the host has mr_place): node 1 took a write and a
+		// notify, node 0 a write.
+		EXPECT_GE(sim.nodes[1]->mr_places, 2u);
+		EXPECT_GE(sim.nodes[0]->mr_places, 1u);
 	}
 }
 

@@ -23,7 +23,7 @@ stop=$samples.stop
 trap 'rm -f "$samples" "$out" "$stop"' EXIT
 
 # One line per sample: time, host busy and all ticks (/proc/stat), the
-# phase files present, and each QEMU thread's ticks as pid/name=ticks.
+# phase files present, and each QEMU thread's ticks as guest/thread=ticks.
 sample() {
 	local -a cpu f args
 	local -A node=()

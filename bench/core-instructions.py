@@ -15,8 +15,7 @@ runs of one binary), and with them the count.  Prints the total per
 frame and the functions costing most per frame (self cost; the
 harness's own work and libc's, the payload's copies and the harness's
 frame allocations, are included, named as such); the acks per MB are
-printed.  Writes of at least 16 KiB: on the virtual clock smaller
-ones stall (each round waits for a timer call).
+printed.
 
     bench/core-instructions.py [--top N] [--size BYTES] [--mtu MTU]
                                [--inflight N] [BENCH...]
@@ -34,7 +33,6 @@ import tempfile
 
 SHORT_S, LONG_S = 0.2, 0.6	# virtual seconds
 NS_PER_FRAME = 2000
-MIN_SIZE = 16384
 HARNESS = ("core_bench.cpp", "sim.cpp", "/usr/include/c++")
 
 
@@ -75,12 +73,6 @@ def main():
     ap.add_argument("--inflight", type=int, default=8)
     ap.add_argument("bench", nargs="*", default=["build/bin/me_core_bench"])
     args = ap.parse_args()
-    if args.size < MIN_SIZE:
-        # On the virtual clock smaller writes stall: 8 writes of 4 KiB
-        # moved 346 in 0.2 s where the real clock moves 100,000, each
-        # round waiting for a timer call (not found out why).
-        sys.exit(f"core-instructions: --size must be at least {MIN_SIZE} (the virtual "
-                 f"clock stalls smaller writes)")
     if not shutil.which("valgrind") or not shutil.which("callgrind_annotate"):
         sys.exit("core-instructions: valgrind not found (Debian package valgrind)")
     for b in args.bench:

@@ -200,7 +200,8 @@ struct Timers {
 				at[i] = now + me_core_timer(nodes[i]->node);
 	}
 
-	// Nothing in flight: the virtual clock moves on to the next call.
+	// Nothing in flight (after what could be posted was): the virtual
+	// clock moves on to the next call.
 	void idle(const Node &a, const Node &b) const
 	{
 		if (vstep && a.inbox.empty() && b.inbox.empty())
@@ -311,12 +312,13 @@ int main(int argc, char **argv)
 			posted++;
 		}
 		turns++;
-		if (a.inbox.empty() && b.inbox.empty())
+		if (a.inbox.empty() && b.inbox.empty()) {
 			idle_turns++;	// nothing in flight: waiting for a timer
+			timers.idle(a, b);
+		}
 		drain(b);
 		drain(a);
-		timers.run(a, b, t);
-		timers.idle(a, b);
+		timers.run(a, b, vstep ? vnow : t);
 	}
 	const double el = (double)(now_ns(nullptr) - start) / 1e9;
 	const uint64_t data_frames = a.frames_sent;

@@ -17,8 +17,8 @@ set -euo pipefail
 shift
 top=$(cd "$(dirname "$0")/.." && pwd)
 phases=$top/build/profile-pair
-samples=$(mktemp /tmp/host-cpu.XXXXXX)
-out=$(mktemp /tmp/host-cpu-out.XXXXXX)
+samples=$(mktemp)	# the samples
+out=$(mktemp)		# the command's output
 stop=$samples.stop
 trap 'rm -f "$samples" "$out" "$stop"' EXIT
 
@@ -36,19 +36,19 @@ sample() {
 			[ -e "$phases/$f" ] && ph+=",$f"
 		done
 		for p in /proc/[0-9]*; do
-			read -r name <"$p/comm" 2>/dev/null || continue
+			read -r name 2>/dev/null <"$p/comm" || continue
 			[[ $name == qemu-system-* ]] || continue
 			if [ -z "${node[$p]:-}" ]; then
 				# scripts/vm names each guest: -name nodeN,...
 				node[$p]=${p#/proc/}
-				mapfile -d '' -t args <"$p/cmdline" 2>/dev/null || :
+				mapfile -d "" -t args 2>/dev/null <"$p/cmdline" || :
 				for ((i = 0; i + 1 < ${#args[@]}; i++)); do
 					[ "${args[i]}" = -name ] && node[$p]=${args[i + 1]%%,*}
 				done
 			fi
 			for t in "$p"/task/*; do
-				read -r name <"$t/comm" 2>/dev/null || continue
-				read -r st <"$t/stat" 2>/dev/null || continue
+				read -r name 2>/dev/null <"$t/comm" || continue
+				read -r st 2>/dev/null <"$t/stat" || continue
 				read -r -a f <<<"${st##*) }"
 				th+=" ${node[$p]}/${name// /_}=$((f[11] + f[12]))"
 			done

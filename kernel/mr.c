@@ -606,12 +606,12 @@ int me_mr_place_on(struct me_mr *mr, u64 off, const void *src, u32 len,
 int me_mr_place(struct me_net *mn, u32 id, u64 off, const void *src, u32 len,
 		struct me_rx_frame *fr)
 {
+	struct me_mr *mr = me_mr_get_any(mn, id);
 	int err;
-	struct me_mr *mr = me_mr_get_range(mn, id, off, len, &err);
 
 	if (!mr)
-		return err;
-	err = me_mr_place_on(mr, off, src, len, fr);
+		return -ENOENT;
+	err = me_mr_place_on(mr, off, src, len, fr);	/* checks the range */
 	me_mr_put(mr);
 	return err;
 }

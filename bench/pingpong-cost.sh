@@ -4,8 +4,10 @@
 # tcp-pingpong` against node 1's `me_bench tcp-echo` (the same loop and
 # statistics), each for the same time, while both nodes count, over the
 # middle of each run, their busy CPU, eth0's frames each way, interrupts,
-# context switches and softirqs.  Prints each system's RTT/2 (median,
-# mean) and, per round trip on each node, those counts.  No `perf` unless
+# context switches, softirqs, and how often the module's timer and
+# receive threads, workers and ksoftirqd ran (ran_*).  Prints each
+# system's RTT/2 (median, mean) and, per round trip on each node, those
+# counts.  No `perf` unless
 # PERF=1: recording in the guests moves these figures by more than the
 # differences looked for (benchmarks.md, Latency).
 #   scripts/vm --nodes 2 --links 1 --timeout 400 -- bench/pingpong-cost.sh [SECONDS [SIZE]]
@@ -54,6 +56,16 @@ snap() {
 	echo "tx_frames $(cat /sys/class/net/eth0/statistics/tx_packets)"
 	awk '$1 ~ /^(TIMER|NET_RX|HRTIMER|RCU|SCHED):$/ {s = 0; for (i = 2; i <= NF; i++) s += $i;
 		sub(":", "", $1); print $1, s}' /proc/softirqs
+	# How often each kind of thread was switched out (voluntarily or
+	# not), so which of them a round trip wakes: the module's timer and
+	# receive threads, workers, ksoftirqd.  A thread that exits between
+	# two snapshots takes its count along (so not me_bench, whose
+	# threads come and go with its runs).
+	awk '/^Name:/ {n = $2; sub(/\/.*/, "", n)}
+		/^(voluntary|nonvoluntary)_ctxt_switches:/ {s[n] += $2}
+		END {split("me-timer me-rx kworker ksoftirqd", k, " ")
+			for (i = 1; i <= 4; i++) print "ran_" k[i], s[k[i]] + 0}' \
+		/proc/[0-9]*/task/[0-9]*/status 2>/dev/null
 }
 # Over a run of SYS: the counts over [1, 1 + rec] s after its start.
 record() { # SYS

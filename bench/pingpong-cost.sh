@@ -7,9 +7,9 @@
 # context switches, softirqs, and how often the module's timer and
 # receive threads, workers and ksoftirqd ran (ran_*).  Prints each
 # system's RTT/2 (median, mean) and, per round trip on each node, those
-# counts.  No `perf` unless
-# PERF=1: recording in the guests moves these figures by more than the
-# differences looked for (benchmarks.md, Latency).
+# counts.  No `perf` unless PERF=1: recording in the guests moves these
+# figures by more than the differences looked for (benchmarks.md,
+# Latency).
 #   scripts/vm --nodes 2 --links 1 --timeout 400 -- bench/pingpong-cost.sh [SECONDS [SIZE]]
 # Defaults: 4 s per system (counted over the middle SECONDS-2 s), 8 bytes.
 # ME_KO: another module to load; ME_MODULE_PARAMS: its parameters; PERF=1:

@@ -54,18 +54,24 @@ snap() {
 	awk '/^intr/ {print "intr", $2} /^ctxt/ {print "ctxt", $2}' /proc/stat
 	echo "rx_frames $(cat /sys/class/net/eth0/statistics/rx_packets)"
 	echo "tx_frames $(cat /sys/class/net/eth0/statistics/tx_packets)"
-	awk '$1 ~ /^(TIMER|NET_RX|HRTIMER|RCU|SCHED):$/ {s = 0; for (i = 2; i <= NF; i++) s += $i;
-		sub(":", "", $1); print $1, s}' /proc/softirqs
-	# How often each kind of thread was switched out (voluntarily or
-	# not), so which of them a round trip wakes: the module's timer and
-	# receive threads, workers, ksoftirqd.  A thread that exits between
-	# two snapshots takes its count along (so not me_bench, whose
-	# threads come and go with its runs).
-	awk '/^Name:/ {n = $2; sub(/\/.*/, "", n)}
-		/^(voluntary|nonvoluntary)_ctxt_switches:/ {s[n] += $2}
+	# The softirqs by kind; then, from every thread's status, how often
+	# each kind of thread was switched out (voluntarily or not), so which
+	# of them a round trip wakes: the module's timer and receive threads,
+	# workers, ksoftirqd.  A thread that exits between two snapshots takes
+	# its count along (so not me_bench, whose threads come and go with its
+	# runs).  One awk for both: each process started here is CPU counted.
+	awk 'FILENAME == "/proc/softirqs" {
+			if ($1 ~ /^(TIMER|NET_RX|HRTIMER|RCU|SCHED):$/) {
+				s = 0; for (i = 2; i <= NF; i++) s += $i
+				sub(":", "", $1); print $1, s
+			}
+			next
+		}
+		/^Name:/ {n = $2; sub(/\/.*/, "", n)}
+		/^(voluntary|nonvoluntary)_ctxt_switches:/ {ran[n] += $2}
 		END {split("me-timer me-rx kworker ksoftirqd", k, " ")
-			for (i = 1; i <= 4; i++) print "ran_" k[i], s[k[i]] + 0}' \
-		/proc/[0-9]*/task/[0-9]*/status 2>/dev/null
+			for (i = 1; i <= 4; i++) print "ran_" k[i], ran[k[i]] + 0}' \
+		/proc/softirqs /proc/[0-9]*/task/[0-9]*/status 2>/dev/null
 }
 # Over a run of SYS: the counts over [1, 1 + rec] s after its start.
 record() { # SYS

@@ -410,6 +410,7 @@ int domain_open(fid_fabric *fabric, fi_info *info, fid_domain **out, void *conte
 	// Without shared connections (a module before ABI 18), each endpoint
 	// opens its own connection to each peer endpoint, as before.
 	d->shared = q.features & ME_FEATURE_SHARED;
+	d->send_large = (q.features & ME_FEATURE_SEND_LARGE) && large_sends_param();
 	int err = d->init_bounce();
 	if (err) {
 		MEFI_WARN("registering the send buffer: %s\n", std::strerror(err));
@@ -464,7 +465,7 @@ Domain::~Domain()
 
 int Domain::init_bounce()
 {
-	std::size_t len = std::size_t{kSlots} * ME_SEND_MAX;
+	std::size_t len = slot_off(kSlots + (send_large ? kLargeSlots : 0));
 	void *p = nullptr;
 	if (posix_memalign(&p, 4096, len))
 		return ENOMEM;
@@ -477,7 +478,24 @@ int Domain::init_bounce()
 	free_slots.reserve(kSlots);
 	for (int i = kSlots - 1; i >= 0; i--)
 		free_slots.push_back(i);
+	if (send_large)
+		for (int i = kSlots + kLargeSlots - 1; i >= int{kSlots}; i--)
+			free_large.push_back(i);
+	recv_buf.resize(send_large ? ME_SEND_MAX : ME_SEND_MAX_VER0);
 	return 0;
+}
+
+int Domain::take_slot(std::size_t len)
+{
+	auto &from = len > ME_SEND_MAX_VER0 ? free_large : free_slots;
+	int slot = from.back();
+	from.pop_back();
+	return slot;
+}
+
+void Domain::put_slot(int slot)
+{
+	(slot < int{kSlots} ? free_slots : free_large).push_back(slot);
 }
 
 int Domain::init_atomics()
@@ -522,12 +540,16 @@ void Domain::progress()
 		if (q.count < 64 || !ep)
 			break;
 	}
-	std::uint8_t buf[ME_SEND_MAX];
-	for (int i = 0; i < 256 && ep && !ep->unexpected_full(); i++) {
+	// A progress() called while a message is handled leaves the receive
+	// queue to this one: the buffer holds that message.
+	std::uint8_t *buf = recv_buf.data();
+	const bool nested = receiving;
+	receiving = true;
+	for (int i = 0; i < 256 && !nested && ep && !ep->unexpected_full(); i++) {
 		me_recv r{};
 		r.size = sizeof(r);
 		r.buf = reinterpret_cast<std::uintptr_t>(buf);
-		r.len = sizeof(buf);
+		r.len = static_cast<std::uint32_t>(recv_buf.size());
 		if (::ioctl(fd, ME_IOC_RECV, &r)) {
 			if (errno != EAGAIN)
 				MEFI_WARN("receiving: %s\n", std::strerror(errno));
@@ -536,6 +558,7 @@ void Domain::progress()
 		// An older module fills the struct up to its own size: port 0.
 		ep->on_message(r.peer, r.conn, r.port, buf, r.len);
 	}
+	receiving = nested;
 	drain_local();
 	if (ep)
 		ep->retry();

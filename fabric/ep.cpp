@@ -1,6 +1,7 @@
 // The endpoint's send side and its connections: messages over multiedge
-// sends (eager up to kEagerMax bytes, in pieces up to kFragMax,
-// rendezvous by remote read above), the reads a rendezvous takes, the
+// sends (eager up to kEagerMax bytes, or kLargeEagerMax where the module
+// takes large sends, else in pieces up to kFragMax; rendezvous by remote
+// read above), the reads a rendezvous takes, the
 // module's completions, and what is sent again after a refusal or a
 // connection that ended.  Receives and tag matching are recv.cpp's; the
 // order of each sender's messages is stream.cpp's.
@@ -55,7 +56,7 @@ Endpoint::~Endpoint()
 	for (auto &[addr, p] : peers)
 		for (Op *op : p.waiting) {
 			if (op->slot >= 0)
-				domain->free_slots.push_back(op->slot);
+				domain->put_slot(op->slot);
 			all.insert(op);
 		}
 	for (auto &[id, op] : rendezvous)
@@ -77,9 +78,17 @@ ssize_t Endpoint::send(const void *buf, std::size_t len, void *desc, fi_addr_t d
 	if ((flags & FI_INJECT) && len > kEagerMax)
 		return -FI_EMSGSIZE;
 	bool local = is_local(*addr);
-	if (!local && domain->free_slots.size() <= kSlotReserve) {
+	// One send from a large slot (ABI 26), not pieces or a rendezvous.
+	const bool large = !local && *addr != domain->self && domain->send_large &&
+			   len > kEagerMax && len <= kLargeEagerMax;
+	if (!local && !large && domain->free_slots.size() <= kSlotReserve) {
 		domain->progress();
 		if (domain->free_slots.size() <= kSlotReserve)
+			return -FI_EAGAIN;
+	}
+	if (large && domain->free_large.empty()) {
+		domain->progress();
+		if (domain->free_large.empty())
 			return -FI_EAGAIN;
 	}
 
@@ -99,9 +108,9 @@ ssize_t Endpoint::send(const void *buf, std::size_t len, void *desc, fi_addr_t d
 		return local_send(std::move(op), buf, len);
 	const std::uint8_t *payload = static_cast<const std::uint8_t *>(buf);
 	std::size_t n = len;
-	if (len > kEagerMax && len <= kFragMax && *addr != domain->self)
+	if (!domain->send_large && len > kEagerMax && len <= kFragMax && *addr != domain->self)
 		return send_pieces(std::move(op), payload, len);
-	if (len <= kEagerMax || *addr == domain->self) {
+	if (len <= kEagerMax || large || *addr == domain->self) {
 		h.kind = Kind::Eager;
 	} else {
 		op->temp = std::make_unique<TempRegion>();
@@ -179,14 +188,13 @@ bool Endpoint::wants_tx_completion(std::uint64_t flags) const
 ssize_t Endpoint::queue_send(Addr addr, Op *op, const std::uint8_t *payload,
 			     std::size_t n)
 {
-	op->slot = domain->free_slots.back();
-	domain->free_slots.pop_back();
+	op->slot = domain->take_slot(kHeaderSize + n);
 	Peer &p = peers[addr];
 	// A probe is answered at once, out of the stream (deliver()).
 	op->h.seq = op->h.kind == Kind::Probe ? 0 : p.tx_seq++;
 	op->h.session = stream_session(p);
 	op->h.port = addr_port(domain->self);
-	std::uint8_t *at = domain->bounce + std::size_t(op->slot) * ME_SEND_MAX;
+	std::uint8_t *at = domain->slot_at(op->slot);
 	encode(op->h, at);
 	if (n)
 		std::memcpy(at + kHeaderSize, payload, n);
@@ -340,7 +348,7 @@ void Endpoint::flush(Addr addr)
 		m.port = domain->shared ? addr_port(addr) : 0;
 		m.cookie = op->cookie;
 		m.local_region = domain->bounce_region;
-		m.local_off = std::uint64_t(op->slot) * ME_SEND_MAX;
+		m.local_off = Domain::slot_off(op->slot);
 		m.len = op->send_len;
 		if (::ioctl(domain->fd, ME_IOC_POST, &m)) {
 			int err = errno;
@@ -372,7 +380,7 @@ void Endpoint::flush(Addr addr)
 void Endpoint::release(Op *op)
 {
 	if (op->slot >= 0)
-		domain->free_slots.push_back(op->slot);
+		domain->put_slot(op->slot);
 	if (op->type == Op::Type::Send && op->h.kind == Kind::Rts)
 		rendezvous.erase(op->h.id);
 	delete op;
@@ -708,7 +716,7 @@ void Endpoint::on_completion(const me_completion &c)
 	} else if (op->h.kind == Kind::Rts && !op->fin_seen) {
 		p.backoff = std::chrono::microseconds{0};
 		// Sent; the send completes with the receiver's Fin.
-		domain->free_slots.push_back(op->slot);
+		domain->put_slot(op->slot);
 		op->slot = -1;
 		op->cookie = 0;
 		op->rts_sent = now;

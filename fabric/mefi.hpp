@@ -54,6 +54,9 @@ void define_params();
 // Bytes of unexpected messages an endpoint holds before it stops taking
 // more from the module and its node's sockets (FI_MULTIEDGE_MAX_UNEXPECTED).
 std::size_t max_unexpected_param();
+// Whether to use the module's sends of several packets when it has them
+// (FI_MULTIEDGE_LARGE_SENDS, default 1).
+bool large_sends_param();
 constexpr std::size_t kMaxUnexpectedDefault = std::size_t{64} << 20;
 
 #define MEFI_WARN(...) FI_WARN(&mefi::provider, FI_LOG_CORE, __VA_ARGS__)
@@ -95,7 +98,8 @@ std::optional<Addr> parse_addr(const void *addr, std::size_t len);
 std::optional<std::uint16_t> parse_port(const char *service);
 
 // What one message of the provider carries in front of its payload, in a
-// multiedge send (at most ME_SEND_MAX bytes).  Little-endian on the wire.
+// multiedge send (at most ME_SEND_MAX bytes, ME_SEND_MAX_VER0 before ABI
+// 26).  Little-endian on the wire.
 enum class Kind : std::uint8_t {
 	Eager = 1,	// the whole message follows
 	Rts = 2,	// ready to send: read [0, len) of region/key, then Fin
@@ -126,13 +130,21 @@ struct Header {
 };
 
 constexpr std::size_t kHeaderSize = 64;
-constexpr std::size_t kEagerMax = ME_SEND_MAX - kHeaderSize;
-// Messages up to this size go eager in pieces of kEagerMax (Kind::Frag)
-// rather than by rendezvous (an Rts, a read's round trip, a Fin and four
-// registrations).  Each piece is a send of its own, so pieces win only
-// while they are few: fi_pingpong between two namespaces (TCG) took 470,
-// 403, 660, 1263 us at 1, 2, 4, 8 KiB in pieces, 812, 701, 721, 631 us by
-// rendezvous.
+// The payload of one send from a small slot, and the most FI_INJECT takes.
+constexpr std::size_t kEagerMax = ME_SEND_MAX_VER0 - kHeaderSize;
+// A module that takes sends of several packets (ABI 26, Domain::send_large)
+// carries a message of up to kLargeEagerMax bytes in one send, from a large
+// slot: one operation each way instead of pieces, or a rendezvous's
+// registrations and round trips.
+constexpr std::size_t kLargeSlot = 16384;
+constexpr std::size_t kLargeEagerMax = kLargeSlot - kHeaderSize;
+static_assert(kLargeSlot <= ME_SEND_MAX);
+// Without it, messages up to this size go eager in pieces of kEagerMax
+// (Kind::Frag) rather than by rendezvous (an Rts, a read's round trip, a
+// Fin and four registrations).  Each piece is a send of its own, so pieces
+// win only while they are few: fi_pingpong between two namespaces (TCG)
+// took 470, 403, 660, 1263 us at 1, 2, 4, 8 KiB in pieces, 812, 701, 721,
+// 631 us by rendezvous.
 constexpr std::size_t kFragMax = 4096;
 
 void encode(const Header &h, std::uint8_t *out);
@@ -475,11 +487,32 @@ public:
 	// the file, and must never be taken for a later endpoint's.
 	std::uint64_t next_cookie = 1;
 
-	// Sends leave from bounce slots of one registered buffer.
+	// Sends leave from bounce slots of one registered buffer: kSlots of
+	// ME_SEND_MAX_VER0 bytes, then, with send_large, kLargeSlots of
+	// kLargeSlot bytes (numbered from kSlots on).
 	static constexpr unsigned kSlots = 1024;
+	static constexpr unsigned kLargeSlots = 64;
 	std::uint8_t *bounce = nullptr;
 	std::uint32_t bounce_region = 0;
 	std::vector<int> free_slots;
+	std::vector<int> free_large;
+	// The module takes sends of up to ME_SEND_MAX (ABI 26).
+	bool send_large = false;
+	// Where slot `slot` lies in the bounce buffer.
+	static std::size_t slot_off(int slot)
+	{
+		const auto s = static_cast<std::size_t>(slot);
+		return s < kSlots ? s * ME_SEND_MAX_VER0
+				  : kSlots * ME_SEND_MAX_VER0 + (s - kSlots) * kLargeSlot;
+	}
+	std::uint8_t *slot_at(int slot) const { return bounce + slot_off(slot); }
+	// A free slot for a send of `len` bytes (one is: the caller looked).
+	int take_slot(std::size_t len);
+	void put_slot(int slot);
+	// What ME_IOC_RECV takes messages into (ME_SEND_MAX bytes with
+	// send_large), and whether a progress() is using it.
+	std::vector<std::uint8_t> recv_buf;
+	bool receiving = false;
 	// Remote regions by the key fi_mr_map_raw handed out (index + 1);
 	// region 0: unmapped.
 	std::vector<std::pair<std::uint32_t, std::uint64_t>> mapped;

@@ -355,6 +355,7 @@ int fabric_open(fi_fabric_attr *attr, fid_fabric **fabric, void *context)
 void cleanup() {}
 
 constexpr const char *kMaxUnexpectedParam = "max_unexpected";
+constexpr const char *kLargeSendsParam = "large_sends";
 
 } // namespace
 
@@ -364,6 +365,18 @@ void define_params()
 			"Bytes of unexpected messages (sent before their receive was posted) an "
 			"endpoint holds; past them it takes no more and senders wait (default: %zu)",
 			kMaxUnexpectedDefault);
+	fi_param_define(&provider, kLargeSendsParam, FI_PARAM_BOOL,
+			"Messages of up to 16 KiB in one send where the module takes sends of "
+			"several packets (ABI 26); 0: in pieces of 960 bytes up to 4 KiB, by "
+			"rendezvous above, as with an older module (default: 1)");
+}
+
+bool large_sends_param()
+{
+	int v = 1;
+	if (fi_param_get_bool(&provider, kLargeSendsParam, &v) == FI_SUCCESS)
+		return v;
+	return true;
 }
 
 std::size_t max_unexpected_param()

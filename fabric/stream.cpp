@@ -95,7 +95,7 @@ void Endpoint::restart_stream(Addr addr, std::uint32_t old)
 		op->h.seq = p.tx_seq++;
 		op->h.session = next;
 		encode(op->h, local ? op->local_msg.data()
-				    : domain->bounce + std::size_t(op->slot) * ME_SEND_MAX);
+				    : domain->slot_at(op->slot));
 		prev = op;
 	}
 }

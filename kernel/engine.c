@@ -32,6 +32,7 @@
 #include "ops.h"
 #include "ports.h"
 #include "recvq.h"
+#include "sendasm.h"
 #include "rxframe.h"
 #include "shared.h"
 #include "txbatch.h"
@@ -132,7 +133,7 @@ int me_engine_init(void)
 		       pace_burst_kb);
 		return -EINVAL;
 	}
-	return 0;
+	return me_recvq_param_ok() ? 0 : -EINVAL;
 }
 
 /* Frees retired connections once no reader can hold one (conn_srcu). */
@@ -237,6 +238,7 @@ int me_engine_net_init(struct me_net *mn)
 	mn->conn_claimed = NULL;
 	mn->conn_adopted = NULL;
 	init_waitqueue_head(&mn->msg_wait);
+	me_sendasm_net_init(mn);
 	return 0;
 }
 
@@ -312,8 +314,8 @@ static int plat_mr_write(void *ctx, u32 conn, u32 region, u64 key, u64 off, cons
 }
 
 /* A peer's write packet: one reference on its region, checked and placed. */
-static int plat_mr_place(void *ctx, u32 conn, u32 region, u64 key, u64 addr, u64 len,
-			 u64 off, const void *src, u32 n, void *rx)
+static int plat_mr_place(void *ctx, u32 conn, u32 msg_id, u32 region, u64 key, u64 addr,
+			 u64 len, u64 off, const void *src, u32 n, void *rx)
 {
 	struct me_net *mn = ctx;
 	struct me_mr *mr;
@@ -321,7 +323,15 @@ static int plat_mr_place(void *ctx, u32 conn, u32 region, u64 key, u64 addr, u64
 
 	if (region == ME_REGION_MSG) {
 		err = plat_mr_check(ctx, region, key, addr, len, ME_ACC_WRITE);
-		return err || !n ? err : plat_mr_write(ctx, conn, region, key, off, src, n, rx);
+		if (err || !n)
+			return err;
+		/* A send of one packet is queued at once, else gathered. */
+		if (n == len)
+			return plat_mr_write(ctx, conn, region, key, off, src, n, rx);
+		if (rx)
+			me_frame_fill(rx);
+		err = me_sendasm_part(mn, conn, msg_id, key, len, off, src, n);
+		return !err && n >= PAGE_SIZE ? ME_PLACE_COPIED : err;
 	}
 	mr = me_mr_get_remote(mn, region, key, addr, len, ME_ACCESS_REMOTE_WRITE, &err);
 	if (!mr)
@@ -377,6 +387,15 @@ static void plat_mr_done(void *ctx, u32 region, u64 off, u64 len)
 {
 	if (region != ME_REGION_MSG)
 		me_mr_done(ctx, region, off, len);
+}
+
+/* A send of several packets all arrived: queued now (sendasm.c). */
+static int plat_msg_end(void *ctx, u32 conn, u32 msg_id, u32 region, u64 key, u64 len,
+			int err)
+{
+	if (region != ME_REGION_MSG)
+		return err;
+	return me_sendasm_end(ctx, conn, msg_id, key, len, err);
 }
 
 static void plat_complete(void *ctx, const struct me_cqe *cqe)
@@ -558,6 +577,7 @@ static const struct me_plat_ops me_plat = {
 	.resp_put = plat_resp_put,
 	.ack_kick = plat_ack_kick,
 	.mr_place = plat_mr_place,
+	.msg_end = plat_msg_end,
 };
 
 /* ---- lifecycle ---- */

@@ -12,7 +12,10 @@ struct me_conn;
 
 /* Region id a send (ME_OP_SEND) targets: the node's receive queue. */
 #define ME_REGION_MSG	0xffffffffu
-/* Smallest packet size: a whole send (ME_SEND_MAX) fits one packet. */
+/*
+ * Smallest packet size: a send of up to ME_SEND_MAX_VER0 bytes fits one
+ * packet (and so may share one with other small ones: PACK).
+ */
 #define ME_MIN_PACKET	1280
 /* Packets above this are not worth their per-connection buffers. */
 #define ME_MAX_PACKET	9000

@@ -2,6 +2,7 @@
 #ifndef ME_NETNS_H
 #define ME_NETNS_H
 
+#include <linux/hashtable.h>
 #include <linux/list.h>
 #include <linux/mutex.h>
 #include <linux/spinlock.h>
@@ -101,6 +102,11 @@ struct me_net {
 	unsigned int nr_msgs;
 	u64 msg_seq;			/* arrival number of the next message */
 	wait_queue_head_t msg_wait;
+	/* Bytes of messages held, queued or arriving (recvq.c, recv_kb). */
+	atomic_long_t msg_bytes;
+	/* Sends of several packets being gathered (sendasm.c). */
+	spinlock_t asm_lock;
+	DECLARE_HASHTABLE(asm_hash, 6);
 	/*
 	 * Shared connections (shared.c): looking one up and opening one is
 	 * a single step; closes the timer still has to send.

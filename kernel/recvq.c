@@ -29,6 +29,13 @@
  * file's alone.  A file takes its oldest message first, from its own
  * queue or the namespace's (an arrival number orders them).
  *
+ * Messages are held in memory allocated as they arrive (GFP_ATOMIC: a
+ * receive thread or the softirq), so the namespace's total is bounded:
+ * recv_kb, counted from allocation (sendasm.c gathers a send of several
+ * packets into its message before it is queued) to ME_IOC_RECV.  A send
+ * of up to ME_SEND_MAX_VER0 bytes lies in its message; a larger one in
+ * pages, so that no large block has to be found in atomic context.
+ *
  * Locking: the owner of a connection (mn->owners, nr_conns, nr_adopted and
  * the claimed/adopted bits) changes under owner_lock; queues under
  * msg_lock, taken inside owner_lock.  An arrival reads the owner and
@@ -37,6 +44,7 @@
  */
 #include <linux/bitmap.h>
 #include <linux/list.h>
+#include <linux/module.h>
 #include <linux/slab.h>
 #include <linux/uaccess.h>
 #include <linux/wait.h>
@@ -46,8 +54,14 @@
 #include "netns.h"
 #include "ports.h"
 #include "recvq.h"
+#include "sendasm.h"
 #include "uapi/multiedge.h"
 #include "wait.h"
+
+static unsigned int recv_kb = 16384;
+module_param(recv_kb, uint, 0444);
+MODULE_PARM_DESC(recv_kb,
+		 "Sends a namespace holds, queued for ME_IOC_RECV or still arriving, KiB (default 16384; 64..1048576)");
 
 /* A message sent to this node (ME_OP_SEND), waiting for ME_IOC_RECV. */
 struct me_kmsg {
@@ -57,8 +71,109 @@ struct me_kmsg {
 	u32 conn;
 	u32 port;		/* the sender's, on a shared connection */
 	u32 len;
-	u8 data[];
+	u32 npages;		/* 0: the bytes are in data[] */
+	union {
+		DECLARE_FLEX_ARRAY(u8, data);
+		DECLARE_FLEX_ARRAY(struct page *, pages);
+	};
 };
+
+bool me_recvq_param_ok(void)
+{
+	if (recv_kb >= ME_SEND_MAX / 1024 && recv_kb <= 1048576)
+		return true;
+	pr_err("bad parameter: recv_kb=%u\n", recv_kb);
+	return false;
+}
+
+/* What a message of @len bytes counts against recv_kb: what it holds. */
+static unsigned long charge_of(u32 len)
+{
+	return len > ME_SEND_MAX_VER0 ? PAGE_ALIGN(len) : len;
+}
+
+struct me_kmsg *me_recvq_msg_new(struct me_net *mn, u32 len)
+{
+	u32 npages = len > ME_SEND_MAX_VER0 ? DIV_ROUND_UP(len, PAGE_SIZE) : 0;
+	unsigned long charge = charge_of(len);
+	struct me_kmsg *m;
+	u32 i;
+
+	if (len > ME_SEND_MAX)
+		return NULL;
+	if (atomic_long_add_return(charge, &mn->msg_bytes) > (long)recv_kb * 1024)
+		goto uncharge;
+	/* Engine locks may be held here: no sleeping allocation. */
+	m = kmalloc(npages ? struct_size(m, pages, npages) : struct_size(m, data, len),
+		    GFP_ATOMIC | __GFP_NOWARN);
+	if (!m)
+		goto uncharge;
+	m->len = len;
+	m->npages = npages;
+	for (i = 0; i < npages; i++) {
+		/* Zeroed: a peer's packets need not cover every byte. */
+		m->pages[i] = alloc_page(GFP_ATOMIC | __GFP_NOWARN | __GFP_ZERO);
+		if (!m->pages[i]) {
+			m->npages = i;
+			me_recvq_msg_free(mn, m);
+			return NULL;
+		}
+	}
+	return m;
+
+uncharge:
+	atomic_long_sub(charge, &mn->msg_bytes);
+	return NULL;
+}
+
+void me_recvq_msg_free(struct me_net *mn, struct me_kmsg *m)
+{
+	unsigned long charge;
+	u32 i;
+
+	if (!m)
+		return;
+	/* Charged in full, also when allocating its pages failed midway. */
+	charge = charge_of(m->len);
+	for (i = 0; i < m->npages; i++)
+		__free_page(m->pages[i]);
+	kfree(m);
+	atomic_long_sub(charge, &mn->msg_bytes);
+}
+
+int me_recvq_msg_fill(struct me_kmsg *m, u32 off, const void *src, u32 n)
+{
+	if (off > m->len || n > m->len - off)
+		return -EINVAL;
+	if (!m->npages) {
+		memcpy(m->data + off, src, n);
+		return 0;
+	}
+	while (n) {
+		u32 in = offset_in_page(off), k = min_t(u32, n, PAGE_SIZE - in);
+
+		memcpy(page_address(m->pages[off >> PAGE_SHIFT]) + in, src, k);
+		src += k;
+		off += k;
+		n -= k;
+	}
+	return 0;
+}
+
+/* The message's bytes to user memory at @buf: 0 or -EFAULT. */
+static int msg_to_user(const struct me_kmsg *m, void __user *buf)
+{
+	u32 off, k;
+
+	if (!m->npages)
+		return copy_to_user(buf, m->data, m->len) ? -EFAULT : 0;
+	for (off = 0; off < m->len; off += k) {
+		k = min_t(u32, m->len - off, PAGE_SIZE);
+		if (copy_to_user(buf + off, page_address(m->pages[off >> PAGE_SHIFT]), k))
+			return -EFAULT;
+	}
+	return 0;
+}
 
 int me_recvq_net_start(struct me_net *mn, unsigned int nconns)
 {
@@ -79,18 +194,19 @@ void me_recvq_net_stop(struct me_net *mn)
 	mn->conn_adopted = NULL;
 }
 
-static void free_list(struct list_head *list)
+static void free_list(struct me_net *mn, struct list_head *list)
 {
 	struct me_kmsg *m, *tmp;
 
 	list_for_each_entry_safe(m, tmp, list, node)
-		kfree(m);
+		me_recvq_msg_free(mn, m);
 	INIT_LIST_HEAD(list);
 }
 
 void me_recvq_drop(struct me_net *mn)
 {
-	free_list(&mn->msgs);
+	me_sendasm_drop(mn);
+	free_list(mn, &mn->msgs);
 	mn->nr_msgs = 0;
 }
 
@@ -109,7 +225,7 @@ void me_recvq_file_release(struct me_file *f)
 	list_splice_init(&f->msgs, &list);
 	f->nr_msgs = 0;
 	spin_unlock_bh(&mn->msg_lock);
-	free_list(&list);
+	free_list(mn, &list);
 }
 
 /* The table slot of connection @id (a connection the engine holds). */
@@ -160,7 +276,8 @@ void me_recvq_conn_retired(struct me_net *mn, u32 id)
 	}
 	spin_unlock(&mn->msg_lock);
 	spin_unlock_bh(&mn->owner_lock);
-	free_list(&gone);
+	free_list(mn, &gone);
+	me_sendasm_conn_retired(mn, id);
 }
 
 /*
@@ -224,28 +341,47 @@ bool me_recvq_port_adopt(struct me_net *mn, u32 id, u32 port)
 
 int me_recvq_arrived(struct me_net *mn, u32 conn, u64 key, const void *data, u32 len)
 {
+	struct me_kmsg *m;
+	int err;
+
+	err = me_recvq_key_check(mn, conn, key);
+	if (err)
+		return err;
+	m = me_recvq_msg_new(mn, len);
+	if (!m)
+		return len > ME_SEND_MAX ? -EINVAL : -ENOBUFS;
+	me_recvq_msg_fill(m, 0, data, len);
+	return me_recvq_deliver(mn, conn, key, m);
+}
+
+int me_recvq_key_check(struct me_net *mn, u32 conn, u64 key)
+{
+	struct me_conn *c = me_conn_get(smp_load_acquire(&mn->core), conn);
+
+	if (!c)
+		return -EINVAL;
+	/* Ports only on a shared connection, and there a destination. */
+	if (me_conn_mode(c) == ME_MODE_SHARED ? !(key & ME_PORT_MAX) || key >> 32 : key)
+		return -EINVAL;
+	return 0;
+}
+
+int me_recvq_deliver(struct me_net *mn, u32 conn, u64 key, struct me_kmsg *m)
+{
 	struct me_conn *c = me_conn_get(smp_load_acquire(&mn->core), conn);
 	bool shared = c && me_conn_mode(c) == ME_MODE_SHARED;
 	u32 dst = key & ME_PORT_MAX;
 	struct me_file *f;
-	struct me_kmsg *m;
 	int ret = 0;
 	u32 slot;
 
-	if (!c || len > ME_SEND_MAX)
+	if (!c) {
+		me_recvq_msg_free(mn, m);
 		return -EINVAL;
-	/* Ports only on a shared connection, and there a destination. */
-	if (shared ? !dst || key >> 32 : key)
-		return -EINVAL;
-	/* Engine locks may be held here: no sleeping allocation. */
-	m = kmalloc(struct_size(m, data, len), GFP_ATOMIC | __GFP_NOWARN);
-	if (!m)
-		return -ENOBUFS;
+	}
 	m->peer = me_conn_peer(c);
 	m->conn = conn;
 	m->port = shared ? (key >> 16) & ME_PORT_MAX : 0;
-	m->len = len;
-	memcpy(m->data, data, len);
 
 	slot = slot_of(mn, conn);
 	spin_lock_bh(&mn->owner_lock);
@@ -280,7 +416,7 @@ unlock:
 	spin_unlock(&mn->msg_lock);
 	spin_unlock_bh(&mn->owner_lock);
 	if (m)
-		kfree(m);
+		me_recvq_msg_free(mn, m);
 	else
 		wake_up(&mn->msg_wait);
 	return ret;
@@ -366,7 +502,7 @@ long me_recvq_ioc_recv(struct me_file *f, void __user *uarg)
 
 	if (m->len > req.len) {
 		ret = -EMSGSIZE;
-	} else if (copy_to_user(u64_to_user_ptr(req.buf), m->data, m->len)) {
+	} else if (msg_to_user(m, u64_to_user_ptr(req.buf))) {
 		put_back_msg(f, m);
 		return -EFAULT;
 	}
@@ -377,7 +513,7 @@ long me_recvq_ioc_recv(struct me_file *f, void __user *uarg)
 	if (ret)
 		put_back_msg(f, m);	/* too long: it stays for a bigger buffer */
 	else
-		kfree(m);
+		me_recvq_msg_free(mn, m);
 	if (copy_to_user(uarg, &req, min_t(size_t, usize, sizeof(req))))
 		return -EFAULT;
 	return ret;

@@ -47,6 +47,26 @@ void me_recvq_conn_retired(struct me_net *mn, u32 id);
  * it must be 0 (-EINVAL).
  */
 int me_recvq_arrived(struct me_net *mn, u32 conn, u64 key, const void *data, u32 len);
+
+/*
+ * A message of its own, for a send gathered from several packets
+ * (sendasm.c): me_recvq_msg_new() counts @len bytes against the
+ * namespace's recv_kb (NULL: above it, no memory, or @len above
+ * ME_SEND_MAX), zeroed; filled in place; then me_recvq_deliver() queues
+ * it as me_recvq_arrived() would, or frees it and returns the error.
+ * Any context; no sleeping.
+ */
+struct me_kmsg;
+struct me_kmsg *me_recvq_msg_new(struct me_net *mn, u32 len);
+/* -EINVAL if [off, off + n) is not within the message. */
+int me_recvq_msg_fill(struct me_kmsg *m, u32 off, const void *src, u32 n);
+void me_recvq_msg_free(struct me_net *mn, struct me_kmsg *m);
+/* Whether @key is right for a send on @conn (as me_recvq_arrived() checks). */
+int me_recvq_key_check(struct me_net *mn, u32 conn, u64 key);
+/* @key passed me_recvq_key_check(); @m is the queue's or freed. */
+int me_recvq_deliver(struct me_net *mn, u32 conn, u64 key, struct me_kmsg *m);
+/* At load: whether recv_kb is in its range (logged if not). */
+bool me_recvq_param_ok(void);
 /* The key a send on a shared connection carries: its two ports. */
 static inline u64 me_recvq_ports(u32 src_port, u32 dst_port)
 {

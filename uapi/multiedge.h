@@ -95,8 +95,12 @@
  * the host and judged no timeout).
  * 25: ME_STAT_CC_QUEUE_DELAY ... ME_STAT_CC_CALM: which rule of congestion
  * control took a loss for a queue's, and what cut or restored a window.
+ * 26: sends of up to ME_SEND_MAX (64 KiB; ME_FEATURE_SEND_LARGE), was
+ * ME_SEND_MAX_VER0 (1024 bytes): a send of several packets reaches the
+ * peer's receive queue whole.  ME_SEND_MAX is the new size: code built
+ * against it that must run on an older module checks the feature.
  */
-#define ME_ABI_VERSION		25
+#define ME_ABI_VERSION		26
 
 /* Default ethertype: IEEE 802.1 Local Experimental 1. */
 #define ME_DEFAULT_ETHERTYPE	0x88B5
@@ -185,6 +189,8 @@ struct me_query {
 #define ME_FEATURE_ATOMIC	(1U << 6)
 /* ABI 20: ME_CONN_LOOPBACK. */
 #define ME_FEATURE_LOOPBACK	(1U << 7)
+/* ABI 26: ME_OP_SEND of up to ME_SEND_MAX bytes (before: ME_SEND_MAX_VER0). */
+#define ME_FEATURE_SEND_LARGE	(1U << 8)
 
 #define ME_QUERY_SIZE_VER0	32	/* first published size */
 #define ME_QUERY_SIZE_VER1	48	/* + pinned_pages, regions */
@@ -660,7 +666,9 @@ struct me_disconnect {
  *                 told apart, so that ids cannot be probed)
  *   -ERANGE       outside the target region
  *   -EINVAL       ME_OP_ATOMIC: the target memory is not aligned to len
- *   -ENOBUFS      ME_OP_SEND: the peer's receive queue is full
+ *   -ENOBUFS      ME_OP_SEND: the peer's receive queue is full, or
+ *                 (ABI 26) its namespace holds as many bytes of sends,
+ *                 queued or arriving, as its module allows (recv_kb)
  *   -ECONNREFUSED ME_OP_SEND on a shared connection: no file of the peer
  *                 is bound to port
  * The connection ended first (Documentation/api.md, "When a connection
@@ -734,7 +742,8 @@ struct me_post {
 #define ME_CONN_LOOPBACK	0xffffffffU
 
 #define ME_OP_MAX_LEN		(1U << 30)
-#define ME_SEND_MAX		1024
+#define ME_SEND_MAX		65536	/* ABI 26 (ME_FEATURE_SEND_LARGE) */
+#define ME_SEND_MAX_VER0	1024	/* before ABI 26 */
 #define ME_POST_SIZE_VER0	64
 #define ME_POST_SIZE_VER1	72	/* ABI 18: port */
 
@@ -813,7 +822,10 @@ struct me_poll_cq {
  * namespace's queue, where any file of the namespace may take them.
  * Each file's queue and the namespace's hold ME_RECV_QUEUE messages; a
  * message for a full queue is refused (the sender's send completes with
- * -ENOBUFS), as is one for a connection whose file is gone.  (Before
+ * -ENOBUFS), as is one for a connection whose file is gone, and one that
+ * would take the namespace's sends, queued or still arriving, above the
+ * module's recv_kb (ABI 26; a send of up to ME_SEND_MAX_VER0 bytes
+ * counts as that many, a larger one as its pages).  (Before
  * this, one queue served the whole namespace.)
  *
  * in:  size, flags (ME_RECV_F_WAIT), peer (0: any), buf (user pointer),

@@ -83,6 +83,7 @@ std::string feature_names(std::uint32_t features)
 		{ME_FEATURE_POST_MORE, "post_more"}, {ME_FEATURE_SHARED, "shared"},
 		{ME_FEATURE_ATOMIC, "atomic"},
 		{ME_FEATURE_LOOPBACK, "loopback"},
+		{ME_FEATURE_SEND_LARGE, "send_large"},
 	};
 	std::string out;
 	for (const auto &[bit, name] : names)

@@ -279,9 +279,21 @@ struct me_plat_ops {
 	 * not 0, as mr_write(conn, region, key, off, src, n, rx) of the
 	 * packet's own bytes (off within the message).  Returns mr_check's
 	 * error, or what mr_write returns; called where mr_write is.
+	 * msg_id names the packet's message on conn (for msg_end).
 	 */
-	int (*mr_place)(void *ctx, u32 conn, u32 region, u64 key, u64 addr, u64 len,
-			u64 off, const void *src, u32 n, void *rx);
+	int (*mr_place)(void *ctx, u32 conn, u32 msg_id, u32 region, u64 key, u64 addr,
+			u64 len, u64 off, const void *src, u32 n, void *rx);
+	/*
+	 * A write or notify message of more than one packet ended (optional;
+	 * with mr_place): each of its packets went through mr_place, the
+	 * last one just now.  err: that packet's error, else -EIO if an
+	 * earlier one failed, else 0.  Returns what the sender is told, 0 or
+	 * a negative errno.  For a host that gathers the packets of a
+	 * message to one of its own regions (the kernel's sends, which go
+	 * to a receive queue whole); called where mr_place is, once per
+	 * such message, before its completion or status.
+	 */
+	int (*msg_end)(void *ctx, u32 conn, u32 msg_id, u32 region, u64 key, u64 len, int err);
 };
 
 #endif /* ME_PLAT_H */

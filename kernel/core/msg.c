@@ -465,9 +465,9 @@ static int check_place(struct me_conn *c, const struct me_hdr *h, bool whole)
 
 	if (n->ops->mr_place)
 		return placed(c, h, off, !whole,
-			      n->ops->mr_place(n->ctx, c->id, h->d.region, h->d.key, h->d.addr,
-					       h->d.msg_len, off, h->payload, h->payload_len,
-					       h->rx));
+			      n->ops->mr_place(n->ctx, c->id, h->d.msg_id, h->d.region, h->d.key,
+					       h->d.addr, h->d.msg_len, off, h->payload,
+					       h->payload_len, h->rx));
 	err = n->ops->mr_check(n->ctx, h->d.region, h->d.key, h->d.addr,
 			       h->d.msg_len, ME_ACC_WRITE);
 	if (!err && h->payload_len)
@@ -501,6 +501,9 @@ static bool place(struct me_conn *c, const struct me_hdr *h, bool whole)
 		n->ops->mr_done(n->ctx, h->d.region, h->d.addr, h->d.msg_len);
 	if (!err && any_err)
 		err = -EIO;
+	if (n->ops->msg_end && h->d.msg_len != pay)
+		err = n->ops->msg_end(n->ctx, c->id, h->d.msg_id, h->d.region, h->d.key,
+				      h->d.msg_len, err);
 	if (h->type == ME_PT_NOTIFY) {
 		struct me_cqe q;
 

@@ -56,8 +56,10 @@
  * 16: ACK/NACK flag FILL: the receiver copied whole pages of a packet its
  * sender had cut at the receiver's page boundaries, so cutting there buys
  * nothing: fill packets to the MTU.
+ * 17: a host's message region may take messages of several packets (the
+ * kernel's sends of up to 64 KiB; 16 refused those above 1024 bytes).
  */
-#define ME_WIRE_VERSION		16
+#define ME_WIRE_VERSION		17
 
 enum me_pkt_type {
 	ME_PT_HELLO = 1,	/* discovery, every link, periodically */

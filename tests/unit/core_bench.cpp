@@ -110,8 +110,8 @@ int mr_write(void *ctx, uint32_t, uint32_t region, uint64_t, uint64_t off, const
 }
 
 // As the kernel does: a write packet's check and placement in one call.
-int mr_place(void *ctx, uint32_t conn, uint32_t region, uint64_t key, uint64_t addr,
-	     uint64_t len, uint64_t off, const void *src, uint32_t n, void *rx)
+int mr_place(void *ctx, uint32_t conn, uint32_t /* msg_id */, uint32_t region, uint64_t key,
+	     uint64_t addr, uint64_t len, uint64_t off, const void *src, uint32_t n, void *rx)
 {
 	int err = mr_check(ctx, region, key, addr, len, ME_ACC_WRITE);
 
@@ -169,6 +169,7 @@ const me_plat_ops ops = {
 	.resp_put = nullptr,
 	.ack_kick = nullptr,	// held acks: the timer's passes send them
 	.mr_place = mr_place,
+	.msg_end = nullptr,	// no message region: writes only
 };
 
 // Everything queued for @n, as receive batches.

@@ -241,7 +241,8 @@ const me_plat_ops ops = {now_ns, tx, mr_check, mr_write, mr_local, mr_read,
 			 nullptr, nullptr, nullptr, nullptr, pace_kick, pump_kick,
 			 resp_hold, resp_tx, resp_put,
 			 nullptr /* ack_kick: the timer's passes send held acks */,
-			 nullptr /* mr_place: the core's mr_check, then mr_write */};
+			 nullptr /* mr_place: the core's mr_check, then mr_write */,
+			 nullptr /* msg_end: no message region */};
 
 enum class Mode {
 	plain,

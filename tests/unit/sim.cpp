@@ -269,13 +269,27 @@ static void p_retire(void *ctx, me_conn *c)
 static bool p_port_open(void *ctx, uint32_t port) { return N(ctx).open_ports.count(port); }
 
 // As a host with one lookup for both (the kernel's): the check, then the write.
-static int p_mr_place(void *ctx, uint32_t conn, uint32_t region, uint64_t key, uint64_t addr,
-		      uint64_t len, uint64_t off, const void *src, uint32_t n, void *rx)
+static int p_mr_place(void *ctx, uint32_t conn, uint32_t msg_id, uint32_t region,
+		      uint64_t key, uint64_t addr, uint64_t len, uint64_t off, const void *src,
+		      uint32_t n, void *rx)
 {
 	int err = p_mr_check(ctx, region, key, addr, len, ME_ACC_WRITE);
 
 	N(ctx).mr_places++;
+	N(ctx).msg_bytes[{conn, msg_id}] += n;
 	return err || !n ? err : p_mr_write(ctx, conn, region, key, off, src, n, rx);
+}
+
+// As a host that gathers messages (the kernel's sends): records each end.
+static int p_msg_end(void *ctx, uint32_t conn, uint32_t msg_id, uint32_t region,
+		     uint64_t /* key */, uint64_t len, int err)
+{
+	Node &n = N(ctx);
+	uint64_t placed = n.msg_bytes[{conn, msg_id}];
+
+	n.msg_bytes.erase({conn, msg_id});
+	n.msg_ends.push_back({conn, msg_id, region, len, placed, err});
+	return err ? err : n.msg_end_ret;
 }
 
 static void p_timer_kick(void *ctx) { N(ctx).sim->timer_kick(N(ctx)); }
@@ -288,7 +302,7 @@ static const me_plat_ops plat = {
 	p_rx_fill, p_mr_done, p_random_u32, p_retire, p_port_open, p_tx_burst,
 	p_mr_atomic, p_timer_kick, p_pace_kick,
 	nullptr,	// pump_kick: no receive batch here asks for a handoff
-	p_resp_hold, p_resp_tx, p_resp_put, p_ack_kick, p_mr_place,
+	p_resp_hold, p_resp_tx, p_resp_put, p_ack_kick, p_mr_place, p_msg_end,
 };
 
 const me_plat_ops *sim_plat() { return &plat; }

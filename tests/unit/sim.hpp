@@ -82,6 +82,12 @@ struct Node {
 	uint64_t mr_dones = 0;
 	uint64_t atomics = 0;	// atomics applied (mr_atomic)
 	uint64_t mr_places = 0;	// write packets checked and placed in one call (mr_place)
+	// Bytes mr_place was given per (conn, msg_id), and each msg_end: the
+	// bytes placed of it by then, the engine's err, what it was told.
+	std::map<std::pair<uint32_t, uint32_t>, uint64_t> msg_bytes;
+	struct MsgEnd { uint32_t conn, msg_id, region; uint64_t len, placed; int err; };
+	std::vector<MsgEnd> msg_ends;
+	int msg_end_ret = 0;	// msg_end returns this when err is 0
 	uint64_t rx_bad = 0;	// payload read outside the frame, or early notify
 	std::vector<int> link_wire;	// local link index -> wire id, or -1
 	std::vector<int> link_port;	// local link index -> switch port, or -1

@@ -46,6 +46,45 @@ TEST_P(BasicSizes, write_read_notify__land_exactly_once)
 	}
 }
 
+// A write of several packets ends once at its target's host (msg_end, how
+// the kernel gathers a send), after every byte of it went through
+// mr_place; one of a single packet does not; and what the host answers is
+// what the writer hears.
+TEST(Basic, msg_end__once_per_message_of_packets_and_its_answer_told)
+{
+	for (uint32_t mode : {ME_MODE_UNORDERED, ME_MODE_ORDERED}) {
+		Sim sim(31);
+		setup_pair(sim, 2, LinkParams{}, default_cfg(1), default_cfg(2));
+		uint32_t pid = 0;
+		me_conn *c = sim.connect(0, 1, mode, &pid);
+		ASSERT_NE(c, nullptr);
+		Workload w(sim, 1);
+		ASSERT_EQ(w.submit(c, 0, Op::WRITE, 100), 0);
+		ASSERT_EQ(w.submit(c, 0, Op::NOTIFY, 100000), 0);
+		ASSERT_EQ(w.submit(c, 0, Op::WRITE, 20000), 0);
+		ASSERT_TRUE(sim.run([&] { return w.all_done(); }, sim.now + 100000000));
+		w.check();
+		const auto &ends = sim.nodes[1]->msg_ends;
+		ASSERT_EQ(ends.size(), 2u) << "mode " << mode;
+		for (const auto &e : ends) {
+			EXPECT_EQ(e.conn, pid);
+			EXPECT_EQ(e.region, kDst);
+			EXPECT_EQ(e.placed, e.len);
+			EXPECT_EQ(e.err, 0);
+		}
+		EXPECT_EQ(ends[0].len + ends[1].len, 120000u);
+		EXPECT_NE(ends[0].msg_id, ends[1].msg_id);
+		EXPECT_TRUE(sim.nodes[0]->msg_ends.empty());
+
+		sim.nodes[1]->msg_end_ret = -ENOBUFS;
+		Workload refused(sim, 2);
+		ASSERT_EQ(refused.submit(c, 0, Op::WRITE, 20000), 0);
+		ASSERT_TRUE(sim.run([&] { return refused.all_done(); }, sim.now + 100000000));
+		EXPECT_EQ(refused.ops.begin()->second.status, -ENOBUFS) << "mode " << mode;
+		EXPECT_EQ(ends.size(), 3u);
+	}
+}
+
 INSTANTIATE_TEST_SUITE_P(Sizes, BasicSizes,
 			 ::testing::Values(0u, 1u, 4095u, 4096u, 4097u, 8924u,
 					   8925u, 100000u, 1000003u));

@@ -251,7 +251,8 @@ TEST(Wire, parse__bad_fields)
 	bad([](auto &c) { c[0] = 13; }, ME_EWIRE_VERSION);		// before beacons
 	bad([](auto &c) { c[0] = 14; }, ME_EWIRE_VERSION);		// before the close cut
 	bad([](auto &c) { c[0] = 15; }, ME_EWIRE_VERSION);		// before FILL
-	bad([](auto &c) { c[0] = 17; }, ME_EWIRE_VERSION);
+	bad([](auto &c) { c[0] = 16; }, ME_EWIRE_VERSION);		// before sends of packets
+	bad([](auto &c) { c[0] = 18; }, ME_EWIRE_VERSION);
 	bad([](auto &c) { c[3] |= ME_F_CARRY; }, ME_EWIRE_FIELD);	// only an ack carries
 	bad([](auto &c) { c[3] |= ME_F_FRESH; }, ME_EWIRE_FIELD);	// only a shared CONNECT
 	bad([](auto &c) { c[3] |= ME_F_ASK; }, ME_EWIRE_FIELD);	// only a keepalive

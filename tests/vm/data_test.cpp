@@ -309,7 +309,8 @@ TEST_F(DataTest, WriteNotifyReachesTheTarget)
 
 // The usual bootstrap: the target sends its region's id and key over
 // send/recv; the other side writes with them.  Then messages of 1 to 1024
-// bytes arrive intact, in order on an ordered connection; 1025 is refused.
+// bytes arrive intact, in order on an ordered connection; one above
+// ME_SEND_MAX is refused (send_test.cpp: sends of several packets).
 TEST_F(DataTest, SendRecvBootstrapAndMessages)
 {
 	ASSERT_NO_FATAL_FAILURE(make_pair(1));

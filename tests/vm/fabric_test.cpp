@@ -411,11 +411,12 @@ TEST_F(FabricTest, SizesRoundTrip)
 	ASSERT_TRUE(a.ok && b.ok);
 	fi_addr_t to_b = a.insert(b), to_a = b.insert(a);
 	std::size_t eager = a.info->tx_attr->inject_size;
-	// Eager in one send, in pieces (up to 4 KiB, the last one short or
-	// full), by rendezvous.
+	// Eager in one send (up to 16 KiB - 64 where the module takes sends
+	// of several packets), by rendezvous.
 	for (std::size_t len : {std::size_t{0}, std::size_t{1}, eager, eager + 1, 2 * eager,
-				std::size_t{4096}, std::size_t{4097}, std::size_t{65536},
-				std::size_t{1} << 20, std::size_t{5} << 20}) {
+				std::size_t{4096}, std::size_t{4097}, std::size_t{16320},
+				std::size_t{16321}, std::size_t{65536}, std::size_t{1} << 20,
+				std::size_t{5} << 20}) {
 		for (bool tagged : {false, true}) {
 			SCOPED_TRACE("len " + std::to_string(len) + (tagged ? " tagged" : " msg"));
 			auto out = pattern(len, static_cast<unsigned>(len) + tagged);
@@ -712,15 +713,14 @@ TEST_F(FabricTest, FloodBeyondTheReceiveQueueKeepsOrder)
 	EXPECT_EQ(sends_completed(a, sctx, {&a, &b}), kN);
 }
 
-// The same with messages sent in pieces (3 sends each): refused pieces
-// go again in turn, and every message arrives whole, once, in order.
-TEST_F(FabricTest, FloodOfPiecesKeepsOrder)
+namespace {
+
+// kN messages of kLen bytes tagged 9 from a to b while b takes none, then
+// taken in turn: each arrives whole, once, in order, and every send
+// completes.
+void flood_then_take(Fab &a, Fab &b, int kN, std::size_t kLen)
 {
-	Fab a(c(), 0), b(c(), 1);
-	ASSERT_TRUE(a.ok && b.ok);
 	fi_addr_t to_b = a.insert(b), to_a = b.insert(a);
-	constexpr int kN = 200;
-	constexpr std::size_t kLen = 2500;
 	std::vector<std::vector<std::uint8_t>> msgs(kN);
 	std::vector<int> sctx(kN);
 	ASSERT_NO_FATAL_FAILURE(tsend_all(a, to_b, 9, sctx, [&](int i) {
@@ -740,6 +740,31 @@ TEST_F(FabricTest, FloodOfPiecesKeepsOrder)
 			<< "message " << i << " differs (out of order or torn)";
 	}
 	EXPECT_EQ(sends_completed(a, sctx, {&a, &b}), kN);
+}
+
+} // namespace
+
+// The same with messages sent in pieces (3 sends each): refused pieces
+// go again in turn, and every message arrives whole, once, in order.
+TEST_F(FabricTest, FloodOfPiecesKeepsOrder)
+{
+	// As over a module before ABI 26: 2500 bytes in three pieces.
+	ASSERT_EQ(setenv("FI_MULTIEDGE_LARGE_SENDS", "0", 1), 0);
+	Fab a(c(), 0), b(c(), 1);
+	unsetenv("FI_MULTIEDGE_LARGE_SENDS");
+	ASSERT_TRUE(a.ok && b.ok);
+	flood_then_take(a, b, 200, 2500);
+}
+
+// The same with messages of one send of several packets each (ABI 26):
+// 300 of them, more than the receiver's queue holds (ME_RECV_QUEUE), and
+// the sender's large slots (64) held by the refused ones: they go again
+// in turn.
+TEST_F(FabricTest, FloodOfLargeSendsKeepsOrder)
+{
+	Fab a(c(), 0), b(c(), 1);
+	ASSERT_TRUE(a.ok && b.ok);
+	flood_then_take(a, b, 300, 12000);
 }
 
 // CPU time this thread has used, in microseconds.

@@ -187,8 +187,10 @@ TEST_F(ModuleTest, RejectsPacingOutsideItsRange)
 TEST_F(ModuleTest, RejectsReceiveParametersOutsideTheirRange)
 {
 	expect_refused({"rx_threads=0", "rx_threads=9", "rx_ring=63", "rx_ring=65537",
-			"rx_direct_kb=4097"});
-	ASSERT_EQ(load_module("rx_threads=8 rx_ring=65536 rx_direct_kb=4096"), 0);
+			"rx_direct_kb=4097", "recv_kb=63", "recv_kb=1048577"});
+	ASSERT_EQ(load_module("rx_threads=8 rx_ring=65536 rx_direct_kb=4096 recv_kb=1048576"), 0);
+	ASSERT_EQ(unload_module(), 0);
+	ASSERT_EQ(load_module("recv_kb=64"), 0);
 	ASSERT_EQ(unload_module(), 0);
 }
 
@@ -239,7 +241,8 @@ TEST_F(ModuleTest, QueryReportsAbiAndEthertype)
 	EXPECT_EQ(info->features, static_cast<unsigned>(ME_FEATURE_URING_CMD | ME_FEATURE_RX_AREA |
 							ME_FEATURE_RECV_POLL | ME_FEATURE_PORTS |
 							ME_FEATURE_POST_MORE | ME_FEATURE_SHARED |
-							ME_FEATURE_ATOMIC | ME_FEATURE_LOOPBACK));
+							ME_FEATURE_ATOMIC | ME_FEATURE_LOOPBACK |
+							ME_FEATURE_SEND_LARGE));
 }
 
 TEST_F(ModuleTest, QueryValidatesItsArgument)

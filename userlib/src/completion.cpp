@@ -306,7 +306,8 @@ Result<Message> Device::recv(std::uint32_t peer, std::chrono::milliseconds timeo
 	if (!file_)
 		return detail::empty_error("cannot receive", "Device");
 	auto deadline = detail::deadline_after(timeout);
-	std::vector<std::byte> buf(ME_SEND_MAX);
+	// Most messages are small: a longer one says its length (below).
+	std::vector<std::byte> buf(ME_SEND_MAX_VER0);
 	for (int attempt = 0;; attempt++) {
 		auto now = std::chrono::steady_clock::now();
 		me_recv req{};

@@ -47,7 +47,8 @@ std::string post_hint(int err, const me_post &p)
 		       "peer's Device that takes it (send_to)";
 	case EMSGSIZE:
 		return p.opcode == ME_OP_SEND
-			       ? "a send carries at most " + std::to_string(ME_SEND_MAX) + " bytes"
+			       ? "a send carries at most " + std::to_string(ME_SEND_MAX) + " bytes (" +
+					 std::to_string(ME_SEND_MAX_VER0) + " before ABI 26)"
 			       : "an operation moves at most " + std::to_string(ME_OP_MAX_LEN) +
 					 " bytes";
 	case ENOENT:

@@ -975,7 +975,7 @@ TEST_F(Fake, RecvGrowsItsBufferForALongMessage)
 	EXPECT_EQ(m->conn, 12u);
 	EXPECT_EQ(m->data, big);
 	ASSERT_EQ(mod.recv_calls.size(), 2u);
-	EXPECT_EQ(mod.recv_calls[0].len, static_cast<unsigned>(ME_SEND_MAX));
+	EXPECT_EQ(mod.recv_calls[0].len, static_cast<unsigned>(ME_SEND_MAX_VER0));
 	EXPECT_EQ(mod.recv_calls[0].flags, ME_RECV_F_WAIT);
 	EXPECT_EQ(mod.recv_calls[1].len, 3000u);
 }

@@ -9,6 +9,8 @@
 #include <cstring>
 #include <random>
 
+#include "uapi/multiedge.h"
+
 namespace metest {
 
 using multiedge::Completion;
@@ -22,7 +24,7 @@ namespace {
 constexpr int kInflight = 16;		// 8 ordered, 8 unordered
 constexpr std::uint32_t kMaxLen = 1u << 20;
 constexpr std::size_t kSlot = kMaxLen + 4096;
-constexpr std::uint32_t kMsgMax = 1024;
+constexpr std::uint32_t kMsgMax = ME_SEND_MAX;	// ABI 26: of several packets
 constexpr std::uint32_t kMsgHdr = 12;	// seq:8 len:4
 constexpr std::uint64_t kFinal = 0xf1a1000000000000ull;	// | index: last message
 constexpr std::uint32_t kFinalLen = kMsgHdr + 16;
@@ -224,7 +226,7 @@ public:
 		multiedge::Status st;
 		Connection &cn = conn_of(i);
 		if (f.kind == kSend) {
-			f.len = static_cast<std::uint32_t>(uniform(g_, kMsgHdr, kMsgMax));
+			f.len = std::max(kMsgHdr, log_uniform(g_, kMsgMax));
 			std::uint64_t seq = (static_cast<std::uint64_t>(n_.index) + 1) << 48 | msg_no_++;
 			fill_message(n_.msgs->data() + i * kMsgMax, seq, f.len);
 			st = cn.send(*n_.mr_msgs, i * kMsgMax, f.len, f.cookie);

@@ -8,6 +8,8 @@
 # round, then the medians and the ratios to tcp.
 #   scripts/vm --timeout 1800 -- bench/fi-pingpong-ns.sh [ROUNDS [SIZES [MTU]]]
 # Defaults: 3 rounds, sizes 1024,2048,4096,8192,16320,65536, MTU 1500.
+# ME_FI_ALT=DIR adds a fourth system, "alt": the provider built in DIR (a
+# libfabric provider folder: another build of fabric/ to compare).
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 B=$top/build/bin
@@ -34,6 +36,7 @@ run() { # SYSTEM SIZE
 	large) prov=multiedge env=(FI_PROVIDER_PATH="$top/build/lib/libfabric") ;;
 	pieces) prov=multiedge env=(FI_PROVIDER_PATH="$top/build/lib/libfabric" FI_MULTIEDGE_LARGE_SENDS=0) ;;
 	tcp) prov="tcp;ofi_rxm" env=() ;;
+	alt) prov=multiedge env=(FI_PROVIDER_PATH="$ME_FI_ALT") ;;
 	esac
 	ip netns exec b env "${env[@]}" timeout 120 fi_pingpong -p "$prov" -e rdm -S "$size" \
 		-I "$iters" >"$out/server.log" 2>&1 &
@@ -56,12 +59,13 @@ run() { # SYSTEM SIZE
 	awk '$2 == "'"$iters"'" && $1 ~ /^[0-9]/ {print $(NF-1); exit}' "$out/client.log"
 }
 
+systems="large pieces tcp${ME_FI_ALT:+ alt}"
 echo "fi_pingpong -e rdm, $iters iterations, MTU $mtu, usec per transfer"
-printf '%-6s %-8s %s\n' round size "large pieces tcp"
+printf '%-6s %-8s %s\n' round size "$systems"
 for ((r = 1; r <= rounds; r++)); do
 	for size in ${sizes//,/ }; do
 		line=""
-		for sys in large pieces tcp; do
+		for sys in $systems; do
 			v=$(run "$sys" "$size")
 			line+=" $v"
 			echo "$sys $size $v" >>"$out/all.txt"
@@ -81,8 +85,13 @@ for size in ${sizes//,/ }; do
 		}
 		END {
 			l = median(v["large"]); p = median(v["pieces"]); t = median(v["tcp"])
-			printf "%-8s large %8.1f  pieces %8.1f  tcp %8.1f  large/tcp %.2fx  pieces/tcp %.2fx  large/pieces %.2fx\n",
+			printf "%-8s large %8.1f  pieces %8.1f  tcp %8.1f  large/tcp %.2fx  pieces/tcp %.2fx  large/pieces %.2fx",
 				s, l, p, t, t ? l / t : 0, t ? p / t : 0, p ? l / p : 0
+			if ("alt" in v) {
+				a = median(v["alt"])
+				printf "  alt %8.1f  alt/large %.2fx", a, l ? a / l : 0
+			}
+			printf "\n"
 		}' "$out/all.txt"
 done
 ns_unload

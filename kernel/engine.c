@@ -32,8 +32,8 @@
 #include "ops.h"
 #include "ports.h"
 #include "recvq.h"
-#include "sendasm.h"
 #include "rxframe.h"
+#include "sendasm.h"
 #include "shared.h"
 #include "txbatch.h"
 

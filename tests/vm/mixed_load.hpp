@@ -4,8 +4,8 @@
 //
 // A node keeps 16 operations in flight to the peer: 8 on an ordered and 8
 // on an unordered connection, each a write of 1 B-1 MiB at an unaligned
-// offset, a write with notification, a read, or a send of 12 B-64 KiB.  Every
-// operation owns a slot of its target while in flight.  A read is checked
+// offset, a write with notification, a read, or a send of 12 B-64 KiB.
+// Every operation owns a slot of its target while in flight.  A read is checked
 // against the peer's source, whose bytes both sides compute from the seed;
 // a write or notify is read back into the node's own memory when it
 // completes and compared with what was written; a message carries its

@@ -201,8 +201,9 @@ public:
 	Status read(const MemoryRegion &local, std::uint64_t local_off,
 		    const RemoteRegion &remote, std::uint64_t remote_off,
 		    std::uint32_t len, std::uint64_t cookie, Post how = Post::Blocking);
-	// Up to 1024 bytes from local[local_off, +len) into the peer's
-	// receive queue.
+	// Up to ME_SEND_MAX (64 KiB; 1024 bytes before ABI 26, EMSGSIZE
+	// beyond) from local[local_off, +len) into the peer's receive queue,
+	// which takes it whole.
 	Status send(const MemoryRegion &local, std::uint64_t local_off, std::uint32_t len,
 		    std::uint64_t cookie, Post how = Post::Blocking);
 	// The same on a shared connection (ABI 18), to the peer's Device bound

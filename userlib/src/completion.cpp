@@ -26,7 +26,8 @@ const char *completion_hint(int status)
 	case ENOENT:	/* modules before ABI 7 */
 		return "no such region at the target: wrong id, or it was deregistered";
 	case ENOBUFS:
-		return "the peer's receive queue is full: it must take messages with recv()";
+		return "the peer's receive queue is full, or its node holds as many bytes of "
+		       "messages as its module allows (recv_kb): it must take messages with recv()";
 	case ECONNREFUSED:
 		return "no Device of the peer is bound to the port the send named";
 	case ECONNABORTED:

@@ -29,7 +29,7 @@
  * file's alone.  A file takes its oldest message first, from its own
  * queue or the namespace's (an arrival number orders them).
  *
- * Messages are held in memory allocated as they arrive (GFP_ATOMIC: a
+ * Messages are held in memory allocated as they arrive (no sleeping: a
  * receive thread or the softirq), so the namespace's total is bounded:
  * recv_kb, counted from allocation (sendasm.c gathers a send of several
  * packets into its message before it is queued) to ME_IOC_RECV.  A send
@@ -111,8 +111,11 @@ struct me_kmsg *me_recvq_msg_new(struct me_net *mn, u32 len)
 	m->len = len;
 	m->npages = npages;
 	for (i = 0; i < npages; i++) {
-		/* Zeroed: a peer's packets need not cover every byte. */
-		m->pages[i] = alloc_page(GFP_ATOMIC | __GFP_NOWARN | __GFP_ZERO);
+		/*
+		 * Zeroed: a peer's packets need not cover every byte.  No
+		 * sleeping, but no reserves either: those are for the stack.
+		 */
+		m->pages[i] = alloc_page(GFP_NOWAIT | __GFP_NOWARN | __GFP_ZERO);
 		if (!m->pages[i]) {
 			m->npages = i;
 			me_recvq_msg_free(mn, m);

@@ -246,6 +246,8 @@ int me_engine_net_init(struct me_net *mn)
 void me_engine_net_uninit(struct me_net *mn)
 {
 	cleanup_srcu_struct(&mn->conn_srcu);
+	/* Every file is closed and the engine stopped: no message is held. */
+	WARN_ON_ONCE(atomic_long_read(&mn->msg_bytes));
 }
 
 /* ---- platform operations (core/me_plat.h) ---- */

@@ -481,7 +481,8 @@ int Domain::init_bounce()
 	if (send_large)
 		for (int i = kSlots + kLargeSlots - 1; i >= int{kSlots}; i--)
 			free_large.push_back(i);
-	recv_buf.resize(send_large ? ME_SEND_MAX : ME_SEND_MAX_VER0);
+	// Grown to the length of a longer message when one comes (progress()).
+	recv_buf.resize(ME_SEND_MAX_VER0);
 	return 0;
 }
 
@@ -542,15 +543,21 @@ void Domain::progress()
 	}
 	// A progress() called while a message is handled leaves the receive
 	// queue to this one: the buffer holds that message.
-	std::uint8_t *buf = recv_buf.data();
 	const bool nested = receiving;
 	receiving = true;
 	for (int i = 0; i < 256 && !nested && ep && !ep->unexpected_full(); i++) {
+		std::uint8_t *buf = recv_buf.data();
 		me_recv r{};
 		r.size = sizeof(r);
 		r.buf = reinterpret_cast<std::uintptr_t>(buf);
 		r.len = static_cast<std::uint32_t>(recv_buf.size());
 		if (::ioctl(fd, ME_IOC_RECV, &r)) {
+			// Longer than the buffer (a peer's send of several
+			// packets, ABI 26): it stays queued; take it with room.
+			if (errno == EMSGSIZE && r.len > recv_buf.size() && r.len <= ME_SEND_MAX) {
+				recv_buf.resize(r.len);
+				continue;
+			}
 			if (errno != EAGAIN)
 				MEFI_WARN("receiving: %s\n", std::strerror(errno));
 			break;

@@ -509,8 +509,8 @@ public:
 	// A free slot for a send of `len` bytes (one is: the caller looked).
 	int take_slot(std::size_t len);
 	void put_slot(int slot);
-	// What ME_IOC_RECV takes messages into (ME_SEND_MAX bytes with
-	// send_large), and whether a progress() is using it.
+	// What ME_IOC_RECV takes messages into (grown for the longest one
+	// yet), and whether a progress() is using it.
 	std::vector<std::uint8_t> recv_buf;
 	bool receiving = false;
 	// Remote regions by the key fi_mr_map_raw handed out (index + 1);

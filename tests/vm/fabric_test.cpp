@@ -767,6 +767,18 @@ TEST_F(FabricTest, FloodOfLargeSendsKeepsOrder)
 	flood_then_take(a, b, 300, 12000);
 }
 
+// A receiver that sends no large sends itself (FI_MULTIEDGE_LARGE_SENDS=0)
+// still takes them from a peer that does.
+TEST_F(FabricTest, LargeSendsReachAnEndpointWithoutThem)
+{
+	Fab a(c(), 0);
+	ASSERT_EQ(setenv("FI_MULTIEDGE_LARGE_SENDS", "0", 1), 0);
+	Fab b(c(), 1);
+	unsetenv("FI_MULTIEDGE_LARGE_SENDS");
+	ASSERT_TRUE(a.ok && b.ok);
+	flood_then_take(a, b, 20, 16000);
+}
+
 // CPU time this thread has used, in microseconds.
 long long thread_cpu_us()
 {

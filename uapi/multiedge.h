@@ -824,8 +824,8 @@ struct me_poll_cq {
  * message for a full queue is refused (the sender's send completes with
  * -ENOBUFS), as is one for a connection whose file is gone, and one that
  * would take the namespace's sends, queued or still arriving, above the
- * module's recv_kb (ABI 26; a send of up to ME_SEND_MAX_VER0 bytes
- * counts as that many, a larger one as its pages).  (Before
+ * module's recv_kb (ABI 26; a message of up to ME_SEND_MAX_VER0 bytes
+ * counts its length, a longer one its pages).  (Before
  * this, one queue served the whole namespace.)
  *
  * in:  size, flags (ME_RECV_F_WAIT), peer (0: any), buf (user pointer),

@@ -25,15 +25,6 @@ modprobe veth
 # Busy time in 1/100 s (the clock's less the idle ticks), and the idle.
 busy_ticks() { local t i; read -r t i < <(cpu_clock); echo "$((t - i)) $i"; }
 
-setup_ns() { # MTU
-	ip netns del a 2>/dev/null || true; ip netns del b 2>/dev/null || true
-	ip netns add a; ip netns add b
-	ip link add va netns a mtu "$1" type veth peer name vb netns b mtu "$1"
-	ip -n a link set va up; ip -n b link set vb up
-	ip -n a link set lo up; ip -n b link set lo up
-	ip -n a addr add 10.9.3.1/24 dev va; ip -n b addr add 10.9.3.2/24 dev vb
-}
-
 
 # Engine counter NAME of namespace NS (`mectl stats`).
 counter() { ip netns exec "$1" "$B/mectl" stats 2>/dev/null | awk -v k="$2" '$1 == k {print $2; exit}'; }
@@ -73,7 +64,7 @@ run_tcp() { # MTU SIZE
 
 for ((r = 1; r <= reps; r++)); do
 	for mtu in $mtus; do
-		setup_ns "$mtu"
+		ns_pair "$mtu" 10.9.3
 		for size in ${sizes//,/ }; do
 			order="a b"
 			((r % 2)) || order="b a"

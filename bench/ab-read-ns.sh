@@ -24,10 +24,7 @@ dmesg -C
 modprobe veth
 
 run() { # KO LABEL MTU [PARAMS...]
-	ip netns add a; ip netns add b
-	ip link add va netns a mtu "$3" type veth peer name vb netns b mtu "$3"
-	ip -n a link set va up; ip -n b link set vb up
-	ip -n a link set lo up; ip -n b link set lo up
+	ns_pair "$3"
 	ns_load "$1" "${@:4}" || exit 1
 	for d in 1 8; do
 		for t in read oneway; do

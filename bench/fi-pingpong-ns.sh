@@ -21,12 +21,7 @@ rm -rf "$out"; mkdir -p "$out"
 modprobe veth
 command -v fi_pingpong >/dev/null || { echo "fi_pingpong not installed (scripts/deps)" >&2; exit 1; }
 
-ip netns del a 2>/dev/null || true; ip netns del b 2>/dev/null || true
-ip netns add a; ip netns add b
-ip link add va netns a mtu "$mtu" type veth peer name vb netns b mtu "$mtu"
-ip -n a link set va up; ip -n b link set vb up
-ip -n a link set lo up; ip -n b link set lo up
-ip -n a addr add 10.9.4.1/24 dev va; ip -n b addr add 10.9.4.2/24 dev vb
+ns_pair "$mtu" 10.9.4
 ns_load "$top/kernel/multiedge.ko"
 
 # One fi_pingpong of SIZE bytes for SYSTEM; prints its usec/xfer or "-".

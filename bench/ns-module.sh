@@ -1,6 +1,21 @@
-# Shared by the one-guest namespace scripts (ab-ns.sh, rtx-ns.sh): the
+# Shared by the one-guest namespace scripts (ab-ns.sh, ab-read-ns.sh,
+# rtx-ns.sh, fi-pingpong-ns.sh): the namespaces and their veth pair; the
 # module loaded fresh and attached to the veth ends va (namespace a) and
 # vb (namespace b).  Needs B (the binaries' folder).
+
+# ns_pair MTU [SUBNET]: namespaces a and b (made again if they exist)
+# joined by the veth pair va-vb at MTU, up with their loopbacks; with
+# SUBNET (10.9.3) the addresses SUBNET.1 (a) and SUBNET.2 (b).
+ns_pair() {
+	ip netns del a 2>/dev/null || true; ip netns del b 2>/dev/null || true
+	ip netns add a; ip netns add b
+	ip link add va netns a mtu "$1" type veth peer name vb netns b mtu "$1"
+	ip -n a link set va up; ip -n b link set vb up
+	ip -n a link set lo up; ip -n b link set lo up
+	if [ -n "${2:-}" ]; then
+		ip -n a addr add "$2.1/24" dev va; ip -n b addr add "$2.2/24" dev vb
+	fi
+}
 
 # Unloads the module, waiting while it is still in use.
 ns_unload() {

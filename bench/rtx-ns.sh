@@ -18,20 +18,13 @@ out=$top/build/rtx-ns
 rm -rf "$out"; mkdir -p "$out"
 modprobe veth
 
-setup_ns() { # MTU
-	ip netns del a 2>/dev/null || true; ip netns del b 2>/dev/null || true
-	ip netns add a; ip netns add b
-	ip link add va netns a mtu "$1" type veth peer name vb netns b mtu "$1"
-	ip -n a link set va up; ip -n b link set vb up
-}
-
 
 stats() { ip netns exec "$1" "$B/mectl" stats 2>/dev/null; }
 softnet_drops() { local s=0 d; while read -r _ d _; do s=$((s + 16#$d)); done </proc/net/softnet_stat; echo $s; }
 
 for mtu in $mtus; do
 	for size in ${sizes//,/ }; do
-		setup_ns "$mtu"
+		ns_pair "$mtu"
 		# shellcheck disable=SC2086
 		ns_load "$ko" ${ME_MODULE_PARAMS:-}
 		ip netns exec b "$B/me_bench" server --idle 60 >>"$out/server.log" 2>&1 &

@@ -345,11 +345,7 @@ bool me_recvq_port_adopt(struct me_net *mn, u32 id, u32 port)
 int me_recvq_arrived(struct me_net *mn, u32 conn, u64 key, const void *data, u32 len)
 {
 	struct me_kmsg *m;
-	int err;
 
-	err = me_recvq_key_check(mn, conn, key);
-	if (err)
-		return err;
 	m = me_recvq_msg_new(mn, len);
 	if (!m)
 		return len > ME_SEND_MAX ? -EINVAL : -ENOBUFS;
@@ -357,16 +353,17 @@ int me_recvq_arrived(struct me_net *mn, u32 conn, u64 key, const void *data, u32
 	return me_recvq_deliver(mn, conn, key, m);
 }
 
+/* Ports only on a shared connection, and there a destination. */
+static bool key_ok(struct me_conn *c, u64 key)
+{
+	return me_conn_mode(c) == ME_MODE_SHARED ? (key & ME_PORT_MAX) && !(key >> 32) : !key;
+}
+
 int me_recvq_key_check(struct me_net *mn, u32 conn, u64 key)
 {
 	struct me_conn *c = me_conn_get(smp_load_acquire(&mn->core), conn);
 
-	if (!c)
-		return -EINVAL;
-	/* Ports only on a shared connection, and there a destination. */
-	if (me_conn_mode(c) == ME_MODE_SHARED ? !(key & ME_PORT_MAX) || key >> 32 : key)
-		return -EINVAL;
-	return 0;
+	return c && key_ok(c, key) ? 0 : -EINVAL;
 }
 
 int me_recvq_deliver(struct me_net *mn, u32 conn, u64 key, struct me_kmsg *m)
@@ -378,7 +375,7 @@ int me_recvq_deliver(struct me_net *mn, u32 conn, u64 key, struct me_kmsg *m)
 	int ret = 0;
 	u32 slot;
 
-	if (!c) {
+	if (!c || !key_ok(c, key)) {
 		me_recvq_msg_free(mn, m);
 		return -EINVAL;
 	}

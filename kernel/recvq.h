@@ -61,9 +61,9 @@ struct me_kmsg *me_recvq_msg_new(struct me_net *mn, u32 len);
 /* -EINVAL if [off, off + n) is not within the message. */
 int me_recvq_msg_fill(struct me_kmsg *m, u32 off, const void *src, u32 n);
 void me_recvq_msg_free(struct me_net *mn, struct me_kmsg *m);
-/* Whether @key is right for a send on @conn (as me_recvq_arrived() checks). */
+/* Whether @key is right for a send on @conn (as me_recvq_deliver() checks). */
 int me_recvq_key_check(struct me_net *mn, u32 conn, u64 key);
-/* @key passed me_recvq_key_check(); @m is the queue's or freed. */
+/* @m is the queue's, or freed (-EINVAL: no such connection, or a bad @key). */
 int me_recvq_deliver(struct me_net *mn, u32 conn, u64 key, struct me_kmsg *m);
 /* At load: whether recv_kb is in its range (logged if not). */
 bool me_recvq_param_ok(void);

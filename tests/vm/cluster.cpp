@@ -438,6 +438,12 @@ std::uint64_t test_seed(std::uint64_t fallback)
 	return fallback;
 }
 
+std::string pair_param_name(const ::testing::TestParamInfo<PairParam> &i)
+{
+	return std::to_string(i.param.links) + "Links_Mtu" + std::to_string(i.param.mtu) + "_" +
+	       (i.param.ordering == multiedge::Ordering::Ordered ? "Ordered" : "Unordered");
+}
+
 std::string errno_name(int err)
 {
 	switch (err) {

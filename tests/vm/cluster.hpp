@@ -186,6 +186,15 @@ std::uint64_t test_seed(std::uint64_t fallback);
 // "ETIMEDOUT"-style name of an errno value (for messages).
 std::string errno_name(int err);
 
+// A two-node pair's shape, for suites parameterised over it (make_pair).
+struct PairParam {
+	unsigned links;
+	unsigned mtu;
+	multiedge::Ordering ordering;
+};
+// "2Links_Mtu9000_Unordered": the parameter's name in the test's.
+std::string pair_param_name(const ::testing::TestParamInfo<PairParam> &i);
+
 // Base fixture of the cluster suites: loads the module, gives a Cluster;
 // at the end closes everything, deletes the namespaces, requires the
 // module's accounting to come back to idle (nothing pinned, no region, no

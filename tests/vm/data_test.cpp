@@ -67,23 +67,11 @@ uint64_t tx_bytes(const Device &d, size_t link)
 	return l.value()[link].tx_bytes;
 }
 
-struct MatrixParam {
-	unsigned links;
-	unsigned mtu;
-	Ordering ordering;
-};
-
-std::string param_name(const ::testing::TestParamInfo<MatrixParam> &i)
-{
-	return std::to_string(i.param.links) + "Links_Mtu" + std::to_string(i.param.mtu) + "_" +
-	       (i.param.ordering == Ordering::Ordered ? "Ordered" : "Unordered");
-}
-
 class DataTest : public ClusterTest {
 protected:
 	void many_threads_and_connections();
 };
-class DataMatrix : public ClusterTest, public ::testing::WithParamInterface<MatrixParam> {};
+class DataMatrix : public ClusterTest, public ::testing::WithParamInterface<PairParam> {};
 
 } // namespace
 
@@ -92,7 +80,7 @@ class DataMatrix : public ClusterTest, public ::testing::WithParamInterface<Matr
 // back into a third region and verify it.
 TEST_P(DataMatrix, WriteThenReadBackRandomSizes)
 {
-	const MatrixParam p = GetParam();
+	const PairParam p = GetParam();
 	ASSERT_NO_FATAL_FAILURE(make_pair(p.links, p.mtu));
 	Device &a = c_->dev(0);
 	Device &b = c_->dev(1);
@@ -216,15 +204,15 @@ TEST_P(DataMatrix, WriteThenReadBackRandomSizes)
 }
 
 INSTANTIATE_TEST_SUITE_P(, DataMatrix,
-			 ::testing::Values(MatrixParam{1, 1500, Ordering::Unordered},
-					   MatrixParam{1, 1500, Ordering::Ordered},
-					   MatrixParam{1, 9000, Ordering::Unordered},
-					   MatrixParam{1, 9000, Ordering::Ordered},
-					   MatrixParam{2, 1500, Ordering::Unordered},
-					   MatrixParam{2, 1500, Ordering::Ordered},
-					   MatrixParam{2, 9000, Ordering::Unordered},
-					   MatrixParam{2, 9000, Ordering::Ordered}),
-			 param_name);
+			 ::testing::Values(PairParam{1, 1500, Ordering::Unordered},
+					   PairParam{1, 1500, Ordering::Ordered},
+					   PairParam{1, 9000, Ordering::Unordered},
+					   PairParam{1, 9000, Ordering::Ordered},
+					   PairParam{2, 1500, Ordering::Unordered},
+					   PairParam{2, 1500, Ordering::Ordered},
+					   PairParam{2, 9000, Ordering::Unordered},
+					   PairParam{2, 9000, Ordering::Ordered}),
+			 pair_param_name);
 
 // write_notify: the data are in place when the target's Device gets its
 // Notify completion, carrying imm, region, offset, length and peer; every

@@ -26,19 +26,7 @@ namespace {
 constexpr auto kOpTimeout = std::chrono::seconds(60);
 constexpr size_t kSlot = ME_SEND_MAX;	// each message's own source range
 
-struct SendParam {
-	unsigned links;
-	unsigned mtu;
-	Ordering ordering;
-};
-
-std::string param_name(const ::testing::TestParamInfo<SendParam> &i)
-{
-	return std::to_string(i.param.links) + "Links_Mtu" + std::to_string(i.param.mtu) + "_" +
-	       (i.param.ordering == Ordering::Ordered ? "Ordered" : "Unordered");
-}
-
-class LargeSends : public ClusterTest, public ::testing::WithParamInterface<SendParam> {};
+class LargeSends : public ClusterTest, public ::testing::WithParamInterface<PairParam> {};
 
 // Sizes around the edges (one packet, pages, ME_SEND_MAX_VER0 and
 // ME_SEND_MAX) and random ones between; each at least 4 bytes (its index).
@@ -61,7 +49,7 @@ std::vector<uint32_t> sizes(uint64_t seed)
 // refused at posting.
 TEST_P(LargeSends, ArriveWholeAndIntact)
 {
-	const SendParam p = GetParam();
+	const PairParam p = GetParam();
 	ASSERT_NO_FATAL_FAILURE(make_pair(p.links, p.mtu));
 	Device &a = c_->dev(0);
 	Device &b = c_->dev(1);
@@ -139,10 +127,10 @@ TEST_P(LargeSends, ArriveWholeAndIntact)
 }
 
 INSTANTIATE_TEST_SUITE_P(Links, LargeSends,
-			 ::testing::Values(SendParam{2, 1500, Ordering::Unordered},
-					   SendParam{2, 9000, Ordering::Unordered},
-					   SendParam{1, 1500, Ordering::Ordered}),
-			 param_name);
+			 ::testing::Values(PairParam{2, 1500, Ordering::Unordered},
+					   PairParam{2, 9000, Ordering::Unordered},
+					   PairParam{1, 1500, Ordering::Ordered}),
+			 pair_param_name);
 
 // recv_kb bounds what a namespace holds in messages: with 256 KiB, four
 // sends of 64 KiB wait and the next send of any size is refused

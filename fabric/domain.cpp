@@ -411,6 +411,7 @@ int domain_open(fid_fabric *fabric, fi_info *info, fid_domain **out, void *conte
 	// opens its own connection to each peer endpoint, as before.
 	d->shared = q.features & ME_FEATURE_SHARED;
 	d->send_large = (q.features & ME_FEATURE_SEND_LARGE) && large_sends_param();
+	d->ack_now = (q.features & ME_FEATURE_ACK_NOW) && ack_now_param();
 	int err = d->init_bounce();
 	if (err) {
 		MEFI_WARN("registering the send buffer: %s\n", std::strerror(err));

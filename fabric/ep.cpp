@@ -98,6 +98,7 @@ ssize_t Endpoint::send(const void *buf, std::size_t len, void *desc, fi_addr_t d
 	op->context = context;
 	op->cq_flags = FI_SEND | (tagged ? FI_TAGGED : FI_MSG);
 	op->report = wants_tx_completion(flags);
+	op->waited = domain->ack_now && (op->report || send_cntr);
 	op->user_len = len;
 	Header &h = op->h;
 	h.flags = (tagged ? kFlagTagged : 0) | ((flags & FI_REMOTE_CQ_DATA) ? kFlagData : 0);
@@ -157,6 +158,8 @@ ssize_t Endpoint::send_pieces(std::unique_ptr<Op> whole, const std::uint8_t *buf
 		op->context = whole->context;
 		op->cq_flags = whole->cq_flags;
 		op->report = whole->report;
+		// Its ack covers the pieces before it.
+		op->waited = whole->waited && off + kEagerMax >= len;
 		op->user_len = len;
 		op->pieces = pieces;
 		op->h = whole->h;
@@ -341,7 +344,8 @@ void Endpoint::flush(Addr addr)
 		me_post m{};
 		m.size = sizeof(m);
 		m.opcode = ME_OP_SEND;
-		m.flags = ME_POST_F_NONBLOCK | (more ? ME_POST_F_MORE : 0);
+		m.flags = ME_POST_F_NONBLOCK | (more ? ME_POST_F_MORE : 0) |
+			  (op->waited && op->h.kind != Kind::Rts ? ME_POST_F_ACK_NOW : 0);
 		m.conn = conn;
 		// On the node's shared connection the module hands the message
 		// to the file bound to this port.

@@ -57,6 +57,9 @@ std::size_t max_unexpected_param();
 // Whether to use the module's sends of several packets when it has them
 // (FI_MULTIEDGE_LARGE_SENDS, default 1).
 bool large_sends_param();
+// Whether sends and writes that are waited for ask for a prompt ack when
+// the module has ME_POST_F_ACK_NOW (FI_MULTIEDGE_ACK_NOW, default 1).
+bool ack_now_param();
 constexpr std::size_t kMaxUnexpectedDefault = std::size_t{64} << 20;
 
 #define MEFI_WARN(...) FI_WARN(&mefi::provider, FI_LOG_CORE, __VA_ARGS__)
@@ -358,6 +361,9 @@ struct Op {
 	void *context = nullptr;
 	std::uint64_t cq_flags = 0;	// FI_SEND | FI_TAGGED ...
 	bool report = true;		// a completion is wanted
+	// Someone waits for it to complete (a CQ entry or a counter), and its
+	// completion is the module's: posted with ME_POST_F_ACK_NOW.
+	bool waited = false;
 	// A piece of a fragmented eager send: the pieces still to complete
 	// and the first error, shared; the last one completes the send.
 	struct Pieces {
@@ -498,6 +504,11 @@ public:
 	std::vector<int> free_large;
 	// The module takes sends of up to ME_SEND_MAX (ABI 26).
 	bool send_large = false;
+	// The module takes ME_POST_F_ACK_NOW (ABI 27): a send or write whose
+	// completion the application waits for is acked at once by the peer,
+	// not held for a reply (an MPI_Send above inject_size returns only
+	// at its completion, and the reply comes after what follows it).
+	bool ack_now = false;
 	// Where slot `slot` lies in the bounce buffer.
 	static std::size_t slot_off(int slot)
 	{

@@ -356,6 +356,16 @@ void cleanup() {}
 
 constexpr const char *kMaxUnexpectedParam = "max_unexpected";
 constexpr const char *kLargeSendsParam = "large_sends";
+constexpr const char *kAckNowParam = "ack_now";
+
+// A boolean parameter that is on unless set to 0.
+bool param_on(const char *name)
+{
+	int v = 1;
+	if (fi_param_get_bool(&provider, name, &v) == FI_SUCCESS)
+		return v;
+	return true;
+}
 
 } // namespace
 
@@ -369,14 +379,20 @@ void define_params()
 			"Messages of up to 16 KiB in one send where the module takes sends of "
 			"several packets (ABI 26); 0: in pieces of 960 bytes up to 4 KiB, by "
 			"rendezvous above, as with an older module (default: 1)");
+	fi_param_define(&provider, kAckNowParam, FI_PARAM_BOOL,
+			"A send or write whose completion is waited for asks the peer's module "
+			"to ack it at once rather than hold the ack for a reply (ABI 27); 0: "
+			"the peer may hold it, as with an older module (default: 1)");
 }
 
 bool large_sends_param()
 {
-	int v = 1;
-	if (fi_param_get_bool(&provider, kLargeSendsParam, &v) == FI_SUCCESS)
-		return v;
-	return true;
+	return param_on(kLargeSendsParam);
+}
+
+bool ack_now_param()
+{
+	return param_on(kAckNowParam);
 }
 
 std::size_t max_unexpected_param()

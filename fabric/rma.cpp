@@ -58,7 +58,8 @@ ssize_t Endpoint::rma(bool read, void *buf, std::size_t len, void *desc, fi_addr
 	me_post m{};
 	m.size = sizeof(m);
 	m.opcode = read ? ME_OP_READ : (flags & FI_REMOTE_CQ_DATA) ? ME_OP_NOTIFY : ME_OP_WRITE;
-	m.flags = ME_POST_F_NONBLOCK;
+	m.flags = ME_POST_F_NONBLOCK |
+		  (!read && domain->ack_now && (report || write_cntr) ? ME_POST_F_ACK_NOW : 0);
 	m.len = static_cast<std::uint32_t>(len);
 	m.remote_region = region;
 	m.remote_key = static_cast<std::uint32_t>(rkey);

@@ -93,7 +93,8 @@ static long me_ioc_query(struct me_file *f, void __user *uarg)
 	q.abi_version = ME_ABI_VERSION;
 	q.features = me_uring_features() | ME_FEATURE_RX_AREA | ME_FEATURE_RECV_POLL |
 		     ME_FEATURE_PORTS | ME_FEATURE_POST_MORE | ME_FEATURE_SHARED |
-		     ME_FEATURE_ATOMIC | ME_FEATURE_LOOPBACK | ME_FEATURE_SEND_LARGE;
+		     ME_FEATURE_ATOMIC | ME_FEATURE_LOOPBACK | ME_FEATURE_SEND_LARGE |
+		     ME_FEATURE_ACK_NOW;
 	q.ethertype = me_link_ethertype();
 	q.rx_frames = stats.rx_frames;
 	q.rx_dropped = stats.rx_dropped;

@@ -356,7 +356,7 @@ static int submit(struct me_conn *c, u32 opcode, const struct me_rw *rw)
 static int check_post(const struct me_post *req)
 {
 	if (req->opcode < ME_OP_WRITE || req->opcode > ME_OP_ATOMIC ||
-	    (req->flags & ~(ME_POST_F_NONBLOCK | ME_POST_F_MORE)))
+	    (req->flags & ~(ME_POST_F_NONBLOCK | ME_POST_F_MORE | ME_POST_F_ACK_NOW)))
 		return -EOPNOTSUPP;
 	/* The ABI's operations are the engine's. */
 	BUILD_BUG_ON(ME_ATOMIC_ADD != ME_AOP_ADD || ME_ATOMIC_CSWAP != ME_AOP_CSWAP ||
@@ -488,7 +488,8 @@ static int post(struct me_file *f, const struct me_post *req,
 	rw.remote_off = req->remote_off;
 	rw.len = req->len;
 	rw.imm = req->imm;
-	rw.flags = req->flags & ME_POST_F_MORE ? ME_RW_MORE : 0;
+	rw.flags = (req->flags & ME_POST_F_MORE ? ME_RW_MORE : 0) |
+		   (req->flags & ME_POST_F_ACK_NOW ? ME_RW_ACK_NOW : 0);
 	if (req->opcode == ME_OP_WRITE || req->opcode == ME_OP_NOTIFY ||
 	    req->opcode == ME_OP_SEND)
 		me_stage_fill(mn, &kop->stage, kop->mr, req->local_off, req->len);

@@ -99,8 +99,10 @@
  * ME_SEND_MAX_VER0 (1024 bytes): a send of several packets reaches the
  * peer's receive queue whole.  ME_SEND_MAX is the new size: code built
  * against it that must run on an older module checks the feature.
+ * 27: ME_POST_F_ACK_NOW (ME_FEATURE_ACK_NOW): the poster waits for the
+ * completion, so the target does not hold the ack for a reply.
  */
-#define ME_ABI_VERSION		26
+#define ME_ABI_VERSION		27
 
 /* Default ethertype: IEEE 802.1 Local Experimental 1. */
 #define ME_DEFAULT_ETHERTYPE	0x88B5
@@ -191,6 +193,8 @@ struct me_query {
 #define ME_FEATURE_LOOPBACK	(1U << 7)
 /* ABI 26: ME_OP_SEND of up to ME_SEND_MAX bytes (before: ME_SEND_MAX_VER0). */
 #define ME_FEATURE_SEND_LARGE	(1U << 8)
+/* ABI 27: ME_POST_F_ACK_NOW. */
+#define ME_FEATURE_ACK_NOW	(1U << 9)
 
 #define ME_QUERY_SIZE_VER0	32	/* first published size */
 #define ME_QUERY_SIZE_VER1	48	/* + pinned_pages, regions */
@@ -737,6 +741,17 @@ struct me_post {
  * none comes, the module's timer sends them within a tick.
  */
 #define ME_POST_F_MORE		(1U << 1)
+/*
+ * ABI 27 (ME_FEATURE_ACK_NOW; an older module refuses the flag with
+ * -EOPNOTSUPP): the poster waits for this write's, notify's or send's
+ * completion before it goes on (a blocking send).  A target that answers
+ * requests quickly holds their acks for a reply to carry (one frame each
+ * way instead of two), and the poster's completion waits with them: for
+ * a reply that may itself wait for what the poster does after the
+ * completion.  With this flag the target acks at once.  Reads and atomics
+ * are answered by the module itself and ignore it.
+ */
+#define ME_POST_F_ACK_NOW	(1U << 2)
 
 /* ABI 20: the connection id that is this node itself (no connection has it). */
 #define ME_CONN_LOOPBACK	0xffffffffU

@@ -84,6 +84,7 @@ std::string feature_names(std::uint32_t features)
 		{ME_FEATURE_ATOMIC, "atomic"},
 		{ME_FEATURE_LOOPBACK, "loopback"},
 		{ME_FEATURE_SEND_LARGE, "send_large"},
+		{ME_FEATURE_ACK_NOW, "ack_now"},
 	};
 	std::string out;
 	for (const auto &[bit, name] : names)

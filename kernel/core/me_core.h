@@ -356,6 +356,13 @@ struct me_rw {
  * queued, small writes packed together; the timer does within a tick).
  */
 #define ME_RW_MORE	0x1
+/*
+ * The poster waits for this operation's completion before it goes on (a
+ * blocking send): the target acks its last packet at once instead of
+ * holding the ack for a reply to carry (wire 18, ME_F_NOW), since the
+ * reply may itself wait for what the poster does next.
+ */
+#define ME_RW_ACK_NOW	0x2
 
 int me_conn_connect(struct me_node *node, u32 peer, u32 mode,
 		    struct me_conn **out);

@@ -207,12 +207,14 @@ int me_msg_submit(struct me_conn *c, u32 type, const struct me_rw *rw)
 		op->roff = rw->remote_off;
 		op->len = rw->len;
 		op->imm = rw->imm;
+		op->flags = rw->flags & ME_RW_ACK_NOW;
 		op->operand = rw->operand;
 		op->compare = rw->compare;
 	} else {
 		op->cookie = 0;
 		op->len = 0;
 		op->imm = 0;
+		op->flags = 0;
 		op->operand = 0;
 		op->compare = 0;
 	}
@@ -886,6 +888,7 @@ struct job {
 	u64 key;
 	u64 addr;
 	u32 imm;
+	bool ack_now;		/* an op's ME_RW_ACK_NOW */
 	u32 src_region;		/* where the payload comes from */
 	u64 src_off;
 	u32 lregion;		/* READ_REQ and ATOMIC payload */
@@ -909,6 +912,7 @@ static void job_from_op(struct job *j, struct me_op *op, u32 id)
 	j->key = op->rkey;
 	j->addr = op->roff;
 	j->imm = op->imm;
+	j->ack_now = op->flags & ME_RW_ACK_NOW;
 	j->src_region = op->lregion;
 	j->src_off = op->loff;
 	j->lregion = op->lregion;
@@ -1137,6 +1141,10 @@ static int pump_pack(struct me_conn *c)
 	seq_hdr(c, &h, ME_PT_PACK, plen, seq);
 	h.d.msg_len = cnt;
 	h.flags |= ME_F_LAST | ME_F_ACKREQ;
+	/* One op waited for makes the whole pack's ack prompt. */
+	for (i = 0; i < cnt; i++)
+		if (c->ops[(first + i) & (c->nops - 1)].flags & ME_RW_ACK_NOW)
+			h.flags |= ME_F_NOW;
 	me_wire_build(t->buf, &h);
 	p = t->buf + ME_HDR_SEQ;
 	for (i = 0; i < cnt; i++) {
@@ -1245,6 +1253,8 @@ static bool pump_one(struct me_conn *c)
 	h.d.imm = j.imm;
 	if (last)
 		h.flags |= ME_F_LAST | ME_F_ACKREQ;
+	if (last && j.ack_now && (j.type == ME_PT_WRITE || j.type == ME_PT_NOTIFY))
+		h.flags |= ME_F_NOW;
 	/* The window's edge: an ack at once clocks out the next packets. */
 	if (me_path_edge(n, c->pe, (u32)link, ME_HDR_SEQ + plen))
 		h.flags |= ME_F_ACKREQ;

@@ -44,6 +44,7 @@ struct me_op {
 	u64 roff;
 	u32 len;
 	u32 imm;		/* notify: its value; atomic: ME_AOP_* */
+	u32 flags;		/* ME_RW_ACK_NOW */
 	u64 operand;		/* atomic */
 	u64 compare;
 };

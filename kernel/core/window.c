@@ -336,7 +336,8 @@ static void ack_or_defer(struct me_conn *c, const struct me_hdr *h, u32 bytes)
 
 /*
  * May the ack this packet asks for wait for a reply to carry it (wire 9)?
- * The last packet of a write, notify or PACK, or a READ_REQ or ATOMIC
+ * The last packet of a write, notify or PACK not flagged NOW (its sender
+ * waits for the completion, wire 18), or a READ_REQ or ATOMIC
  * (always answered, so always carried), fewer than ack_every since the
  * last ack, from a peer whose requests we have answered quickly
  * (me_win_tx_commit): it is held until the next packet we send that
@@ -353,7 +354,7 @@ static bool ack_hold(struct me_conn *c, const struct me_hdr *h, u32 unacked)
 	struct me_peer *pe = c->pe;
 	u32 held;
 
-	if (!n->cfg.ack_hold_ns || !(h->flags & ME_F_LAST) ||
+	if (!n->cfg.ack_hold_ns || !(h->flags & ME_F_LAST) || (h->flags & ME_F_NOW) ||
 	    (h->type != ME_PT_WRITE && h->type != ME_PT_NOTIFY && h->type != ME_PT_PACK &&
 	     h->type != ME_PT_ATOMIC && h->type != ME_PT_READ_REQ))
 		return false;

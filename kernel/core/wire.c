@@ -235,6 +235,10 @@ int me_wire_parse(const void *buf, u32 len, struct me_hdr *h)
 		return ME_EWIRE_FIELD;
 	if ((h->flags & ME_F_FILL) && h->type != ME_PT_ACK && h->type != ME_PT_NACK)
 		return ME_EWIRE_FIELD;
+	if ((h->flags & ME_F_NOW) && (!(h->flags & ME_F_LAST) ||
+				      (h->type != ME_PT_WRITE && h->type != ME_PT_NOTIFY &&
+				       h->type != ME_PT_PACK)))
+		return ME_EWIRE_FIELD;
 	h->src_node = me_get_be32(p + 8);
 	h->dst_node = me_get_be32(p + 12);
 	h->src_inc = me_get_be32(p + 16);

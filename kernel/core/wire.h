@@ -58,8 +58,10 @@
  * nothing: fill packets to the MTU.
  * 17: a host's message region may take messages of several packets (the
  * kernel's sends of up to 64 KiB; 16 refused those above 1024 bytes).
+ * 18: flag NOW on a write's, notify's or pack's last packet: its sender
+ * waits for the completion, so its ack is not held for a reply.
  */
-#define ME_WIRE_VERSION		17
+#define ME_WIRE_VERSION		18
 
 enum me_pkt_type {
 	ME_PT_HELLO = 1,	/* discovery, every link, periodically */
@@ -97,7 +99,11 @@ enum me_pkt_type {
 #define ME_F_FILL	0x0100	/* ACK, NACK: whole pages are copied here,
 				 * not flipped: fill packets, do not cut
 				 * them at our page boundaries */
-#define ME_F_KNOWN	0x01ff
+#define ME_F_NOW	0x0200	/* WRITE, NOTIFY, PACK, last packet: its
+				 * sender waits for the completion: ack it
+				 * at once, do not hold the ack for a
+				 * reply (wire 18) */
+#define ME_F_KNOWN	0x03ff
 
 #define ME_HDR_COMMON	40
 #define ME_HDR_SEQ	88	/* common + sequenced extension */

@@ -231,6 +231,9 @@ static void gen_wire(const char *dir)
 	h.type = ME_PT_NOTIFY;
 	h.d.imm = 7;
 	wire_pkt(dir, "notify", &h, 32);
+	h.flags |= ME_F_NOW;	/* wire 18: its sender waits, ack at once */
+	wire_pkt(dir, "notify_now", &h, 32);
+	h.flags &= ~ME_F_NOW;
 	h.type = ME_PT_READ_RESP;
 	wire_pkt(dir, "read_resp", &h, 32);
 	h.type = ME_PT_READ_REQ;

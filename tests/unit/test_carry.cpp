@@ -43,6 +43,7 @@ struct PingPong {
 	Workload w;
 	me_conn *c[2] = {};
 	uint32_t ask, answer;
+	uint32_t ask_flags = 0;		// ME_RW_* of node 0's requests
 	uint64_t think;
 	int rounds = 0, answered = 0, asked = 0, answers = 0;
 	uint64_t last_ask = 0;		// when node 0 posted its last request
@@ -78,7 +79,7 @@ struct PingPong {
 			asked++;
 			last_ask = sim.now;
 		}
-		ASSERT_EQ(w.submit(c[from], from, Op::NOTIFY, len), 0);
+		ASSERT_EQ(w.submit(c[from], from, Op::NOTIFY, len, from == 0 ? ask_flags : 0), 0);
 	}
 	void run(int n, int n_answered)
 	{
@@ -461,4 +462,109 @@ TEST(Carry, ping_pong__no_tick_one_kick__the_ack_timer_sends_what_no_answer_took
 		EXPECT_EQ(n->ack_at, 0u) << n->idx;
 	}
 	pp.w.check();
+}
+
+// Requests whose poster waits for their completion (ME_RW_ACK_NOW, wire
+// 18): the peer acks each at once although it answers them all, so a
+// request completes before its answer lands however long the answer takes;
+// the answers' acks are still held and carried by the next requests.
+// Without the flag (the same exchange) the answer carries the ack.
+TEST(Carry, waited_request__acked_at_once__answers_still_carry)
+{
+	for (uint32_t flags : {0u, (uint32_t)ME_RW_ACK_NOW}) {
+		SCOPED_TRACE(flags);
+		Sim sim(640);
+		setup_pair(sim, 1, {}, default_cfg(1), default_cfg(2));
+		Frames f;
+		count_frames(sim, f);
+		uint64_t flagged = 0;
+		sim.tx_hook = [&flagged, inner = sim.tx_hook](const TxEvent &e) {
+			inner(e);
+			if (e.parsed && (e.h.flags & ME_F_NOW))
+				flagged++;
+		};
+		// The answer comes 60 us after its request landed: many times
+		// the link's round trip, within the hold (100 us).
+		PingPong pp(sim, 640, 64, 64, 60000);
+		ASSERT_NE(pp.c[0], nullptr);
+		pp.ask_flags = flags;
+		pp.run(100, 100);
+		if (flags) {
+			EXPECT_EQ(flagged, 100u);
+			EXPECT_EQ(stat(sim, 1, ME_ST_ACK_HELD), 0u);
+			EXPECT_EQ(pp.answer_first, 0);
+			EXPECT_GE(f.alone[1], 100u);
+			EXPECT_EQ(stat(sim, 1, ME_ST_TX_ACK_CARRIED), 0u);
+		} else {
+			EXPECT_EQ(flagged, 0u);
+			EXPECT_GE(stat(sim, 1, ME_ST_ACK_HELD), 96u);
+			EXPECT_GE(pp.answer_first, 96);
+			EXPECT_LE(f.alone[1], 4u);
+		}
+		// Node 0 holds the answers' acks for its next request either way.
+		EXPECT_GE(stat(sim, 0, ME_ST_TX_ACK_CARRIED), 96u);
+		EXPECT_EQ(stat(sim, 1, ME_ST_ACK_HOLD_EXPIRED), 0u);
+	}
+}
+
+// Small writes packed into one frame: one of them waited for flags the
+// whole PACK, and the peer holds none of their acks; a pack of writes
+// nobody waits for is not flagged.
+TEST(Carry, waited_write_in_a_pack__the_pack_flagged)
+{
+	Sim sim(641);
+	setup_pair(sim, 1, {}, default_cfg(1), default_cfg(2));
+	me_conn *c = sim.connect(0, 1, ME_MODE_UNORDERED);
+	ASSERT_NE(c, nullptr);
+	Workload w(sim, 641);
+	int packs = 0, flagged = 0;
+	sim.tx_hook = [&](const TxEvent &e) {
+		if (e.parsed && e.node == 0 && e.h.type == ME_PT_PACK) {
+			packs++;
+			flagged += (e.h.flags & ME_F_NOW) != 0;
+		}
+	};
+	for (int round = 0; round < 2; round++) {
+		ASSERT_EQ(w.submit(c, 0, Op::WRITE, 16, ME_RW_MORE), 0);
+		ASSERT_EQ(w.submit(c, 0, Op::NOTIFY, 16, ME_RW_MORE), 0);
+		ASSERT_EQ(w.submit(c, 0, Op::WRITE, 16, round ? 0 : ME_RW_ACK_NOW), 0);
+		ASSERT_TRUE(sim.run([&] { return w.all_done(); }, sim.now + 100000000ull));
+	}
+	EXPECT_EQ(packs, 2);
+	EXPECT_EQ(flagged, 1);
+	w.check();
+}
+
+// NOW is a write's, notify's or pack's, on its last packet: anywhere
+// else the packet is malformed.
+TEST(Carry, now_flag__only_on_a_last_write_notify_or_pack)
+{
+	me_hdr h{};
+	h.version = ME_WIRE_VERSION;
+	h.src_node = 1;
+	h.dst_node = 2;
+	h.src_conn = 1;
+	h.dst_conn = 1;
+	h.src_inc = 1;
+	h.dst_inc = 1;
+	h.cookie = 5;
+	h.d.seq = 10;
+	h.d.region = 1;
+	h.d.key = 0x1234;
+	auto parse = [&](uint32_t type, uint16_t flags, uint32_t pay) {
+		h.type = type;
+		h.flags = flags;
+		h.d.msg_len = pay;
+		std::vector<uint8_t> b(ME_HDR_SEQ + pay);
+		h.payload_len = pay;
+		me_wire_build(b.data(), &h);
+		me_hdr out{};
+		return me_wire_parse(b.data(), (uint32_t)b.size(), &out);
+	};
+	EXPECT_EQ(parse(ME_PT_WRITE, ME_F_LAST | ME_F_ACKREQ | ME_F_NOW, 32), 0);
+	EXPECT_EQ(parse(ME_PT_NOTIFY, ME_F_LAST | ME_F_NOW, 32), 0);
+	EXPECT_EQ(parse(ME_PT_WRITE, ME_F_ACKREQ | ME_F_NOW, 32), ME_EWIRE_FIELD);
+	EXPECT_EQ(parse(ME_PT_READ_RESP, ME_F_LAST | ME_F_NOW, 32), ME_EWIRE_FIELD);
+	EXPECT_EQ(parse(ME_PT_STATUS, ME_F_LAST | ME_F_NOW, 0), ME_EWIRE_FIELD);
+	EXPECT_EQ(parse(ME_PT_WRITE, ME_F_LAST, 32), 0);
 }

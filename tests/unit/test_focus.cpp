@@ -252,14 +252,15 @@ TEST(Wire, parse__bad_fields)
 	bad([](auto &c) { c[0] = 14; }, ME_EWIRE_VERSION);		// before the close cut
 	bad([](auto &c) { c[0] = 15; }, ME_EWIRE_VERSION);		// before FILL
 	bad([](auto &c) { c[0] = 16; }, ME_EWIRE_VERSION);		// before sends of packets
-	bad([](auto &c) { c[0] = 18; }, ME_EWIRE_VERSION);
+	bad([](auto &c) { c[0] = 17; }, ME_EWIRE_VERSION);		// before NOW
+	bad([](auto &c) { c[0] = 19; }, ME_EWIRE_VERSION);
 	bad([](auto &c) { c[3] |= ME_F_CARRY; }, ME_EWIRE_FIELD);	// only an ack carries
 	bad([](auto &c) { c[3] |= ME_F_FRESH; }, ME_EWIRE_FIELD);	// only a shared CONNECT
 	bad([](auto &c) { c[3] |= ME_F_ASK; }, ME_EWIRE_FIELD);	// only a keepalive
 	bad([](auto &c) { c[2] |= ME_F_FILL >> 8; }, ME_EWIRE_FIELD);	// only an ack
 	bad([](auto &c) { c[1] = 0; }, ME_EWIRE_TYPE);
 	bad([](auto &c) { c[1] = ME_PT_MAX_; }, ME_EWIRE_TYPE);
-	bad([](auto &c) { c[2] = 0x02; }, ME_EWIRE_FIELD);		// unknown flags
+	bad([](auto &c) { c[2] = 0x04; }, ME_EWIRE_FIELD);		// unknown flags
 	bad([](auto &c) { c[5] = 76; }, ME_EWIRE_FIELD);		// hdr_len
 	bad([](auto &c) { c[7] = 11; }, ME_EWIRE_SHORT);		// payload len
 	bad([](auto &c) { me_put_be32(&c[8], 0); }, ME_EWIRE_FIELD);	// src node

@@ -76,6 +76,8 @@ std::string post_hint(int err, const me_post &p)
 			       "the node through the means you share with it";
 		if (p.flags & ME_POST_F_MORE)
 			return "Post::More needs a module of ABI 15 or newer (mectl info)";
+		if (p.flags & ME_POST_F_ACK_NOW)
+			return "Post::AckNow needs a module of ABI 27 or newer (mectl info)";
 		if (p.opcode == ME_OP_ATOMIC)
 			return "the module does not know this atomic operation: is it older than "
 			       "the library? (mectl info)";
@@ -184,10 +186,10 @@ Status post(const std::shared_ptr<detail::DeviceFile> &file, std::uint32_t conn,
 	if (!file || !conn)
 		return detail::empty_error(std::string("cannot post ") + op_name(p), "Connection");
 	const auto bits = static_cast<std::uint32_t>(how);
-	if (bits & ~static_cast<std::uint32_t>(Post::NonBlocking | Post::More))
+	if (bits & ~static_cast<std::uint32_t>(Post::NonBlocking | Post::More | Post::AckNow))
 		return detail::errno_error(EINVAL, what(),
 					   "unknown Post bits " + std::to_string(bits) +
-						   ": Post::Blocking, NonBlocking, More and their |");
+						   ": Post::Blocking, NonBlocking, More, AckNow and their |");
 	if (!local_file || !local_id)
 		return detail::errno_error(EINVAL, what(),
 					   "the local memory region is empty: it was moved from or "
@@ -208,7 +210,8 @@ Status post(const std::shared_ptr<detail::DeviceFile> &file, std::uint32_t conn,
 	p.conn = conn;
 	p.local_region = local_id;
 	p.flags = (bits & static_cast<std::uint32_t>(Post::NonBlocking) ? ME_POST_F_NONBLOCK : 0) |
-		  (bits & static_cast<std::uint32_t>(Post::More) ? ME_POST_F_MORE : 0);
+		  (bits & static_cast<std::uint32_t>(Post::More) ? ME_POST_F_MORE : 0) |
+		  (bits & static_cast<std::uint32_t>(Post::AckNow) ? ME_POST_F_ACK_NOW : 0);
 	if (::ioctl(file->fd, ME_IOC_POST, &p) == 0)
 		return {};
 	int err = errno;

@@ -600,7 +600,7 @@ TEST_F(Fake, PostMoreIsAFlagThatCombines)
 	EXPECT_EQ(mod.posts[1].flags, ME_POST_F_MORE | ME_POST_F_NONBLOCK);
 	EXPECT_EQ(mod.posts[2].flags, 0u);
 
-	auto st = conn->write(mr.value(), 0, remote, 0, 8, 4, static_cast<Post>(4));
+	auto st = conn->write(mr.value(), 0, remote, 0, 8, 4, static_cast<Post>(8));
 	ASSERT_FALSE(st);
 	EXPECT_EQ(st.error().code(), std::errc::invalid_argument);
 	EXPECT_TRUE(contains(st.error().message(), "unknown Post bits")) << st.error().message();
@@ -611,6 +611,32 @@ TEST_F(Fake, PostMoreIsAFlagThatCombines)
 	ASSERT_FALSE(st);
 	EXPECT_EQ(st.error().code(), std::errc::operation_not_supported);
 	EXPECT_TRUE(contains(st.error().message(), "ABI 15")) << st.error().message();
+}
+
+// Post::AckNow (ABI 27) reaches the module as ME_POST_F_ACK_NOW; a module
+// without it is named.
+TEST_F(Fake, PostAckNowFlag)
+{
+	mod.query.features |= ME_FEATURE_ACK_NOW;
+	Device dev = open();
+	std::vector<char> buf(64);
+	auto mr = dev.register_memory(buf.data(), buf.size(), multiedge::Access::None);
+	ASSERT_TRUE(mr);
+	auto conn = dev.connect(2);
+	ASSERT_TRUE(conn);
+	multiedge::RemoteRegion remote{21, 0xfeed, 1 << 20};
+	using multiedge::Post;
+	ASSERT_TRUE(conn->write(mr.value(), 0, remote, 0, 8, 1, Post::AckNow));
+	ASSERT_TRUE(conn->send(mr.value(), 0, 8, 2, Post::AckNow | Post::NonBlocking));
+	ASSERT_EQ(mod.posts.size(), 2u);
+	EXPECT_EQ(mod.posts[0].flags, ME_POST_F_ACK_NOW);
+	EXPECT_EQ(mod.posts[1].flags, ME_POST_F_ACK_NOW | ME_POST_F_NONBLOCK);
+
+	mod.query.features &= ~ME_FEATURE_ACK_NOW;
+	auto st = conn->write(mr.value(), 0, remote, 0, 8, 3, Post::AckNow);
+	ASSERT_FALSE(st);
+	EXPECT_EQ(st.error().code(), std::errc::operation_not_supported);
+	EXPECT_TRUE(contains(st.error().message(), "ABI 27")) << st.error().message();
 }
 
 TEST_F(Fake, PostErrorsCarryAHint)
@@ -1473,7 +1499,7 @@ TEST_F(FakeAtomic, BadAtomicsAreRefusedBeforeAnyPostWithNothingWritten)
 		std::errc::result_out_of_range, "the value compared with");
 	// What every post refuses.
 	refused(conn->atomic(AtomicOp::Add, mr.value(), 0, remote, 0, 8, 1, 1,
-			     static_cast<multiedge::Post>(4)),
+			     static_cast<multiedge::Post>(8)),
 		std::errc::invalid_argument, "unknown Post bits");
 	Device other = open();
 	auto omr = other.register_memory(buf.data(), buf.size(), multiedge::Access::None);

@@ -331,8 +331,9 @@ int FakeModule::handle(unsigned long cmd, void *arg)
 		auto *req = static_cast<me_post *>(arg);
 		if (req->size != sizeof(*req))
 			return -EINVAL;
-		if (req->flags & ~(ME_POST_F_NONBLOCK | ME_POST_F_MORE) ||
-		    ((req->flags & ME_POST_F_MORE) && !(query.features & ME_FEATURE_POST_MORE)))
+		if (req->flags & ~(ME_POST_F_NONBLOCK | ME_POST_F_MORE | ME_POST_F_ACK_NOW) ||
+		    ((req->flags & ME_POST_F_MORE) && !(query.features & ME_FEATURE_POST_MORE)) ||
+		    ((req->flags & ME_POST_F_ACK_NOW) && !(query.features & ME_FEATURE_ACK_NOW)))
 			return -EOPNOTSUPP;
 		posts.push_back(*req);
 		if (req->opcode == ME_OP_ATOMIC)

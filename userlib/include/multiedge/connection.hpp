@@ -158,9 +158,13 @@ enum class Ordering : std::uint32_t { Unordered = 0, Ordered = 1 };
 // Post::NonBlocking it fails with EAGAIN instead.  Post::More (module ABI
 // 15) says that more posts on the connection follow at once: the module
 // holds this one until the next post without it (or its timer, within a
-// tick) and sends them together, small ones several to a frame.  They
-// combine: Post::NonBlocking | Post::More.
-enum class Post : std::uint32_t { Blocking = 0, NonBlocking = 1, More = 2 };
+// tick) and sends them together, small ones several to a frame.
+// Post::AckNow (module ABI 27) says the caller waits for this write's,
+// notify's or send's completion before it goes on: the target acks it at
+// once instead of holding the ack for a reply to carry (which the reply
+// could only bring after what the caller does next).  They combine:
+// Post::NonBlocking | Post::More.
+enum class Post : std::uint32_t { Blocking = 0, NonBlocking = 1, More = 2, AckNow = 4 };
 
 constexpr Post operator|(Post a, Post b) noexcept
 {

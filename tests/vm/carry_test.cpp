@@ -5,7 +5,8 @@
 // waits for the answer and travels in front of it (ME_F_CARRY), and the
 // same the other way.  Every byte lands where it should, every operation
 // completes once, and a request nobody answers completes one hold later.
-// With ack_hold_us=0 every ack travels alone, as before wire 9.
+// With ack_hold_us=0 every ack travels alone, as before wire 9; so does
+// the ack of a request whose poster waits for it (Post::AckNow, wire 18).
 
 #include <gtest/gtest.h>
 
@@ -38,9 +39,10 @@ protected:
 			engine_stat(d, "ack_hold_expired"), engine_stat(d, "tx_ack")};
 	}
 
-	// kRounds requests of 1..3000 B from node 0, each answered by node 1
-	// with as many bytes of its own; every byte checked on both sides.
-	void ping_pong()
+	// kRounds requests of 1..3000 B from node 0 (posted `how`), each
+	// answered by node 1 with as many bytes of its own; every byte
+	// checked on both sides.
+	void ping_pong(multiedge::Post how = multiedge::Post::Blocking)
 	{
 		ASSERT_NO_FATAL_FAILURE(make_pair(1));
 		multiedge::Device &a = c_->dev(0), &b = c_->dev(1);
@@ -95,7 +97,7 @@ protected:
 			const uint32_t len = 1 + static_cast<uint32_t>(i * 677) % 3000;
 			const uint64_t off = static_cast<uint64_t>(i) * 3001 % (kLen - 3000);
 			const uint32_t imm = 0x1000 + static_cast<uint32_t>(i);
-			ME_ASSERT_OK(ab->write_notify(mas.value(), off, to_b, off, len, imm, 1 + i));
+			ME_ASSERT_OK(ab->write_notify(mas.value(), off, to_b, off, len, imm, 1 + i, how));
 			ASSERT_TRUE(notified(b, imm, b_writes)) << "request " << i;
 			ASSERT_EQ(first_difference(a_src.data() + off, b_dst.data() + off, len), -1)
 				<< "request " << i;
@@ -154,6 +156,19 @@ TEST_F(CarryTest, AnswersCarryTheAcksOfRequests)
 	EXPECT_GE(a1_.carried - a0_.carried, static_cast<uint64_t>(kRounds) / 2)
 		<< "node 0's requests carried few acks";
 	EXPECT_LT(b1_.acks - b0_.acks, static_cast<uint64_t>(kRounds) / 2);
+}
+
+// Requests posted with Post::AckNow: node 1 acks each at once, holds and
+// carries none of them, although it answers them all; node 0 still holds
+// the answers' acks for its next requests.
+TEST_F(CarryTest, WaitedRequestsAckedAtOnce)
+{
+	ASSERT_NO_FATAL_FAILURE(ping_pong(multiedge::Post::AckNow));
+	EXPECT_EQ(b1_.held - b0_.held, 0u);
+	EXPECT_EQ(b1_.carried - b0_.carried, 0u);
+	EXPECT_GE(b1_.acks - b0_.acks, static_cast<uint64_t>(kRounds) * 95 / 100);
+	EXPECT_GE(a1_.carried - a0_.carried, static_cast<uint64_t>(kRounds) / 2)
+		<< "node 0's requests carried few acks";
 }
 
 // After the answers, node 0 writes on without answers: node 1 held the

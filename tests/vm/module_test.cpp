@@ -242,7 +242,7 @@ TEST_F(ModuleTest, QueryReportsAbiAndEthertype)
 							ME_FEATURE_RECV_POLL | ME_FEATURE_PORTS |
 							ME_FEATURE_POST_MORE | ME_FEATURE_SHARED |
 							ME_FEATURE_ATOMIC | ME_FEATURE_LOOPBACK |
-							ME_FEATURE_SEND_LARGE));
+							ME_FEATURE_SEND_LARGE | ME_FEATURE_ACK_NOW));
 }
 
 TEST_F(ModuleTest, QueryValidatesItsArgument)

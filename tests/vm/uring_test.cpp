@@ -668,7 +668,7 @@ TEST_P(UringSqe, BadCommandsCompleteWithTheirErrors)
 		{"opcode 0", img(with(w(0, 0, 16), [](me_post &p) { p.opcode = 0; })), EOPNOTSUPP},
 		{"opcode 5", img(with(w(0, 0, 16), [](me_post &p) { p.opcode = 5; })), EOPNOTSUPP},
 		{"opcode ~0", img(with(w(0, 0, 16), [](me_post &p) { p.opcode = ~0u; })), EOPNOTSUPP},
-		{"flag 1 << 2", img(with(w(0, 0, 16), [](me_post &p) { p.flags = 4; })), EOPNOTSUPP},
+		{"flag 1 << 3", img(with(w(0, 0, 16), [](me_post &p) { p.flags = 8; })), EOPNOTSUPP},
 		{"flag 1 << 31", img(with(w(0, 0, 16), [](me_post &p) { p.flags = 1u << 31; })),
 		 EOPNOTSUPP},
 		{"send with remote_key_hi",
@@ -733,6 +733,10 @@ TEST_P(UringSqe, BadCommandsCompleteWithTheirErrors)
 	// Valid posts in the same batch.
 	cases.push_back(ok_write("a valid write", img(w(0, 0, 0)), 4096));
 	cases.push_back(ok_write("a valid 1-byte write", img(w(0, 0, 0)), 1));
+	// ABI 27: acked at once, written all the same.
+	cases.push_back(ok_write("a valid write with ME_POST_F_ACK_NOW",
+				 img(with(w(0, 0, 0), [](me_post &p) { p.flags = ME_POST_F_ACK_NOW; })),
+				 512));
 	{
 		me_post p = w(0, 0, 0);
 		p.cookie = 0x1234; // not used on this door

@@ -9,7 +9,9 @@
 #   scripts/vm --timeout 1800 -- bench/fi-pingpong-ns.sh [ROUNDS [SIZES [MTU]]]
 # Defaults: 3 rounds, sizes 1024,2048,4096,8192,16320,65536, MTU 1500.
 # ME_FI_ALT=DIR adds a fourth system, "alt": the provider built in DIR (a
-# libfabric provider folder: another build of fabric/ to compare).
+# libfabric provider folder: another build of fabric/ to compare), and
+# ME_FI_ALT_ENV="VAR=VALUE ..." runs it with those variables (without
+# ME_FI_ALT: this build, e.g. ME_FI_ALT_ENV=FI_MULTIEDGE_ACK_NOW=0).
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 B=$top/build/bin
@@ -26,12 +28,14 @@ ns_load "$top/kernel/multiedge.ko"
 
 # One fi_pingpong of SIZE bytes for SYSTEM; prints its usec/xfer or "-".
 run() { # SYSTEM SIZE
-	local sys=$1 size=$2 prov env=() i
+	local sys=$1 size=$2 prov env=() extra=() i
 	case $sys in
 	large) prov=multiedge env=(FI_PROVIDER_PATH="$top/build/lib/libfabric") ;;
 	pieces) prov=multiedge env=(FI_PROVIDER_PATH="$top/build/lib/libfabric" FI_MULTIEDGE_LARGE_SENDS=0) ;;
 	tcp) prov="tcp;ofi_rxm" env=() ;;
-	alt) prov=multiedge env=(FI_PROVIDER_PATH="$ME_FI_ALT") ;;
+	alt) prov=multiedge env=(FI_PROVIDER_PATH="${ME_FI_ALT:-$top/build/lib/libfabric}")
+		read -ra extra <<<"${ME_FI_ALT_ENV:-}"
+		env+=("${extra[@]}") ;;
 	esac
 	ip netns exec b env "${env[@]}" timeout 120 fi_pingpong -p "$prov" -e rdm -S "$size" \
 		-I "$iters" >"$out/server.log" 2>&1 &
@@ -54,7 +58,8 @@ run() { # SYSTEM SIZE
 	awk '$2 == "'"$iters"'" && $1 ~ /^[0-9]/ {print $(NF-1); exit}' "$out/client.log"
 }
 
-systems="large pieces tcp${ME_FI_ALT:+ alt}"
+systems="large pieces tcp"
+[ -z "${ME_FI_ALT:-}${ME_FI_ALT_ENV:-}" ] || systems+=" alt"
 echo "fi_pingpong -e rdm, $iters iterations, MTU $mtu, usec per transfer"
 printf '%-6s %-8s %s\n' round size "$systems"
 for ((r = 1; r <= rounds; r++)); do

@@ -100,7 +100,8 @@
  * peer's receive queue whole.  ME_SEND_MAX is the new size: code built
  * against it that must run on an older module checks the feature.
  * 27: ME_POST_F_ACK_NOW (ME_FEATURE_ACK_NOW): the poster waits for the
- * completion, so the target does not hold the ack for a reply.
+ * completion, so the target does not hold the ack for a reply;
+ * ME_STAT_ACK_NOW counts the requests so flagged that came in.
  */
 #define ME_ABI_VERSION		27
 
@@ -996,6 +997,7 @@ enum me_stat_index {
 	ME_STAT_CC_RESET,	/* windows dropped to one MTU by timeouts */
 	ME_STAT_CC_UNDO,	/* windows given back: the timeouts were needless */
 	ME_STAT_CC_CALM,	/* paths kept from doubling: a queue's second loss round */
+	ME_STAT_ACK_NOW,	/* ABI 27: requests whose sender waits (NOW), acked at once */
 	ME_STAT_COUNT
 };
 

@@ -189,6 +189,7 @@ enum me_stat {
 	ME_ST_CC_RESET,		/* windows dropped to one MTU by timeouts */
 	ME_ST_CC_UNDO,		/* windows given back after needless timeouts */
 	ME_ST_CC_CALM,		/* paths calmed (no doubling) */
+	ME_ST_ACK_NOW,		/* requests flagged NOW acked at once */
 	ME_ST_MAX_
 };
 

@@ -549,6 +549,8 @@ void me_win_rx_data(struct me_conn *c, u32 link, const struct me_hdr *h,
 	cum = me_atomic_read(&c->rcv_cum);
 	if (me_seq_lt(cum, s) && me_atomic_read(&c->nack_cum) != cum)
 		nack = true;
+	if (h->flags & ME_F_NOW)
+		me_stat_inc(n, ME_ST_ACK_NOW);	/* never held (ack_hold) */
 	if (nack)
 		me_win_send_ack(c, true);
 	else if ((h->flags & ME_F_ACKREQ) && ack_hold(c, h, unacked))

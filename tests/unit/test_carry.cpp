@@ -489,6 +489,7 @@ TEST(Carry, waited_request__acked_at_once__answers_still_carry)
 		ASSERT_NE(pp.c[0], nullptr);
 		pp.ask_flags = flags;
 		pp.run(100, 100);
+		EXPECT_EQ(stat(sim, 1, ME_ST_ACK_NOW), flagged);
 		if (flags) {
 			EXPECT_EQ(flagged, 100u);
 			EXPECT_EQ(stat(sim, 1, ME_ST_ACK_HELD), 0u);

@@ -31,12 +31,13 @@ protected:
 	std::string module_params() const override { return "ack_hold_us=4000"; }
 
 	struct Counts {
-		uint64_t carried, held, expired, acks;
+		uint64_t carried, held, expired, acks, now;
 	};
 	static Counts counts(const multiedge::Device &d)
 	{
 		return {engine_stat(d, "ack_carried"), engine_stat(d, "ack_held"),
-			engine_stat(d, "ack_hold_expired"), engine_stat(d, "tx_ack")};
+			engine_stat(d, "ack_hold_expired"), engine_stat(d, "tx_ack"),
+			engine_stat(d, "ack_now")};
 	}
 
 	// kRounds requests of 1..3000 B from node 0 (posted `how`), each
@@ -156,6 +157,7 @@ TEST_F(CarryTest, AnswersCarryTheAcksOfRequests)
 	EXPECT_GE(a1_.carried - a0_.carried, static_cast<uint64_t>(kRounds) / 2)
 		<< "node 0's requests carried few acks";
 	EXPECT_LT(b1_.acks - b0_.acks, static_cast<uint64_t>(kRounds) / 2);
+	EXPECT_EQ(b1_.now - b0_.now, 0u);	// nothing asked for a prompt ack
 }
 
 // Requests posted with Post::AckNow: node 1 acks each at once, holds and
@@ -164,6 +166,7 @@ TEST_F(CarryTest, AnswersCarryTheAcksOfRequests)
 TEST_F(CarryTest, WaitedRequestsAckedAtOnce)
 {
 	ASSERT_NO_FATAL_FAILURE(ping_pong(multiedge::Post::AckNow));
+	EXPECT_EQ(b1_.now - b0_.now, static_cast<uint64_t>(kRounds));
 	EXPECT_EQ(b1_.held - b0_.held, 0u);
 	EXPECT_EQ(b1_.carried - b0_.carried, 0u);
 	EXPECT_GE(b1_.acks - b0_.acks, static_cast<uint64_t>(kRounds) * 95 / 100);

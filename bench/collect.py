@@ -87,6 +87,44 @@ def read_me_bench(path, rows):
                             source=os.path.basename(path), **extra))
 
 
+def steady_busy(path, col):
+    """A node's busy CPU share (%) over the stretch of an iperf3 run where
+    eth0 moved the stream at speed, from scripts/bench-guest's cpu_sampler
+    (a line every 0.2 s: uptime, rx bytes, tx bytes, /proc/stat's cpu line).
+    col 1 is the receiver's bytes, 2 the sender's.  The stretch runs from
+    the first to the last sample interval that moved at least half the
+    run's typical bytes (the median over the intervals that moved a tenth
+    of the most or more: not those of keepalives and acks alone), so
+    iperf3's start, its connection set-up and its end, where the receiver
+    is a third busy, do not dilute the share as they dilute the whole-run
+    snapshots (.cpu, .peercpu); None without such a stretch."""
+    try:
+        lines = open(path).read().split("\n")
+        ncpu = int(lines[0].split()[1])
+        pts = []
+        for ln in lines[1:]:
+            f = ln.split()
+            if len(f) < 9 or f[3] != "cpu":
+                continue
+            # busy by the clock: the uptime's share of all CPUs less the
+            # idle and iowait ticks (bench/cpu-clock.sh)
+            pts.append((float(f[0]), int(f[col]), int(f[7]) + int(f[8])))
+    except (OSError, ValueError, IndexError):
+        return None
+    moved = [b[1] - a[1] for a, b in zip(pts, pts[1:])]
+    top = max(moved, default=0)
+    fast = sorted(d for d in moved if d > 0 and d >= top / 10)
+    if len(fast) < 3:
+        return None
+    typical = fast[len(fast) // 2]
+    at = [i for i, d in enumerate(moved) if d >= typical / 2]
+    a, b = pts[at[0]], pts[at[-1] + 1]
+    total = (b[0] - a[0]) * 100 * ncpu
+    if total <= 0:
+        return None
+    return max(0.0, 100 * (total - (b[2] - a[2])) / total)
+
+
 def read_iperf3(path, rows):
     m = re.match(r"iperf3-(.+)-(\d+)\.json$", os.path.basename(path))
     name, size = m.group(1), int(m.group(2))
@@ -117,6 +155,13 @@ def read_iperf3(path, rows):
     # (iperf3's remote figure is its process only, so it is not used).
     peer_file = path[:-len(".json")] + ".peercpu"
     peer = num(open(peer_file).read().strip()) if os.path.exists(peer_file) else None
+    # Over the stretch at speed when both nodes sampled it (since
+    # 2026-12-07; steady_busy()).
+    base = path[:-len(".json")]
+    if os.path.exists(base + ".samples") and os.path.exists(base + ".peersamples"):
+        mine, theirs = steady_busy(base + ".samples", 2), steady_busy(base + ".peersamples", 1)
+        if mine is not None and theirs is not None:
+            busy, peer = mine, theirs
     rows.append(row(system="tcp", test="oneway", phase=phase, condition=cond, size=size,
                     links=1, mbps=bps / 8e6, cpu_util=busy, peer_cpu_util=peer,
                     source=os.path.basename(path)))

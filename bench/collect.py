@@ -87,6 +87,11 @@ def read_me_bench(path, rows):
                             source=os.path.basename(path), **extra))
 
 
+# Bytes per sample below which a node's link carried no stream (an 8-byte
+# TCP stream moves some 100 KB per 0.2 s, keepalives a few hundred bytes).
+STEADY_MIN_BYTES = 16384
+
+
 def steady_busy(path, col):
     """A node's busy CPU share (%) over the stretch of an iperf3 run where
     eth0 moved the stream at speed, from scripts/bench-guest's cpu_sampler
@@ -97,7 +102,8 @@ def steady_busy(path, col):
     of the most or more: not those of keepalives and acks alone), so
     iperf3's start, its connection set-up and its end, where the receiver
     is a third busy, do not dilute the share as they dilute the whole-run
-    snapshots (.cpu, .peercpu); None without such a stretch."""
+    snapshots (.cpu, .peercpu); None without such a stretch, or when the
+    typical sample moved less than STEADY_MIN_BYTES."""
     try:
         lines = open(path).read().split("\n")
         ncpu = int(lines[0].split()[1])
@@ -117,6 +123,8 @@ def steady_busy(path, col):
     if len(fast) < 3:
         return None
     typical = fast[len(fast) // 2]
+    if typical < STEADY_MIN_BYTES:
+        return None	# keepalives and acks: no stream ran
     at = [i for i, d in enumerate(moved) if d >= typical / 2]
     a, b = pts[at[0]], pts[at[-1] + 1]
     total = (b[0] - a[0]) * 100 * ncpu

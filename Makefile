@@ -64,7 +64,6 @@ include $(TOP)/tests/unit/userlib/userlib_tests.mk
 include $(wildcard $(TOP)/tests/fuzz/fuzz.mk)
 include $(TOP)/tests/vm/vm.mk
 include $(TOP)/tests/install/install.mk
-include $(TOP)/tests/bench/bench_tests.mk
 
 # Keep every intermediate (objects built through pattern chains): nothing is
 # deleted behind the user's back, and nothing is printed after the summary.

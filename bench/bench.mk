@@ -21,3 +21,5 @@ $(ME_BENCH): $(BENCH_OBJS) $(LIBME_A)
 
 # me_bench's TCP ping-pong and echo over the host's loopback.
 HOST_SCRIPTS += $(TOP)/tests/bench/me-bench-tcp-check
+# collect.py's busy share over a stream's stretch (TCP's CPU per MB).
+HOST_SCRIPTS += $(TOP)/tests/bench/steady-busy

@@ -293,6 +293,7 @@ void me_conn_retire(struct me_conn *c)
 	me_ptr_store((void **)&n->conns[slot], NULL);
 	me_atomic_add_return(&n->live, -1);
 	me_unlock(&n->ctl_lock);
+	me_win_owed_drop(c);
 	/* The host forgets the slot before a new connection can take it. */
 	n->ops->retire(n->ctx, c);
 	me_lock(&n->ctl_lock);

@@ -112,6 +112,9 @@ struct me_conn {
 	me_atomic_t ack_held;	/* an ack is owed and waits for a reply to
 				 * the peer to carry it (window.c) */
 	me_atomic64_t held_ns;	/* when it began to wait */
+	me_atomic64_t owed_ns;	/* when the first packet left for the ack
+				 * timer since the last ack came (0: none;
+				 * window.c, ack_owe) */
 
 	/* ---- messages (msg.c) ---- */
 	struct me_op *ops;
@@ -144,6 +147,11 @@ struct me_conn {
 	me_atomic_t pace_wait;	/* ... or a path with window was paced, or
 				 * an ack was handed off: me_core_pace()
 				 * pumps it (share.c) */
+	/*
+	 * (pump_lock) the pump stopped where something other than the timer
+	 * restarts it: an ack, or the pacing call (msg.c, pump_parked)
+	 */
+	bool parked;
 	/* (pump_lock) packetizer cursor */
 	u32 op_pack;
 	u32 resp_tail;

@@ -319,13 +319,17 @@ bool me_core_timer_idle(struct me_node *node);
 void me_core_kick(struct me_node *node);
 /*
  * The ack timer (ops->ack_kick): sends the acks held for a reply whose
- * hold is over, and asks for another call when the next one's ends.
- * Any context but hard IRQ; the host holds what keeps connections found
- * in the table from being freed, as for a receive.
+ * hold is over and those owed for a tick, and asks for another call
+ * when the next one is due.  Any context but hard IRQ; the host holds
+ * what keeps connections found in the table from being freed, as for a
+ * receive.
  */
 void me_core_acks(struct me_node *node);
-/* Peers whose ack is held for a reply (ops->ack_kick's cancel). */
-u32 me_core_acks_held(struct me_node *node);
+/*
+ * Acks held for a reply, or owed with the ack timer asked for them:
+ * ops->ack_kick(0) may not drop the pending call.
+ */
+bool me_core_acks_pending(struct me_node *node);
 /*
  * Pacing (cfg.pace_pct): the time ops->pace_kick asked for came; pumps
  * the connections pacing stopped.  Also the host's answer to

@@ -262,11 +262,12 @@ struct me_plat_ops {
 	 * The ack timer: call me_core_acks() at at_ns (now_ns()'s clock) or
 	 * soon after, unless a call is already due sooner; at_ns 0: no ack
 	 * is held any more, a pending call may be dropped if
-	 * me_core_acks_held() still says none (checked under the lock that
-	 * orders it against the requests).  Optional: without it the timer
-	 * passes by each held ack's end (me_core_timer() then sleeps no
-	 * longer).  Called from receive and send paths in any context but
-	 * hard IRQ, with core locks held; must not sleep.
+	 * me_core_acks_pending() still says none (checked under the lock
+	 * that orders it against the requests).  Optional: without it the
+	 * timer passes by each held ack's end and ticks while an ack is
+	 * owed (me_core_timer() then sleeps no longer).  Called from
+	 * receive and send paths in any context but hard IRQ, with core
+	 * locks held; must not sleep.
 	 */
 	void (*ack_kick)(void *ctx, u64 at_ns);
 

@@ -1090,6 +1090,35 @@ static bool packable(struct me_conn *c, u32 id, u32 room)
 }
 
 /*
+ * No path had room for @len bytes (me_path_pick() < 0; @paced: when a
+ * paced path with room may send, or 0).  The pump waits for the acks
+ * that open room, in turn with the peer's other connections (share.c),
+ * or for the pacing call: either restarts it without the timer's pass
+ * (parked).  A usable path without room has bytes in flight (its room
+ * is an MTU at least), whose acks or timeouts come; with none usable,
+ * only the timer's pass helps.  An ack that opened room and looked for
+ * waiters before this one was counted woke none: the second look, after
+ * the mark (full barriers on both sides), finds its room, and the pump
+ * goes on (pump_again).
+ */
+static void pump_wait_room(struct me_conn *c, u32 len, u64 paced)
+{
+	struct me_node *n = c->node;
+
+	me_share_wait(c);
+	if (!paced) {
+		me_smp_mb();	/* the mark before the look */
+		if (me_path_pick(n, c->pe, len, false, &paced) >= 0) {
+			me_atomic_set(&c->pump_again, 1);
+			return;
+		}
+	}
+	if (paced)
+		me_share_pace_wait(c, paced);
+	c->parked = paced || me_path_any(n, c->pe) >= 0;
+}
+
+/*
  * The queued writes and notifies from op_pack on, two or more that fit
  * in one packet, as one PACK (wire 8): one frame, one sequence number
  * and one ack for all of them instead of one each.  They complete as
@@ -1117,14 +1146,14 @@ static int pump_pack(struct me_conn *c)
 		return -1;
 	link = me_path_pick(n, c->pe, ME_HDR_SEQ + plen, false, &paced);
 	if (link < 0) {
-		me_share_wait(c);
-		if (paced)
-			me_share_pace_wait(c, paced);
+		pump_wait_room(c, ME_HDR_SEQ + plen, paced);
 		return 0;
 	}
 	t = me_win_tx_reserve(c, &seq);
-	if (!t)
+	if (!t) {
+		c->parked = me_win_tx_full(c);
 		return 0;
+	}
 	t->zc = 0;
 	/* See me_msg_fail_all(): mark, then check the state again. */
 	for (i = 0; i < cnt; i++) {
@@ -1218,14 +1247,14 @@ static bool pump_one(struct me_conn *c)
 		plen = chunk;
 	link = me_path_pick(n, c->pe, ME_HDR_SEQ + plen, false, &paced);
 	if (link < 0) {
-		me_share_wait(c);
-		if (paced)
-			me_share_pace_wait(c, paced);
+		pump_wait_room(c, ME_HDR_SEQ + plen, paced);
 		return false;
 	}
 	t = me_win_tx_reserve(c, &seq);
-	if (!t)
+	if (!t) {
+		c->parked = me_win_tx_full(c);
 		return false;
+	}
 	t->zc = 0;
 	if (c->cur_kind == 1 && c->cur_off == 0) {
 		struct me_op *op = &c->ops[j.op_id & (c->nops - 1)];
@@ -1391,14 +1420,15 @@ again:
 		n->ops->tx_burst(n->ctx, true);
 	while (me_atomic_xchg(&c->pump_again, 0)) {
 		me_share_unwait(c);
+		c->parked = false;
 		while (pump_one(c))
 			;
 	}
 	drain_packs(c);
 	if (n->ops->tx_burst)
 		n->ops->tx_burst(n->ctx, false);
-	/* Stopped by the window, credit or pacing: the timer pumps again. */
-	if (!pump_done(c))
+	/* Stopped where no ack or pacing call restarts it: the timer does. */
+	if (!pump_done(c) && !c->parked)
 		me_node_busy(n);
 	me_unlock(&c->pump_lock);
 	if (me_atomic_read(&c->pump_again))
@@ -1412,7 +1442,7 @@ bool me_msg_quiet(struct me_conn *c)
 	/* A pump under way is not quiet; the lock makes its fields ours. */
 	if (!me_trylock(&c->pump_lock))
 		return false;
-	quiet = pump_done(c);
+	quiet = pump_done(c) || c->parked;
 	me_unlock(&c->pump_lock);
 	if (me_atomic_read(&c->pump_again)) {
 		/* A pump lost the lock to us and left its work: do it now. */

@@ -82,8 +82,9 @@ int me_msg_submit(struct me_conn *c, u32 type, const struct me_rw *rw);
 /* Packetize as much as window and links allow; never waits (trylock). */
 void me_msg_pump(struct me_conn *c);
 /*
- * Nothing for the pump to send, now or once the window opens.  Timer
- * only: it pumps what a submission racing with the check left.
+ * Nothing for the pump to send, or what is left waits for the acks or
+ * the pacing call that restart the pump.  Timer only: it pumps what a
+ * submission racing with the check left.
  */
 bool me_msg_quiet(struct me_conn *c);
 /*

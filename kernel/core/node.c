@@ -65,7 +65,7 @@ struct me_node *me_node_create(const struct me_node_cfg *cfg,
 	    !cfg->credit || cfg->credit > cfg->window || !is_pow2(cfg->ops) ||
 	    cfg->ops > ME_OPS_MAX || !cfg->max_conns || cfg->max_conns > ME_MAX_CONNS ||
 	    !cfg->max_peers || cfg->max_peers > ME_MAX_PEERS ||
-	    !cfg->ack_every ||
+	    !cfg->ack_every || !cfg->tick_ns ||
 	    cfg->link_window < cfg->mtu || !cfg->rto_min_ns ||
 	    cfg->rto_max_ns < cfg->rto_min_ns || !cfg->max_passive || !cfg->key_fail_max ||
 	    (ops->zc_tx && (!ops->zc_hold || !ops->zc_put)) ||
@@ -351,9 +351,9 @@ void me_core_kick(struct me_node *n)
 	me_node_busy(n);
 }
 
-u32 me_core_acks_held(struct me_node *n)
+bool me_core_acks_pending(struct me_node *n)
 {
-	return me_atomic_read(&n->acks_held);
+	return me_atomic_read(&n->acks_held) || me_atomic_read(&n->owed_armed);
 }
 
 bool me_core_timer_idle(struct me_node *n)

@@ -33,7 +33,8 @@ struct me_node {
 	me_lock_t peer_lock;	/* taking/freeing slots, HELLO, names */
 	u64 last_scan_ns;	/* (timer) last walk over every path */
 	u64 paths_due_ns;	/* (timer) ... the paths' next deadline then */
-	bool scan_full;		/* (timer) it found a path kept full */
+	u64 rate_due_ns;	/* (timer) ... the next rate sample of a path
+				 * it found kept full (ME_NEVER: none) */
 	/*
 	 * Connection table: slot (id - 1) & slot_mask.  Pointers are
 	 * published with a release store after the connection is fully set
@@ -61,6 +62,13 @@ struct me_node {
 	me_atomic64_t timer_wake_ns;
 	/* Peers whose ack waits for a reply (me_peer.held_conn set). */
 	me_atomic_t acks_held;
+	/*
+	 * Connections owing an ack that no packet asked for now (me_conn
+	 * owed_ns set), and whether the ack timer was asked for them
+	 * since its last call (window.c, ack_owe).
+	 */
+	me_atomic_t acks_owed;
+	me_atomic_t owed_armed;
 	/* (timer_lock) when the next pass is due; the last one judged nothing */
 	u64 timer_due_ns;
 	bool timer_skipped;

@@ -76,6 +76,7 @@ void me_path_init(struct me_node *n)
 
 	for (i = 0; i < ME_MAX_LINKS; i++)
 		memset(&n->links[i], 0, sizeof(n->links[i]));
+	n->rate_due_ns = ME_NEVER;
 }
 
 int me_peers_alloc(struct me_node *n)
@@ -1102,7 +1103,9 @@ static void peer_maybe_forget(struct me_node *n, u32 slot, u64 now)
  * (the resolution they always had), so that the deadlines of many paths
  * share passes.  An idle node with one neighbour passes once per
  * keepalive, not four times.  The least of them is recomputed at each
- * scan only: a path heard since moved its own later.
+ * scan only: a path heard since moved its own later.  A path kept full
+ * needs the scan when its delivery rate is next sampled (rate_update()),
+ * every rate_ns: a scan between two samples only finds it full.
  */
 static u64 paths_due(struct me_node *n, u64 hello)
 {
@@ -1110,14 +1113,16 @@ static u64 paths_due(struct me_node *n, u64 hello)
 	u64 slack = me_min_u64(n->cfg.ka_ns, n->cfg.link_dead_ns) / 4;
 
 	due = me_max_u64(due, n->last_scan_ns + slack);
-	if (n->scan_full)
-		due = me_min_u64(due, n->last_scan_ns + scan_period(n));
+	if (n->rate_due_ns != ME_NEVER)
+		due = me_min_u64(due, me_max_u64(n->rate_due_ns,
+						  n->last_scan_ns + scan_period(n)));
 	return due;
 }
 
 u64 me_path_timer(struct me_node *n, u64 now)
 {
-	u64 hello = ME_NEVER;
+	u64 hello = ME_NEVER, rate_next = ME_NEVER;
+	bool full = false;
 	u32 i, l, cnt;
 
 	for (l = 0; l < ME_MAX_LINKS; l++) {
@@ -1135,7 +1140,7 @@ u64 me_path_timer(struct me_node *n, u64 now)
 		return paths_due(n, hello);
 	n->last_scan_ns = now;
 	n->paths_due_ns = ME_NEVER;
-	n->scan_full = false;
+	n->rate_due_ns = ME_NEVER;
 	cnt = me_atomic_read(&n->npeers);
 	for (i = 0; i < cnt; i++) {
 		struct me_peer *p = &n->peers[i];
@@ -1148,14 +1153,23 @@ u64 me_path_timer(struct me_node *n, u64 now)
 			if (!n->links[l].present)
 				continue;
 			if (path_timer(n, p, l, now, maxrate))
-				n->scan_full = true;
-			if (me_atomic_read(&p->path[l].known) && link_up(n, l))
+				full = true;
+			if (me_atomic_read(&p->path[l].known) && link_up(n, l)) {
 				n->paths_due_ns = me_min_u64(n->paths_due_ns,
 							     path_due(n, &p->path[l]));
+				rate_next = me_min_u64(rate_next, p->path[l].rate_t0 +
+						       n->cfg.rate_ns);
+			}
 		}
 		if (!me_atomic_read(&p->conns))
 			peer_maybe_forget(n, i, now);
 	}
+	/*
+	 * While one is kept full, every path's next sample: one that
+	 * fills up meanwhile (a link come back) is sampled then.
+	 */
+	if (full)
+		n->rate_due_ns = rate_next;
 	return paths_due(n, hello);
 }
 

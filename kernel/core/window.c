@@ -396,6 +396,102 @@ void me_win_held_released(struct me_node *n)
 }
 
 /*
+ * When an ack owed since @at goes if no other takes it along: at the
+ * next multiple of the tick, as when the timer's pass, every tick, sent
+ * it.  So it waits half a tick on average, and a stream gets one such
+ * ack per tick at most.  Waiting a whole tick, a stream into a shallow
+ * queue that stalls lost twice as many packets, the acks that clock out
+ * its small window being fewer
+ * (Cc.shallow_queue__window_creeps_below_where_it_overflowed); waiting
+ * half a tick from @at, a stream of packets half a tick apart had each
+ * acked alone (Cc.random_loss__costs_a_fifth_not_half, 20 us tick).
+ */
+static u64 owed_due(struct me_node *n, u64 at)
+{
+	u32 tick = (u32)me_min_u64(n->cfg.tick_ns, 0xffffffffu);
+
+	return (me_div_u64(at, tick) + 1) * tick;
+}
+
+/*
+ * Packets that asked for no ack now (not the last of a message, not at
+ * a window's edge, fewer than ack_every since the last ack): an ack is
+ * owed, and goes with the next one due, or at the tick after the first
+ * of them (owed_due()) from the ack timer (owed_acks()): a timer's call
+ * in softirq, where the timer thread's pass every tick woke a thread
+ * (the wake-ups were a seventh of an emulated receiver's CPU,
+ * benchmarks.md).  The ack timer is asked once per tick, not per packet:
+ * owed_armed says it was asked since its last call began, which clears
+ * it before looking at the marks (each side stores before it reads the
+ * other's: full barriers).  Without an ack timer, the timer's pass sends
+ * it.
+ */
+static void ack_owe(struct me_conn *c, u64 now)
+{
+	struct me_node *n = c->node;
+
+	if (!n->ops->ack_kick) {
+		me_node_busy(n);
+		return;
+	}
+	now = me_max_u64(now, 1);	/* 0: no mark */
+	if (me_atomic64_read(&c->owed_ns) || me_atomic64_cmpxchg(&c->owed_ns, 0, now))
+		return;		/* marked already: the timer was asked then */
+	me_atomic_add_return(&n->acks_owed, 1);
+	if (!me_atomic_read(&n->owed_armed) && !me_atomic_xchg(&n->owed_armed, 1))
+		n->ops->ack_kick(n->ctx, owed_due(n, now));
+}
+
+/* An ack is being built (it answers what the mark stood for), or c retired. */
+void me_win_owed_drop(struct me_conn *c)
+{
+	u64 owed = me_atomic64_read(&c->owed_ns);
+
+	if (owed && me_atomic64_cmpxchg(&c->owed_ns, owed, 0) == owed)
+		me_atomic_add_return(&c->node->acks_owed, -1);
+}
+
+/*
+ * The ack timer's look at the owed acks: those due (owed_due()) are sent,
+ * and the time the next one is due returned (ME_NEVER: none owed).  It
+ * stops after as many marks as were counted when it began.  If a mark
+ * made since was among them, one counted may be left; but that maker
+ * counted its mark after owed_armed was cleared here, so a call was
+ * asked for since, and it finds the one left a tick late at most.
+ */
+static u64 owed_acks(struct me_node *n, u64 now)
+{
+	u32 i, found = 0, owed, cnt = me_atomic_read(&n->nconns);
+	u64 next = ME_NEVER;
+
+	if (!me_atomic_read(&n->owed_armed))
+		return ME_NEVER;
+	me_atomic_xchg(&n->owed_armed, 0);
+	owed = me_atomic_read(&n->acks_owed);
+	for (i = 0; i < cnt && found < owed; i++) {
+		struct me_conn *c = me_ptr_load((void **)&n->conns[i]);
+		u64 at;
+
+		if (!c)
+			continue;
+		at = me_atomic64_read(&c->owed_ns);
+		if (!at)
+			continue;
+		found++;
+		/* Held for a reply: it goes with the reply or at the hold's end. */
+		if (me_atomic_read(&c->ack_held))
+			continue;
+		if (now >= owed_due(n, at))
+			me_win_send_ack(c, false);
+		else
+			next = me_min_u64(next, owed_due(n, at));
+	}
+	if (next != ME_NEVER)
+		me_atomic_xchg(&n->owed_armed, 1);
+	return next;
+}
+
+/*
  * The ack of c held for a reply, if any: sent when its hold is over, and
  * ME_NEVER returned; else when the hold ends.
  */
@@ -424,7 +520,7 @@ static u64 held_ack_due(struct me_conn *c, u64 now)
 void me_core_acks(struct me_node *n)
 {
 	u32 i, cnt = me_atomic_read(&n->npeers);
-	u64 now = me_now(n), next = ME_NEVER;
+	u64 now = me_now(n), next = owed_acks(n, now);
 
 	for (i = 0; i < cnt && me_atomic_read(&n->acks_held); i++) {
 		struct me_peer *pe = &n->peers[i];
@@ -558,7 +654,7 @@ void me_win_rx_data(struct me_conn *c, u32 link, const struct me_hdr *h,
 	else if ((h->flags & ME_F_ACKREQ) || unacked >= n->cfg.ack_every)
 		ack_or_defer(c, h, me_atomic_read(&c->unacked_bytes));
 	else
-		me_node_busy(n);	/* an ack owed: the timer sends it */
+		ack_owe(c, h->now);
 }
 
 /*
@@ -578,6 +674,8 @@ static bool ack_build(struct me_conn *c, bool nack, u16 flags, u8 *buf, u64 now)
 	u64 arrival;
 	bool dup;
 
+	/* Before the count: a packet counted after it marks again. */
+	me_win_owed_drop(c);
 	me_atomic_set(&c->unacked, 0);
 	me_atomic_set(&c->unacked_bytes, 0);
 	if (me_atomic_read(&c->ack_held)) {
@@ -654,8 +752,8 @@ void me_win_send_ack(struct me_conn *c, bool nack)
 	bool dup;
 
 	if (!me_trylock(&c->ack_lock)) {
-		/* Its holder may have looked before our packet: the timer. */
-		me_node_busy(n);
+		/* Its holder may have looked before our packet. */
+		ack_owe(c, me_now(n));
 		return;
 	}
 	dup = ack_build(c, nack, 0, buf, me_now(n));
@@ -1249,6 +1347,11 @@ bool me_win_tx_idle(struct me_conn *c)
 	return me_atomic_read(&c->snd_una) == me_atomic_read(&c->snd_max);
 }
 
+bool me_win_tx_full(struct me_conn *c)
+{
+	return me_atomic_read(&c->snd_max) - me_atomic_read(&c->snd_una) >= c->window;
+}
+
 u64 me_win_due(struct me_conn *c, u64 now)
 {
 	u64 due = ME_NEVER;
@@ -1257,8 +1360,8 @@ u64 me_win_due(struct me_conn *c, u64 now)
 		/* The ack timer sends it; without one, the pass then. */
 		if (!c->node->ops->ack_kick)
 			due = me_atomic64_read(&c->held_ns) + c->node->cfg.ack_hold_ns;
-	} else if (me_atomic_read(&c->unacked)) {
-		return now;
+	} else if (me_atomic_read(&c->unacked) && !c->node->ops->ack_kick) {
+		return now;	/* the pass sends it (ack_owe) */
 	}
 	/*
 	 * Packets sent since the pass looked at the window (rto_due_ns)

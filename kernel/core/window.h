@@ -115,14 +115,21 @@ void me_win_tx_commit(struct me_conn *c, struct me_txslot *t, u32 seq,
 void me_win_tx_abort(struct me_conn *c, struct me_txslot *t);
 bool me_win_tx_idle(struct me_conn *c);
 /*
+ * A window's worth is in flight: its acks (or its timeouts) reopen it,
+ * and each ack pumps the connection.
+ */
+bool me_win_tx_full(struct me_conn *c);
+/*
  * When the window next needs the timer after its pass at @now (conn.h,
- * me_conn_due()): now for an ack owed, the earliest retransmission
- * timeout of what is in flight, ME_NEVER for neither (a held ack is the
- * ack timer's, me_core_acks()).
+ * me_conn_due()): now for an ack owed without an ack timer, the earliest
+ * retransmission timeout of what is in flight, ME_NEVER for neither (a
+ * held or owed ack is the ack timer's, me_core_acks()).
  */
 u64 me_win_due(struct me_conn *c, u64 now);
 /* A peer's held ack was sent or dropped (me_core_acks()' count). */
 void me_win_held_released(struct me_node *n);
+/* The connection is retired: an ack it owed is no longer counted. */
+void me_win_owed_drop(struct me_conn *c);
 
 /*
  * Our CLOSE is next and every op before it completed (the pump): sets the

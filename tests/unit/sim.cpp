@@ -526,7 +526,7 @@ void Sim::pace_kick(Node &n, uint64_t at)
 void Sim::ack_kick(Node &n, uint64_t at)
 {
 	if (!at) {
-		if (n.ack_at && !me_core_acks_held(n.node)) {
+		if (n.ack_at && !me_core_acks_pending(n.node)) {
 			n.ack_at = 0;
 			n.ack_gen++;
 			n.ack_cancels++;

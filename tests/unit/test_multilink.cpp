@@ -67,13 +67,15 @@ struct Multi {
 		return dead;
 	}
 
-	// Link l's cable back, and the wait until node 0 has it alive again.
+	// Link l's cable back, and the wait until both ends have it alive
+	// again (the first to see it may be told down again by the other,
+	// whose keepalive left before it did: a phase of the timers).
 	bool revive(uint32_t l)
 	{
-		me_node *a = sim.nodes[0]->node;
+		me_node *a = sim.nodes[0]->node, *b = sim.nodes[1]->node;
 		const me_node_cfg &cf = sim.nodes[0]->cfg;
 		sim.set_wire_up((int)l, true);
-		bool alive = sim.run([&] { return me_link_alive(a, l) == 1; },
+		bool alive = sim.run([&] { return me_link_alive(a, l) == 1 && me_link_alive(b, l) == 1; },
 				     sim.now + 100 * cf.hello_ns);
 		EXPECT_TRUE(alive) << "link " << l << " not alive again";
 		return alive;

@@ -810,6 +810,8 @@ void me_conn_timer(struct me_conn *c, u64 now)
 		c->inflight_swept = true;
 		me_win_release_inflight(c);
 		me_unlock(&c->pump_lock);
+		/* Room no ack will open: connections parked for it (share.c). */
+		me_share_wake(n, c->pe);
 	}
 	if (me_atomic_read(&c->abort_left) &&
 	    me_elapsed(now, c->abort_sent_ns) >= n->cfg.connect_rto_ns) {

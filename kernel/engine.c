@@ -529,7 +529,7 @@ static void plat_ack_kick(void *ctx, u64 at_ns)
 			hrtimer_start_range_ns(&mn->ack_timer, at, 10 * NSEC_PER_USEC,
 					       HRTIMER_MODE_ABS_SOFT);
 	} else if (!me_core_acks_pending(core)) {
-		/* If it is running, it finds none held and stops. */
+		/* If it is running, it finds nothing pending and stops. */
 		hrtimer_try_to_cancel(&mn->ack_timer);
 	}
 	spin_unlock_irqrestore(&mn->pace_lock, flags);

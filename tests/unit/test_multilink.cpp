@@ -75,8 +75,9 @@ struct Multi {
 		me_node *a = sim.nodes[0]->node, *b = sim.nodes[1]->node;
 		const me_node_cfg &cf = sim.nodes[0]->cfg;
 		sim.set_wire_up((int)l, true);
-		bool alive = sim.run([&] { return me_link_alive(a, l) == 1 && me_link_alive(b, l) == 1; },
-				     sim.now + 100 * cf.hello_ns);
+		bool alive = sim.run([&] {
+			return me_link_alive(a, l) == 1 && me_link_alive(b, l) == 1;
+		}, sim.now + 100 * cf.hello_ns);
 		EXPECT_TRUE(alive) << "link " << l << " not alive again";
 		return alive;
 	}

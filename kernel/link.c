@@ -34,6 +34,7 @@
 #include "core/wire.h"
 #include "engine.h"
 #include "link.h"
+#include "txheads.h"
 #include "mr.h"
 #include "netns.h"
 #include "stage.h"
@@ -302,14 +303,15 @@ static int add_mr_copy(struct sk_buff *skb, const struct me_mr *mr, u64 off, u32
 
 /*
  * An skb whose head (@size bytes: headroom, our header, tailroom) is a
- * piece of a per-CPU page fragment, as receive drivers build theirs:
- * one per frame sent, and at MTU 1500 over veth the kmalloc() of a head
- * (zeroed, as Debian's kernels set init_on_alloc) and its slab's slow
- * path on the freeing CPU were 6% of the busy time of a stream.  With
- * bottom halves off (a pump's transmit burst) both come from the per-CPU
- * NAPI caches, whose sk_buffs the slab hands out sixteen at a time.  A
- * head larger than a page (a linear frame for a device without scatter-
- * gather) is kmalloc()ed as before.
+ * piece of a page: one per frame sent, and at MTU 1500 over veth the
+ * kmalloc() of a head (zeroed, as Debian's kernels set init_on_alloc)
+ * and its slab's slow path on the freeing CPU were 6% of the busy time
+ * of a stream.  With bottom halves off (a pump's transmit burst) the
+ * piece comes from the CPU's own ring of pages, reused once their frames
+ * are gone (txheads.c), and the sk_buff from the per-CPU NAPI cache,
+ * which the slab fills sixteen at a time; else from the stack's page
+ * fragment cache, or, larger than a page (a linear frame for a device
+ * without scatter-gather), kmalloc()ed.
  */
 struct sk_buff *me_link_alloc_skb(unsigned int size)
 {
@@ -319,9 +321,11 @@ struct sk_buff *me_link_alloc_skb(unsigned int size)
 	struct sk_buff *skb;
 	void *data;
 
-	if (truesize > PAGE_SIZE)
+	data = bh_off ? me_txheads_alloc(truesize) : NULL;
+	if (!data && truesize > PAGE_SIZE)
 		return alloc_skb(size, GFP_ATOMIC);
-	data = bh_off ? napi_alloc_frag(truesize) : netdev_alloc_frag(truesize);
+	if (!data)
+		data = bh_off ? napi_alloc_frag(truesize) : netdev_alloc_frag(truesize);
 	if (!data)
 		return NULL;
 	skb = bh_off ? napi_build_skb(data, truesize) : build_skb(data, truesize);

@@ -14,6 +14,7 @@
 #include "link.h"
 #include "mr.h"
 #include "ops.h"
+#include "txheads.h"
 #include "uring.h"
 #include "uapi/multiedge.h"
 
@@ -66,6 +67,7 @@ static void __exit me_exit(void)
 	me_area_exit();
 	me_uring_exit();
 	me_ops_uninit();
+	me_txheads_exit();
 	pr_info("unloaded\n");
 }
 

@@ -34,12 +34,12 @@
 #include "core/wire.h"
 #include "engine.h"
 #include "link.h"
-#include "txheads.h"
 #include "mr.h"
 #include "netns.h"
 #include "stage.h"
 #include "train.h"
 #include "txbatch.h"
+#include "txheads.h"
 #include "uapi/multiedge.h"
 
 static ushort ethertype = ME_DEFAULT_ETHERTYPE;

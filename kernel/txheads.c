@@ -12,13 +12,14 @@
  * only if every piece was freed by the time the page is used up, which
  * a burst of frames held for the driver never is.
  *
- * So each CPU keeps a ring of 32 KiB pages with a reference of its own
- * on each.  Pieces are carved from one page until it is used up, each
+ * So each CPU keeps a ring of 32 KiB pages (one page where pages are
+ * larger) with a reference of its own on each.  Pieces are carved from one page until it is used up, each
  * piece taking a reference that the skb's free drops; then from the
  * next page in the ring, whose frames have all gone by then (its count
  * is back to ours: it is carved again without the allocator), or which
  * is given up to its frames and replaced by a fresh page.  A ring holds
- * at most TXH_PAGES pages per CPU that sent frames, 256 KiB.
+ * TXH_PAGES pages at most, 256 KiB with 4 KiB pages, on each CPU that
+ * sent frames.
  */
 #include <linux/gfp.h>
 #include <linux/mm.h>
@@ -47,9 +48,11 @@ static struct page *txh_next(struct txh_ring *r)
 
 	r->cur = i;
 	r->offset = 0;
-	/* Its frames' puts are fully ordered atomics: their reads are done. */
-	if (page && page_ref_count(page) == 1)
+	if (page && page_ref_count(page) == 1) {
+		/* Its frames' reads came before their puts: carve it again. */
+		smp_acquire__after_ctrl_dep();
 		return page;
+	}
 	if (page)
 		put_page(page);		/* the last of its frames frees it */
 	page = alloc_pages(GFP_ATOMIC | __GFP_COMP | __GFP_NOWARN | __GFP_NORETRY,

@@ -13,13 +13,13 @@
  * a burst of frames held for the driver never is.
  *
  * So each CPU keeps a ring of 32 KiB pages (one page where pages are
- * larger) with a reference of its own on each.  Pieces are carved from one page until it is used up, each
- * piece taking a reference that the skb's free drops; then from the
- * next page in the ring, whose frames have all gone by then (its count
- * is back to ours: it is carved again without the allocator), or which
- * is given up to its frames and replaced by a fresh page.  A ring holds
- * TXH_PAGES pages at most, 256 KiB with 4 KiB pages, on each CPU that
- * sent frames.
+ * larger) with a reference of its own on each.  Pieces are carved from
+ * one page until it is used up, each piece taking a reference that the
+ * skb's free drops; then from the next page in the ring, whose frames
+ * have all gone by then (its count is back to ours: it is carved again
+ * without the allocator), or which is given up to its frames and
+ * replaced by a fresh page.  A ring holds TXH_PAGES pages at most,
+ * 256 KiB with 4 KiB pages, on each CPU that sent frames.
  */
 #include <linux/gfp.h>
 #include <linux/mm.h>

@@ -31,6 +31,7 @@
 #include "shared.h"
 #include "stage.h"
 #include "train.h"
+#include "txheads.h"
 #include "uring.h"
 #include "uapi/multiedge.h"
 
@@ -115,6 +116,7 @@ static long me_ioc_query(struct me_file *f, void __user *uarg)
 	q.rx_flip_copied = as.flip_copied;
 	q.tlb_flushes = as.tlb_flushes;
 	q.trains_segmented = me_train_segmented();
+	me_txheads_stats(&q.heads_reused, &q.heads_fresh);
 
 	if (copy_to_user(uarg, &q, min_t(size_t, usize, sizeof(q))))
 		return -EFAULT;

@@ -36,6 +36,8 @@ struct txh_ring {
 	struct page *page[TXH_PAGES];
 	unsigned int cur;	/* the page being carved */
 	unsigned int offset;	/* its next free byte */
+	u64 reused;		/* pages carved again, their frames gone */
+	u64 fresh;		/* pages taken from the allocator */
 };
 
 static DEFINE_PER_CPU(struct txh_ring, txh_rings);
@@ -51,6 +53,7 @@ static struct page *txh_next(struct txh_ring *r)
 	if (page && page_ref_count(page) == 1) {
 		/* Its frames' reads came before their puts: carve it again. */
 		smp_acquire__after_ctrl_dep();
+		WRITE_ONCE(r->reused, r->reused + 1);
 		return page;
 	}
 	if (page)
@@ -62,6 +65,8 @@ static struct page *txh_next(struct txh_ring *r)
 		put_page(page);
 		page = NULL;
 	}
+	if (page)
+		WRITE_ONCE(r->fresh, r->fresh + 1);
 	r->page[i] = page;
 	return page;
 }
@@ -83,6 +88,20 @@ void *me_txheads_alloc(unsigned int size)
 	r->offset += size;
 	page_ref_inc(page);
 	return data;
+}
+
+void me_txheads_stats(u64 *reused, u64 *fresh)
+{
+	unsigned int cpu;
+
+	*reused = 0;
+	*fresh = 0;
+	for_each_possible_cpu(cpu) {
+		const struct txh_ring *r = per_cpu_ptr(&txh_rings, cpu);
+
+		*reused += READ_ONCE(r->reused);
+		*fresh += READ_ONCE(r->fresh);
+	}
 }
 
 void me_txheads_exit(void)

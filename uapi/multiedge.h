@@ -102,8 +102,10 @@
  * 27: ME_POST_F_ACK_NOW (ME_FEATURE_ACK_NOW): the poster waits for the
  * completion, so the target does not hold the ack for a reply;
  * ME_STAT_ACK_NOW counts the requests so flagged that came in.
+ * 28: me_query (VER6) heads_reused and heads_fresh: the pages frame heads
+ * are carved from, carved again or taken from the allocator.
  */
-#define ME_ABI_VERSION		27
+#define ME_ABI_VERSION		28
 
 /* Default ethertype: IEEE 802.1 Local Experimental 1. */
 #define ME_DEFAULT_ETHERTYPE	0x88B5
@@ -174,6 +176,11 @@ struct me_query {
 					 * the stack cut back into frames on
 					 * the way: a device or shaper that
 					 * takes frames only */
+	/* ABI 28 */
+	__aligned_u64 heads_reused;	/* pages of frame heads carved
+					 * again once their frames were gone */
+	__aligned_u64 heads_fresh;	/* pages of frame heads taken from
+					 * the page allocator */
 };
 
 /* ABI 5: posts through io_uring (IORING_OP_URING_CMD, see the end). */
@@ -203,6 +210,7 @@ struct me_query {
 #define ME_QUERY_SIZE_VER3	104	/* + zc_skbs */
 #define ME_QUERY_SIZE_VER4	144	/* + receive areas, flips */
 #define ME_QUERY_SIZE_VER5	152	/* + trains_segmented */
+#define ME_QUERY_SIZE_VER6	168	/* + heads_reused, heads_fresh */
 
 #define ME_IOC_QUERY		_IO(ME_IOC_MAGIC, 0x40)
 

@@ -140,6 +140,10 @@ int cmd_info(multiedge::Device &dev)
 	}
 	if (info->abi_version >= 23)
 		std::printf("trains_segmented %llu\n", static_cast<ull>(info->trains_segmented));
+	if (info->abi_version >= 28) {
+		std::printf("heads_reused  %llu\n", static_cast<ull>(info->heads_reused));
+		std::printf("heads_fresh   %llu\n", static_cast<ull>(info->heads_fresh));
+	}
 	return 0;
 }
 

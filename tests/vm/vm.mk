@@ -17,7 +17,7 @@ $(GUEST_BIN)/module_test $(GUEST_BIN)/link_test: $(BUILD)/obj/vm/netns.o
 GUEST_CLUSTER_TESTS := $(addprefix $(GUEST_BIN)/,data_test fault_test ops_ioctl_test uring_test \
 					       examples_test zerocopy_test area_test area_life_test \
 					       mixed_test switch_test incast_test ioctl_fuzz_test \
-					       fabric_test txburst_test train_test rxdirect_test carry_test \
+					       fabric_test txburst_test train_test txheads_test rxdirect_test carry_test \
 					       shared_test atomic_test loopback_test send_test)
 GUEST_TESTS += $(GUEST_CLUSTER_TESTS)
 

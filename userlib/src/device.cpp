@@ -134,6 +134,8 @@ Result<DeviceInfo> Device::query() const
 	info.staged_pages = q.staged_pages;
 	info.area_pages = q.area_pages;
 	info.trains_segmented = q.trains_segmented;
+	info.heads_reused = q.heads_reused;
+	info.heads_fresh = q.heads_fresh;
 	info.pool_pages = q.pool_pages;
 	info.rx_flipped = q.rx_flipped;
 	info.rx_flip_copied = q.rx_flip_copied;

@@ -9,7 +9,7 @@
 
 TEST(Uapi, AbiVersionAndLastCounter)
 {
-	EXPECT_EQ(ME_ABI_VERSION, 27);
+	EXPECT_EQ(ME_ABI_VERSION, 28);
 	EXPECT_EQ(ME_STAT_ACK_NOW, ME_STAT_COUNT - 1);
 	EXPECT_EQ(ME_FEATURE_URING_CMD, 1u);
 	EXPECT_EQ(ME_FEATURE_RX_AREA, 2u);
@@ -50,8 +50,10 @@ TEST(Uapi, UringCommandLayouts)
 
 TEST(Uapi, QueryLayoutExtendsThePublishedOnes)
 {
-	EXPECT_EQ(sizeof(me_query), 152u);
-	EXPECT_EQ(sizeof(me_query), static_cast<size_t>(ME_QUERY_SIZE_VER5));
+	EXPECT_EQ(sizeof(me_query), 168u);
+	EXPECT_EQ(sizeof(me_query), static_cast<size_t>(ME_QUERY_SIZE_VER6));
+	EXPECT_EQ(offsetof(me_query, heads_reused), static_cast<size_t>(ME_QUERY_SIZE_VER5));
+	EXPECT_EQ(offsetof(me_query, heads_fresh), 160u);
 	EXPECT_EQ(offsetof(me_query, trains_segmented), static_cast<size_t>(ME_QUERY_SIZE_VER4));
 	EXPECT_EQ(offsetof(me_query, area_pages), static_cast<size_t>(ME_QUERY_SIZE_VER3));
 	EXPECT_EQ(offsetof(me_query, pool_pages), 112u);

@@ -46,6 +46,9 @@ struct DeviceInfo {
 	std::uint64_t tlb_flushes = 0;	// page table invalidations by flips
 	// ABI 23
 	std::uint64_t trains_segmented = 0;	// trains cut back into frames on the way
+	// ABI 28: the pages frame heads are carved from
+	std::uint64_t heads_reused = 0;	// carved again, their frames gone
+	std::uint64_t heads_fresh = 0;	// taken from the page allocator
 };
 
 // How payload is placed into a region of a ReceiveArea (other memory is

@@ -242,8 +242,9 @@ sender_busy me
 	${ME_BENCH_ARGS:-} --csv "$sh/me.csv" --label pair >"$out/me.log" 2>&1
 touch "$sh/stop-me"
 sender_perf_end
-# Outside both windows: what the sender's engine did (resends, window cuts).
-"$B/mectl" counters >"$sh/tx-counters.txt" 2>&1 || true
+# Outside both windows: what the sender's engine did (resends, window
+# cuts), and the module's accounting (the frame heads' pages).
+{ "$B/mectl" counters && "$B/mectl" info; } >"$sh/tx-counters.txt" 2>&1 || true
 wait_for recording-tcp
 sender_perf tcp
 touch "$sh/start-tcp"

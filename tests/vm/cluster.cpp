@@ -1,6 +1,7 @@
 // Guest tests: a cluster of multiedge nodes (network namespaces) in one guest.
 #include "cluster.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <bit>
 #include <cerrno>
@@ -332,6 +333,30 @@ void ClusterTest::make_pair(unsigned links, unsigned mtu)
 		ASSERT_GE(c_->add_link(0, 1, mtu), 0);
 	ASSERT_TRUE(c_->start());
 	ASSERT_TRUE(c_->wait_pair(0, 1, links));
+}
+
+void ClusterTest::stream_checked(size_t len, size_t chunk, std::uint64_t seed,
+				 const std::function<void()> &started)
+{
+	using namespace std::chrono_literals;
+	Buffer src(len), dst(len);
+	fill_random(src.data(), len, seed);
+	auto ms = c_->dev(0).register_memory(src.data(), len, multiedge::Access::None);
+	ME_ASSERT_OK(ms);
+	auto md = c_->dev(1).register_memory(dst.data(), len, multiedge::Access::RemoteWrite);
+	ME_ASSERT_OK(md);
+	auto conn = c_->dev(0).connect(c_->id(1));
+	ME_ASSERT_OK(conn);
+	started();
+	for (size_t off = 0; off < len; off += chunk)
+		ME_ASSERT_OK(conn->write(ms.value(), off, multiedge::remote_of(md.value()), off,
+					 std::min(chunk, len - off), off / chunk + 1));
+	for (size_t i = 0; i < (len + chunk - 1) / chunk; i++) {
+		auto c = c_->dev(0).wait_for(i + 1, 30s);
+		ME_ASSERT_OK(c);
+		ASSERT_TRUE(c->ok()) << c->describe();
+	}
+	EXPECT_EQ(first_difference(src.data(), dst.data(), len), -1);
 }
 
 DeviceInfo accounting()

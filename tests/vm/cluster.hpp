@@ -30,6 +30,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <optional>
 #include <random>
 #include <string>
@@ -208,6 +209,11 @@ protected:
 	// Nodes 0 and 1 joined by `links` veth pairs of `mtu`, started, each
 	// seeing the other alive on every link.
 	void make_pair(unsigned links, unsigned mtu = 1500);
+	// `len` bytes of random data (from `seed`) from node 0 to node 1 in
+	// `chunk`-byte writes on one connection, every byte checked at the
+	// target; `started` runs once connected, before the first write.
+	void stream_checked(size_t len, size_t chunk, std::uint64_t seed,
+			    const std::function<void()> &started);
 
 	std::optional<Cluster> c_;
 };

@@ -15,15 +15,12 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <chrono>
 #include <cstdio>
 #include <cstring>
 
 #include "cluster.hpp"
 
 using namespace metest;
-using multiedge::Access;
-using namespace std::chrono_literals;
 using Side = Cluster::Side;
 
 namespace {
@@ -76,25 +73,11 @@ protected:
 	// target; the trains and frames each side counted meanwhile.
 	void stream(Counts &tx0, Counts &rx1)
 	{
-		Buffer src(kLen), dst(kLen);
-		fill_random(src.data(), kLen, 0x7a1);
-		auto ms = c_->dev(0).register_memory(src.data(), kLen, Access::None);
-		ME_ASSERT_OK(ms);
-		auto md = c_->dev(1).register_memory(dst.data(), kLen, Access::RemoteWrite);
-		ME_ASSERT_OK(md);
-		auto conn = c_->dev(0).connect(c_->id(1));
-		ME_ASSERT_OK(conn);
-		const Counts t0 = link_counts(c_->dev(0), true), r0 = link_counts(c_->dev(1), false);
-		constexpr size_t kChunk = 1u << 20;
-		for (size_t off = 0; off < kLen; off += kChunk)
-			ME_ASSERT_OK(conn->write(ms.value(), off, multiedge::remote_of(md.value()),
-						 off, kChunk, off / kChunk + 1));
-		for (size_t i = 0; i < kLen / kChunk; i++) {
-			auto c = c_->dev(0).wait_for(i + 1, 30s);
-			ME_ASSERT_OK(c);
-			ASSERT_TRUE(c->ok()) << c->describe();
-		}
-		EXPECT_EQ(first_difference(src.data(), dst.data(), kLen), -1);
+		Counts t0, r0;
+		ASSERT_NO_FATAL_FAILURE(stream_checked(kLen, 1u << 20, 0x7a1, [&] {
+			t0 = link_counts(c_->dev(0), true);
+			r0 = link_counts(c_->dev(1), false);
+		}));
 		const Counts t1 = link_counts(c_->dev(0), true), r1 = link_counts(c_->dev(1), false);
 		tx0 = {t1.frames - t0.frames, t1.trains - t0.trains};
 		rx1 = {r1.frames - r0.frames, r1.trains - r0.trains};

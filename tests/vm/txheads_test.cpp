@@ -10,8 +10,6 @@
 #include "cluster.hpp"
 
 using namespace metest;
-using multiedge::Access;
-using namespace std::chrono_literals;
 
 namespace {
 
@@ -41,24 +39,8 @@ protected:
 	// target; the ring pages carved meanwhile.
 	void stream(Heads &used)
 	{
-		Buffer src(kLen), dst(kLen);
-		fill_random(src.data(), kLen, 0x4ead);
-		auto ms = c_->dev(0).register_memory(src.data(), kLen, Access::None);
-		ME_ASSERT_OK(ms);
-		auto md = c_->dev(1).register_memory(dst.data(), kLen, Access::RemoteWrite);
-		ME_ASSERT_OK(md);
-		auto conn = c_->dev(0).connect(c_->id(1));
-		ME_ASSERT_OK(conn);
-		const Heads h0 = heads();
-		for (size_t off = 0; off < kLen; off += kChunk)
-			ME_ASSERT_OK(conn->write(ms.value(), off, multiedge::remote_of(md.value()),
-						 off, kChunk, off / kChunk + 1));
-		for (size_t i = 0; i < kLen / kChunk; i++) {
-			auto c = c_->dev(0).wait_for(i + 1, 30s);
-			ME_ASSERT_OK(c);
-			ASSERT_TRUE(c->ok()) << c->describe();
-		}
-		EXPECT_EQ(first_difference(src.data(), dst.data(), kLen), -1);
+		Heads h0;
+		ASSERT_NO_FATAL_FAILURE(stream_checked(kLen, kChunk, 0x4ead, [&] { h0 = heads(); }));
 		const Heads h1 = heads();
 		used = {h1.reused - h0.reused, h1.fresh - h0.fresh};
 		std::printf("head pages: %llu carved again, %llu fresh\n",

@@ -198,15 +198,20 @@ static u64 max_rate(struct me_node *n, struct me_peer *p)
 	return m;
 }
 
-/* Both directions proven recently: the path comes alive. */
-static void path_check_up(struct me_node *n, struct me_peer *p, u32 link, u64 now)
+/*
+ * Both directions proven recently: the path comes alive.  Returns whether
+ * it had been marked failed, so that the peer, told of that, hears of
+ * its end again at once.
+ */
+static bool path_check_up(struct me_node *n, struct me_peer *p, u32 link, u64 now)
 {
 	struct me_path *pa = &p->path[link];
+	bool was_failed = false;
 	u64 seed;
 
 	if (me_atomic_read(&pa->alive) || !link_up(n, link) ||
 	    !fresh(n, &pa->last_rx_ns, now) || !fresh(n, &pa->heard_ns, now))
-		return;
+		return false;
 	/*
 	 * What it measured before it went down (or while dying) says
 	 * nothing of it now: it starts at least at the best of its
@@ -217,13 +222,14 @@ static void path_check_up(struct me_node *n, struct me_peer *p, u32 link, u64 no
 	if (me_atomic_cmpxchg(&pa->alive, 0, 1) == 0) {
 		if (seed > me_atomic_read(&pa->rate))
 			me_atomic_set(&pa->rate, (u32)seed);
-		me_atomic_set(&pa->failed, 0);
+		was_failed = me_atomic_xchg(&pa->failed, 0);
 		/* Timers of packets on it run from now (window.c). */
 		me_atomic64_set(&pa->acked_ns, now);
 		me_cc_start(n, pa, now);
 		me_atomic_set(&p->confirmed, 1);
 		me_stat_inc(n, ME_ST_LINK_UP);
 	}
+	return was_failed;
 }
 
 /* A HELLO from link to addr, for node dst (ME_NODE_BCAST: everyone). */
@@ -380,6 +386,7 @@ static void peer_reset_paths(struct me_node *n, struct me_peer *p)
 		me_atomic_set(&pa->rtt_us, 0);
 		me_atomic_set(&pa->peer_link, ME_LINK_NONE);
 		me_atomic_set(&pa->failed, 0);
+		me_atomic_set(&pa->told, 0);
 	}
 }
 
@@ -564,12 +571,23 @@ static void probe_rx(struct me_node *n, struct me_path *pa, const struct me_hdr 
 }
 
 /*
- * The peer took its paths to us on the links of `down` down (it stopped
- * hearing us there, or cannot send there).  Our ends go down too, without
- * telling back: the peer knows.  A keepalive of the peer on the path that
- * says it hears us brings ours back.
+ * A keepalive of the peer: it has its paths to us on the links of `down`
+ * down (it stopped hearing us there, or cannot send there).  Our ends go
+ * down too, without telling back: the peer knows.  A keepalive of the
+ * peer on the path that says it hears us brings ours back.
+ *
+ * The peer says so in every keepalive until its end is alive again, and
+ * the two ends of a revived path come alive a round trip or so apart:
+ * the one that proves both directions first would be taken down again by
+ * every keepalive the other sent before it did (and up again by the
+ * next that says it hears us: a flap, its packets in flight sent again,
+ * congestion control from the start; fault_test's revived link).  So a
+ * failure is acted on once (told): the mark stays until the peer shows
+ * its end usable, by a keepalive without the bit (it sends one as its
+ * end comes back, me_path_rx()) or by its connections' frames on the
+ * path, which it sends only on paths alive at its end.
  */
-static void peer_told_down(struct me_node *n, struct me_peer *p, u32 down)
+static void peer_down_mask(struct me_node *n, struct me_peer *p, u32 down)
 {
 	u32 l;
 
@@ -577,8 +595,14 @@ static void peer_told_down(struct me_node *n, struct me_peer *p, u32 down)
 		struct me_path *pa = &p->path[l];
 		u32 pl = me_atomic_read(&pa->peer_link);
 
-		if (pl >= ME_WIRE_LINKS || !(down & (1u << pl)) ||
-		    !me_atomic_read(&pa->alive))
+		if (pl >= ME_WIRE_LINKS)
+			continue;
+		if (!(down & (1u << pl))) {
+			if (me_atomic_read(&pa->told))
+				me_atomic_set(&pa->told, 0);
+			continue;
+		}
+		if (me_atomic_xchg(&pa->told, 1) || !me_atomic_read(&pa->alive))
 			continue;
 		me_atomic64_set(&pa->heard_ns, 0);
 		me_stat_inc(n, ME_ST_PATH_TOLD_DOWN);
@@ -589,7 +613,7 @@ static void peer_told_down(struct me_node *n, struct me_peer *p, u32 down)
 void me_path_rx(struct me_node *n, u32 link, u64 addr, const struct me_hdr *h,
 		struct me_peer *p)
 {
-	bool fresh_path = false;
+	bool fresh_path = false, untell;
 	struct me_path *pa;
 	u32 restarted = 0;
 	u64 now;
@@ -619,12 +643,15 @@ void me_path_rx(struct me_node *n, u32 link, u64 addr, const struct me_hdr *h,
 	me_atomic64_add_return(&pa->rx_bytes, (u64)h->hdr_len + h->payload_len);
 	if (me_pt_sequenced(h->type))
 		me_atomic64_set(&pa->data_rx_ns, now);
+	/* Sent only on paths alive at the peer's end (peer_down_mask()). */
+	if ((me_pt_sequenced(h->type) || h->type == ME_PT_ACK || h->type == ME_PT_NACK) &&
+	    me_atomic_read(&pa->told))
+		me_atomic_set(&pa->told, 0);
 	if ((h->type == ME_PT_HELLO || h->type == ME_PT_KEEPALIVE) &&
 	    h->h.link < ME_WIRE_LINKS)
 		me_atomic_set(&pa->peer_link, h->h.link);
 	if (h->type == ME_PT_KEEPALIVE) {
-		if (h->h.down)
-			peer_told_down(n, p, h->h.down);
+		peer_down_mask(n, p, h->h.down);
 		if (h->h.heard_us != ME_KA_NEVER &&
 		    (u64)h->h.heard_us * 1000 <= n->cfg.link_dead_ns) {
 			u64 t = me_max_u64(now - me_min_u64(now, (u64)h->h.heard_us * 1000), 1);
@@ -652,9 +679,18 @@ void me_path_rx(struct me_node *n, u32 link, u64 addr, const struct me_hdr *h,
 		}
 		peer_stamp_set(pa, h->h.stamp, me_hdr_arrival(h));
 	}
-	path_check_up(n, p, link, now);
+	untell = path_check_up(n, p, link, now);
+	/*
+	 * Not on a link down at our end: an answer there would tell the
+	 * peer we hear it, and bring its end alive, on a link we do not use.
+	 */
+	if (!link_up(n, link))
+		return;
+	/* Our keepalives told the peer it failed: this one says it is back. */
 	if (h->type == ME_PT_KEEPALIVE && (h->flags & ME_F_ASK))
 		send_ka(n, p, link, KA_REPLY, now);
+	else if (untell)
+		send_ka(n, p, link, KA_BEACON, now);
 	if (fresh_path) {
 		send_hello(n, link, addr, h->src_node);
 		send_ka(n, p, link, KA_PROBE, now);
@@ -1197,6 +1233,7 @@ int me_link_add(struct me_node *n, u32 idx, u32 mtu, u32 rate_mbps)
 		me_atomic64_set(&pa->heard_ns, 0);
 		me_atomic_set(&pa->peer_link, ME_LINK_NONE);
 		me_atomic_set(&pa->failed, 0);
+		me_atomic_set(&pa->told, 0);
 		me_atomic_set(&pa->rate, rate);
 	}
 	l->rate_init = rate;

@@ -64,6 +64,9 @@ struct me_path {
 				 * (its HELLO/KEEPALIVE), ME_LINK_NONE: unknown */
 	me_atomic_t failed;	/* went down after being alive: our
 				 * keepalives tell the peer (wire.h down) */
+	me_atomic_t told;	/* the peer's keepalives say its end failed;
+				 * acted on once, until it shows its end
+				 * usable again (path.c peer_down_mask()) */
 	/* Congestion control (cc.c). */
 	me_atomic_t cwnd;	/* bytes that may be in flight */
 	me_atomic64_t pace_ns;	/* pacing: the next packet's earliest departure */

@@ -349,3 +349,58 @@ TEST(MultiLink, shared_receive_cpu__revived_link_takes_its_share)
 	}
 	EXPECT_EQ(M.st(0, ME_ST_TX_RTX_RTO) + M.st(0, ME_ST_TX_RTX_LOSS), rtx_before);
 }
+
+// A link cut both ways goes down at both ends, each marking it failed and
+// saying so in every keepalive until its end is back.  The two ends come
+// back a round trip or so apart: the first was taken down again by the
+// other's keepalives sent before that one came back (path_told_down, a
+// second LINK_UP; 2 of these 8 seeds), its packets in flight sent again
+// and its congestion window started over, which a guest run saw as the
+// revived link's share falling below a third (fault_test).  A failure is
+// now acted on once, until the peer shows its end usable: each end comes
+// up once.  That mark must not outlive the episode: node 0's end going
+// down afterwards is still told to node 1 at once, and node 1's end stays
+// down: node 0 no longer answers keepalives on a link down at its end
+// (its answers brought node 1's end alive again, told down again by the
+// next keepalive, seed 42).
+TEST(MultiLink, revived_link__up_once_at_each_end)
+{
+	for (uint64_t seed = 42; seed < 50; seed++) {
+		SCOPED_TRACE(seed);
+		LinkParams lp;
+		lp.delay_ns = 50000 + 7919 * (seed % 13);
+		Multi M(seed, {lp, lp});
+		ASSERT_NE(M.c, nullptr);
+		M.writes(2, 1 << 20);
+		me_node *a = M.sim.nodes[0]->node, *b = M.sim.nodes[1]->node;
+		M.sim.set_wire_up(1, false);
+		ASSERT_TRUE(M.sim.run([&] { return !me_link_alive(a, 1) && !me_link_alive(b, 1); },
+				      M.sim.now + 1000000000));
+		// Revived at a different phase of the keepalive timers each seed.
+		M.sim.run_for(50000000 + 1000003 * (seed % 17));
+		const uint64_t told[2] = {M.st(0, ME_ST_PATH_TOLD_DOWN), M.st(1, ME_ST_PATH_TOLD_DOWN)};
+		const uint64_t up[2] = {M.st(0, ME_ST_LINK_UP), M.st(1, ME_ST_LINK_UP)};
+		ASSERT_TRUE(M.revive(1));
+		M.writes(4, 1 << 20);
+		M.w->check();
+		for (int i = 0; i < 2; i++) {
+			EXPECT_EQ(M.st(i, ME_ST_PATH_TOLD_DOWN), told[i]) << "node " << i;
+			EXPECT_EQ(M.st(i, ME_ST_LINK_UP), up[i] + 1) << "node " << i;
+		}
+
+		// Node 0's end goes down by itself (its NIC, say): node 1 still
+		// has it alive and would wait link_dead_ns for the silence.
+		const uint64_t t_down = M.sim.now;
+		me_link_set_admin(a, 1, false);
+		for (int i = 0; i < 4; i++)
+			EXPECT_EQ(M.w->submit(M.c, 0, Op::WRITE, 1 << 20), 0);
+		EXPECT_TRUE(M.sim.run([&] { return !me_link_alive(b, 1); }, M.sim.now + 1000000000))
+			<< "node 1 kept the link";
+		EXPECT_LT(M.sim.now - t_down, M.sim.nodes[1]->cfg.link_dead_ns / 4)
+			<< "node 1 waited for the silence";
+		EXPECT_EQ(M.st(1, ME_ST_PATH_TOLD_DOWN), told[1] + 1) << "node 1 not told";
+		EXPECT_TRUE(M.sim.run([&] { return M.w->all_done(); }, M.sim.now + 5000000000ull));
+		M.w->check();
+		EXPECT_EQ(me_conn_state(M.c), ME_CS_ESTABLISHED);
+	}
+}

@@ -104,8 +104,9 @@
  * ME_STAT_ACK_NOW counts the requests so flagged that came in.
  * 28: me_query (VER6) heads_reused and heads_fresh: the pages frame heads
  * are carved from, carved again or taken from the allocator.
+ * 29: ME_STAT_CC_IDLE: windows cut when a path sends again after a pause.
  */
-#define ME_ABI_VERSION		28
+#define ME_ABI_VERSION		29
 
 /* Default ethertype: IEEE 802.1 Local Experimental 1. */
 #define ME_DEFAULT_ETHERTYPE	0x88B5
@@ -1006,6 +1007,7 @@ enum me_stat_index {
 	ME_STAT_CC_UNDO,	/* windows given back: the timeouts were needless */
 	ME_STAT_CC_CALM,	/* paths kept from doubling: a queue's second loss round */
 	ME_STAT_ACK_NOW,	/* ABI 27: requests whose sender waits (NOW), acked at once */
+	ME_STAT_CC_IDLE,	/* ABI 29: windows cut as a path sends again after a pause */
 	ME_STAT_COUNT
 };
 

@@ -42,6 +42,8 @@ void me_cc_lost(struct me_node *node, struct me_path *pa, u64 now);
 void me_cc_timeout(struct me_node *node, struct me_path *pa, u64 now);
 /* The first timeout of an episode, resent as a probe, was on the path. */
 void me_cc_probe(struct me_node *node, struct me_path *pa, u64 now);
+/* A data packet leaves on the path, which had none in flight since `last`. */
+void me_cc_idle(struct me_node *node, struct me_path *pa, u64 last, u64 now);
 /*
  * The peer received a packet twice: a retransmission was not needed.
  * Gives the path back the window its last timeouts took, unless a queue

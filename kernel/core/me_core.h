@@ -190,6 +190,7 @@ enum me_stat {
 	ME_ST_CC_UNDO,		/* windows given back after needless timeouts */
 	ME_ST_CC_CALM,		/* paths calmed (no doubling) */
 	ME_ST_ACK_NOW,		/* requests flagged NOW acked at once */
+	ME_ST_CC_IDLE,		/* windows cut after a pause (cc.c me_cc_idle) */
 	ME_ST_MAX_
 };
 

@@ -766,11 +766,15 @@ int me_path_pick(struct me_node *n, struct me_peer *p, u32 len, bool force, u64 
 	return best;
 }
 
-void me_path_sent(struct me_node *n, struct me_peer *p, u32 link, u32 len, u64 now)
+void me_path_sent(struct me_node *n, struct me_peer *p, u32 link, u32 len, bool idle,
+		  u64 now)
 {
 	struct me_path *pa = &p->path[link];
 	u64 cap, gap, burst, from, at, old;
 
+	if (idle)
+		me_cc_idle(n, pa, me_atomic64_read(&pa->quiet_ns), now);
+	me_atomic64_set(&pa->quiet_ns, now);
 	if (!n->cfg.pace_pct)
 		return;
 	cap = link_cap(n, pa, me_atomic_read(&pa->rate), max_rate(n, p));
@@ -826,7 +830,9 @@ void me_path_acked(struct me_peer *p, u32 link, u32 txno, u32 bytes,
 	struct me_path *pa = &p->path[link];
 	u32 cur = me_atomic_read(&pa->acked_txno);
 
-	me_atomic_add_return(&pa->inflight, -bytes);
+	/* Emptied: idle from now to its next packet (cc.c me_cc_idle()). */
+	if (!me_atomic_add_return(&pa->inflight, -bytes))
+		me_atomic64_set(&pa->quiet_ns, now);
 	me_atomic64_add_return(&pa->delivered, bytes);
 	/*
 	 * Only an ack that is known to be for this very transmission tells

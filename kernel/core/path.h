@@ -109,6 +109,8 @@ struct me_path {
 				 * shrank it, 0: nothing to undo */
 	me_atomic_t undo_ssthresh;
 	me_atomic64_t undo_ns;	/* that episode's first timeout */
+	me_atomic64_t quiet_ns;	/* the last data sent, or acks emptying the
+				 * path, since: a pause (cc.c me_cc_idle()) */
 	/*
 	 * Reordering the path showed (me_path_reorder()): how much longer
 	 * than a round trip a packet may take before acks of later ones make
@@ -184,7 +186,8 @@ u64 me_path_probe_rtt(struct me_node *node, struct me_peer *p);
  */
 int me_path_pick(struct me_node *node, struct me_peer *p, u32 len, bool force, u64 *paced);
 /* A sequenced packet of len bytes left on the path at now (pacing). */
-void me_path_sent(struct me_node *node, struct me_peer *p, u32 link, u32 len, u64 now);
+void me_path_sent(struct me_node *node, struct me_peer *p, u32 link, u32 len, bool idle,
+		  u64 now);
 /*
  * After `len` more bytes on the path, no full packet fits in its window:
  * the packet should ask for an ack at once (the window's edge).

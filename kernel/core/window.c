@@ -1310,6 +1310,7 @@ void me_win_tx_commit(struct me_conn *c, struct me_txslot *t, u32 seq,
 	struct me_node *n = c->node;
 	u32 txno = me_path_next_txno(c->pe, link, len);
 	struct me_peer *pe = c->pe;
+	bool idle;
 	u64 req;
 
 	/*
@@ -1330,8 +1331,8 @@ void me_win_tx_commit(struct me_conn *c, struct me_txslot *t, u32 seq,
 	t->first_ns = now;
 	me_atomic_set(&t->len, len);
 	me_atomic64_set(&t->sent_ns, now);
-	me_atomic_add_return(&me_pth(c->pe, link)->inflight, len);
-	me_path_sent(n, pe, link, len, now);
+	idle = me_atomic_add_return(&me_pth(c->pe, link)->inflight, len) == len;
+	me_path_sent(n, pe, link, len, idle, now);
 	me_atomic64_set(&t->linfo, LI(seq, txno, 0, link));
 	me_atomic_set(&c->snd_max, seq + 1);
 	me_node_due(n, now + rto_ns(c));	/* its retransmission timeout */

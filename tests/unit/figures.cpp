@@ -33,10 +33,10 @@ static const char *const stat_names[ME_ST_MAX_] = {
 	"tx_packs", "tx_packed", "ack_held", "ack_carried", "ack_hold_expired",
 	"cc_loss_queue", "cc_loss_random", "shared_lost", "timer_late",
 	"cc_queue_delay", "cc_queue_burst", "cc_queue_full", "cc_cut_loss", "cc_cut_delay",
-	"cc_cut_rto", "cc_reset", "cc_undo", "cc_calm", "ack_now",
+	"cc_cut_rto", "cc_reset", "cc_undo", "cc_calm", "ack_now", "cc_idle",
 };
 static_assert(sizeof(stat_names) / sizeof(stat_names[0]) == ME_ST_MAX_ &&
-	      ME_ST_ACK_NOW == ME_ST_MAX_ - 1, "a name for every counter");
+	      ME_ST_CC_IDLE == ME_ST_MAX_ - 1, "a name for every counter");
 
 static void dump(Sim &sim, int done, int nops)
 {

@@ -782,3 +782,49 @@ TEST(Cc, lossy_quiet_path_behind_a_switch__window_not_held_back)
 		EXPECT_EQ(w.bad, 0);
 	}
 }
+
+// A path that sends again after a pause with nothing in flight restarts
+// its window as TCP after idle: halved for each of its retransmission
+// timeouts the pause lasted (two round trips, rto_min at least: 5 ms
+// here), down to the first window, and slow start takes it back to where
+// it was within a few round trips (ssthresh keeps 3/4 of it).  A pause
+// shorter than that costs nothing.  The window is read as the first
+// packet after the pause leaves, before any ack.
+TEST(Cc, pause__window_halved_per_timeout_and_grown_back)
+{
+	Stream s(83);
+	ASSERT_NO_FATAL_FAILURE(s.grow());
+	ASSERT_TRUE(s.sim.run([&] { return s.w.all_done(); }, s.sim.now + 100000000));
+	const me_node_cfg &cf = s.sim.nodes[0]->cfg;
+	const uint32_t init = std::max(cf.cc_init, cf.mtu);
+	const uint32_t grown = cwnd_of(s.sim, 0);
+	ASSERT_GE(grown, 4 * init) << "the window did not grow";
+	ASSERT_LT(2 * path_of(s.sim, 0, 0).data_rtt_us * 1000ull, cf.rto_min_ns)
+		<< "the unit of the pause must be rto_min here";
+
+	auto resume_after = [&](uint64_t pause) {
+		s.sim.run_for(pause);
+		EXPECT_EQ(s.w.submit(s.c, 0, Op::WRITE, 64 * 1024), 0);
+		s.sim.run_for(1000);
+		return cwnd_of(s.sim, 0);
+	};
+	const uint64_t idle0 = stat0(s.sim, ME_ST_CC_IDLE);
+	// Less than one timeout of pause (the acks of the last write came
+	// ~0.5 ms after it was sent): the window stays.
+	EXPECT_EQ(resume_after(cf.rto_min_ns / 2), grown);
+	EXPECT_EQ(stat0(s.sim, ME_ST_CC_IDLE), idle0);
+	ASSERT_TRUE(s.sim.run([&] { return s.w.all_done(); }, s.sim.now + 100000000));
+	const uint32_t before = cwnd_of(s.sim, 0);
+	// Two and a half timeouts since the last packet left: a quarter.
+	EXPECT_EQ(resume_after(cf.rto_min_ns * 5 / 2), std::max(before / 4, init));
+	EXPECT_EQ(stat0(s.sim, ME_ST_CC_IDLE), idle0 + 1);
+	ASSERT_TRUE(s.sim.run([&] { return s.w.all_done(); }, s.sim.now + 100000000));
+	// A second: down to the first window.
+	EXPECT_EQ(resume_after(1000000000), init);
+	EXPECT_EQ(stat0(s.sim, ME_ST_CC_IDLE), idle0 + 2);
+	// The path is as it was: slow start finds the window again.
+	ASSERT_NO_FATAL_FAILURE(s.grow());
+	printf("window %u grown, %u after 2.5 timeouts' pause, %u after a second's "
+	       "and 20 ms of stream\n", grown, std::max(before / 4, init), cwnd_of(s.sim, 0));
+	EXPECT_GE(cwnd_of(s.sim, 0), grown / 2);
+}

@@ -297,7 +297,7 @@ constexpr const char *stat_names[] = {
 	"path_told_down", "rtx_spurious", "tx_packs", "tx_packed", "ack_held", "ack_carried", "ack_hold_expired",
 	"cc_loss_queue", "cc_loss_random", "shared_lost", "timer_late",
 	"cc_queue_delay", "cc_queue_burst", "cc_queue_full", "cc_cut_loss", "cc_cut_delay",
-	"cc_cut_rto", "cc_reset", "cc_undo", "cc_calm", "ack_now",
+	"cc_cut_rto", "cc_reset", "cc_undo", "cc_calm", "ack_now", "cc_idle",
 };
 static_assert(std::size(stat_names) == ME_STAT_COUNT,
 	      "a name for every enum me_stat_index entry, in order");

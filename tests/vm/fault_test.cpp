@@ -467,7 +467,14 @@ TEST_F(FaultTest, LinkDownMidTransferCompletesOnTheOther)
 	// around the target, and the revived link's share over these 16 MiB
 	// spread from 22% to 50% (a CI run failed at 22%).  At 50 Mbit/s each
 	// path's delay is its own queue and the windows settle at equal
-	// shares (47-50% here, every run).
+	// shares (47-50% here, every run; 36-50% on a host three times as
+	// slow).  Link 0's window, grown to 1 MiB while it was unlimited, once
+	// went whole into its new 50 Mbit/s queue: 170 ms, past link_dead_ns,
+	// and the receiver took the path for dead (a revived link's share of
+	// 27-31%, one 6.12 run in five).  A path now restarts its window after
+	// a pause (cc.c me_cc_idle()); and the first end of link 1 to come
+	// back is no longer taken down by the other's keepalives sent before
+	// its own came back (path.c peer_down_mask()).
 	ASSERT_TRUE(c_->set_link(1, true, 1));
 	ASSERT_TRUE(c_->wait_pair(0, 1, 2, std::chrono::seconds(10)));
 	for (int l = 0; l < 2; l++)

@@ -185,7 +185,10 @@ u64 me_path_probe_rtt(struct me_node *node, struct me_peer *p);
  * path with room may send, 0 if none has room.
  */
 int me_path_pick(struct me_node *node, struct me_peer *p, u32 len, bool force, u64 *paced);
-/* A sequenced packet of len bytes left on the path at now (pacing). */
+/*
+ * A sequenced packet of len bytes left on the path at now (pacing); idle:
+ * the path had nothing in flight (congestion control's restart, cc.c).
+ */
 void me_path_sent(struct me_node *node, struct me_peer *p, u32 link, u32 len, bool idle,
 		  u64 now);
 /*

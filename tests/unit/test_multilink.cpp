@@ -68,8 +68,7 @@ struct Multi {
 	}
 
 	// Link l's cable back, and the wait until both ends have it alive
-	// again (the first to see it may be told down again by the other,
-	// whose keepalive left before it did: a phase of the timers).
+	// again (they come back a round trip or so apart).
 	bool revive(uint32_t l)
 	{
 		me_node *a = sim.nodes[0]->node, *b = sim.nodes[1]->node;
@@ -401,6 +400,7 @@ TEST(MultiLink, revived_link__up_once_at_each_end)
 		EXPECT_EQ(M.st(1, ME_ST_PATH_TOLD_DOWN), told[1] + 1) << "node 1 not told";
 		EXPECT_TRUE(M.sim.run([&] { return M.w->all_done(); }, M.sim.now + 5000000000ull));
 		M.w->check();
+		EXPECT_EQ(me_link_alive(b, 1), 0) << "node 1's end came back on a link down at node 0";
 		EXPECT_EQ(me_conn_state(M.c), ME_CS_ESTABLISHED);
 	}
 }

@@ -788,8 +788,9 @@ TEST(Cc, lossy_quiet_path_behind_a_switch__window_not_held_back)
 // timeouts the pause lasted (two round trips, rto_min at least: 5 ms
 // here), down to the first window, and slow start takes it back to where
 // it was within a few round trips (ssthresh keeps 3/4 of it).  A pause
-// shorter than that costs nothing.  The window is read as the first
-// packet after the pause leaves, before any ack.
+// shorter than that costs nothing.  The pause runs from the ack that
+// emptied the path; the window is read as the first packet after it
+// leaves, before any ack.
 TEST(Cc, pause__window_halved_per_timeout_and_grown_back)
 {
 	Stream s(83);
@@ -809,13 +810,13 @@ TEST(Cc, pause__window_halved_per_timeout_and_grown_back)
 		return cwnd_of(s.sim, 0);
 	};
 	const uint64_t idle0 = stat0(s.sim, ME_ST_CC_IDLE);
-	// Less than one timeout of pause (the acks of the last write came
-	// ~0.5 ms after it was sent): the window stays.
+	// Less than one timeout of pause after the ack that emptied the
+	// path: the window stays.
 	EXPECT_EQ(resume_after(cf.rto_min_ns / 2), grown);
 	EXPECT_EQ(stat0(s.sim, ME_ST_CC_IDLE), idle0);
 	ASSERT_TRUE(s.sim.run([&] { return s.w.all_done(); }, s.sim.now + 100000000));
 	const uint32_t before = cwnd_of(s.sim, 0);
-	// Two and a half timeouts since the last packet left: a quarter.
+	// Two and a half timeouts after the emptying ack: a quarter.
 	EXPECT_EQ(resume_after(cf.rto_min_ns * 5 / 2), std::max(before / 4, init));
 	EXPECT_EQ(stat0(s.sim, ME_ST_CC_IDLE), idle0 + 1);
 	ASSERT_TRUE(s.sim.run([&] { return s.w.all_done(); }, s.sim.now + 100000000));

@@ -135,9 +135,15 @@ static u32 cc_max(struct me_node *n)
 	return n->cfg.link_window;
 }
 
+/* A path's first window, and the least a pause restarts it to. */
+static u32 cc_first(struct me_node *n)
+{
+	return me_max_u32(me_min_u32(n->cfg.cc_init, cc_max(n)), cc_min(n));
+}
+
 void me_cc_start(struct me_node *n, struct me_path *pa, u64 now)
 {
-	u32 init = me_max_u32(me_min_u32(n->cfg.cc_init, cc_max(n)), cc_min(n));
+	u32 init = cc_first(n);
 
 	(void)now;
 	me_atomic_set(&pa->cwnd, init);
@@ -651,7 +657,7 @@ void me_cc_probe(struct me_node *n, struct me_path *pa, u64 now)
 void me_cc_idle(struct me_node *n, struct me_path *pa, u64 last, u64 now)
 {
 	u64 unit = me_max_u64(n->cfg.rto_min_ns, 2 * round_trip(n, pa));
-	u32 init = me_max_u32(me_min_u32(n->cfg.cc_init, cc_max(n)), cc_min(n));
+	u32 init = cc_first(n);
 	u32 cwnd = me_atomic_read(&pa->cwnd), w = cwnd;
 	u64 idle;
 
